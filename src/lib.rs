@@ -1,0 +1,16 @@
+//! # patchbox
+//!
+//! Session sandboxes for agent engines. An engine session snapshots the user's project into
+//! `<root>/<session>/base/`; each delegated sub-agent works in its own copy `d-<id>/`; its work
+//! comes back as a git-style patch that `git apply` accepts, or waits in
+//! `pending/<id>.patch`. The user's project is never written except by an explicit apply.
+
+pub mod error;
+pub mod relpath;
+
+pub use error::{Error, Result};
+pub use relpath::RelPath;
+pub mod apply;
+pub mod patch_parse;
+pub mod patch_write;
+pub mod select;
