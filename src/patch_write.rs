@@ -1,1 +1,760 @@
-//! (in progress)
+//! Native writing of git-style patches, without running `git`.
+//!
+//! A delegated sub-agent's work comes back as a patch: the difference between the session's
+//! `base/` snapshot and the sub-agent's sandbox. That patch must be accepted by `git apply`
+//! (and, when it only touches text, by GNU `patch -p1`) in a copy of the old tree and must
+//! reproduce the new tree exactly: contents byte for byte, the exec bit and symlinks. Spawning
+//! `git diff` would require a repository and a `git` binary on every machine, so this module
+//! writes the same format itself, following what `git diff --binary` (git 2.39) emits:
+//!
+//! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`]);
+//! * the extended header lines `new file mode`, `deleted file mode`, `old mode`/`new mode`
+//!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`]), so that
+//!   `git apply --3way` can find the preimage blobs;
+//! * unified hunks with three lines of context computed with Myers' algorithm (the `similar`
+//!   crate) over lines that keep their terminators, so CRLF survives, with
+//!   `\ No newline at end of file` markers;
+//! * `GIT binary patch` sections (forward and reverse `literal` blocks, zlib + git's base85)
+//!   when either side is binary by git's heuristic ([`is_binary`]);
+//! * symlinks as mode `120000` files whose content is the link target, and a change between
+//!   a regular file and a symlink as a deletion followed by an addition, as git does.
+//!
+//! Large files stay cheap: as in xdiff, lines that occur only on one side are set aside before
+//! Myers runs (a rewritten 200 000-line file diffs in a fraction of a second), and a time limit
+//! per file bounds the pathological cases (heavily reordered lines), past which the diff is
+//! coarser but still exact.
+//!
+//! Hunk headers carry no function-name context (git's `@@ ... @@ fn foo` suffix); appliers
+//! ignore it, so the patch applies the same.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use sha1::{Digest, Sha1};
+use similar::{Algorithm, DiffOp, DiffTag};
+
+use crate::relpath::RelPath;
+
+/// Lines of context around each change, as in `git diff` without `-U`.
+const CONTEXT: usize = 3;
+
+/// How long Myers may search for a minimal diff of one file before settling for a coarser
+/// one (see `line_ops`).
+const DIFF_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// How many leading bytes git inspects for a NUL when deciding a file is binary.
+const BINARY_SNIFF_LEN: usize = 8000;
+
+/// git's file-type bits for a symbolic link.
+const MODE_SYMLINK: u32 = 0o120000;
+/// git's mode for a regular, non-executable file.
+const MODE_FILE: u32 = 0o100644;
+/// git's mode for a regular, executable file.
+const MODE_EXEC: u32 = 0o100755;
+/// The file-type part of a mode.
+const MODE_TYPE_MASK: u32 = 0o170000;
+
+/// The all-zero object id git writes for the missing side of an addition or deletion.
+const NULL_ID: &str = "0000000000000000000000000000000000000000";
+
+/// One side of a file change.
+///
+/// `mode` is git's: `0o100644`, `0o100755` or `0o120000` (a symlink, in which case `data` is
+/// the link target's bytes). Any other mode is normalized the way git records it: a file-type
+/// of symlink stays a symlink, anything else becomes a regular file, executable when the
+/// owner's exec bit is set.
+///
+/// ```
+/// use patchbox::patch_write::Side;
+/// use patchbox::RelPath;
+/// let p = RelPath::new("bin/run.sh").unwrap();
+/// let side = Side { path: &p, mode: 0o100755, data: b"#!/bin/sh\n" };
+/// assert_eq!(side.mode, 0o100755);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Side<'a> {
+    /// The path of the file, relative to the tree root.
+    pub path: &'a RelPath,
+    /// git's mode: `0o100644`, `0o100755` or `0o120000`.
+    pub mode: u32,
+    /// The file's content, or the link target for a symlink.
+    pub data: &'a [u8],
+}
+
+/// Reduces any mode to one of the three git records for files.
+fn normalize_mode(mode: u32) -> u32 {
+    if mode & MODE_TYPE_MASK == MODE_SYMLINK {
+        MODE_SYMLINK
+    } else if mode & 0o100 != 0 {
+        MODE_EXEC
+    } else {
+        MODE_FILE
+    }
+}
+
+/// True when the (normalized) mode describes a symlink.
+fn is_symlink(mode: u32) -> bool {
+    mode == MODE_SYMLINK
+}
+
+/// Appends the git-style diff of one path to `out`.
+///
+/// `old == None` is an addition, `new == None` a deletion. When both are given but one is a
+/// regular file and the other a symlink, the change is written as a deletion followed by an
+/// addition, as git does (likewise when the two sides name different paths: this writer
+/// emits no rename headers). Identical content and mode write nothing; a change of mode alone
+/// writes only the `old mode`/`new mode` header.
+///
+/// ```
+/// use patchbox::patch_write::{write_file_diff, Side};
+/// use patchbox::RelPath;
+/// let p = RelPath::new("greeting.txt").unwrap();
+/// let mut out = Vec::new();
+/// write_file_diff(
+///     &mut out,
+///     Some(Side { path: &p, mode: 0o100644, data: b"hello\n" }),
+///     Some(Side { path: &p, mode: 0o100644, data: b"hello world\n" }),
+/// );
+/// let text = String::from_utf8(out).unwrap();
+/// assert!(text.starts_with("diff --git a/greeting.txt b/greeting.txt\nindex "));
+/// assert!(text.ends_with("--- a/greeting.txt\n+++ b/greeting.txt\n@@ -1 +1 @@\n-hello\n+hello world\n"));
+///
+/// // Nothing changed: nothing written.
+/// let mut none = Vec::new();
+/// let same = Side { path: &p, mode: 0o100644, data: b"x\n" };
+/// write_file_diff(&mut none, Some(same), Some(same));
+/// assert!(none.is_empty());
+/// ```
+pub fn write_file_diff(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
+    let old = old.map(|s| Side {
+        mode: normalize_mode(s.mode),
+        ..s
+    });
+    let new = new.map(|s| Side {
+        mode: normalize_mode(s.mode),
+        ..s
+    });
+    match (old, new) {
+        (None, None) => {}
+        (Some(o), Some(n))
+            if is_symlink(o.mode) != is_symlink(n.mode)
+                || o.path.as_bytes() != n.path.as_bytes() =>
+        {
+            write_one(out, Some(o), None);
+            write_one(out, None, Some(n));
+        }
+        (o, n) => write_one(out, o, n),
+    }
+}
+
+/// Writes one `diff --git` section. At least one side is present; when both are, they share
+/// the path and the file type.
+fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
+    let (a_path, b_path) = match (old, new) {
+        (Some(o), Some(n)) => (o.path.as_bytes(), n.path.as_bytes()),
+        (Some(o), None) => (o.path.as_bytes(), o.path.as_bytes()),
+        (None, Some(n)) => (n.path.as_bytes(), n.path.as_bytes()),
+        (None, None) => return,
+    };
+    let old_data: &[u8] = old.map_or(&[], |s| s.data);
+    let new_data: &[u8] = new.map_or(&[], |s| s.data);
+
+    if let (Some(o), Some(n)) = (old, new) {
+        if o.mode == n.mode && o.data == n.data {
+            return;
+        }
+    }
+
+    let a_name = quote_path("a/", a_path);
+    let b_name = quote_path("b/", b_path);
+
+    out.extend_from_slice(b"diff --git ");
+    out.extend_from_slice(&a_name);
+    out.push(b' ');
+    out.extend_from_slice(&b_name);
+    out.push(b'\n');
+
+    let mut index_mode = None;
+    match (old, new) {
+        (None, Some(n)) => {
+            out.extend_from_slice(format!("new file mode {:o}\n", n.mode).as_bytes())
+        }
+        (Some(o), None) => {
+            out.extend_from_slice(format!("deleted file mode {:o}\n", o.mode).as_bytes())
+        }
+        (Some(o), Some(n)) if o.mode != n.mode => {
+            out.extend_from_slice(
+                format!("old mode {:o}\nnew mode {:o}\n", o.mode, n.mode).as_bytes(),
+            );
+            if o.data == n.data {
+                // A change of mode alone: git writes no index line and no hunks.
+                return;
+            }
+        }
+        (Some(o), Some(_)) => index_mode = Some(o.mode),
+        (None, None) => return,
+    }
+
+    let old_id = if old.is_some() {
+        blob_id_hex(old_data)
+    } else {
+        NULL_ID.to_string()
+    };
+    let new_id = if new.is_some() {
+        blob_id_hex(new_data)
+    } else {
+        NULL_ID.to_string()
+    };
+    out.extend_from_slice(format!("index {old_id}..{new_id}").as_bytes());
+    if let Some(mode) = index_mode {
+        out.extend_from_slice(format!(" {mode:o}").as_bytes());
+    }
+    out.push(b'\n');
+
+    if is_binary(old_data) || is_binary(new_data) {
+        out.extend_from_slice(b"GIT binary patch\n");
+        write_binary_literal(out, new_data);
+        write_binary_literal(out, old_data);
+        return;
+    }
+
+    if old_data.is_empty() && new_data.is_empty() {
+        // Adding or deleting an empty file: the header says it all.
+        return;
+    }
+
+    // git appends a TAB after a name containing a space so that GNU patch knows where the
+    // name ends; /dev/null never gets one.
+    out.extend_from_slice(b"--- ");
+    if old.is_some() {
+        out.extend_from_slice(&a_name);
+        if a_path.contains(&b' ') {
+            out.push(b'\t');
+        }
+    } else {
+        out.extend_from_slice(b"/dev/null");
+    }
+    out.push(b'\n');
+    out.extend_from_slice(b"+++ ");
+    if new.is_some() {
+        out.extend_from_slice(&b_name);
+        if b_path.contains(&b' ') {
+            out.push(b'\t');
+        }
+    } else {
+        out.extend_from_slice(b"/dev/null");
+    }
+    out.push(b'\n');
+
+    write_hunks(out, old_data, new_data);
+}
+
+/// Splits `data` into lines that keep their `\n` (so `\r\n` stays part of the line). A final
+/// piece without `\n` is a line too. Only `\n` ends a line, as in git.
+fn split_lines(data: &[u8]) -> Vec<&[u8]> {
+    data.split_inclusive(|&b| b == b'\n').collect()
+}
+
+/// Writes the unified hunks turning `old` into `new` (both text).
+fn write_hunks(out: &mut Vec<u8>, old: &[u8], new: &[u8]) {
+    let old_lines = split_lines(old);
+    let new_lines = split_lines(new);
+    let ops = line_ops(&old_lines, &new_lines);
+    // `group_diff_ops` keeps CONTEXT lines around changes and starts a new group only when
+    // more than 2 * CONTEXT unchanged lines separate two changes: git's merge rule.
+    for group in similar::group_diff_ops(ops, CONTEXT) {
+        write_hunk(out, &group, &old_lines, &new_lines);
+    }
+}
+
+/// The edit script turning `old` lines into `new` lines.
+///
+/// Like xdiff, lines that occur nowhere on the other side are set aside before running Myers:
+/// they can never be part of a match, so the script stays minimal, and a rewritten file (where
+/// most lines are unique to one side) is diffed in linear time instead of quadratic time.
+/// Myers then runs on the remaining lines with a time limit ([`DIFF_TIME_LIMIT`]); past it,
+/// `similar` finishes with a coarser (still correct) script rather than running on.
+fn line_ops<'a>(old: &[&'a [u8]], new: &[&'a [u8]]) -> Vec<DiffOp> {
+    let mut ids: HashMap<&'a [u8], usize> = HashMap::new();
+    let old_ids = intern(&mut ids, old);
+    let new_ids = intern(&mut ids, new);
+    let distinct = ids.len();
+    let mut in_old = vec![false; distinct];
+    let mut in_new = vec![false; distinct];
+    for &id in &old_ids {
+        in_old[id] = true;
+    }
+    for &id in &new_ids {
+        in_new[id] = true;
+    }
+    // Original positions of the lines that have a counterpart, and their ids.
+    let old_keep: Vec<usize> = (0..old_ids.len()).filter(|&i| in_new[old_ids[i]]).collect();
+    let new_keep: Vec<usize> = (0..new_ids.len()).filter(|&i| in_old[new_ids[i]]).collect();
+    let old_kept: Vec<usize> = old_keep.iter().map(|&i| old_ids[i]).collect();
+    let new_kept: Vec<usize> = new_keep.iter().map(|&i| new_ids[i]).collect();
+
+    let deadline = Instant::now().checked_add(DIFF_TIME_LIMIT);
+    let reduced =
+        similar::capture_diff_slices_deadline(Algorithm::Myers, &old_kept, &new_kept, deadline);
+
+    // Map the matches back to original positions; everything between two matches is a
+    // deletion, an insertion or both.
+    let mut ops = Vec::new();
+    let (mut next_old, mut next_new) = (0, 0);
+    for op in reduced {
+        if let DiffOp::Equal {
+            old_index,
+            new_index,
+            len,
+        } = op
+        {
+            let olds = old_keep.iter().skip(old_index).take(len);
+            let news = new_keep.iter().skip(new_index).take(len);
+            for (&o, &n) in olds.zip(news) {
+                push_gap(&mut ops, next_old..o, next_new..n);
+                push_equal(&mut ops, o, n);
+                next_old = o + 1;
+                next_new = n + 1;
+            }
+        }
+    }
+    push_gap(&mut ops, next_old..old.len(), next_new..new.len());
+    ops
+}
+
+/// Numbers each distinct line: equal lines get equal ids.
+fn intern<'a>(ids: &mut HashMap<&'a [u8], usize>, lines: &[&'a [u8]]) -> Vec<usize> {
+    lines
+        .iter()
+        .map(|&line| {
+            let next = ids.len();
+            *ids.entry(line).or_insert(next)
+        })
+        .collect()
+}
+
+/// Appends the op for the unmatched lines `old` and `new` (either may be empty).
+fn push_gap(ops: &mut Vec<DiffOp>, old: std::ops::Range<usize>, new: std::ops::Range<usize>) {
+    let (old_index, new_index) = (old.start, new.start);
+    let (old_len, new_len) = (old.len(), new.len());
+    match (old_len > 0, new_len > 0) {
+        (true, true) => ops.push(DiffOp::Replace {
+            old_index,
+            old_len,
+            new_index,
+            new_len,
+        }),
+        (true, false) => ops.push(DiffOp::Delete {
+            old_index,
+            old_len,
+            new_index,
+        }),
+        (false, true) => ops.push(DiffOp::Insert {
+            old_index,
+            new_index,
+            new_len,
+        }),
+        (false, false) => {}
+    }
+}
+
+/// Appends the match of old line `o` with new line `n`, extending the previous run of equal
+/// lines when it is adjacent.
+fn push_equal(ops: &mut Vec<DiffOp>, o: usize, n: usize) {
+    if let Some(DiffOp::Equal {
+        old_index,
+        new_index,
+        len,
+    }) = ops.last_mut()
+    {
+        if *old_index + *len == o && *new_index + *len == n {
+            *len += 1;
+            return;
+        }
+    }
+    ops.push(DiffOp::Equal {
+        old_index: o,
+        new_index: n,
+        len: 1,
+    });
+}
+
+/// Writes one hunk: its `@@` header and its lines.
+fn write_hunk(out: &mut Vec<u8>, group: &[DiffOp], old_lines: &[&[u8]], new_lines: &[&[u8]]) {
+    let (Some(first), Some(last)) = (group.first(), group.last()) else {
+        return;
+    };
+    let old_start = first.old_range().start;
+    let old_len = last.old_range().end.saturating_sub(old_start);
+    let new_start = first.new_range().start;
+    let new_len = last.new_range().end.saturating_sub(new_start);
+
+    out.extend_from_slice(b"@@ -");
+    push_range(out, old_start, old_len);
+    out.extend_from_slice(b" +");
+    push_range(out, new_start, new_len);
+    out.extend_from_slice(b" @@\n");
+
+    for op in group {
+        let (tag, old_range, new_range) = op.as_tag_tuple();
+        match tag {
+            DiffTag::Equal => push_lines(out, b' ', old_lines, old_range),
+            DiffTag::Delete => push_lines(out, b'-', old_lines, old_range),
+            DiffTag::Insert => push_lines(out, b'+', new_lines, new_range),
+            DiffTag::Replace => {
+                push_lines(out, b'-', old_lines, old_range);
+                push_lines(out, b'+', new_lines, new_range);
+            }
+        }
+    }
+}
+
+/// Writes one side of a hunk header the way xdiff does: 1-based start, `,len` omitted when
+/// the length is 1, and for an empty range the number of the line before it (`0,0` at the
+/// top of the file).
+fn push_range(out: &mut Vec<u8>, start0: usize, len: usize) {
+    let start = if len == 0 { start0 } else { start0 + 1 };
+    out.extend_from_slice(start.to_string().as_bytes());
+    if len != 1 {
+        out.extend_from_slice(format!(",{len}").as_bytes());
+    }
+}
+
+/// Writes `lines[range]`, each prefixed by `prefix`, adding git's marker after a line that
+/// lacks its newline (only ever the last line of a file).
+fn push_lines(out: &mut Vec<u8>, prefix: u8, lines: &[&[u8]], range: std::ops::Range<usize>) {
+    for line in lines.get(range).unwrap_or(&[]) {
+        out.push(prefix);
+        out.extend_from_slice(line);
+        if !line.ends_with(b"\n") {
+            out.extend_from_slice(b"\n\\ No newline at end of file\n");
+        }
+    }
+}
+
+/// Writes one `literal <size>` block of a `GIT binary patch`: `data` zlib-deflated, in
+/// base85 lines of at most 52 bytes each, then a blank line.
+fn write_binary_literal(out: &mut Vec<u8>, data: &[u8]) {
+    out.extend_from_slice(format!("literal {}\n", data.len()).as_bytes());
+    let deflated = zlib_deflate(data);
+    for chunk in deflated.chunks(52) {
+        // chunk.len() is 1..=52, so the length character is 'A'..='Z' or 'a'..='z'.
+        let n = chunk.len() as u8;
+        out.push(if n <= 26 { b'A' + n - 1 } else { b'a' + n - 27 });
+        encode_base85(out, chunk);
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
+/// zlib-compresses `data` at the fastest level, like git's default (`Z_BEST_SPEED`), so that
+/// small literals come out byte-identical to git's. Compressing into memory does not fail; should the encoder report
+/// an error anyway, an uncompressed (stored) zlib stream is returned, which is just as valid.
+fn zlib_deflate(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    match enc.write_all(data).and_then(|()| enc.finish()) {
+        Ok(v) => v,
+        Err(_) => zlib_stored(data),
+    }
+}
+
+/// A zlib stream made of stored (uncompressed) deflate blocks.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x78, 0x01];
+    let mut chunks = data.chunks(0xffff).peekable();
+    if chunks.peek().is_none() {
+        // One final, empty stored block.
+        out.extend_from_slice(&[0x01, 0x00, 0x00, 0xff, 0xff]);
+    }
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        out.push(u8::from(last));
+        // chunk.len() <= 0xffff by construction.
+        let len = chunk.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.extend_from_slice(&adler32(data).to_be_bytes());
+    out
+}
+
+/// The Adler-32 checksum zlib appends to a stream.
+fn adler32(data: &[u8]) -> u32 {
+    const MOD: u32 = 65521;
+    let (mut a, mut b) = (1u32, 0u32);
+    for chunk in data.chunks(5552) {
+        for &byte in chunk {
+            a += u32::from(byte);
+            b += a;
+        }
+        a %= MOD;
+        b %= MOD;
+    }
+    (b << 16) | a
+}
+
+/// git's base85 alphabet (base85.c).
+const BASE85: &[u8; 85] =
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
+
+/// Encodes `data` as git does: each group of four bytes (the last one zero-padded) as a
+/// big-endian number written in five base85 digits, most significant first.
+fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
+    for group in data.chunks(4) {
+        let mut acc: u32 = 0;
+        for i in 0..4 {
+            acc = (acc << 8) | u32::from(group.get(i).copied().unwrap_or(0));
+        }
+        let mut digits = [0u8; 5];
+        for d in digits.iter_mut().rev() {
+            *d = BASE85[(acc % 85) as usize];
+            acc /= 85;
+        }
+        out.extend_from_slice(&digits);
+    }
+}
+
+/// The git blob id of `data`: SHA-1 of `"blob <len>\0"` followed by the data, as 40
+/// lowercase hex characters.
+///
+/// ```
+/// use patchbox::patch_write::blob_id_hex;
+/// assert_eq!(blob_id_hex(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+/// assert_eq!(blob_id_hex(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
+/// ```
+pub fn blob_id_hex(data: &[u8]) -> String {
+    let mut h = Sha1::new();
+    h.update(format!("blob {}\0", data.len()).as_bytes());
+    h.update(data);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// git's quoting of a path in patch headers (`core.quotePath=true`).
+///
+/// Returns `prefix` followed by `path`. When the path contains `"`, `\`, a control character,
+/// DEL or any byte `>= 0x80`, the whole token (prefix included) is put in double quotes with
+/// C-style escapes: `\a \b \t \n \v \f \r \" \\`, and three-digit octal for the other bytes.
+///
+/// ```
+/// use patchbox::patch_write::quote_path;
+/// assert_eq!(quote_path("a/", b"src/lib.rs"), b"a/src/lib.rs");
+/// assert_eq!(quote_path("a/", b"has space"), b"a/has space");
+/// assert_eq!(quote_path("a/", "tést".as_bytes()), br#""a/t\303\251st""#);
+/// assert_eq!(quote_path("b/", b"x\ty\"z"), br#""b/x\ty\"z""#);
+/// ```
+pub fn quote_path(prefix: &str, path: &[u8]) -> Vec<u8> {
+    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x7f;
+    let full: Vec<u8> = prefix.bytes().chain(path.iter().copied()).collect();
+    if !full.iter().any(|&b| needs(b)) {
+        return full;
+    }
+    let mut out = Vec::with_capacity(full.len() + 8);
+    out.push(b'"');
+    for &b in &full {
+        let esc = match b {
+            0x07 => Some(b'a'),
+            0x08 => Some(b'b'),
+            b'\t' => Some(b't'),
+            b'\n' => Some(b'n'),
+            0x0b => Some(b'v'),
+            0x0c => Some(b'f'),
+            b'\r' => Some(b'r'),
+            b'"' => Some(b'"'),
+            b'\\' => Some(b'\\'),
+            _ => None,
+        };
+        match esc {
+            Some(c) => out.extend_from_slice(&[b'\\', c]),
+            None if needs(b) => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            None => out.push(b),
+        }
+    }
+    out.push(b'"');
+    out
+}
+
+/// git's binary heuristic: a NUL byte within the first 8000 bytes.
+///
+/// ```
+/// use patchbox::patch_write::is_binary;
+/// assert!(!is_binary(b"plain text\n"));
+/// assert!(is_binary(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"));
+/// let mut late = vec![b'a'; 8000];
+/// late.push(0);
+/// assert!(!is_binary(&late)); // beyond the window git looks at
+/// ```
+pub fn is_binary(data: &[u8]) -> bool {
+    data[..data.len().min(BINARY_SNIFF_LEN)].contains(&0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn inflate(z: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        flate2::read::ZlibDecoder::new(z)
+            .read_to_end(&mut v)
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn patch_write_zlib_stored_round_trips() {
+        for n in [0usize, 1, 5, 65535, 65536, 200_000] {
+            let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+            assert_eq!(inflate(&zlib_stored(&data)), data, "size {n}");
+            assert_eq!(inflate(&zlib_deflate(&data)), data, "size {n}");
+        }
+    }
+
+    #[test]
+    fn patch_write_base85_matches_git() {
+        // From `git diff --binary` on an empty blob and on the bytes 00 01 02.
+        let mut out = Vec::new();
+        encode_base85(&mut out, &[0x78, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
+        assert_eq!(out, b"cmV?d00001");
+        let mut lit = Vec::new();
+        write_binary_literal(&mut lit, b"");
+        assert_eq!(lit, b"literal 0\nHcmV?d00001\n\n");
+    }
+
+    #[test]
+    fn patch_write_length_chars() {
+        let mut out = Vec::new();
+        // 4000 bytes of incompressible-ish data: several full 52-byte lines.
+        let data: Vec<u8> = (0u32..4000)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        write_binary_literal(&mut out, &data);
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("literal 4000"));
+        let body: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+        assert!(body.len() > 1);
+        for l in &body[..body.len() - 1] {
+            assert!(l.starts_with('z'));
+            assert_eq!(l.len(), 1 + 65);
+        }
+    }
+
+    #[test]
+    fn patch_write_hunk_headers() {
+        let p = RelPath::new("f").unwrap();
+        let side = |data: &'static [u8]| Side {
+            path: &p,
+            mode: 0o100644,
+            data,
+        };
+        let mut out = Vec::new();
+        write_file_diff(&mut out, Some(side(b"")), Some(side(b"a\nb\n")));
+        assert!(out.ends_with(b"@@ -0,0 +1,2 @@\n+a\n+b\n"));
+        out.clear();
+        write_file_diff(&mut out, Some(side(b"a\n")), Some(side(b"")));
+        assert!(out.ends_with(b"@@ -1 +0,0 @@\n-a\n"));
+        out.clear();
+        write_file_diff(&mut out, Some(side(b"a")), Some(side(b"a\n")));
+        assert!(out.ends_with(b"@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n"));
+    }
+
+    /// Replays `ops` on `old` and checks that they cover both sides in order and rebuild `new`.
+    fn replay(old: &[&[u8]], new: &[&[u8]], ops: &[DiffOp]) -> bool {
+        let (mut o, mut n) = (0, 0);
+        let mut rebuilt: Vec<&[u8]> = Vec::new();
+        for op in ops {
+            let (tag, or, nr) = op.as_tag_tuple();
+            if or.start != o || nr.start != n {
+                return false;
+            }
+            match tag {
+                DiffTag::Equal => {
+                    if old[or.clone()] != new[nr.clone()] {
+                        return false;
+                    }
+                    rebuilt.extend_from_slice(&old[or.clone()]);
+                }
+                _ => rebuilt.extend_from_slice(&new[nr.clone()]),
+            }
+            (o, n) = (or.end, nr.end);
+        }
+        o == old.len() && n == new.len() && rebuilt == new
+    }
+
+    #[test]
+    fn patch_write_line_ops_rebuild_new_minimally() {
+        let mut seed: u64 = 0x1234_5678_9abc_def1;
+        let mut next = move |m: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as usize
+        };
+        let words: [&[u8]; 5] = [b"a\n", b"b\n", b"c\n", b"\n", b"d"];
+        for _ in 0..500 {
+            let old: Vec<&[u8]> = (0..next(30)).map(|_| words[next(5)]).collect();
+            let new: Vec<&[u8]> = (0..next(30)).map(|_| words[next(5)]).collect();
+            let ops = line_ops(&old, &new);
+            assert!(replay(&old, &new, &ops), "{old:?} -> {new:?}: {ops:?}");
+            // Setting unmatched lines aside must not lose matches: same number of equal
+            // lines as plain Myers on the full sequences.
+            let equal = |ops: &[DiffOp]| -> usize {
+                ops.iter()
+                    .filter(|op| op.tag() == DiffTag::Equal)
+                    .map(|op| op.old_range().len())
+                    .sum()
+            };
+            let plain = similar::capture_diff_slices(Algorithm::Myers, &old, &new);
+            assert_eq!(equal(&ops), equal(&plain));
+        }
+    }
+
+    #[test]
+    fn patch_write_different_paths_are_delete_then_add() {
+        let a = RelPath::new("old-name").unwrap();
+        let b = RelPath::new("new-name").unwrap();
+        let mut out = Vec::new();
+        write_file_diff(
+            &mut out,
+            Some(Side {
+                path: &a,
+                mode: 0o100644,
+                data: b"x\n",
+            }),
+            Some(Side {
+                path: &b,
+                mode: 0o100644,
+                data: b"x\n",
+            }),
+        );
+        let text = String::from_utf8(out).unwrap();
+        let del = text.find("diff --git a/old-name b/old-name\ndeleted file mode 100644\n");
+        let add = text.find("diff --git a/new-name b/new-name\nnew file mode 100644\n");
+        assert!(del.is_some() && add.is_some() && del < add, "{text}");
+    }
+
+    #[test]
+    fn patch_write_odd_modes_are_normalized() {
+        let p = RelPath::new("f").unwrap();
+        let mut out = Vec::new();
+        // 0o100664 is how a group-writable file might be reported; git records 100644.
+        write_file_diff(
+            &mut out,
+            None,
+            Some(Side {
+                path: &p,
+                mode: 0o100664,
+                data: b"x\n",
+            }),
+        );
+        assert!(out.starts_with(b"diff --git a/f b/f\nnew file mode 100644\n"));
+    }
+
+    #[test]
+    fn patch_write_quote_octal_and_del() {
+        assert_eq!(quote_path("a/", b"\xff\x7f\x01"), br#""a/\377\177\001""#);
+        assert_eq!(quote_path("a/", b"back\\slash"), br#""a/back\\slash""#);
+    }
+}
