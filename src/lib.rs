@@ -6,11 +6,22 @@
 //! `pending/<id>.patch`. The user's project is never written except by an explicit apply.
 
 pub mod error;
+pub mod guard;
+pub mod layout;
 pub mod relpath;
 
 pub use error::{Error, Result};
 pub use relpath::RelPath;
 pub mod apply;
+pub mod diff;
 pub mod patch_parse;
 pub mod patch_write;
 pub mod select;
+pub mod snapshot;
+pub mod manager;
+pub mod pending;
+pub mod recover;
+
+pub use manager::{
+    Completion, Decision, DecideFn, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
+};

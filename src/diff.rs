@@ -1,0 +1,203 @@
+//! Tree diff: what a sandbox changed relative to the session's base snapshot.
+//!
+//! Finalizing must cost what the delegation changed, not what the tree holds. When a sandbox
+//! is created, the stat data of every node copied into it is recorded in a [`Manifest`]. At
+//! finalize the sandbox is walked (one `lstat` per node, no reads); a node whose stat data
+//! is unchanged and was equal to base when recorded is skipped. Everything else — changed
+//! stat data, "racy" nodes whose ctime is not safely older than the recording, nodes a
+//! chained sandbox inherited already changed — is compared by content against base. Without
+//! a manifest (recovering a crashed session) every node is compared by content.
+
+use std::fs;
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+use crate::patch_write::{self, Side};
+use crate::relpath::RelPath;
+use crate::snapshot::{self, Node, NodeKind, StatKey};
+
+/// One node's recorded state in a sandbox.
+#[derive(Clone, Debug)]
+pub struct ManifestEntry {
+    /// Path relative to the sandbox.
+    pub rel: RelPath,
+    /// Stat data of the sandbox's copy right after it was made.
+    pub key: StatKey,
+    /// Whether the copy was known to equal the base's node when recorded.
+    pub same_as_base: bool,
+}
+
+/// The recorded state of a sandbox right after it was created, sorted by path bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Manifest {
+    entries: Vec<ManifestEntry>,
+    /// The filesystem clock after the copy: entries with a ctime not older are racy.
+    stamp: (i64, i64),
+}
+
+impl Manifest {
+    /// Builds a manifest; `entries` need not be sorted.
+    pub fn new(mut entries: Vec<ManifestEntry>, stamp: (i64, i64)) -> Manifest {
+        entries.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+        Manifest { entries, stamp }
+    }
+
+    fn lookup(&self, rel: &RelPath) -> Option<&ManifestEntry> {
+        self.entries
+            .binary_search_by(|e| e.rel.as_bytes().cmp(rel.as_bytes()))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// True when the node at `rel`, now with stat data `now`, is certainly unchanged since
+    /// recording and was equal to base then.
+    fn trusted_same(&self, rel: &RelPath, now: &StatKey) -> bool {
+        match self.lookup(rel) {
+            Some(e) => e.same_as_base && e.key == *now && e.key.ctime < self.stamp,
+            None => false,
+        }
+    }
+}
+
+/// How one path differs between base and head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Path relative to the tree roots (and to the project).
+    pub rel: RelPath,
+    /// The node in base, `None` when added.
+    pub old: Option<NodeKind>,
+    /// The node in head, `None` when deleted.
+    pub new: Option<NodeKind>,
+}
+
+/// The result of diffing a sandbox against base.
+#[derive(Debug, Default)]
+pub struct TreeDiff {
+    /// Changed paths, sorted by path bytes (git's order).
+    pub changes: Vec<Change>,
+    /// New paths in head that the ignore rules exclude; not part of the patch.
+    pub ignored: Vec<RelPath>,
+}
+
+/// Diffs `head_dir` against `base_dir`, whose node list is `base` (sorted by path bytes).
+///
+/// `manifest`: the head's recorded state, or `None` to compare everything by content.
+/// `is_ignored`: decides whether a new path is an ignored output.
+pub fn diff_trees(
+    base_dir: &Path,
+    base: &[Node],
+    head_dir: &Path,
+    manifest: Option<&Manifest>,
+    is_ignored: &dyn Fn(&RelPath) -> bool,
+) -> Result<TreeDiff> {
+    let head = snapshot::list_tree(head_dir)?;
+    let mut out = TreeDiff::default();
+    let (mut i, mut j) = (0, 0);
+    while i < base.len() || j < head.len() {
+        let ord = match (base.get(i), head.get(j)) {
+            (Some(b), Some(h)) => b.rel.as_bytes().cmp(h.0.rel.as_bytes()),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match ord {
+            std::cmp::Ordering::Less => {
+                let b = &base[i];
+                out.changes.push(Change {
+                    rel: b.rel.clone(),
+                    old: Some(b.kind),
+                    new: None,
+                });
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                let (h, _) = &head[j];
+                if is_ignored(&h.rel) {
+                    out.ignored.push(h.rel.clone());
+                } else {
+                    out.changes.push(Change {
+                        rel: h.rel.clone(),
+                        old: None,
+                        new: Some(h.kind),
+                    });
+                }
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                let b = &base[i];
+                let (h, key) = &head[j];
+                let trusted = manifest.is_some_and(|m| m.trusted_same(&h.rel, key));
+                if !trusted
+                    && (b.kind != h.kind
+                        || !same_content(
+                            &base_dir.join(b.rel.as_path()),
+                            &head_dir.join(h.rel.as_path()),
+                            h.kind,
+                        )?)
+                {
+                    out.changes.push(Change {
+                        rel: h.rel.clone(),
+                        old: Some(b.kind),
+                        new: Some(h.kind),
+                    });
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a node's content: a file's bytes or a symlink's target.
+pub fn read_node(path: &Path, kind: NodeKind) -> Result<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    match kind {
+        NodeKind::Symlink => Ok(fs::read_link(path)
+            .ctx("read symlink", path)?
+            .as_os_str()
+            .as_bytes()
+            .to_vec()),
+        NodeKind::File { .. } => fs::read(path).ctx("read", path),
+    }
+}
+
+fn same_content(a: &Path, b: &Path, kind: NodeKind) -> Result<bool> {
+    if let NodeKind::File { .. } = kind {
+        let (ma, mb) = (
+            fs::symlink_metadata(a).ctx("stat", a)?,
+            fs::symlink_metadata(b).ctx("stat", b)?,
+        );
+        if ma.len() != mb.len() {
+            return Ok(false);
+        }
+    }
+    Ok(read_node(a, kind)? == read_node(b, kind)?)
+}
+
+/// Writes the git-style patch for `changes`, reading old content from `base_dir` and new
+/// content from `head_dir`. One file is held in memory at a time (plus the patch itself).
+pub fn render_patch(base_dir: &Path, head_dir: &Path, changes: &[Change]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for c in changes {
+        let old_data = match c.old {
+            Some(k) => Some(read_node(&base_dir.join(c.rel.as_path()), k)?),
+            None => None,
+        };
+        let new_data = match c.new {
+            Some(k) => Some(read_node(&head_dir.join(c.rel.as_path()), k)?),
+            None => None,
+        };
+        let old = c.old.zip(old_data.as_deref()).map(|(k, d)| Side {
+            path: &c.rel,
+            mode: k.git_mode(),
+            data: d,
+        });
+        let new = c.new.zip(new_data.as_deref()).map(|(k, d)| Side {
+            path: &c.rel,
+            mode: k.git_mode(),
+            data: d,
+        });
+        patch_write::write_file_diff(&mut out, old, new);
+    }
+    Ok(out)
+}

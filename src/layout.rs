@@ -1,0 +1,401 @@
+//! The on-disk layout of a session and the chokepoint every write goes through.
+//!
+//! ```text
+//! <root>/                       default $HOME/.entropic/sandbox, or PATCHBOX_ROOT
+//!   <session-id>/               ULID: unique and time-sortable
+//!     session.lock              flock held for the session's lifetime
+//!     session.meta              project path, for recovery after a crash
+//!     base/                     snapshot of the project
+//!     d-<delegation-id>/        one sandbox per delegation
+//!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
+//! ```
+//!
+//! [`path_in_session_base`] is the only way to obtain a [`SessionPath`], and every helper in
+//! this module that writes, renames or removes takes a `SessionPath`. Code elsewhere in the
+//! crate therefore cannot write outside a session directory without the compiler noticing.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{symlink, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::relpath::RelPath;
+
+/// Longest accepted delegation id, in bytes.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The sandbox root used when none is given: `$PATCHBOX_ROOT`, else
+/// `$HOME/.entropic/sandbox` (`$HOME` is honoured).
+///
+/// ```
+/// let root = patchbox::layout::default_root().unwrap();
+/// assert!(root.is_absolute());
+/// ```
+pub fn default_root() -> Result<PathBuf> {
+    if let Some(r) = std::env::var_os("PATCHBOX_ROOT").filter(|r| !r.is_empty()) {
+        return Ok(PathBuf::from(r));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(dirs::home_dir)
+        .ok_or_else(|| {
+            Error::io(
+                "find home directory",
+                "$HOME",
+                std::io::Error::new(std::io::ErrorKind::NotFound, "HOME is not set"),
+            )
+        })?;
+    Ok(home.join(".entropic").join("sandbox"))
+}
+
+/// A fresh session id: a ULID, so ids sort by creation time and never collide.
+pub fn new_session_id() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+/// True when `name` looks like a session directory name (a ULID).
+pub fn is_session_id(name: &str) -> bool {
+    name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
+}
+
+/// Checks a delegation id: `[A-Za-z0-9._-]`, 1 to [`MAX_ID_LEN`] bytes, not `.` or `..`.
+///
+/// ```
+/// use patchbox::layout::validate_delegation_id;
+/// assert!(validate_delegation_id("task-1.2_b").is_ok());
+/// assert!(validate_delegation_id("../x").is_err());
+/// assert!(validate_delegation_id("..").is_err());
+/// assert!(validate_delegation_id("").is_err());
+/// ```
+pub fn validate_delegation_id(id: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(Error::InvalidId {
+            id: id.to_string(),
+            reason,
+        })
+    };
+    if id.is_empty() {
+        return bad("empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return bad("longer than 128 bytes");
+    }
+    if id == "." || id == ".." {
+        return bad("'.' and '..' are not ids");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return bad("only A-Z a-z 0-9 . _ - are allowed");
+    }
+    Ok(())
+}
+
+/// A path proven to lie inside a session directory, with no symlink between the session
+/// directory and it (the path itself included).
+///
+/// Only [`path_in_session_base`] and [`SessionPath::child`] build one; the write helpers of
+/// this module accept nothing else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionPath(PathBuf);
+
+impl SessionPath {
+    /// The path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A path below this one. The join is lexically contained (a [`RelPath`] has no `..`);
+    /// it is meant for trees the library creates itself (copying a snapshot), where every
+    /// intermediate directory is made by the library and so cannot be a symlink.
+    pub(crate) fn child(&self, rel: &RelPath) -> SessionPath {
+        SessionPath(self.0.join(rel.as_path()))
+    }
+}
+
+impl AsRef<Path> for SessionPath {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn lexical_normalize(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::RootDir => out.push("/"),
+            Component::Normal(s) => out.push(s),
+            Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// The chokepoint: proves that `candidate` lies inside `session_dir` and returns it as a
+/// [`SessionPath`].
+///
+/// `session_dir` must be the canonical path of a session directory. `candidate` may be
+/// absolute or relative to `session_dir`. Refused: any `..` component; a path outside
+/// `session_dir` (compared by components, so `/x/sandbox-backup` is not inside
+/// `/x/sandbox`); a path through or at a symlink anywhere from `session_dir` down (a
+/// `pending/` or `d-x/` replaced by a link pointing elsewhere); a `session_dir` that is
+/// itself no longer a real directory.
+///
+/// ```
+/// use patchbox::layout::path_in_session_base;
+/// let dir = tempfile::tempdir().unwrap();
+/// let s = dir.path().canonicalize().unwrap();
+/// assert!(path_in_session_base(&s, &s.join("d-1")).is_ok());
+/// assert!(path_in_session_base(&s, &s.join("../elsewhere")).is_err());
+/// let sibling = format!("{}-backup/x", s.display());
+/// assert!(path_in_session_base(&s, std::path::Path::new(&sibling)).is_err());
+/// ```
+pub fn path_in_session_base(session_dir: &Path, candidate: &Path) -> Result<SessionPath> {
+    let refuse = |reason| {
+        Err(Error::Containment {
+            path: candidate.to_path_buf(),
+            base: session_dir.to_path_buf(),
+            reason,
+        })
+    };
+    let joined = if candidate.is_absolute() {
+        candidate.to_path_buf()
+    } else {
+        session_dir.join(candidate)
+    };
+    let Some(norm) = lexical_normalize(&joined) else {
+        return refuse("path contains '..'");
+    };
+    let Ok(rest) = norm.strip_prefix(session_dir) else {
+        return refuse("path is not below the session directory");
+    };
+    match fs::symlink_metadata(session_dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return refuse("session directory is not a real directory"),
+        Err(e) => return Err(Error::io("check session directory", session_dir, e)),
+    }
+    let mut cur = session_dir.to_path_buf();
+    for c in rest.components() {
+        cur.push(c);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => return refuse("path goes through a symlink"),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(Error::io("check path", &cur, e)),
+        }
+    }
+    Ok(SessionPath(norm))
+}
+
+/// Creates a directory and its missing parents.
+pub fn create_dir_all(p: &SessionPath) -> Result<()> {
+    fs::create_dir_all(&p.0).ctx("create directory", &p.0)
+}
+
+/// Creates one directory; fails if it exists (so an id in use is never reused silently).
+pub fn create_dir_new(p: &SessionPath) -> Result<()> {
+    fs::create_dir(&p.0).ctx("create directory", &p.0)
+}
+
+/// Removes a directory tree; a missing path is not an error. Symlinks inside are removed,
+/// never followed.
+pub fn remove_tree(p: &SessionPath) -> Result<()> {
+    match fs::symlink_metadata(&p.0) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("inspect", &p.0, e)),
+        Ok(m) if m.is_dir() => match fs::remove_dir_all(&p.0) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r.ctx("remove directory", &p.0),
+        },
+        Ok(_) => remove_file(p),
+    }
+}
+
+/// Removes one file or symlink; a missing path is not an error.
+pub fn remove_file(p: &SessionPath) -> Result<()> {
+    match fs::remove_file(&p.0) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r.ctx("remove file", &p.0),
+    }
+}
+
+/// Removes an empty directory; a missing or non-empty directory is left alone.
+pub fn remove_empty_dir(p: &SessionPath) -> Result<bool> {
+    match fs::remove_dir(&p.0) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(Error::io("remove directory", &p.0, e)),
+    }
+}
+
+/// Renames within the session.
+pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
+    fs::rename(&from.0, &to.0).ctx("rename", &from.0)
+}
+
+/// Writes `data` to `p` atomically: a temporary file in the same directory is written,
+/// fsynced, renamed over `p`, and the directory is fsynced. A crash leaves either the old
+/// file or the complete new one, never a partial one.
+pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
+    let dir = p.0.parent().unwrap_or(Path::new("/"));
+    let name = p.0.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", ulid::Ulid::new()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)
+            .ctx("create temporary file", &tmp)?;
+        f.write_all(data).ctx("write", &tmp)?;
+        f.sync_all().ctx("fsync", &tmp)?;
+        fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .ctx("fsync directory", dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
+pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
+    symlink(target, &dst.0).ctx("create symlink", &dst.0)
+}
+
+/// Sets the modification time of `p` without following a symlink at `p`.
+pub fn set_mtime(p: &SessionPath, mtime: (i64, i64)) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.0.as_os_str().as_bytes()).map_err(|_| {
+        Error::io(
+            "set mtime",
+            &p.0,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"),
+        )
+    })?;
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: mtime.0 as libc::time_t,
+            tv_nsec: mtime.1 as libc::c_long,
+        },
+    ];
+    // SAFETY: `c` is a valid NUL-terminated path and `times` points to two timespecs.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::io("set mtime", &p.0, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Opens (creating) a file for locking and metadata; never truncates.
+pub fn open_lock_file(p: &SessionPath) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(&p.0)
+        .ctx("open lock file", &p.0)
+}
+
+/// Creates a new regular file (it must not exist) with the given permission bits.
+pub fn create_file_new(p: &SessionPath, mode: u32) -> Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&p.0)
+        .ctx("create", &p.0)?;
+    // The umask may have cleared bits of `mode`.
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .ctx("set mode", &p.0)?;
+    Ok(f)
+}
+
+/// A session directory this process created and holds the lock of.
+#[derive(Debug)]
+pub struct NewSession {
+    /// The session id (a ULID).
+    pub id: String,
+    /// The canonical session directory.
+    pub dir: PathBuf,
+    /// The open, exclusively `flock`ed `session.lock`; the session is alive while it is held.
+    pub lock: File,
+}
+
+/// Name of the lock file in a session directory.
+pub const LOCK_FILE: &str = "session.lock";
+/// Name of the file recording the project path of a session.
+pub const META_FILE: &str = "session.meta";
+
+/// Creates `root` if needed and a new session directory in it, locked and recorded.
+///
+/// These are the only writes outside an existing session directory. The directory is
+/// prepared under a hidden temporary name and renamed into place once locked, so a pruner
+/// never sees a session without its lock.
+pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
+    fs::create_dir_all(root).ctx("create sandbox root", root)?;
+    let root = root.canonicalize().ctx("resolve sandbox root", root)?;
+    let id = new_session_id();
+    let tmp = root.join(format!(".{id}.tmp"));
+    fs::create_dir(&tmp).ctx("create session directory", &tmp)?;
+    let tmp_dir = SessionPath(tmp.clone());
+    let lock = open_lock_file(&tmp_dir.child(&RelPath::new(LOCK_FILE)?))?;
+    lock.try_lock().map_err(|e| {
+        Error::io(
+            "lock session",
+            &tmp,
+            std::io::Error::other(format!("{e:?}")),
+        )
+    })?;
+    use std::os::unix::ffi::OsStrExt;
+    write_atomic(
+        &tmp_dir.child(&RelPath::new(META_FILE)?),
+        project.as_os_str().as_bytes(),
+    )?;
+    let dir = root.join(&id);
+    fs::rename(&tmp, &dir).ctx("create session directory", &dir)?;
+    Ok(NewSession { id, dir, lock })
+}
+
+/// Opens the sessions lock of an existing session and tries to take it: `Ok(Some(file))`
+/// means the session is dead (its owner is gone) and is now held by the caller; `Ok(None)`
+/// means it is alive (or has no lock file: already cleaned up).
+pub fn try_claim_session(session_dir: &Path) -> Result<Option<File>> {
+    let p = session_dir.join(LOCK_FILE);
+    let f = match OpenOptions::new().read(true).write(true).open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open lock file", &p, e)),
+    };
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock session", &p, e)),
+    }
+}

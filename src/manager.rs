@@ -1,0 +1,645 @@
+//! The manager: one per engine session, creating, finalizing and discarding sandboxes.
+//!
+//! [`SandboxManager`] is `Send + Sync`; any number of engine threads may call it at once.
+//! Its state is a map of delegation ids to sandboxes under a short lock; copying and diffing
+//! run outside it. The base snapshot is taken lazily by the first [`create_sandbox`], under
+//! its own lock, so a session that never delegates never copies anything.
+//!
+//! A sandbox is copied into a hidden `.creating-<id>` directory and renamed to `d-<id>` when
+//! complete, so crash recovery never mistakes a half-made copy for a delegation's work.
+//!
+//! [`create_sandbox`]: SandboxManager::create_sandbox
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::diff::{self, Manifest, ManifestEntry};
+use crate::error::{Error, IoContext, Result};
+use crate::layout::{self, path_in_session_base, SessionPath};
+use crate::pending::{self, PendingMeta};
+use crate::recover;
+use crate::relpath::RelPath;
+use crate::select;
+use crate::snapshot::{self, Node, NodeKind, ProgressFn};
+
+/// Name of the base snapshot directory in a session.
+pub const BASE_DIR: &str = "base";
+
+/// A delegation's sandbox, as handed to the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxInfo {
+    /// The sandbox directory `<session>/d-<id>`: the delegation works here.
+    pub path: PathBuf,
+    /// The delegation id.
+    pub delegation_id: String,
+    /// The session's base snapshot the patch is computed against (kept by chained
+    /// sandboxes, so their patch is cumulative).
+    pub base_dir: PathBuf,
+}
+
+/// What a delegation changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxResult {
+    /// The git-style patch (empty when nothing changed). Bytes: file contents need not be
+    /// UTF-8.
+    pub patch: Vec<u8>,
+    /// Every path the patch touches, relative to the project, sorted.
+    pub files_touched: Vec<PathBuf>,
+    /// Paths added by the delegation.
+    pub added: Vec<PathBuf>,
+    /// Paths whose content, mode or type changed.
+    pub modified: Vec<PathBuf>,
+    /// Paths deleted by the delegation.
+    pub deleted: Vec<PathBuf>,
+    /// New paths matching the project's ignore rules (build outputs…), not in the patch.
+    pub ignored: Vec<PathBuf>,
+    /// The base snapshot directory.
+    pub base_dir: PathBuf,
+    /// The sandbox directory.
+    pub head_dir: PathBuf,
+}
+
+impl SandboxResult {
+    /// The patch as text (lossy where a file's content is not UTF-8).
+    pub fn patch_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.patch)
+    }
+}
+
+/// The consumer's answer when a delegation completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The consumer takes the patch (and applies it itself).
+    Accept,
+    /// The patch goes to the pending store.
+    Reject,
+}
+
+/// Where a completed delegation's work went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// Accepted: the caller has the patch in the result.
+    Accepted,
+    /// Stored as a pending patch at this path.
+    Pending(PathBuf),
+    /// The delegation changed nothing; there was nothing to route.
+    Unchanged,
+}
+
+/// The outcome of [`SandboxManager::complete_sandbox`].
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// What the delegation changed.
+    pub result: SandboxResult,
+    /// Where it went.
+    pub routed: Routed,
+}
+
+/// A decision callback: sees the result and accepts or rejects. An `Err` or a panic counts
+/// as reject.
+pub type DecideFn<'a> = &'a dyn Fn(&SandboxResult) -> std::result::Result<Decision, String>;
+
+/// Settings for a [`SandboxManager`].
+#[derive(Clone, Default)]
+pub struct Options {
+    /// The sandbox root; `None`: [`layout::default_root`].
+    pub root: Option<PathBuf>,
+    /// Called with copy progress while snapshotting.
+    pub progress: Option<Arc<ProgressFn>>,
+    /// Skip recovering dead sessions at start (they are still recovered by `prune`).
+    pub no_prune_on_start: bool,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("root", &self.root)
+            .field("progress", &self.progress.is_some())
+            .field("no_prune_on_start", &self.no_prune_on_start)
+            .finish()
+    }
+}
+
+struct Base {
+    dir: PathBuf,
+    nodes: Vec<Node>,
+    repo: Option<select::GitRepo>,
+    skipped: Vec<(PathBuf, String)>,
+}
+
+struct Sandbox {
+    info: SandboxInfo,
+    manifest: Manifest,
+    /// Paths the last finalize reported, for storing pre-images with a pending patch.
+    last_touched: Mutex<Vec<RelPath>>,
+}
+
+enum Slot {
+    Creating,
+    Ready(Arc<Sandbox>),
+}
+
+/// One engine session's sandboxes.
+///
+/// Creating it creates the session directory `<root>/<session-id>/` and locks it for the
+/// manager's lifetime; dropping it removes `base/` and every `d-*/`, keeping pending patches.
+///
+/// ```
+/// # fn main() -> patchbox::Result<()> {
+/// use patchbox::{Options, SandboxManager};
+/// let project = tempfile::tempdir().unwrap();
+/// std::fs::write(project.path().join("a.txt"), "one\n").unwrap();
+/// let root = tempfile::tempdir().unwrap();
+/// let mgr = SandboxManager::with_options(
+///     project.path(),
+///     Options { root: Some(root.path().into()), ..Options::default() },
+/// )?;
+/// let sb = mgr.create_sandbox("task1", None)?;
+/// std::fs::write(sb.path.join("a.txt"), "two\n").unwrap();
+/// let res = mgr.finalize_sandbox(&sb)?;
+/// assert!(res.patch_text().contains("+two"));
+/// assert_eq!(res.files_touched, vec![std::path::PathBuf::from("a.txt")]);
+/// mgr.discard_sandbox(&sb)?;
+/// # Ok(()) }
+/// ```
+pub struct SandboxManager {
+    project: PathBuf,
+    root: PathBuf,
+    session_id: String,
+    session_dir: PathBuf,
+    lock: Mutex<Option<File>>,
+    progress: Option<Arc<ProgressFn>>,
+    base: Mutex<Option<Arc<Base>>>,
+    sandboxes: Mutex<HashMap<String, Slot>>,
+    keep: std::sync::atomic::AtomicBool,
+}
+
+impl SandboxManager {
+    /// A manager for `project_dir` with the default root.
+    pub fn new(project_dir: impl AsRef<Path>) -> Result<Self> {
+        Self::with_options(project_dir, Options::default())
+    }
+
+    /// A manager for `project_dir` with explicit options. Dead sessions under the root are
+    /// recovered first (unless disabled): their unfinished delegations become pending
+    /// patches marked recovered.
+    pub fn with_options(project_dir: impl AsRef<Path>, options: Options) -> Result<Self> {
+        let project_dir = project_dir.as_ref();
+        let project = match project_dir.canonicalize() {
+            Ok(p) if p.is_dir() => p,
+            _ => {
+                return Err(Error::NotADirectory {
+                    path: project_dir.to_path_buf(),
+                })
+            }
+        };
+        let root = match options.root {
+            Some(r) => r,
+            None => layout::default_root()?,
+        };
+        let s = layout::create_session(&root, &project)?;
+        let root = s.dir.parent().map(Path::to_path_buf).unwrap_or(root);
+        let mgr = SandboxManager {
+            project,
+            root,
+            session_id: s.id,
+            session_dir: s.dir,
+            lock: Mutex::new(Some(s.lock)),
+            progress: options.progress,
+            base: Mutex::new(None),
+            sandboxes: Mutex::new(HashMap::new()),
+            keep: std::sync::atomic::AtomicBool::new(false),
+        };
+        if !options.no_prune_on_start {
+            // Recovery problems must not stop the engine from working; they are retried by
+            // the next start or an explicit prune.
+            let _ = recover::prune(&mgr.root);
+        }
+        Ok(mgr)
+    }
+
+    /// The project directory (canonical).
+    pub fn project_dir(&self) -> &Path {
+        &self.project
+    }
+
+    /// The session directory `<root>/<session-id>` (canonical).
+    pub fn session_base(&self) -> &Path {
+        &self.session_dir
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The sandbox root (canonical).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The chokepoint for this session: see [`layout::path_in_session_base`].
+    pub fn path_in_session_base(&self, p: &Path) -> Result<SessionPath> {
+        path_in_session_base(&self.session_dir, p)
+    }
+
+    /// Entries the snapshot skipped (FIFOs, sockets, devices, nested repositories, files
+    /// that vanished), with reasons; empty before the first sandbox.
+    pub fn skipped(&self) -> Vec<(PathBuf, String)> {
+        self.base
+            .lock()
+            .as_ref()
+            .map(|b| b.skipped.clone())
+            .unwrap_or_default()
+    }
+
+    fn ensure_base(&self) -> Result<Arc<Base>> {
+        let mut guard = self.base.lock();
+        if let Some(b) = guard.as_ref() {
+            return Ok(b.clone());
+        }
+        let exclude = vec![self.root.clone()];
+        let sel = select::select_project(&self.project, &exclude)?;
+        let mut skipped: Vec<(PathBuf, String)> = sel
+            .skipped
+            .iter()
+            .map(|s| (s.rel.as_path().to_path_buf(), s.reason.to_string()))
+            .collect();
+        let nodes: Vec<Node> = sel
+            .entries
+            .iter()
+            .map(|e| Node {
+                rel: e.rel.clone(),
+                kind: match e.kind {
+                    select::Kind::File { executable } => NodeKind::File { executable },
+                    select::Kind::Symlink => NodeKind::Symlink,
+                },
+            })
+            .collect();
+        let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
+        let dir = self.path_in_session_base(Path::new(BASE_DIR))?;
+        let marker = self.path_in_session_base(Path::new(".clock-base"))?;
+        layout::remove_tree(&tmp)?;
+        layout::create_dir_new(&tmp)?;
+        let out = snapshot::copy_tree(
+            &self.project,
+            &nodes,
+            &tmp,
+            &marker,
+            self.progress.as_deref(),
+        );
+        let _ = layout::remove_file(&marker);
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = layout::remove_tree(&tmp);
+                return Err(e);
+            }
+        };
+        layout::rename(&tmp, &dir)?;
+        let gone: std::collections::HashSet<&RelPath> =
+            out.skipped.iter().map(|(r, _)| r).collect();
+        let nodes: Vec<Node> = nodes.into_iter().filter(|n| !gone.contains(&n.rel)).collect();
+        skipped.extend(
+            out.skipped
+                .iter()
+                .map(|(r, why)| (r.as_path().to_path_buf(), why.clone())),
+        );
+        let base = Arc::new(Base {
+            dir: dir.as_path().to_path_buf(),
+            nodes,
+            repo: sel.git,
+            skipped,
+        });
+        *guard = Some(base.clone());
+        Ok(base)
+    }
+
+    fn lookup(&self, info: &SandboxInfo) -> Result<Arc<Sandbox>> {
+        match self.sandboxes.lock().get(&info.delegation_id) {
+            Some(Slot::Ready(s)) if s.info.path == info.path => Ok(s.clone()),
+            _ => Err(Error::UnknownSandbox {
+                path: info.path.clone(),
+            }),
+        }
+    }
+
+    /// Creates the sandbox `d-<id>`: a copy of the base snapshot, or of `chain_from`'s
+    /// current state. A chained sandbox keeps its predecessor's `base_dir`, so its patch is
+    /// cumulative against the session snapshot. An id already in use is an error.
+    pub fn create_sandbox(
+        &self,
+        delegation_id: &str,
+        chain_from: Option<&SandboxInfo>,
+    ) -> Result<SandboxInfo> {
+        layout::validate_delegation_id(delegation_id)?;
+        let dir = self.path_in_session_base(Path::new(&format!("d-{delegation_id}")))?;
+        {
+            let mut map = self.sandboxes.lock();
+            if map.contains_key(delegation_id)
+                || std::fs::symlink_metadata(dir.as_path()).is_ok()
+            {
+                return Err(Error::IdInUse {
+                    id: delegation_id.to_string(),
+                });
+            }
+            map.insert(delegation_id.to_string(), Slot::Creating);
+        }
+        let made = self.build_sandbox(delegation_id, &dir, chain_from);
+        let mut map = self.sandboxes.lock();
+        match made {
+            Ok(sb) => {
+                let info = sb.info.clone();
+                map.insert(delegation_id.to_string(), Slot::Ready(Arc::new(sb)));
+                Ok(info)
+            }
+            Err(e) => {
+                map.remove(delegation_id);
+                Err(e)
+            }
+        }
+    }
+
+    fn build_sandbox(
+        &self,
+        id: &str,
+        dir: &SessionPath,
+        chain_from: Option<&SandboxInfo>,
+    ) -> Result<Sandbox> {
+        let base = self.ensure_base()?;
+        let (src, nodes, changed): (PathBuf, Vec<Node>, Vec<RelPath>) = match chain_from {
+            None => (base.dir.clone(), base.nodes.clone(), Vec::new()),
+            Some(prev_info) => {
+                let prev = self.lookup(prev_info)?;
+                let d = diff::diff_trees(
+                    &base.dir,
+                    &base.nodes,
+                    &prev.info.path,
+                    Some(&prev.manifest),
+                    &|_| false,
+                )?;
+                let nodes = snapshot::list_tree(&prev.info.path)?
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                let changed = d.changes.into_iter().map(|c| c.rel).collect();
+                (prev.info.path.clone(), nodes, changed)
+            }
+        };
+        let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
+        let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
+        layout::remove_tree(&tmp)?;
+        layout::create_dir_new(&tmp)?;
+        let out = snapshot::copy_tree(&src, &nodes, &tmp, &marker, self.progress.as_deref());
+        let _ = layout::remove_file(&marker);
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = layout::remove_tree(&tmp);
+                return Err(e);
+            }
+        };
+        if let Err(e) = layout::rename(&tmp, dir) {
+            let _ = layout::remove_tree(&tmp);
+            return Err(e);
+        }
+        let changed: std::collections::HashSet<RelPath> = changed.into_iter().collect();
+        let entries = nodes
+            .into_iter()
+            .zip(out.keys)
+            .filter_map(|(n, k)| {
+                Some(ManifestEntry {
+                    same_as_base: !changed.contains(&n.rel),
+                    rel: n.rel,
+                    key: k?,
+                })
+            })
+            .collect();
+        Ok(Sandbox {
+            info: SandboxInfo {
+                path: dir.as_path().to_path_buf(),
+                delegation_id: id.to_string(),
+                base_dir: base.dir.clone(),
+            },
+            manifest: Manifest::new(entries, out.stamp),
+            last_touched: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Computes what the delegation changed: the patch against the base snapshot and the
+    /// touched paths. The sandbox is kept.
+    pub fn finalize_sandbox(&self, info: &SandboxInfo) -> Result<SandboxResult> {
+        let sb = self.lookup(info)?;
+        let base = self.ensure_base()?;
+        let rules = select::IgnoreRules::load(&sb.info.path, base.repo.as_ref())?;
+        let d = diff::diff_trees(
+            &base.dir,
+            &base.nodes,
+            &sb.info.path,
+            Some(&sb.manifest),
+            &|rel| rules.is_ignored(rel, false),
+        )?;
+        let patch = diff::render_patch(&base.dir, &sb.info.path, &d.changes)?;
+        *sb.last_touched.lock() = d.changes.iter().map(|c| c.rel.clone()).collect();
+        Ok(result_from(
+            &d,
+            patch,
+            base.dir.clone(),
+            sb.info.path.clone(),
+        ))
+    }
+
+    /// Removes a sandbox. Idempotent. A path outside this session's `d-*` sandboxes is
+    /// refused with an error and nothing is removed.
+    pub fn discard_sandbox(&self, info: &SandboxInfo) -> Result<()> {
+        let p = self.path_in_session_base(&info.path)?;
+        let expected = self.session_dir.join(format!("d-{}", info.delegation_id));
+        if layout::validate_delegation_id(&info.delegation_id).is_err() || p.as_path() != expected
+        {
+            return Err(Error::Containment {
+                path: info.path.clone(),
+                base: self.session_dir.clone(),
+                reason: "not a sandbox of this session",
+            });
+        }
+        {
+            let mut map = self.sandboxes.lock();
+            if let Some(Slot::Creating) = map.get(&info.delegation_id) {
+                return Err(Error::IdInUse {
+                    id: info.delegation_id.clone(),
+                });
+            }
+            map.remove(&info.delegation_id);
+        }
+        layout::remove_tree(&p)
+    }
+
+    /// Stores `patch` as the pending patch of `delegation_id`, atomically (temporary file,
+    /// fsync, rename, directory fsync). When the delegation was finalized by this manager,
+    /// the base versions of the files it touched are kept beside it for 3-way merging.
+    pub fn write_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<PathBuf> {
+        self.write_pending_inner(delegation_id, patch, false)
+    }
+
+    fn write_pending_inner(&self, id: &str, patch: &[u8], recovered: bool) -> Result<PathBuf> {
+        layout::validate_delegation_id(id)?;
+        let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
+            Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
+            _ => Vec::new(),
+        };
+        let base_dir = self.base.lock().as_ref().map(|b| b.dir.clone());
+        let meta = PendingMeta {
+            session: self.session_id.clone(),
+            delegation: id.to_string(),
+            project: self.project.clone(),
+            created: now_secs(),
+            recovered,
+        };
+        let pre = base_dir.as_deref().map(|d| (d, touched.as_slice()));
+        pending::write_pending(&self.session_dir, &meta, patch, pre)
+    }
+
+    /// Finalizes the sandbox, asks `decide` (if any) whether to accept the patch, then
+    /// discards the sandbox. Reject, no callback, a callback error or a callback panic all
+    /// send the patch to the pending store: nothing is dropped without consent. If storing
+    /// the pending patch fails the sandbox is kept and the error returned.
+    pub fn complete_sandbox(
+        &self,
+        info: &SandboxInfo,
+        decide: Option<DecideFn<'_>>,
+    ) -> Result<Completion> {
+        let result = self.finalize_sandbox(info)?;
+        let routed = if result.patch.is_empty() {
+            Routed::Unchanged
+        } else {
+            let decision = match decide {
+                None => Decision::Reject,
+                Some(f) => match catch_unwind(AssertUnwindSafe(|| f(&result))) {
+                    Ok(Ok(d)) => d,
+                    Ok(Err(_)) | Err(_) => Decision::Reject,
+                },
+            };
+            match decision {
+                Decision::Accept => Routed::Accepted,
+                Decision::Reject => {
+                    Routed::Pending(self.write_pending_patch(&info.delegation_id, &result.patch)?)
+                }
+            }
+        };
+        self.discard_sandbox(info)?;
+        Ok(Completion { result, routed })
+    }
+
+    /// A `Command` for `program` that runs in the sandbox (working directory, and
+    /// `PATCHBOX_SANDBOX` / `PATCHBOX_PROJECT` in its environment) and inherits the session
+    /// lock: should this process die, the session stays alive until the tool exits too, so
+    /// recovery never snapshots a sandbox that is still being written.
+    pub fn command(&self, info: &SandboxInfo, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let mut c = crate::guard::command_in(info, &self.project, program);
+        if let Some(fd) = self.lock.lock().as_ref().map(|f| f.as_raw_fd()) {
+            // SAFETY: runs in the forked child before exec; fcntl is async-signal-safe and
+            // touches only the child's copy of the descriptor table.
+            unsafe {
+                c.pre_exec(move || {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        c
+    }
+
+    /// Keeps the whole session directory on drop (for debugging): nothing is removed. A
+    /// later start or prune recovers its delegations into pending patches.
+    pub fn keep(self) -> PathBuf {
+        self.keep.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.session_dir.clone()
+    }
+
+    fn cleanup(&self) -> Result<()> {
+        let mut first_err = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
+        let names: Vec<String> = std::fs::read_dir(&self.session_dir)
+            .ctx("list session", &self.session_dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        for n in names {
+            if n == BASE_DIR || n.starts_with("d-") || n.starts_with(".creating-") || n.starts_with(".clock-") {
+                note(self.path_in_session_base(Path::new(&n)).and_then(|p| layout::remove_tree(&p)));
+            }
+        }
+        let has_pending = !pending::list_session(&self.session_dir, &self.session_id)?.is_empty();
+        if !has_pending {
+            note(self.path_in_session_base(Path::new(pending::PENDING_DIR)).and_then(|p| layout::remove_tree(&p)));
+            note(self.path_in_session_base(Path::new(layout::META_FILE)).and_then(|p| layout::remove_file(&p)));
+        }
+        note(self.path_in_session_base(Path::new(layout::LOCK_FILE)).and_then(|p| layout::remove_file(&p)));
+        if !has_pending {
+            note(self
+                .path_in_session_base(&self.session_dir)
+                .and_then(|p| layout::remove_empty_dir(&p).map(|_| ())));
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SandboxManager {
+    fn drop(&mut self) {
+        if !self.keep.load(std::sync::atomic::Ordering::SeqCst) {
+            // Drop cannot report; a failure leaves files that the next prune recovers.
+            let _ = self.cleanup();
+        }
+        // Releasing the lock last: until now no pruner may touch this session.
+        drop(self.lock.lock().take());
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub(crate) fn result_from(
+    d: &diff::TreeDiff,
+    patch: Vec<u8>,
+    base_dir: PathBuf,
+    head_dir: PathBuf,
+) -> SandboxResult {
+    let mut r = SandboxResult {
+        patch,
+        base_dir,
+        head_dir,
+        ..SandboxResult::default()
+    };
+    for c in &d.changes {
+        let p = c.rel.as_path().to_path_buf();
+        r.files_touched.push(p.clone());
+        match (c.old, c.new) {
+            (None, Some(_)) => r.added.push(p),
+            (Some(_), None) => r.deleted.push(p),
+            _ => r.modified.push(p),
+        }
+    }
+    r.ignored = d.ignored.iter().map(|p| p.as_path().to_path_buf()).collect();
+    r
+}

@@ -1,0 +1,259 @@
+//! The pending store: patches nobody accepted yet, kept for review.
+//!
+//! A pending patch lives in its session's `pending/` directory as `<delegation>.patch`,
+//! next to `<delegation>.meta` (where it came from, whether it was recovered after a crash)
+//! and `<delegation>.pre/` (the base versions of the files it touches, so it can still be
+//! merged 3-way after its session is gone). The patch file is written last and atomically:
+//! its presence is what makes an entry exist, and it is never partial.
+//!
+//! Pending patches are never removed automatically; only [`drop_pending`] (or applying one)
+//! does. Their id across sessions is `<session-id>/<delegation-id>`.
+
+use std::fs;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::layout::{self, path_in_session_base};
+use crate::relpath::RelPath;
+
+/// Name of the pending directory inside a session.
+pub const PENDING_DIR: &str = "pending";
+
+/// Facts stored beside a pending patch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingMeta {
+    /// The session that produced it.
+    pub session: String,
+    /// The delegation that produced it.
+    pub delegation: String,
+    /// The project it applies to.
+    pub project: PathBuf,
+    /// Seconds since the Unix epoch when it was stored.
+    pub created: u64,
+    /// True when it was recovered from a session that died before finishing.
+    pub recovered: bool,
+}
+
+impl PendingMeta {
+    fn encode(&self) -> Vec<u8> {
+        let hex: String = self
+            .project
+            .as_os_str()
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!(
+            "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\n",
+            self.session, self.delegation, hex, self.created, self.recovered
+        )
+        .into_bytes()
+    }
+
+    fn decode(text: &str) -> PendingMeta {
+        let mut m = PendingMeta::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            match k {
+                "session" => m.session = v.to_string(),
+                "delegation" => m.delegation = v.to_string(),
+                "project_hex" => {
+                    let bytes: Vec<u8> = (0..v.len() / 2)
+                        .filter_map(|i| u8::from_str_radix(v.get(2 * i..2 * i + 2)?, 16).ok())
+                        .collect();
+                    m.project = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+                }
+                "created" => m.created = v.parse().unwrap_or(0),
+                "recovered" => m.recovered = v == "true",
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
+/// One pending patch found on disk.
+#[derive(Clone, Debug)]
+pub struct PendingEntry {
+    /// `<session-id>/<delegation-id>`, unique under a root.
+    pub id: String,
+    /// The patch file.
+    pub patch_path: PathBuf,
+    /// The directory of pre-images, if one was stored.
+    pub preimages: Option<PathBuf>,
+    /// What the `.meta` file says (defaults when it is missing).
+    pub meta: PendingMeta,
+}
+
+/// Stores `patch` as the pending patch of `meta.delegation` in `session_dir`.
+///
+/// `preimages`: the base directory and the paths whose base versions to keep beside it.
+/// Refuses to overwrite an existing pending patch of the same id: nothing is ever lost.
+pub fn write_pending(
+    session_dir: &Path,
+    meta: &PendingMeta,
+    patch: &[u8],
+    preimages: Option<(&Path, &[RelPath])>,
+) -> Result<PathBuf> {
+    layout::validate_delegation_id(&meta.delegation)?;
+    let dir = path_in_session_base(session_dir, Path::new(PENDING_DIR))?;
+    layout::create_dir_all(&dir)?;
+    let id = &meta.delegation;
+    let patch_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.patch")))?;
+    if fs::symlink_metadata(patch_path.as_path()).is_ok() {
+        return Err(Error::IdInUse { id: id.clone() });
+    }
+    if let Some((base_dir, paths)) = preimages {
+        let pre = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.pre")))?;
+        let tmp = path_in_session_base(
+            session_dir,
+            &dir.as_path().join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
+        )?;
+        layout::create_dir_all(&tmp)?;
+        for rel in paths {
+            let src = base_dir.join(rel.as_path());
+            let Ok(m) = fs::symlink_metadata(&src) else {
+                continue; // added by the patch: no pre-image
+            };
+            if let Some(parent) = rel.parent() {
+                layout::create_dir_all(&tmp.child(&parent))?;
+            }
+            let dst = tmp.child(rel);
+            if m.file_type().is_symlink() {
+                let target = fs::read_link(&src).ctx("read symlink", &src)?;
+                layout::create_symlink(&target, &dst)?;
+            } else if m.is_file() {
+                let data = fs::read(&src).ctx("read", &src)?;
+                use std::os::unix::fs::PermissionsExt;
+                let mode = if m.permissions().mode() & 0o100 != 0 { 0o755 } else { 0o644 };
+                let mut f = layout::create_file_new(&dst, mode)?;
+                std::io::Write::write_all(&mut f, &data).ctx("write", dst.as_path())?;
+            }
+        }
+        layout::remove_tree(&pre)?;
+        layout::rename(&tmp, &pre)?;
+    }
+    let meta_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.meta")))?;
+    layout::write_atomic(&meta_path, &meta.encode())?;
+    layout::write_atomic(&patch_path, patch)?;
+    Ok(patch_path.as_path().to_path_buf())
+}
+
+/// Lists every pending patch under `root`, oldest session first.
+pub fn list(root: &Path) -> Result<Vec<PendingEntry>> {
+    let mut out = Vec::new();
+    let rd = match fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(Error::io("list sandbox root", root, e)),
+    };
+    let mut sessions: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| layout::is_session_id(n))
+        .collect();
+    sessions.sort();
+    for s in sessions {
+        out.extend(list_session(&root.join(&s), &s)?);
+    }
+    Ok(out)
+}
+
+/// Lists the pending patches of one session directory.
+pub fn list_session(session_dir: &Path, session: &str) -> Result<Vec<PendingEntry>> {
+    let dir = session_dir.join(PENDING_DIR);
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list pending", &dir, e)),
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".patch").map(str::to_string))
+        .filter(|n| layout::validate_delegation_id(n).is_ok() && !n.starts_with('.'))
+        .collect();
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|d| {
+            let meta = fs::read_to_string(dir.join(format!("{d}.meta")))
+                .map(|t| PendingMeta::decode(&t))
+                .unwrap_or_else(|_| PendingMeta {
+                    session: session.to_string(),
+                    delegation: d.clone(),
+                    ..PendingMeta::default()
+                });
+            let pre = dir.join(format!("{d}.pre"));
+            PendingEntry {
+                id: format!("{session}/{d}"),
+                patch_path: dir.join(format!("{d}.patch")),
+                preimages: pre.is_dir().then_some(pre),
+                meta,
+            }
+        })
+        .collect())
+}
+
+/// Finds one pending patch by its full id `<session>/<delegation>`, or by a delegation id
+/// that only one pending patch has.
+pub fn find(root: &Path, id: &str) -> Result<PendingEntry> {
+    let all = list(root)?;
+    let matches: Vec<PendingEntry> = if id.contains('/') {
+        all.into_iter().filter(|e| e.id == id).collect()
+    } else {
+        all.into_iter()
+            .filter(|e| e.id.rsplit('/').next() == Some(id))
+            .collect()
+    };
+    match matches.len() {
+        0 => Err(Error::Pending {
+            id: id.to_string(),
+            reason: format!("no pending patch with this id under {}", root.display()),
+        }),
+        1 => Ok(matches.into_iter().next().expect("len is 1")),
+        n => Err(Error::Pending {
+            id: id.to_string(),
+            reason: format!("{n} pending patches match; use the full <session>/<delegation> id"),
+        }),
+    }
+}
+
+/// Removes a pending patch (and its meta and pre-images); the session directory goes too
+/// when nothing else is left in it.
+pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
+    let e = find(root, id)?;
+    let session_dir = root
+        .canonicalize()
+        .ctx("resolve root", root)?
+        .join(&e.meta_session_or_id());
+    let d = e.id.rsplit('/').next().unwrap_or_default().to_string();
+    let pdir = Path::new(PENDING_DIR);
+    layout::remove_file(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.patch")))?)?;
+    layout::remove_file(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.meta")))?)?;
+    layout::remove_tree(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.pre")))?)?;
+    let p = path_in_session_base(&session_dir, pdir)?;
+    if layout::remove_empty_dir(&p)? && !session_dir.join("session.lock").exists() {
+        layout::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
+    }
+    Ok(())
+}
+
+impl PendingEntry {
+    fn meta_session_or_id(&self) -> String {
+        self.id.split('/').next().unwrap_or_default().to_string()
+    }
+
+    /// The session id part of the entry's id.
+    pub fn session(&self) -> &str {
+        self.id.split('/').next().unwrap_or_default()
+    }
+
+    /// The delegation id part of the entry's id.
+    pub fn delegation(&self) -> &str {
+        self.id.rsplit('/').next().unwrap_or_default()
+    }
+}

@@ -1,0 +1,252 @@
+//! Liveness and crash recovery of sessions.
+//!
+//! A session is alive while its owner holds the `flock` on `session.lock`; the kernel drops
+//! the lock when the owner dies, whatever the cause, and no pid is involved (pids are reused,
+//! and a home directory may be shared by several machines). [`prune`] claims the lock of each
+//! session it finds; one it can claim is dead. Before a dead session loses its `base/` and
+//! `d-*/`, each of its delegations that changed anything is finalized (by content, without a
+//! manifest) into a pending patch marked recovered. A live session is never touched, and
+//! pending patches are never pruned.
+
+use std::fs;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::layout::{self, path_in_session_base};
+use crate::pending::{self, PendingMeta};
+use crate::relpath::RelPath;
+use crate::select;
+use crate::snapshot::{self, Node};
+
+/// What [`prune`] did.
+#[derive(Debug, Default)]
+pub struct PruneReport {
+    /// Dead sessions whose sandboxes were removed.
+    pub pruned: Vec<String>,
+    /// Pending patches written from the work of dead sessions.
+    pub recovered: Vec<PathBuf>,
+    /// Sessions left alone because they are alive.
+    pub live: Vec<String>,
+    /// Problems met; the affected sandboxes were left in place.
+    pub errors: Vec<String>,
+}
+
+/// A session found under a root.
+#[derive(Debug, Clone)]
+pub struct SessionStatus {
+    /// The session id.
+    pub id: String,
+    /// Whether its owner still holds its lock.
+    pub live: bool,
+    /// The project it snapshots (from `session.meta`), if known.
+    pub project: Option<PathBuf>,
+    /// Its sandboxes (`d-*`).
+    pub sandboxes: Vec<String>,
+    /// Its pending patches.
+    pub pending: usize,
+}
+
+fn session_ids(root: &Path) -> Result<Vec<String>> {
+    let rd = match fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list sandbox root", root, e)),
+    };
+    let mut ids: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| layout::is_session_id(n))
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+fn sandbox_names(session_dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(session_dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.strip_prefix("d-")
+                        .is_some_and(|id| layout::validate_delegation_id(id).is_ok())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn read_project(session_dir: &Path) -> Option<PathBuf> {
+    fs::read(session_dir.join(layout::META_FILE))
+        .ok()
+        .map(|b| PathBuf::from(std::ffi::OsString::from_vec(b)))
+}
+
+/// Lists the sessions under `root` and whether each is alive.
+pub fn list_sessions(root: &Path) -> Result<Vec<SessionStatus>> {
+    let mut out = Vec::new();
+    for id in session_ids(root)? {
+        let dir = root.join(&id);
+        let has_lock = dir.join(layout::LOCK_FILE).exists();
+        // Claiming and releasing at once: a dead session stays as it is.
+        let live = has_lock && layout::try_claim_session(&dir)?.is_none();
+        out.push(SessionStatus {
+            project: read_project(&dir),
+            sandboxes: sandbox_names(&dir),
+            pending: pending::list_session(&dir, &id)?.len(),
+            live,
+            id,
+        });
+    }
+    Ok(out)
+}
+
+/// Recovers and cleans every dead session under `root`; live sessions are untouched.
+pub fn prune(root: &Path) -> Result<PruneReport> {
+    let mut report = PruneReport::default();
+    let root = match root.canonicalize() {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(Error::io("resolve sandbox root", root, e)),
+    };
+    for id in session_ids(&root)? {
+        let dir = root.join(&id);
+        match layout::try_claim_session(&dir) {
+            Ok(Some(lock)) => {
+                recover_session(&dir, &id, &mut report);
+                drop(lock);
+            }
+            Ok(None) => {
+                if dir.join(layout::LOCK_FILE).exists() {
+                    report.live.push(id);
+                }
+            }
+            Err(e) => report.errors.push(e.to_string()),
+        }
+    }
+    Ok(report)
+}
+
+fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
+    let project = read_project(dir).unwrap_or_default();
+    let base_dir = dir.join(crate::manager::BASE_DIR);
+    let base: Option<Vec<Node>> = if base_dir.is_dir() {
+        match snapshot::list_tree(&base_dir) {
+            Ok(v) => Some(v.into_iter().map(|(n, _)| n).collect()),
+            Err(e) => {
+                report.errors.push(e.to_string());
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let repo = select::discover_repo(&project).ok().flatten();
+    let mut all_ok = true;
+    for name in sandbox_names(dir) {
+        let d_id = &name[2..];
+        let sb = dir.join(&name);
+        let saved = match &base {
+            Some(nodes) => recover_one(dir, id, d_id, &project, &base_dir, nodes, &sb, repo.as_ref()),
+            // No base: the session died before any sandbox could be complete.
+            None => Ok(None),
+        };
+        match saved {
+            Ok(p) => {
+                report.recovered.extend(p);
+                let r = path_in_session_base(dir, &sb).and_then(|p| layout::remove_tree(&p));
+                if let Err(e) = r {
+                    report.errors.push(e.to_string());
+                    all_ok = false;
+                }
+            }
+            Err(e) => {
+                report.errors.push(format!("session {id}, delegation {d_id}: {e}"));
+                all_ok = false;
+            }
+        }
+    }
+    if !all_ok {
+        return;
+    }
+    let leftovers: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(".creating-") || n.starts_with(".clock-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut remove = |rel: &str| {
+        let r = path_in_session_base(dir, Path::new(rel)).and_then(|p| layout::remove_tree(&p));
+        if let Err(e) = r {
+            report.errors.push(e.to_string());
+        }
+    };
+    for n in &leftovers {
+        remove(n);
+    }
+    remove(crate::manager::BASE_DIR);
+    let has_pending = pending::list_session(dir, id).map(|v| !v.is_empty()).unwrap_or(true);
+    if !has_pending {
+        remove(pending::PENDING_DIR);
+        remove(layout::META_FILE);
+    }
+    remove(layout::LOCK_FILE);
+    if !has_pending {
+        let _ = path_in_session_base(dir, dir).and_then(|p| layout::remove_empty_dir(&p));
+    }
+    report.pruned.push(id.to_string());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn recover_one(
+    dir: &Path,
+    session: &str,
+    d_id: &str,
+    project: &Path,
+    base_dir: &Path,
+    base: &[Node],
+    sb: &Path,
+    repo: Option<&select::GitRepo>,
+) -> Result<Option<PathBuf>> {
+    let rules = select::IgnoreRules::load(sb, repo)?;
+    let d = diff::diff_trees(base_dir, base, sb, None, &|rel| rules.is_ignored(rel, false))?;
+    if d.changes.is_empty() {
+        return Ok(None);
+    }
+    let patch = diff::render_patch(base_dir, sb, &d.changes)?;
+    let touched: Vec<RelPath> = d.changes.iter().map(|c| c.rel.clone()).collect();
+    let mut meta = PendingMeta {
+        session: session.to_string(),
+        delegation: d_id.to_string(),
+        project: project.to_path_buf(),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        recovered: true,
+    };
+    // A pending patch of the same id may exist already: keep both.
+    for n in 0..1000 {
+        if n > 0 {
+            meta.delegation = format!("{d_id}.recovered{n}");
+            if layout::validate_delegation_id(&meta.delegation).is_err() {
+                break;
+            }
+        }
+        match pending::write_pending(dir, &meta, &patch, Some((base_dir, &touched))) {
+            Ok(p) => return Ok(Some(p)),
+            Err(Error::IdInUse { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Pending {
+        id: d_id.to_string(),
+        reason: "no free pending id to store recovered work".to_string(),
+    })
+}

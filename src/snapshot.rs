@@ -1,0 +1,376 @@
+//! Copying a file set into a session directory: the base snapshot and each sandbox.
+//!
+//! Which files to copy is decided by [`crate::select`]; this module only copies, in parallel
+//! on all cores, keeping symlinks as symlinks (never followed), exec bits and mtimes. Regular
+//! files are reflinked where the filesystem can share blocks, else copied in the kernel
+//! (`copy_file_range`). For every copied node it records the copy's own stat data, the
+//! [`StatKey`], so finalizing later stats the sandbox instead of reading every file.
+
+use std::fs::{self, File, FileTimes, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, IoContext, Result};
+use crate::layout::{self, SessionPath};
+use crate::relpath::RelPath;
+
+/// The type of a node in a tree: what git can store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// A regular file.
+    File {
+        /// Owner-executable bit set (git mode 100755).
+        executable: bool,
+    },
+    /// A symbolic link; its target is its content.
+    Symlink,
+}
+
+impl NodeKind {
+    /// git's mode for this kind: 100644, 100755 or 120000.
+    pub fn git_mode(self) -> u32 {
+        match self {
+            NodeKind::File { executable: false } => 0o100644,
+            NodeKind::File { executable: true } => 0o100755,
+            NodeKind::Symlink => 0o120000,
+        }
+    }
+
+    /// The kind of a node from its (lstat) metadata, `None` for directories and special files.
+    pub fn from_metadata(m: &fs::Metadata) -> Option<NodeKind> {
+        let ft = m.file_type();
+        if ft.is_symlink() {
+            Some(NodeKind::Symlink)
+        } else if ft.is_file() {
+            Some(NodeKind::File {
+                executable: m.mode() & 0o100 != 0,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// One file or symlink of a tree, by its path relative to the tree's root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// Path relative to the tree root.
+    pub rel: RelPath,
+    /// File or symlink.
+    pub kind: NodeKind,
+}
+
+/// The stat data that tells whether a file changed since it was recorded.
+///
+/// `ctime` cannot be set by user programs, so any write, chmod or replacement of the file
+/// after the recording changes at least one field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatKey {
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+    /// Status change time (seconds, nanoseconds).
+    pub ctime: (i64, i64),
+    /// Full `st_mode`.
+    pub mode: u32,
+}
+
+impl StatKey {
+    /// Reads the key from lstat metadata.
+    pub fn from_metadata(m: &fs::Metadata) -> StatKey {
+        StatKey {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            mode: m.mode(),
+        }
+    }
+}
+
+/// Progress of a copy, reported to the caller's callback.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Nodes copied so far.
+    pub files_done: u64,
+    /// Nodes to copy in all.
+    pub files_total: u64,
+    /// Bytes copied so far.
+    pub bytes_done: u64,
+}
+
+/// A progress callback; called from worker threads, so it must be `Sync`.
+pub type ProgressFn = dyn Fn(Progress) + Send + Sync;
+
+/// What a copy did.
+#[derive(Debug, Default)]
+pub struct CopyOutcome {
+    /// For each input node, in order: the copy's stat key, or `None` when the source had
+    /// vanished or changed type and was skipped.
+    pub keys: Vec<Option<StatKey>>,
+    /// Nodes that were skipped, with the reason.
+    pub skipped: Vec<(RelPath, String)>,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// The time of the filesystem's clock after the copy finished (a marker file's ctime).
+    /// A node whose recorded ctime is not older than this is "racy": a change in the same
+    /// clock tick would be invisible in its stat data, so it is compared by content.
+    pub stamp: (i64, i64),
+}
+
+/// Copies `nodes` (relative to `src_root`) into the empty directory `dst_root`.
+///
+/// Parent directories are created first, then files are copied by all cores. A source that
+/// vanished or is no longer a file/symlink is skipped and reported, not fatal: the user may
+/// edit the project while it is being snapshotted.
+pub fn copy_tree(
+    src_root: &Path,
+    nodes: &[Node],
+    dst_root: &SessionPath,
+    marker: &SessionPath,
+    progress: Option<&ProgressFn>,
+) -> Result<CopyOutcome> {
+    let mut last_dir: Option<RelPath> = None;
+    for n in nodes {
+        let Some(parent) = n.rel.parent() else {
+            continue;
+        };
+        if last_dir.as_ref() == Some(&parent) {
+            continue;
+        }
+        layout::create_dir_all(&dst_root.child(&parent))?;
+        last_dir = Some(parent);
+    }
+
+    let total = nodes.len() as u64;
+    let next = AtomicUsize::new(0);
+    let done = AtomicU64::new(0);
+    let bytes = AtomicU64::new(0);
+    let reflink_ok = AtomicBool::new(true);
+    let keys: Vec<Mutex<Option<StatKey>>> = (0..nodes.len()).map(|_| Mutex::new(None)).collect();
+    let skipped = Mutex::new(Vec::new());
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    const CHUNK: usize = 64;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 16);
+
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                if failure.lock().is_some() {
+                    return;
+                }
+                let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                if start >= nodes.len() {
+                    return;
+                }
+                let end = (start + CHUNK).min(nodes.len());
+                for i in start..end {
+                    let n = &nodes[i];
+                    let dst = dst_root.child(&n.rel);
+                    match copy_node(&src_root.join(n.rel.as_path()), &dst, n.kind, &reflink_ok) {
+                        Ok(Some((key, len))) => {
+                            *keys[i].lock() = Some(key);
+                            bytes.fetch_add(len, Ordering::Relaxed);
+                        }
+                        Ok(None) => skipped
+                            .lock()
+                            .push((n.rel.clone(), "changed type during snapshot".to_string())),
+                        Err(Error::Io { source, .. })
+                            if source.kind() == std::io::ErrorKind::NotFound =>
+                        {
+                            skipped
+                                .lock()
+                                .push((n.rel.clone(), "vanished during snapshot".to_string()))
+                        }
+                        Err(e) => {
+                            *failure.lock() = Some(e);
+                            return;
+                        }
+                    }
+                }
+                let d = done.fetch_add((end - start) as u64, Ordering::Relaxed) + (end - start) as u64;
+                if let Some(cb) = progress {
+                    cb(Progress {
+                        files_done: d,
+                        files_total: total,
+                        bytes_done: bytes.load(Ordering::Relaxed),
+                    });
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    let keys: Vec<Option<StatKey>> = keys.into_iter().map(|k| k.into_inner()).collect();
+    let newest = keys
+        .iter()
+        .flatten()
+        .map(|k| k.ctime)
+        .max()
+        .unwrap_or((0, 0));
+    let stamp = clock_stamp_after(marker, newest)?;
+    Ok(CopyOutcome {
+        keys,
+        skipped: skipped.into_inner(),
+        bytes: bytes.into_inner(),
+        stamp,
+    })
+}
+
+/// Touches `marker` until the filesystem clock has moved past `newest`, and returns the
+/// marker's ctime. Waiting one clock tick (a few ms) means nodes copied before it are not
+/// racy, so finalize can trust their stat data.
+fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
+    for _ in 0..200 {
+        layout::write_atomic(marker, b"")?;
+        let m = fs::symlink_metadata(marker.as_path()).ctx("stat marker", marker.as_path())?;
+        let t = (m.ctime(), m.ctime_nsec());
+        if t > newest {
+            return Ok(t);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // The clock did not advance (frozen clock, odd filesystem): every node stays racy,
+    // which is slow but correct.
+    Ok(newest)
+}
+
+/// Copies one node; `Ok(None)` when the source is no longer of the expected kind.
+fn copy_node(
+    src: &Path,
+    dst: &SessionPath,
+    kind: NodeKind,
+    reflink_ok: &AtomicBool,
+) -> Result<Option<(StatKey, u64)>> {
+    match kind {
+        NodeKind::Symlink => {
+            let m = fs::symlink_metadata(src).ctx("stat", src)?;
+            if !m.file_type().is_symlink() {
+                return Ok(None);
+            }
+            let target = fs::read_link(src).ctx("read symlink", src)?;
+            layout::create_symlink(&target, dst)?;
+            layout::set_mtime(dst, (m.mtime(), m.mtime_nsec()))?;
+            let d = fs::symlink_metadata(dst.as_path()).ctx("stat copy", dst.as_path())?;
+            Ok(Some((StatKey::from_metadata(&d), 0)))
+        }
+        NodeKind::File { .. } => {
+            let input = match OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(src)
+            {
+                Ok(f) => f,
+                // ELOOP: it became a symlink since selection.
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+                Err(e) => return Err(Error::io("open for copy", src, e)),
+            };
+            let m = input.metadata().ctx("stat", src)?;
+            if !m.is_file() {
+                return Ok(None);
+            }
+            let mode = if m.mode() & 0o100 != 0 { 0o755 } else { 0o644 };
+            let mtime = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let out = copy_contents(input, src, dst, mode, reflink_ok)?;
+            out.set_times(FileTimes::new().set_modified(mtime))
+                .ctx("set mtime", dst.as_path())?;
+            let d = out.metadata().ctx("stat copy", dst.as_path())?;
+            Ok(Some((StatKey::from_metadata(&d), m.len())))
+        }
+    }
+}
+
+fn copy_contents(
+    mut input: File,
+    src: &Path,
+    dst: &SessionPath,
+    mode: u32,
+    reflink_ok: &AtomicBool,
+) -> Result<File> {
+    if reflink_ok.load(Ordering::Relaxed) {
+        match reflink_copy::reflink(src, dst.as_path()) {
+            Ok(()) => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(dst.as_path())
+                    .ctx("open copy", dst.as_path())?;
+                f.set_permissions(fs::Permissions::from_mode(mode))
+                    .ctx("set mode", dst.as_path())?;
+                return Ok(f);
+            }
+            Err(_) => {
+                // Not supported here (or cross-device): stop trying for this copy.
+                reflink_ok.store(false, Ordering::Relaxed);
+                let _ = fs::remove_file(dst.as_path());
+            }
+        }
+    }
+    let mut out = layout::create_file_new(dst, mode)?;
+    std::io::copy(&mut input, &mut out).ctx("copy", dst.as_path())?;
+    Ok(out)
+}
+
+/// Lists every file and symlink under `root` (never following symlinks, skipping `.git`
+/// directories), sorted by path bytes. Used for sandboxes, whose content is entirely the
+/// library's own copy plus what the delegation wrote.
+pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
+    let mut out = Vec::new();
+    let mut it = walkdir::WalkDir::new(root).follow_links(false).into_iter();
+    while let Some(entry) = it.next() {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let p = e.path().unwrap_or(root).to_path_buf();
+                return Err(Error::io(
+                    "walk",
+                    &p,
+                    e.into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk error")),
+                ));
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        if entry.file_type().is_dir() {
+            if entry.file_name() == ".git" {
+                it.skip_current_dir();
+            }
+            continue;
+        }
+        let m = entry.metadata().map_err(|e| {
+            Error::io(
+                "stat",
+                entry.path(),
+                e.into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("stat error")),
+            )
+        })?;
+        let Some(kind) = NodeKind::from_metadata(&m) else {
+            continue;
+        };
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        out.push((
+            Node {
+                rel: RelPath::new(rel)?,
+                kind,
+            },
+            StatKey::from_metadata(&m),
+        ));
+    }
+    out.sort_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
+    Ok(out)
+}

@@ -1,0 +1,142 @@
+//! Helpers shared by the integration tests: temporary projects, tree fingerprints, git.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Everything a user would notice about a tree: per path, type, mode, content, mtime.
+pub type Fingerprint = BTreeMap<Vec<u8>, (String, u32, Vec<u8>, i64, i64)>;
+
+/// Fingerprints `root`, including `.git` when `with_git`.
+pub fn fingerprint(root: &Path, with_git: bool) -> Fingerprint {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).follow_links(false) {
+        let e = e.unwrap();
+        if e.depth() == 0 {
+            continue;
+        }
+        let rel = e.path().strip_prefix(root).unwrap();
+        if !with_git && rel.components().any(|c| c.as_os_str() == ".git") {
+            continue;
+        }
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let (kind, content) = if m.file_type().is_symlink() {
+            ("link", fs::read_link(e.path()).unwrap().as_os_str().as_bytes().to_vec())
+        } else if m.is_dir() {
+            ("dir", Vec::new())
+        } else if m.is_file() {
+            ("file", fs::read(e.path()).unwrap())
+        } else {
+            ("special", Vec::new())
+        };
+        let mtime = if m.is_dir() { (0, 0) } else { (m.mtime(), m.mtime_nsec()) };
+        out.insert(
+            rel.as_os_str().as_bytes().to_vec(),
+            (kind.to_string(), m.mode(), content, mtime.0, mtime.1),
+        );
+    }
+    out
+}
+
+/// Content-only view of a tree: per path, (type, exec bit, content). For comparing a
+/// patched copy against a sandbox.
+pub fn content_view(root: &Path) -> BTreeMap<Vec<u8>, (String, bool, Vec<u8>)> {
+    fingerprint(root, false)
+        .into_iter()
+        .filter(|(_, v)| v.0 != "dir")
+        .map(|(k, v)| (k, (v.0, v.1 & 0o100 != 0, v.2)))
+        .collect()
+}
+
+pub fn write(root: &Path, rel: &str, data: &[u8]) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, data).unwrap();
+}
+
+pub fn chmod(root: &Path, rel: &str, mode: u32) {
+    fs::set_permissions(root.join(rel), fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Runs git with a neutral environment (no user config).
+pub fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let home = dir.join(".git-test-home-unused");
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", &home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn git_init(dir: &Path) {
+    git(dir, &["init", "-q"]);
+}
+
+pub fn git_commit_all(dir: &Path) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "c", "--allow-empty"]);
+}
+
+/// Copies a tree (without `.git`) with `cp -a`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let g = to.join(".git");
+    if g.exists() {
+        fs::remove_dir_all(g).unwrap();
+    }
+}
+
+/// Applies `patch` with `git apply` in a fresh copy of `base` and returns the copy.
+pub fn git_apply_copy(base: &Path, patch: &[u8], scratch: &Path) -> PathBuf {
+    let dir = scratch.join(format!("gitapply-{}", ulid::Ulid::new()));
+    fs::create_dir_all(&dir).unwrap();
+    copy_tree(base, &dir);
+    git_init(&dir);
+    let pf = scratch.join(format!("p-{}.patch", ulid::Ulid::new()));
+    fs::write(&pf, patch).unwrap();
+    git(&dir, &["apply", "--whitespace=nowarn", pf.to_str().unwrap()]);
+    fs::remove_dir_all(dir.join(".git")).unwrap();
+    dir
+}
+
+/// Applies `patch` with GNU `patch -p1` in a fresh copy of `base` and returns the copy.
+pub fn patch_p1_copy(base: &Path, patch: &[u8], scratch: &Path) -> PathBuf {
+    let dir = scratch.join(format!("patchp1-{}", ulid::Ulid::new()));
+    fs::create_dir_all(&dir).unwrap();
+    copy_tree(base, &dir);
+    let pf = scratch.join(format!("p-{}.patch", ulid::Ulid::new()));
+    fs::write(&pf, patch).unwrap();
+    let out = Command::new("patch")
+        .args(["-p1", "--quiet", "--batch", "-i"])
+        .arg(&pf)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "patch -p1 failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}

@@ -1,0 +1,522 @@
+//! End-to-end behaviour of the manager: patches that git and GNU patch apply, the project
+//! never written, containment, chaining, routing, concurrency and drop.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use patchbox::{Decision, Error, Options, Routed, SandboxManager};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    root: PathBuf,
+    scratch: PathBuf,
+}
+
+fn env() -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("sandbox");
+    let scratch = tmp.path().join("scratch");
+    fs::create_dir_all(&project).unwrap();
+    fs::create_dir_all(&scratch).unwrap();
+    Env {
+        _tmp: tmp,
+        project,
+        root,
+        scratch,
+    }
+}
+
+fn manager(e: &Env) -> SandboxManager {
+    SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Builds a varied project: text, nested dirs, exec, symlinks, binary, CRLF, odd names.
+fn populate(p: &Path) {
+    write(p, "README.md", b"# demo\n\nline a\nline b\nline c\n");
+    write(p, "src/main.c", b"int main(void) {\n  return 0;\n}\n");
+    for i in 0..40 {
+        write(p, &format!("src/lib/f{i}.txt"), format!("file {i}\n").repeat(20).as_bytes());
+    }
+    write(p, "run.sh", b"#!/bin/sh\necho hi\n");
+    chmod(p, "run.sh", 0o755);
+    write(p, "tool.sh", b"#!/bin/sh\n");
+    write(p, "noeol.txt", b"a\nb\nno newline");
+    write(p, "crlf.txt", b"one\r\ntwo\r\nthree\r\n");
+    write(p, "empty.txt", b"");
+    write(p, "with space.txt", b"spaced\n");
+    write(p, "quo\"te.txt", b"quote\n");
+    write(p, "caf\u{e9}.txt", "café\n".as_bytes());
+    write(p, "bin.dat", &(0..3000u32).map(|i| (i * 7 % 256) as u8).collect::<Vec<_>>());
+    write(p, "gone/old.txt", b"to be deleted\n");
+    symlink("README.md", p.join("link")).unwrap();
+    symlink("src/main.c", p.join("flip")).unwrap();
+    write(p, "becomes-link", b"plain\n");
+}
+
+/// Applies a spread of edits to a sandbox.
+fn edit(s: &Path) {
+    write(s, "README.md", b"# demo\n\nline a\nline B changed\nline c\nmore\n");
+    write(s, "src/new/deep/added.rs", b"fn added() {}\n");
+    chmod(s, "tool.sh", 0o755);
+    chmod(s, "run.sh", 0o644);
+    write(s, "noeol.txt", b"a\nb\nno newline, still\n");
+    write(s, "crlf.txt", b"one\r\n2\r\nthree\r\n");
+    write(s, "empty.txt", b"now full\n");
+    write(s, "new-empty.txt", b"");
+    write(s, "with space.txt", b"spaced out\n");
+    write(s, "quo\"te.txt", b"quoted\n");
+    write(s, "caf\u{e9}.txt", "caf\u{e9} au lait\n".as_bytes());
+    let mut bin = fs::read(s.join("bin.dat")).unwrap();
+    bin[100] ^= 0xff;
+    bin.extend_from_slice(&[0, 1, 2, 3, 0]);
+    write(s, "bin.dat", &bin);
+    write(s, "new.bin", &[0u8, 159, 146, 150, 0, 1, 2]);
+    fs::remove_file(s.join("gone/old.txt")).unwrap();
+    fs::remove_dir(s.join("gone")).unwrap();
+    fs::remove_file(s.join("link")).unwrap();
+    symlink("src/main.c", s.join("link")).unwrap();
+    fs::remove_file(s.join("flip")).unwrap();
+    write(s, "flip", b"now a file\n");
+    fs::remove_file(s.join("becomes-link")).unwrap();
+    symlink("README.md", s.join("becomes-link")).unwrap();
+    fs::rename(s.join("src/lib/f3.txt"), s.join("src/lib/renamed.txt")).unwrap();
+}
+
+#[test]
+fn patch_reproduces_head_with_git_apply_and_project_untouched() {
+    let e = env();
+    populate(&e.project);
+    let before = fingerprint(&e.project, true);
+    let mgr = manager(&e);
+    assert_eq!(fingerprint(&e.project, true), before);
+    let sb = mgr.create_sandbox("t1", None).unwrap();
+    assert_eq!(content_view(&sb.path), content_view(&e.project));
+    edit(&sb.path);
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(fingerprint(&e.project, true), before, "project must never be written");
+    let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
+    assert_eq!(content_view(&applied), content_view(&sb.path));
+
+    let touched: Vec<String> = res.files_touched.iter().map(|p| p.display().to_string()).collect();
+    for want in [
+        "README.md",
+        "src/new/deep/added.rs",
+        "gone/old.txt",
+        "src/lib/f3.txt",
+        "src/lib/renamed.txt",
+        "caf\u{e9}.txt",
+        "with space.txt",
+        "flip",
+        "tool.sh",
+    ] {
+        assert!(touched.contains(&want.to_string()), "{want} missing from {touched:?}");
+    }
+    assert!(res.added.contains(&PathBuf::from("src/lib/renamed.txt")));
+    assert!(res.deleted.contains(&PathBuf::from("gone/old.txt")));
+    assert!(res.modified.contains(&PathBuf::from("README.md")));
+    assert!(!touched.iter().any(|t| t.starts_with('/') || t.contains("d-t1")));
+    let text = res.patch_text();
+    assert!(!text.contains("/dev/null/"), "deleted files must not be reported as /dev/null");
+    assert!(text.contains("old mode 100644\nnew mode 100755"));
+    assert!(text.contains("GIT binary patch"));
+    assert!(text.contains("\"a/caf\\303\\251.txt\""));
+}
+
+#[test]
+fn text_patch_applies_with_gnu_patch() {
+    let e = env();
+    write(&e.project, "a.txt", b"1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    write(&e.project, "dir/b.txt", b"keep\n");
+    write(&e.project, "with space.txt", b"x\n");
+    write(&e.project, "noeol", b"x");
+    write(&e.project, "crlf.txt", b"a\r\nb\r\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("p", None).unwrap();
+    write(&sb.path, "a.txt", b"1\n2\nthree\n4\n5\n6\n7\neight\n9\n");
+    write(&sb.path, "new/dir/c.txt", b"new\n");
+    fs::remove_file(sb.path.join("dir/b.txt")).unwrap();
+    write(&sb.path, "with space.txt", b"y\n");
+    write(&sb.path, "noeol", b"y");
+    write(&sb.path, "crlf.txt", b"a\r\nB\r\n");
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    let applied = patch_p1_copy(&e.project, &res.patch, &e.scratch);
+    let strip = |v: std::collections::BTreeMap<Vec<u8>, (String, bool, Vec<u8>)>| {
+        v.into_iter().map(|(k, v)| (k, v.2)).collect::<Vec<_>>()
+    };
+    assert_eq!(strip(content_view(&applied)), strip(content_view(&sb.path)));
+}
+
+#[test]
+fn unchanged_sandbox_gives_empty_patch_and_index_lines_allow_3way() {
+    let e = env();
+    write(&e.project, "a.txt", b"one\ntwo\nthree\n");
+    git_init(&e.project);
+    git_commit_all(&e.project);
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("same", None).unwrap();
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert!(res.patch.is_empty());
+    assert!(res.files_touched.is_empty());
+
+    let sb2 = mgr.create_sandbox("edit", None).unwrap();
+    write(&sb2.path, "a.txt", b"one\ntwo\nthree\nfour\n");
+    let res = mgr.finalize_sandbox(&sb2).unwrap();
+    // The user edits the project meanwhile; --3way finds the base blob by its id and merges.
+    let work = e.scratch.join("work");
+    fs::create_dir_all(&work).unwrap();
+    common::git(&e.scratch, &["clone", "-q", e.project.to_str().unwrap(), "work"]);
+    write(&work, "a.txt", b"ONE\ntwo\nthree\n");
+    common::git_commit_all(&work);
+    let pf = e.scratch.join("p.patch");
+    fs::write(&pf, &res.patch).unwrap();
+    common::git(&work, &["apply", "--3way", pf.to_str().unwrap()]);
+    assert_eq!(fs::read(work.join("a.txt")).unwrap(), b"ONE\ntwo\nthree\nfour\n");
+}
+
+#[test]
+fn ignored_outputs_stay_out_of_patch() {
+    let e = env();
+    write(&e.project, ".gitignore", b"target/\n*.log\n");
+    write(&e.project, "src/a.rs", b"a\n");
+    write(&e.project, "tracked.log", b"tracked even though ignored\n");
+    git_init(&e.project);
+    common::git(&e.project, &["add", "-f", "."]);
+    common::git(&e.project, &["commit", "-qm", "c"]);
+    write(&e.project, "target/debug/out", b"untracked ignored, not snapshotted\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("b", None).unwrap();
+    assert!(sb.path.join("tracked.log").exists());
+    assert!(!sb.path.join("target").exists());
+    assert!(!sb.path.join(".git").exists());
+    write(&sb.path, "target/release/bin", b"build output\n");
+    write(&sb.path, "build.log", b"log\n");
+    write(&sb.path, "tracked.log", b"changed\n");
+    write(&sb.path, "src/b.rs", b"b\n");
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(
+        res.files_touched,
+        vec![PathBuf::from("src/b.rs"), PathBuf::from("tracked.log")]
+    );
+    assert!(res.ignored.contains(&PathBuf::from("build.log")));
+    assert!(res.ignored.contains(&PathBuf::from("target/release/bin")));
+}
+
+#[test]
+fn chained_sandbox_is_cumulative_against_base() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    write(&e.project, "b.txt", b"b\n");
+    let mgr = manager(&e);
+    let first = mgr.create_sandbox("first", None).unwrap();
+    write(&first.path, "a.txt", b"A\n");
+    let second = mgr.create_sandbox("second", Some(&first)).unwrap();
+    assert_eq!(second.base_dir, first.base_dir);
+    assert_eq!(fs::read(second.path.join("a.txt")).unwrap(), b"A\n");
+    write(&second.path, "b.txt", b"B\n");
+    let res = mgr.finalize_sandbox(&second).unwrap();
+    assert_eq!(res.files_touched, vec![PathBuf::from("a.txt"), PathBuf::from("b.txt")]);
+    let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
+    assert_eq!(content_view(&applied), content_view(&second.path));
+    // The predecessor is unaffected by its successor.
+    let r1 = mgr.finalize_sandbox(&first).unwrap();
+    assert_eq!(r1.files_touched, vec![PathBuf::from("a.txt")]);
+}
+
+#[test]
+fn same_size_same_second_edit_is_detected() {
+    // An edit that keeps size and even restores the mtime must still be seen (ctime moves).
+    let e = env();
+    write(&e.project, "a.txt", b"aaaa\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("racy", None).unwrap();
+    let p = sb.path.join("a.txt");
+    let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+    fs::write(&p, b"bbbb\n").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(res.files_touched, vec![PathBuf::from("a.txt")]);
+}
+
+#[test]
+fn bad_ids_and_reuse_are_errors() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    for bad in ["../x", "..", ".", "", "a/b", "a b", &"x".repeat(200)] {
+        let err = mgr.create_sandbox(bad, None).unwrap_err();
+        assert!(matches!(err, Error::InvalidId { .. }), "{bad:?}: {err}");
+    }
+    mgr.create_sandbox("dup", None).unwrap();
+    assert!(matches!(mgr.create_sandbox("dup", None), Err(Error::IdInUse { .. })));
+    assert!(!e.root.join("x").exists());
+}
+
+#[test]
+fn discard_is_idempotent_and_refuses_outside_paths() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("d", None).unwrap();
+    mgr.discard_sandbox(&sb).unwrap();
+    assert!(!sb.path.exists());
+    mgr.discard_sandbox(&sb).unwrap();
+
+    let victim = e.scratch.join("victim");
+    write(&victim, "keep.txt", b"precious\n");
+    let mut evil = sb.clone();
+    evil.path = victim.clone();
+    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    evil.path = mgr.session_base().join("d-d/../../../scratch/victim");
+    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    // Sibling-prefix trap: <session>-backup is not inside <session>.
+    let sibling = PathBuf::from(format!("{}-backup", mgr.session_base().display()));
+    write(&sibling, "keep.txt", b"precious\n");
+    evil.path = sibling.clone();
+    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    evil.path = mgr.session_base().join("base");
+    assert!(mgr.discard_sandbox(&evil).is_err());
+    assert!(victim.join("keep.txt").exists());
+    assert!(sibling.join("keep.txt").exists());
+    assert!(mgr.session_base().join("base").exists());
+}
+
+#[test]
+fn symlinked_sandbox_or_pending_dir_is_refused() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("s", None).unwrap();
+    let victim = e.scratch.join("victim");
+    write(&victim, "keep.txt", b"precious\n");
+    // d-s replaced by a link pointing outside.
+    fs::remove_dir_all(&sb.path).unwrap();
+    symlink(&victim, &sb.path).unwrap();
+    assert!(matches!(mgr.discard_sandbox(&sb), Err(Error::Containment { .. })));
+    assert!(victim.join("keep.txt").exists());
+    // pending/ replaced by a link pointing outside.
+    symlink(&victim, mgr.session_base().join("pending")).unwrap();
+    assert!(matches!(
+        mgr.write_pending_patch("x", b"diff"),
+        Err(Error::Containment { .. })
+    ));
+    assert_eq!(fs::read_dir(&victim).unwrap().count(), 1);
+}
+
+#[test]
+fn pending_patch_is_written_atomically_and_kept_on_drop() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let session;
+    {
+        let mgr = manager(&e);
+        session = mgr.session_base().to_path_buf();
+        let sb = mgr.create_sandbox("p1", None).unwrap();
+        write(&sb.path, "a.txt", b"b\n");
+        let res = mgr.finalize_sandbox(&sb).unwrap();
+        let p = mgr.write_pending_patch("p1", &res.patch).unwrap();
+        assert_eq!(p, session.join("pending/p1.patch"));
+        assert_eq!(fs::read(&p).unwrap(), res.patch);
+        assert!(session.join("pending/p1.pre/a.txt").exists());
+        assert!(matches!(
+            mgr.write_pending_patch("p1", b"other"),
+            Err(Error::IdInUse { .. })
+        ));
+        let leftovers: Vec<_> = fs::read_dir(session.join("pending"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+    assert!(session.join("pending/p1.patch").exists());
+    assert!(!session.join("base").exists());
+    assert!(!session.join("d-p1").exists());
+    let listed = patchbox::pending::list(&e.root).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].id.ends_with("/p1"));
+}
+
+#[test]
+fn drop_without_pending_removes_the_session() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let session;
+    {
+        let mgr = manager(&e);
+        session = mgr.session_base().to_path_buf();
+        assert!(session.is_dir(), "session dir exists from construction");
+        let sb = mgr.create_sandbox("x", None).unwrap();
+        write(&sb.path, "a.txt", b"changed\n");
+    }
+    assert!(!session.exists());
+    assert_eq!(fs::read_dir(&e.root).unwrap().count(), 0);
+}
+
+#[test]
+fn no_delegation_no_copy() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    assert!(!mgr.session_base().join("base").exists());
+}
+
+#[test]
+fn completion_routing_defaults_to_pending() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    let cases: Vec<(&str, Option<patchbox::DecideFn>)> = vec![
+        ("none", None),
+        ("reject", Some(&|_| Ok(Decision::Reject))),
+        ("err", Some(&|_| Err("consumer offline".to_string()))),
+        ("panic", Some(&|_| panic!("consumer bug"))),
+        ("accept", Some(&|_| Ok(Decision::Accept))),
+    ];
+    for (id, decide) in cases {
+        let sb = mgr.create_sandbox(id, None).unwrap();
+        write(&sb.path, "a.txt", id.as_bytes());
+        let c = mgr.complete_sandbox(&sb, decide).unwrap();
+        assert!(!sb.path.exists(), "{id}: sandbox discarded");
+        match id {
+            "accept" => assert_eq!(c.routed, Routed::Accepted),
+            _ => {
+                let Routed::Pending(p) = &c.routed else { panic!("{id}: {:?}", c.routed) };
+                assert_eq!(fs::read(p).unwrap(), c.result.patch);
+            }
+        }
+    }
+    let sb = mgr.create_sandbox("nochange", None).unwrap();
+    assert_eq!(mgr.complete_sandbox(&sb, None).unwrap().routed, Routed::Unchanged);
+}
+
+#[test]
+fn eight_threads_on_one_manager() {
+    let e = env();
+    for i in 0..50 {
+        write(&e.project, &format!("f{i}.txt"), format!("{i}\n").as_bytes());
+    }
+    let before = fingerprint(&e.project, true);
+    let mgr = Arc::new(manager(&e));
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let mgr = mgr.clone();
+            std::thread::spawn(move || {
+                for round in 0..5 {
+                    let id = format!("t{t}-r{round}");
+                    let sb = mgr.create_sandbox(&id, None).unwrap();
+                    let name = format!("f{t}.txt");
+                    write(&sb.path, &name, id.as_bytes());
+                    write(&sb.path, &format!("new-{id}.txt"), b"x\n");
+                    let res = mgr.finalize_sandbox(&sb).unwrap();
+                    assert_eq!(
+                        res.files_touched,
+                        vec![PathBuf::from(&name), PathBuf::from(format!("new-{id}.txt"))]
+                    );
+                    mgr.discard_sandbox(&sb).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(fingerprint(&e.project, true), before);
+    let left: Vec<_> = fs::read_dir(mgr.session_base())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("d-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn special_files_are_skipped_and_reported() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let fifo = e.project.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("f", None).unwrap();
+    assert!(!sb.path.join("pipe").exists());
+    assert!(mgr.skipped().iter().any(|(p, _)| p == Path::new("pipe")));
+}
+
+#[test]
+fn root_inside_project_is_not_copied_into_itself() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.project.join(".sandboxes")),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let sb = mgr.create_sandbox("in", None).unwrap();
+    assert!(!sb.path.join(".sandboxes").exists());
+    assert!(sb.path.join("a.txt").exists());
+}
+
+#[test]
+fn missing_project_is_a_clear_error() {
+    let e = env();
+    let err = SandboxManager::with_options(
+        e.project.join("nope"),
+        Options {
+            root: Some(e.root.clone()),
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, Error::NotADirectory { .. }));
+}
+
+#[test]
+fn dead_session_is_recovered_live_one_untouched() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let live = manager(&e);
+    let live_sb = live.create_sandbox("busy", None).unwrap();
+    write(&live_sb.path, "a.txt", b"live work\n");
+    let dead = manager(&e);
+    let sb = dead.create_sandbox("lost", None).unwrap();
+    write(&sb.path, "a.txt", b"dead work\n");
+    let dead_dir = dead.keep(); // simulates a crash: nothing cleaned, lock released
+    let report = patchbox::recover::prune(&e.root).unwrap();
+    assert_eq!(report.recovered.len(), 1);
+    assert!(!dead_dir.join("d-lost").exists());
+    assert!(!dead_dir.join("base").exists());
+    let pend = patchbox::pending::list(&e.root).unwrap();
+    assert_eq!(pend.len(), 1);
+    assert!(pend[0].meta.recovered);
+    let text = fs::read_to_string(&pend[0].patch_path).unwrap();
+    assert!(text.contains("+dead work"));
+    // The live session is untouched.
+    assert!(live_sb.path.join("a.txt").exists());
+    assert_eq!(live.finalize_sandbox(&live_sb).unwrap().files_touched.len(), 1);
+    // Pending patches are never pruned.
+    patchbox::recover::prune(&e.root).unwrap();
+    assert_eq!(patchbox::pending::list(&e.root).unwrap().len(), 1);
+}

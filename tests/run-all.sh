@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust suite (unit, integration, doctests), then the C++ suite through
+# CMake and CTest. This is the README's test command, and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${PATCHBOX_BUILD_DIR:-build/ci}
+
+echo "== cargo fmt / clippy"
+cargo fmt --all -- --check
+cargo clippy --all-targets --all-features -q -- -D warnings
+
+echo "== Rust tests"
+cargo test --all-features -q 2>&1 | tee "${TMPDIR:-/tmp}/patchbox-cargo-test.log"
+
+if [[ -f CMakeLists.txt ]]; then
+  echo "== C++ tests"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPATCHBOX_BUILD_TESTS=ON >/dev/null
+  cmake --build "$build"
+  ctest --test-dir "$build" --output-on-failure
+fi
