@@ -271,6 +271,12 @@ pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
     result
 }
 
+/// Creates or truncates `p` and writes `data`, without fsync: for scratch files whose loss in
+/// a crash does not matter (an fsync here would flush every dirty page of a fresh copy).
+pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
+    fs::write(&p.0, data).ctx("write", &p.0)
+}
+
 /// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
 pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
     symlink(target, &dst.0).ctx("create symlink", &dst.0)

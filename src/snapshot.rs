@@ -233,7 +233,8 @@ pub fn copy_tree(
 /// racy, so finalize can trust their stat data.
 fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
     for _ in 0..200 {
-        layout::write_atomic(marker, b"")?;
+        layout::remove_file(marker)?;
+        layout::write_scratch(marker, b"")?;
         let m = fs::symlink_metadata(marker.as_path()).ctx("stat marker", marker.as_path())?;
         let t = (m.ctime(), m.ctime_nsec());
         if t > newest {

@@ -1,0 +1,310 @@
+//! Benchmark: patchbox beside the reference engine's steps done with public tools, in one run,
+//! medians of several rounds, printed as ratios.
+//!
+//! ```text
+//! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
+//! ```
+//! `DIR` is a git project (e.g. `../shared/corpus/linux-tree.sh DIR --git`). The benchmark
+//! also builds a smaller git project of the first `--small` files (default 20,000) of it.
+//! Reference steps, as the reference engine does them: `git ls-files --cached --others
+//! --exclude-standard` + per-file copy into `base/` (`cp --parents` in batches via xargs),
+//! `cp -a base d-<id>`, `git diff --no-index --binary`, `rm -rf`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use patchbox::{Options, SandboxManager};
+
+fn sh(cmd: &str, cwd: &Path) -> Duration {
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .stdout(Stdio::null())
+        .status()
+        .expect("sh runs");
+    let d = t.elapsed();
+    // git diff --no-index exits 1 when trees differ.
+    assert!(st.code().is_some_and(|c| c <= 1), "{cmd} failed: {st}");
+    d
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn edit_list(tree: &Path, n: usize) -> Vec<PathBuf> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(tree)
+        .output()
+        .expect("git ls-files");
+    let all: Vec<PathBuf> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
+        .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h"))
+        .collect();
+    let step = (all.len() / n).max(1);
+    all.into_iter().step_by(step).take(n).collect()
+}
+
+fn edit_files(root: &Path, files: &[PathBuf]) {
+    for f in files {
+        let p = root.join(f);
+        let mut data = fs::read(&p).expect("read file to edit");
+        data.extend_from_slice(b"/* edited by the delegation */\n");
+        fs::write(&p, data).expect("edit file");
+    }
+}
+
+fn edit_script(files: &[PathBuf], work: &Path) -> PathBuf {
+    let list = work.join("edit-list.txt");
+    let s: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
+    fs::write(&list, s).expect("write list");
+    let script = work.join("edit.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nwhile IFS= read -r f; do printf '/* edited */\\n' >> \"$f\"; done < {}\n",
+            list.display()
+        ),
+    )
+    .expect("write script");
+    script
+}
+
+fn reference_create(tree: &Path, ws: &Path) -> (f64, f64) {
+    let base = ws.join("base");
+    let d = ws.join("d-1");
+    fs::create_dir_all(&base).expect("mkdir");
+    let t1 = sh(
+        &format!(
+            "git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --preserve=mode,timestamps --parents -t {}",
+            base.display()
+        ),
+        tree,
+    );
+    let t2 = sh(&format!("cp -a {} {}", base.display(), d.display()), ws);
+    (t1.as_secs_f64(), t2.as_secs_f64())
+}
+
+struct Figures {
+    ref_first: Vec<f64>,
+    ours_first: Vec<f64>,
+    ref_diff: Vec<f64>,
+    ours_finalize: Vec<f64>,
+    ref_cp: Vec<f64>,
+    ours_chain: Vec<f64>,
+    ref_run: Vec<f64>,
+    ours_run: Vec<f64>,
+}
+
+fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &str) -> Figures {
+    let files = edit_list(tree, 100);
+    let script = edit_script(&files, work);
+    let exe = std::env::current_exe().expect("exe");
+    let patchbox_bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("patchbox"))
+        .expect("target dir");
+    let mut f = Figures {
+        ref_first: vec![],
+        ours_first: vec![],
+        ref_diff: vec![],
+        ours_finalize: vec![],
+        ref_cp: vec![],
+        ours_chain: vec![],
+        ref_run: vec![],
+        ours_run: vec![],
+    };
+    for round in 0..rounds {
+        eprintln!("[{label}] round {}/{rounds}", round + 1);
+        // Reference steps.
+        let ws = work.join("ref");
+        let _ = fs::remove_dir_all(&ws);
+        fs::create_dir_all(&ws).expect("mkdir");
+        let t_all = Instant::now();
+        let (t_sel_copy, t_cp) = reference_create(tree, &ws);
+        f.ref_first.push(t_sel_copy + t_cp);
+        f.ref_cp.push(t_cp);
+        sh(&format!("sh {}", script.display()), &ws.join("d-1"));
+        let t = sh("git diff --no-index --binary base d-1 > /dev/null", &ws);
+        f.ref_diff.push(t.as_secs_f64());
+        sh("rm -rf base d-1", &ws);
+        f.ref_run.push(t_all.elapsed().as_secs_f64());
+
+        // patchbox, as a library.
+        let root = work.join("pbroot");
+        let _ = fs::remove_dir_all(&root);
+        let mgr = SandboxManager::with_options(
+            tree,
+            Options {
+                root: Some(root.clone()),
+                ..Options::default()
+            },
+        )
+        .expect("manager");
+        let t = Instant::now();
+        let sb = mgr.create_sandbox("d1", None).expect("create");
+        f.ours_first.push(t.elapsed().as_secs_f64());
+        edit_files(&sb.path, &files);
+        let t = Instant::now();
+        let res = mgr.finalize_sandbox(&sb).expect("finalize");
+        f.ours_finalize.push(t.elapsed().as_secs_f64());
+        assert_eq!(res.files_touched.len(), files.len(), "finalize found the edits");
+        let t = Instant::now();
+        let _sb2 = mgr.create_sandbox("d2", Some(&sb)).expect("chain");
+        f.ours_chain.push(t.elapsed().as_secs_f64());
+        drop(mgr);
+
+        if with_run {
+            let t = Instant::now();
+            let out = Command::new(&patchbox_bin)
+                .args(["run", "--project"])
+                .arg(tree)
+                .arg("--root")
+                .arg(&root)
+                .args(["--", "sh"])
+                .arg(&script)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .output()
+                .expect("patchbox run");
+            f.ours_run.push(t.elapsed().as_secs_f64());
+            assert!(out.status.success(), "patchbox run failed");
+            assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
+        }
+    }
+    f
+}
+
+fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
+    // A child process does one first create + 100 edits + finalize; its peak RSS is read with
+    // getrusage(RUSAGE_CHILDREN).
+    let exe = std::env::current_exe().ok()?;
+    let st = Command::new(exe)
+        .arg("--rss-child")
+        .arg(tree)
+        .arg(work)
+        .status()
+        .ok()?;
+    if !st.success() {
+        return None;
+    }
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid rusage to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    Some(ru.ru_maxrss)
+}
+
+fn rss_child(tree: &Path, work: &Path) {
+    let files = edit_list(tree, 100);
+    let root = work.join("rssroot");
+    let _ = fs::remove_dir_all(&root);
+    let mgr = SandboxManager::with_options(
+        tree,
+        Options {
+            root: Some(root),
+            ..Options::default()
+        },
+    )
+    .expect("manager");
+    let sb = mgr.create_sandbox("m", None).expect("create");
+    edit_files(&sb.path, &files);
+    let r = mgr.finalize_sandbox(&sb).expect("finalize");
+    assert_eq!(r.files_touched.len(), files.len());
+}
+
+fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
+    let small = work.join(format!("small-{n}"));
+    if small.join(".git").exists() {
+        return small;
+    }
+    let _ = fs::remove_dir_all(&small);
+    fs::create_dir_all(&small).expect("mkdir");
+    sh(
+        &format!(
+            "git ls-files -z | head -z -n {n} | xargs -0 cp -P --preserve=mode,timestamps --parents -t {}",
+            small.display()
+        ),
+        tree,
+    );
+    sh(
+        "git init -q && git add -A -f && git -c user.name=b -c user.email=b@b commit -qm small",
+        &small,
+    );
+    small
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--rss-child") {
+        rss_child(Path::new(&args[2]), Path::new(&args[3]));
+        return;
+    }
+    let mut tree = None;
+    let mut rounds = 3;
+    let mut work = std::env::temp_dir().join("patchbox-bench");
+    let mut small_n = 20_000;
+    let mut skip_large = false;
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--tree" => tree = args.get(i + 1).map(PathBuf::from),
+            "--rounds" => rounds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(3),
+            "--work" => work = args.get(i + 1).map(PathBuf::from).unwrap_or(work),
+            "--skip-large" => {
+                skip_large = true;
+                i -= 1;
+            }
+            "--small" => small_n = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(20_000),
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    let tree = tree.expect("--tree DIR (a git project) is required");
+    fs::create_dir_all(&work).expect("work dir");
+    let small = make_small(&tree, &work, small_n);
+
+    let s = bench_tree(&small, &work, rounds, true, "small");
+    let (l, rss) = if skip_large {
+        (bench_tree(&small, &work, 1, false, "large skipped: small again"), None)
+    } else {
+        (bench_tree(&tree, &work, rounds, false, "large"), peak_rss_kb(&tree, &work))
+    };
+
+    let row = |name: &str, ours: &[f64], theirs: &[f64], target: &str| {
+        let (o, t) = (median(ours.to_vec()), median(theirs.to_vec()));
+        println!(
+            "| {name} | {:.3} s | {:.3} s | {:.2}× | {target} |",
+            o,
+            t,
+            o / t
+        );
+    };
+    println!("| step | patchbox | reference | ratio | target |");
+    println!("|---|---|---|---|---|");
+    row(
+        &format!("`patchbox run`, 100 edits, {small_n}-file git project (vs ls-files+copy, cp -a, git diff, rm -rf)"),
+        &s.ours_run,
+        &s.ref_run,
+        "≤ 0.35×",
+    );
+    row("large tree: first create_sandbox (vs ls-files + copy + cp -a)", &l.ours_first, &l.ref_first, "≤ 0.5×");
+    row("large tree: finalize, 100 edited files (vs git diff --no-index --binary)", &l.ours_finalize, &l.ref_diff, "≤ 0.1×");
+    row("large tree: chained create (vs cp -a)", &l.ours_chain, &l.ref_cp, "≤ 0.6×");
+    row("small: first create_sandbox", &s.ours_first, &s.ref_first, "");
+    row("small: finalize", &s.ours_finalize, &s.ref_diff, "");
+    row("small: chained create", &s.ours_chain, &s.ref_cp, "");
+    if let Some(kb) = rss {
+        println!("\npeak RSS, first create + finalize on the large tree: {:.1} MB (target < 100 MB)", kb as f64 / 1024.0);
+    }
+    println!("\nmedians of {rounds} rounds; machine: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+}
