@@ -16,6 +16,16 @@ use crate::patch_write::{self, Side};
 use crate::relpath::RelPath;
 use crate::snapshot::{self, Node, NodeKind, StatKey};
 
+/// Where the diff reads base content from: a node's pre-image by its index in the base's
+/// node list. The base decides whether that is a copy in `base/` or a blob in the object
+/// store (see [`crate::base`]).
+pub trait BaseSource: Sync {
+    /// The content of base node `i`: a file's bytes or a symlink's target.
+    fn read(&self, i: usize) -> Result<Vec<u8>>;
+    /// The size of base node `i` when cheaply known (lets unequal sizes skip reading).
+    fn size(&self, i: usize) -> Option<u64>;
+}
+
 /// One node's recorded state in a sandbox.
 #[derive(Clone, Debug)]
 pub struct ManifestEntry {
@@ -64,6 +74,8 @@ impl Manifest {
 pub struct Change {
     /// Path relative to the tree roots (and to the project).
     pub rel: RelPath,
+    /// Index of the node in the base's node list, when it exists in base.
+    pub base_index: Option<usize>,
     /// The node in base, `None` when added.
     pub old: Option<NodeKind>,
     /// The node in head, `None` when deleted.
@@ -79,13 +91,14 @@ pub struct TreeDiff {
     pub ignored: Vec<RelPath>,
 }
 
-/// Diffs `head_dir` against `base_dir`, whose node list is `base` (sorted by path bytes).
+/// Diffs `head_dir` against the base whose node list is `base` (sorted by path bytes) and
+/// whose content `src` reads.
 ///
 /// `manifest`: the head's recorded state, or `None` to compare everything by content.
 /// `is_ignored`: decides whether a new path is an ignored output.
 pub fn diff_trees(
-    base_dir: &Path,
     base: &[Node],
+    src: &dyn BaseSource,
     head_dir: &Path,
     manifest: Option<&Manifest>,
     is_ignored: &dyn Fn(&RelPath) -> bool,
@@ -104,6 +117,7 @@ pub fn diff_trees(
                 let b = &base[i];
                 out.changes.push(Change {
                     rel: b.rel.clone(),
+                    base_index: Some(i),
                     old: Some(b.kind),
                     new: None,
                 });
@@ -116,6 +130,7 @@ pub fn diff_trees(
                 } else {
                     out.changes.push(Change {
                         rel: h.rel.clone(),
+                        base_index: None,
                         old: None,
                         new: Some(h.kind),
                     });
@@ -128,14 +143,11 @@ pub fn diff_trees(
                 let trusted = manifest.is_some_and(|m| m.trusted_same(&h.rel, key));
                 if !trusted
                     && (b.kind != h.kind
-                        || !same_content(
-                            &base_dir.join(b.rel.as_path()),
-                            &head_dir.join(h.rel.as_path()),
-                            h.kind,
-                        )?)
+                        || !same_content(src, i, &head_dir.join(h.rel.as_path()), h.kind, key)?)
                 {
                     out.changes.push(Change {
                         rel: h.rel.clone(),
+                        base_index: Some(i),
                         old: Some(b.kind),
                         new: Some(h.kind),
                     });
@@ -161,27 +173,29 @@ pub fn read_node(path: &Path, kind: NodeKind) -> Result<Vec<u8>> {
     }
 }
 
-fn same_content(a: &Path, b: &Path, kind: NodeKind) -> Result<bool> {
-    if let NodeKind::File { .. } = kind {
-        let (ma, mb) = (
-            fs::symlink_metadata(a).ctx("stat", a)?,
-            fs::symlink_metadata(b).ctx("stat", b)?,
-        );
-        if ma.len() != mb.len() {
+fn same_content(
+    src: &dyn BaseSource,
+    i: usize,
+    head: &Path,
+    kind: NodeKind,
+    head_key: &StatKey,
+) -> Result<bool> {
+    if let (NodeKind::File { .. }, Some(n)) = (kind, src.size(i)) {
+        if n != head_key.size {
             return Ok(false);
         }
     }
-    Ok(read_node(a, kind)? == read_node(b, kind)?)
+    Ok(src.read(i)? == read_node(head, kind)?)
 }
 
-/// Writes the git-style patch for `changes`, reading old content from `base_dir` and new
+/// Writes the git-style patch for `changes`, reading old content through `src` and new
 /// content from `head_dir`. One file is held in memory at a time (plus the patch itself).
-pub fn render_patch(base_dir: &Path, head_dir: &Path, changes: &[Change]) -> Result<Vec<u8>> {
+pub fn render_patch(src: &dyn BaseSource, head_dir: &Path, changes: &[Change]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for c in changes {
-        let old_data = match c.old {
-            Some(k) => Some(read_node(&base_dir.join(c.rel.as_path()), k)?),
-            None => None,
+        let old_data = match c.base_index {
+            Some(i) if c.old.is_some() => Some(src.read(i)?),
+            _ => None,
         };
         let new_data = match c.new {
             Some(k) => Some(read_node(&head_dir.join(c.rel.as_path()), k)?),

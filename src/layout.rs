@@ -277,6 +277,29 @@ pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
     fs::write(&p.0, data).ctx("write", &p.0)
 }
 
+/// Writes `data` to a temporary name beside `p` and renames it over `p` (no fsync): a
+/// reader never sees a partial file, and concurrent writers of the same content are safe.
+pub fn write_file_replace(p: &SessionPath, data: &[u8], mode: u32) -> Result<()> {
+    let dir = p.0.parent().unwrap_or(Path::new("/"));
+    let tmp = dir.join(format!(".tmp-{}", ulid::Ulid::new()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .ctx("create temporary file", &tmp)?;
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .ctx("set mode", &tmp)?;
+        f.write_all(data).ctx("write", &tmp)?;
+        fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
 pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
     symlink(target, &dst.0).ctx("create symlink", &dst.0)

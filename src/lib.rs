@@ -8,11 +8,13 @@
 pub mod error;
 pub mod guard;
 pub mod layout;
+pub mod odb;
 pub mod relpath;
 
 pub use error::{Error, Result};
 pub use relpath::RelPath;
 pub mod apply;
+pub mod base;
 pub mod diff;
 pub mod patch_parse;
 pub mod patch_write;
@@ -25,3 +27,5 @@ pub mod recover;
 pub use manager::{
     Completion, Decision, DecideFn, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
 };
+#[cfg(feature = "ffi")]
+pub mod ffi;

@@ -19,14 +19,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::base::{Base, BaseSrc};
 use crate::diff::{self, Manifest, ManifestEntry};
+use crate::odb::ObjectStore;
 use crate::error::{Error, IoContext, Result};
 use crate::layout::{self, path_in_session_base, SessionPath};
 use crate::pending::{self, PendingMeta};
 use crate::recover;
 use crate::relpath::RelPath;
 use crate::select;
-use crate::snapshot::{self, Node, NodeKind, ProgressFn};
+use crate::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
+use std::os::unix::fs::MetadataExt;
 
 /// Name of the base snapshot directory in a session.
 pub const BASE_DIR: &str = "base";
@@ -126,9 +129,8 @@ impl std::fmt::Debug for Options {
     }
 }
 
-struct Base {
-    dir: PathBuf,
-    nodes: Vec<Node>,
+struct SessionBase {
+    base: Base,
     repo: Option<select::GitRepo>,
     skipped: Vec<(PathBuf, String)>,
 }
@@ -175,7 +177,7 @@ pub struct SandboxManager {
     session_dir: PathBuf,
     lock: Mutex<Option<File>>,
     progress: Option<Arc<ProgressFn>>,
-    base: Mutex<Option<Arc<Base>>>,
+    base: Mutex<Option<Arc<SessionBase>>>,
     sandboxes: Mutex<HashMap<String, Slot>>,
     keep: std::sync::atomic::AtomicBool,
 }
@@ -259,66 +261,99 @@ impl SandboxManager {
             .unwrap_or_default()
     }
 
-    fn ensure_base(&self) -> Result<Arc<Base>> {
+    /// Takes the base snapshot once. Tracked files that match the git index are recorded
+    /// as blobs of the user's object store instead of being copied (see [`crate::base`]);
+    /// the rest is copied into `base/`.
+    fn ensure_base(&self) -> Result<Arc<SessionBase>> {
         let mut guard = self.base.lock();
         if let Some(b) = guard.as_ref() {
             return Ok(b.clone());
         }
         let exclude = vec![self.root.clone()];
         let sel = select::select_project(&self.project, &exclude)?;
+        let odb = sel
+            .git
+            .as_ref()
+            .and_then(|g| ObjectStore::open(&g.git_dir).ok())
+            .map(Arc::new);
+        let index_mtime = sel
+            .git
+            .as_ref()
+            .and_then(|g| std::fs::metadata(&g.index_file).ok())
+            .map(|m| (m.mtime(), m.mtime_nsec()));
         let mut skipped: Vec<(PathBuf, String)> = sel
             .skipped
             .iter()
             .map(|s| (s.rel.as_path().to_path_buf(), s.reason.to_string()))
             .collect();
-        let nodes: Vec<Node> = sel
-            .entries
+        let mut nodes = Vec::with_capacity(sel.entries.len());
+        let mut srcs = Vec::with_capacity(sel.entries.len());
+        for e in sel.entries {
+            let kind = match e.kind {
+                select::Kind::File { executable } => NodeKind::File { executable },
+                select::Kind::Symlink => NodeKind::Symlink,
+            };
+            let src = match (&e.index, e.stat, odb.as_deref(), index_mtime) {
+                (Some(ix), Some(st), Some(odb), Some(t))
+                    if ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
+                {
+                    BaseSrc::Blob(ix.oid, st)
+                }
+                _ => BaseSrc::Dir,
+            };
+            nodes.push(Node { rel: e.rel, kind });
+            srcs.push(src);
+        }
+        let to_copy: Vec<Node> = nodes
             .iter()
-            .map(|e| Node {
-                rel: e.rel.clone(),
-                kind: match e.kind {
-                    select::Kind::File { executable } => NodeKind::File { executable },
-                    select::Kind::Symlink => NodeKind::Symlink,
-                },
-            })
+            .zip(&srcs)
+            .filter(|(_, s)| **s == BaseSrc::Dir)
+            .map(|(n, _)| n.clone())
             .collect();
         let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
         let dir = self.path_in_session_base(Path::new(BASE_DIR))?;
-        let marker = self.path_in_session_base(Path::new(".clock-base"))?;
         layout::remove_tree(&tmp)?;
         layout::create_dir_new(&tmp)?;
-        let out = snapshot::copy_tree(
+        let out = match snapshot::copy_tree(
             &self.project,
-            &nodes,
+            &to_copy,
             &tmp,
-            &marker,
             self.progress.as_deref(),
-        );
-        let _ = layout::remove_file(&marker);
-        let out = match out {
+            None,
+        ) {
             Ok(o) => o,
             Err(e) => {
                 let _ = layout::remove_tree(&tmp);
                 return Err(e);
             }
         };
-        layout::rename(&tmp, &dir)?;
         let gone: std::collections::HashSet<&RelPath> =
             out.skipped.iter().map(|(r, _)| r).collect();
-        let nodes: Vec<Node> = nodes.into_iter().filter(|n| !gone.contains(&n.rel)).collect();
+        let (nodes, srcs): (Vec<Node>, Vec<BaseSrc>) = nodes
+            .into_iter()
+            .zip(srcs)
+            .filter(|(n, s)| *s != BaseSrc::Dir || !gone.contains(&n.rel))
+            .unzip();
         skipped.extend(
             out.skipped
                 .iter()
                 .map(|(r, why)| (r.as_path().to_path_buf(), why.clone())),
         );
-        let base = Arc::new(Base {
+        let base = Base {
             dir: dir.as_path().to_path_buf(),
             nodes,
+            srcs,
+            odb,
+        };
+        base.write_blob_list(&self.path_in_session_base(Path::new(crate::base::BLOBS_FILE))?)?;
+        layout::rename(&tmp, &dir)?;
+        let sb = Arc::new(SessionBase {
+            base,
             repo: sel.git,
             skipped,
         });
-        *guard = Some(base.clone());
-        Ok(base)
+        *guard = Some(sb.clone());
+        Ok(sb)
     }
 
     fn lookup(&self, info: &SandboxInfo) -> Result<Arc<Sandbox>> {
@@ -372,87 +407,194 @@ impl SandboxManager {
         dir: &SessionPath,
         chain_from: Option<&SandboxInfo>,
     ) -> Result<Sandbox> {
-        let base = self.ensure_base()?;
-        let (src, nodes, changed): (PathBuf, Vec<Node>, Vec<RelPath>) = match chain_from {
-            None => (base.dir.clone(), base.nodes.clone(), Vec::new()),
-            Some(prev_info) => {
-                let prev = self.lookup(prev_info)?;
-                let d = diff::diff_trees(
-                    &base.dir,
-                    &base.nodes,
-                    &prev.info.path,
-                    Some(&prev.manifest),
-                    &|_| false,
-                )?;
-                let nodes = snapshot::list_tree(&prev.info.path)?
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .collect();
-                let changed = d.changes.into_iter().map(|c| c.rel).collect();
-                (prev.info.path.clone(), nodes, changed)
-            }
-        };
+        let sbase = self.ensure_base()?;
+        let base = &sbase.base;
         let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
         let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
         layout::remove_tree(&tmp)?;
         layout::create_dir_new(&tmp)?;
-        let out = snapshot::copy_tree(&src, &nodes, &tmp, &marker, self.progress.as_deref());
-        let _ = layout::remove_file(&marker);
-        let out = match out {
-            Ok(o) => o,
+        let made = match chain_from {
+            None => self.copy_fresh(base, &tmp),
+            Some(prev_info) => self.copy_chained(base, prev_info, &tmp),
+        };
+        let (entries, newest) = match made {
+            Ok(x) => x,
             Err(e) => {
                 let _ = layout::remove_tree(&tmp);
                 return Err(e);
             }
         };
-        if let Err(e) = layout::rename(&tmp, dir) {
-            let _ = layout::remove_tree(&tmp);
-            return Err(e);
-        }
-        let changed: std::collections::HashSet<RelPath> = changed.into_iter().collect();
-        let entries = nodes
-            .into_iter()
-            .zip(out.keys)
-            .filter_map(|(n, k)| {
-                Some(ManifestEntry {
-                    same_as_base: !changed.contains(&n.rel),
-                    rel: n.rel,
-                    key: k?,
-                })
-            })
-            .collect();
+        let stamp = snapshot::clock_stamp_after(&marker, newest);
+        let renamed = stamp.and_then(|s| layout::rename(&tmp, dir).map(|_| s));
+        let stamp = match renamed {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = layout::remove_tree(&tmp);
+                return Err(e);
+            }
+        };
         Ok(Sandbox {
             info: SandboxInfo {
                 path: dir.as_path().to_path_buf(),
                 delegation_id: id.to_string(),
                 base_dir: base.dir.clone(),
             },
-            manifest: Manifest::new(entries, out.stamp),
+            manifest: Manifest::new(entries, stamp),
             last_touched: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A fresh copy of the base: copies in `base/` are copied; blobs are copied from the
+    /// project when its file still has the stat data verified at snapshot time, and written
+    /// from the object store otherwise.
+    fn copy_fresh(
+        &self,
+        base: &Base,
+        tmp: &SessionPath,
+    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+        let mut dir_nodes = Vec::new();
+        let mut blob_nodes = Vec::new();
+        let mut blob_info = Vec::new();
+        for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+            match s {
+                BaseSrc::Dir => dir_nodes.push(n.clone()),
+                BaseSrc::Blob(_, st) => {
+                    blob_nodes.push(n.clone());
+                    blob_info.push((i, *st));
+                }
+            }
+        }
+        let total = base.nodes.len() as u64;
+        let offset_progress = |offset: u64| {
+            self.progress.clone().map(|cb| {
+                move |p: snapshot::Progress| {
+                    cb(snapshot::Progress {
+                        files_done: p.files_done + offset,
+                        files_total: total,
+                        bytes_done: p.bytes_done,
+                    })
+                }
+            })
+        };
+        let pa = offset_progress(0);
+        let a = snapshot::copy_tree(
+            &base.dir,
+            &dir_nodes,
+            tmp,
+            pa.as_ref().map(|f| f as &snapshot::ProgressFn),
+            None,
+        )?;
+        let pb = offset_progress(dir_nodes.len() as u64);
+        let verify = |i: usize, m: &std::fs::Metadata| select::LStat::from_metadata(m) == blob_info[i].1;
+        let b = snapshot::copy_tree(
+            &self.project,
+            &blob_nodes,
+            tmp,
+            pb.as_ref().map(|f| f as &snapshot::ProgressFn),
+            Some(&verify),
+        )?;
+        let mut entries = Vec::with_capacity(base.nodes.len());
+        let mut newest = (0, 0);
+        let mut push = |rel: &RelPath, key: StatKey, entries: &mut Vec<ManifestEntry>| {
+            newest = newest.max(key.ctime);
+            entries.push(ManifestEntry {
+                rel: rel.clone(),
+                key,
+                same_as_base: true,
+            });
+        };
+        for (n, k) in dir_nodes.iter().zip(a.keys) {
+            if let Some(k) = k {
+                push(&n.rel, k, &mut entries);
+            }
+        }
+        for ((n, k), (i, st)) in blob_nodes.iter().zip(b.keys).zip(&blob_info) {
+            let key = match k {
+                Some(k) => k,
+                // The user changed (or removed) the file since the snapshot: the base
+                // content is the blob.
+                None => {
+                    let data = crate::diff::BaseSource::read(base, *i)?;
+                    let dst = tmp.child(&n.rel);
+                    layout::remove_file(&dst)?;
+                    let mode = if matches!(n.kind, NodeKind::File { executable: true }) {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    layout::write_file_replace(&dst, &data, mode)?;
+                    layout::set_mtime(&dst, st.mtime)?;
+                    StatKey::from_metadata(
+                        &std::fs::symlink_metadata(dst.as_path()).ctx("stat", dst.as_path())?,
+                    )
+                }
+            };
+            push(&n.rel, key, &mut entries);
+        }
+        Ok((entries, newest))
+    }
+
+    /// A copy of a predecessor sandbox's current state; nodes it had already changed are
+    /// marked as differing from base, so the new sandbox's patch stays cumulative.
+    fn copy_chained(
+        &self,
+        base: &Base,
+        prev_info: &SandboxInfo,
+        tmp: &SessionPath,
+    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+        let prev = self.lookup(prev_info)?;
+        let d = diff::diff_trees(
+            &base.nodes,
+            base,
+            &prev.info.path,
+            Some(&prev.manifest),
+            &|_| false,
+        )?;
+        let changed: std::collections::HashSet<RelPath> =
+            d.changes.into_iter().map(|c| c.rel).collect();
+        let nodes: Vec<Node> = snapshot::list_tree(&prev.info.path)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let out = snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
+        let mut newest = (0, 0);
+        let entries = nodes
+            .into_iter()
+            .zip(out.keys)
+            .filter_map(|(n, k)| {
+                let key = k?;
+                newest = newest.max(key.ctime);
+                Some(ManifestEntry {
+                    same_as_base: !changed.contains(&n.rel),
+                    rel: n.rel,
+                    key,
+                })
+            })
+            .collect();
+        Ok((entries, newest))
     }
 
     /// Computes what the delegation changed: the patch against the base snapshot and the
     /// touched paths. The sandbox is kept.
     pub fn finalize_sandbox(&self, info: &SandboxInfo) -> Result<SandboxResult> {
         let sb = self.lookup(info)?;
-        let base = self.ensure_base()?;
-        let rules = select::IgnoreRules::load(&sb.info.path, base.repo.as_ref())?;
+        let sbase = self.ensure_base()?;
+        let base = &sbase.base;
+        let rules = select::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref())?;
         let d = diff::diff_trees(
-            &base.dir,
             &base.nodes,
+            base,
             &sb.info.path,
             Some(&sb.manifest),
             &|rel| rules.is_ignored(rel, false),
         )?;
-        let patch = diff::render_patch(&base.dir, &sb.info.path, &d.changes)?;
+        let base_dir = self.path_in_session_base(&base.dir)?;
+        for i in d.changes.iter().filter_map(|c| c.base_index) {
+            base.materialize(&base_dir, i)?;
+        }
+        let patch = diff::render_patch(base, &sb.info.path, &d.changes)?;
         *sb.last_touched.lock() = d.changes.iter().map(|c| c.rel.clone()).collect();
-        Ok(result_from(
-            &d,
-            patch,
-            base.dir.clone(),
-            sb.info.path.clone(),
-        ))
+        Ok(result_from(&d, patch, base.dir.clone(), sb.info.path.clone()))
     }
 
     /// Removes a sandbox. Idempotent. A path outside this session's `d-*` sandboxes is
@@ -493,7 +635,7 @@ impl SandboxManager {
             Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
             _ => Vec::new(),
         };
-        let base_dir = self.base.lock().as_ref().map(|b| b.dir.clone());
+        let sbase = self.base.lock().clone();
         let meta = PendingMeta {
             session: self.session_id.clone(),
             delegation: id.to_string(),
@@ -501,7 +643,16 @@ impl SandboxManager {
             created: now_secs(),
             recovered,
         };
-        let pre = base_dir.as_deref().map(|d| (d, touched.as_slice()));
+        let read = |rel: &RelPath| -> Result<Option<(NodeKind, Vec<u8>)>> {
+            let Some(sb) = sbase.as_ref() else {
+                return Ok(None);
+            };
+            match sb.base.position(rel) {
+                Some(i) => Ok(Some((sb.base.nodes[i].kind, diff::BaseSource::read(&sb.base, i)?))),
+                None => Ok(None),
+            }
+        };
+        let pre = sbase.as_ref().map(|_| (touched.as_slice(), &read as pending::PreimageFn));
         pending::write_pending(&self.session_dir, &meta, patch, pre)
     }
 
@@ -579,7 +730,7 @@ impl SandboxManager {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         for n in names {
-            if n == BASE_DIR || n.starts_with("d-") || n.starts_with(".creating-") || n.starts_with(".clock-") {
+            if n == BASE_DIR || n == crate::base::BLOBS_FILE || n.starts_with("d-") || n.starts_with(".creating-") || n.starts_with(".clock-") {
                 note(self.path_in_session_base(Path::new(&n)).and_then(|p| layout::remove_tree(&p)));
             }
         }

@@ -16,9 +16,14 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::layout::{self, path_in_session_base};
 use crate::relpath::RelPath;
+use crate::snapshot::NodeKind;
 
 /// Name of the pending directory inside a session.
 pub const PENDING_DIR: &str = "pending";
+
+/// Reads the base version of a path for storing it as a pre-image: its kind and content,
+/// or `None` when the path did not exist in base.
+pub type PreimageFn<'a> = &'a dyn Fn(&RelPath) -> Result<Option<(NodeKind, Vec<u8>)>>;
 
 /// Facts stored beside a pending patch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,13 +95,14 @@ pub struct PendingEntry {
 
 /// Stores `patch` as the pending patch of `meta.delegation` in `session_dir`.
 ///
-/// `preimages`: the base directory and the paths whose base versions to keep beside it.
-/// Refuses to overwrite an existing pending patch of the same id: nothing is ever lost.
+/// `preimages`: the paths whose base versions to keep beside it, and a reader giving each
+/// one's base node (`None`: the path is new). Refuses to overwrite an existing pending patch
+/// of the same id: nothing is ever lost.
 pub fn write_pending(
     session_dir: &Path,
     meta: &PendingMeta,
     patch: &[u8],
-    preimages: Option<(&Path, &[RelPath])>,
+    preimages: Option<(&[RelPath], PreimageFn<'_>)>,
 ) -> Result<PathBuf> {
     layout::validate_delegation_id(&meta.delegation)?;
     let dir = path_in_session_base(session_dir, Path::new(PENDING_DIR))?;
@@ -106,35 +112,39 @@ pub fn write_pending(
     if fs::symlink_metadata(patch_path.as_path()).is_ok() {
         return Err(Error::IdInUse { id: id.clone() });
     }
-    if let Some((base_dir, paths)) = preimages {
+    if let Some((paths, read)) = preimages {
         let pre = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.pre")))?;
         let tmp = path_in_session_base(
             session_dir,
             &dir.as_path().join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
         )?;
         layout::create_dir_all(&tmp)?;
-        for rel in paths {
-            let src = base_dir.join(rel.as_path());
-            let Ok(m) = fs::symlink_metadata(&src) else {
-                continue; // added by the patch: no pre-image
-            };
-            if let Some(parent) = rel.parent() {
-                layout::create_dir_all(&tmp.child(&parent))?;
+        let filled = (|| {
+            for rel in paths {
+                let Some((kind, data)) = read(rel)? else {
+                    continue; // added by the patch: no pre-image
+                };
+                if let Some(parent) = rel.parent() {
+                    layout::create_dir_all(&tmp.child(&parent))?;
+                }
+                let dst = tmp.child(rel);
+                match kind {
+                    NodeKind::Symlink => layout::create_symlink(
+                        Path::new(std::ffi::OsStr::from_bytes(&data)),
+                        &dst,
+                    )?,
+                    NodeKind::File { executable } => {
+                        layout::write_file_replace(&dst, &data, if executable { 0o755 } else { 0o644 })?
+                    }
+                }
             }
-            let dst = tmp.child(rel);
-            if m.file_type().is_symlink() {
-                let target = fs::read_link(&src).ctx("read symlink", &src)?;
-                layout::create_symlink(&target, &dst)?;
-            } else if m.is_file() {
-                let data = fs::read(&src).ctx("read", &src)?;
-                use std::os::unix::fs::PermissionsExt;
-                let mode = if m.permissions().mode() & 0o100 != 0 { 0o755 } else { 0o644 };
-                let mut f = layout::create_file_new(&dst, mode)?;
-                std::io::Write::write_all(&mut f, &data).ctx("write", dst.as_path())?;
-            }
+            layout::remove_tree(&pre)?;
+            layout::rename(&tmp, &pre)
+        })();
+        if let Err(e) = filled {
+            let _ = layout::remove_tree(&tmp);
+            return Err(e);
         }
-        layout::remove_tree(&pre)?;
-        layout::rename(&tmp, &pre)?;
     }
     let meta_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.meta")))?;
     layout::write_atomic(&meta_path, &meta.encode())?;

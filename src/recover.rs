@@ -18,7 +18,9 @@ use crate::layout::{self, path_in_session_base};
 use crate::pending::{self, PendingMeta};
 use crate::relpath::RelPath;
 use crate::select;
-use crate::snapshot::{self, Node};
+use crate::base::Base;
+use crate::diff::BaseSource;
+use crate::snapshot::NodeKind;
 
 /// What [`prune`] did.
 #[derive(Debug, Default)]
@@ -134,24 +136,25 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let project = read_project(dir).unwrap_or_default();
     let base_dir = dir.join(crate::manager::BASE_DIR);
-    let base: Option<Vec<Node>> = if base_dir.is_dir() {
-        match snapshot::list_tree(&base_dir) {
-            Ok(v) => Some(v.into_iter().map(|(n, _)| n).collect()),
+    let repo = select::discover_repo(&project).ok().flatten();
+    let base = if base_dir.is_dir() {
+        match Base::load(dir, base_dir.clone(), repo.as_ref().map(|r| r.git_dir.as_path())) {
+            Ok(b) => Some(b),
             Err(e) => {
-                report.errors.push(e.to_string());
+                // Without the base nothing can be diffed: leave the session for a later try.
+                report.errors.push(format!("session {id}: {e}"));
                 return;
             }
         }
     } else {
         None
     };
-    let repo = select::discover_repo(&project).ok().flatten();
     let mut all_ok = true;
     for name in sandbox_names(dir) {
         let d_id = &name[2..];
         let sb = dir.join(&name);
         let saved = match &base {
-            Some(nodes) => recover_one(dir, id, d_id, &project, &base_dir, nodes, &sb, repo.as_ref()),
+            Some(base) => recover_one(dir, id, d_id, &project, base, &sb, repo.as_ref()),
             // No base: the session died before any sandbox could be complete.
             None => Ok(None),
         };
@@ -165,7 +168,9 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                 }
             }
             Err(e) => {
-                report.errors.push(format!("session {id}, delegation {d_id}: {e}"));
+                report
+                    .errors
+                    .push(format!("session {id}, delegation {d_id}: {e}"));
                 all_ok = false;
             }
         }
@@ -191,7 +196,10 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         remove(n);
     }
     remove(crate::manager::BASE_DIR);
-    let has_pending = pending::list_session(dir, id).map(|v| !v.is_empty()).unwrap_or(true);
+    remove(crate::base::BLOBS_FILE);
+    let has_pending = pending::list_session(dir, id)
+        .map(|v| !v.is_empty())
+        .unwrap_or(true);
     if !has_pending {
         remove(pending::PENDING_DIR);
         remove(layout::META_FILE);
@@ -203,24 +211,30 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     report.pruned.push(id.to_string());
 }
 
-#[allow(clippy::too_many_arguments)]
 fn recover_one(
     dir: &Path,
     session: &str,
     d_id: &str,
     project: &Path,
-    base_dir: &Path,
-    base: &[Node],
+    base: &Base,
     sb: &Path,
     repo: Option<&select::GitRepo>,
 ) -> Result<Option<PathBuf>> {
     let rules = select::IgnoreRules::load(sb, repo)?;
-    let d = diff::diff_trees(base_dir, base, sb, None, &|rel| rules.is_ignored(rel, false))?;
+    let d = diff::diff_trees(&base.nodes, base, sb, None, &|rel| {
+        rules.is_ignored(rel, false)
+    })?;
     if d.changes.is_empty() {
         return Ok(None);
     }
-    let patch = diff::render_patch(base_dir, sb, &d.changes)?;
+    let patch = diff::render_patch(base, sb, &d.changes)?;
     let touched: Vec<RelPath> = d.changes.iter().map(|c| c.rel.clone()).collect();
+    let read = |rel: &RelPath| -> Result<Option<(NodeKind, Vec<u8>)>> {
+        match base.position(rel) {
+            Some(i) => Ok(Some((base.nodes[i].kind, BaseSource::read(base, i)?))),
+            None => Ok(None),
+        }
+    };
     let mut meta = PendingMeta {
         session: session.to_string(),
         delegation: d_id.to_string(),
@@ -239,7 +253,7 @@ fn recover_one(
                 break;
             }
         }
-        match pending::write_pending(dir, &meta, &patch, Some((base_dir, &touched))) {
+        match pending::write_pending(dir, &meta, &patch, Some((&touched, &read))) {
             Ok(p) => return Ok(Some(p)),
             Err(Error::IdInUse { .. }) => continue,
             Err(e) => return Err(e),

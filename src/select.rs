@@ -169,6 +169,77 @@ pub struct Selected {
     /// The index entry for tracked files, `None` for untracked ones. For an unmerged path this
     /// is one of its conflict stages (stage 2, "ours", when present).
     pub index: Option<IndexEntry>,
+    /// The `lstat` data of a regular file as seen by the walk (`None` for symlinks).
+    pub stat: Option<LStat>,
+}
+
+/// The `lstat` fields git records in its index, at full width.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+    /// Change time (seconds, nanoseconds).
+    pub ctime: (i64, i64),
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// `st_mode`.
+    pub mode: u32,
+}
+
+impl LStat {
+    /// Reads the fields from (l)stat metadata.
+    pub fn from_metadata(m: &fs::Metadata) -> LStat {
+        LStat {
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            dev: m.dev(),
+            ino: m.ino(),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode(),
+        }
+    }
+}
+
+impl IndexEntry {
+    /// True when a regular file with stat data `st` certainly has this entry's content, by
+    /// git's own rule: every recorded stat field equal (as 32-bit values), the same exec
+    /// bit, and the entry not "racy" — its mtime and ctime strictly older than the index file's
+    /// `index_mtime`, since an edit in the same second as the index write would not show.
+    /// Entries flagged assume-valid, skip-worktree or intent-to-add, and conflict stages,
+    /// are never trusted.
+    pub fn stat_matches(&self, st: &LStat, index_mtime: (i64, i64)) -> bool {
+        let exec = st.mode & 0o100 != 0;
+        let mode_ok = match self.mode {
+            0o100644 => !exec,
+            0o100755 => exec,
+            _ => false,
+        };
+        mode_ok
+            && self.stage() == 0
+            && !self.assume_valid()
+            && !self.skip_worktree()
+            && !self.intent_to_add()
+            && st.mode & 0o170000 == 0o100000
+            && self.size == st.size as u32
+            && self.mtime == (st.mtime.0 as u32, st.mtime.1 as u32)
+            && self.ctime == (st.ctime.0 as u32, st.ctime.1 as u32)
+            && self.ino == st.ino as u32
+            && self.dev == st.dev as u32
+            && self.uid == st.uid
+            && self.gid == st.gid
+            && (self.mtime.0 as i64, self.mtime.1 as i64) < index_mtime
+            && (self.ctime.0 as i64, self.ctime.1 as i64) < index_mtime
+    }
 }
 
 /// A path that was left out although git would not have ignored it, and why.
@@ -447,6 +518,7 @@ pub fn select_project_with(
             rel: f.rel,
             kind: f.kind,
             index,
+            stat: f.stat,
         });
     }
     let mut skipped = Vec::with_capacity(out.skipped.len());
@@ -1639,6 +1711,7 @@ struct Found {
     rel: RelPath,
     kind: Kind,
     idx: Option<usize>,
+    stat: Option<LStat>,
 }
 
 #[derive(Default)]
@@ -1876,6 +1949,7 @@ fn emit(
             rel: rp,
             kind: Kind::Symlink,
             idx,
+            stat: None,
         });
     } else if ft.is_file() {
         match e.metadata() {
@@ -1885,11 +1959,13 @@ fn emit(
                     executable: m.mode() & 0o100 != 0,
                 },
                 idx,
+                stat: Some(LStat::from_metadata(&m)),
             }),
             Ok(m) if m.file_type().is_symlink() => out.found.push(Found {
                 rel: rp,
                 kind: Kind::Symlink,
                 idx,
+                stat: None,
             }),
             Ok(m) => out.skipped.push((rel, file_kind_reason(&m.file_type()))),
             Err(err) if err.kind() == io::ErrorKind::NotFound => {} // vanished

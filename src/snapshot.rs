@@ -112,30 +112,38 @@ pub type ProgressFn = dyn Fn(Progress) + Send + Sync;
 /// What a copy did.
 #[derive(Debug, Default)]
 pub struct CopyOutcome {
-    /// For each input node, in order: the copy's stat key, or `None` when the source had
-    /// vanished or changed type and was skipped.
+    /// For each input node, in order: the copy's stat key, or `None` when it was not copied
+    /// (vanished, changed type, or failed verification).
     pub keys: Vec<Option<StatKey>>,
-    /// Nodes that were skipped, with the reason.
+    /// Nodes that were skipped because the source vanished or changed type, with the reason.
     pub skipped: Vec<(RelPath, String)>,
     /// Bytes copied.
     pub bytes: u64,
-    /// The time of the filesystem's clock after the copy finished (a marker file's ctime).
-    /// A node whose recorded ctime is not older than this is "racy": a change in the same
-    /// clock tick would be invisible in its stat data, so it is compared by content.
-    pub stamp: (i64, i64),
 }
 
-/// Copies `nodes` (relative to `src_root`) into the empty directory `dst_root`.
+/// Decides, from the source's `fstat` at open time, whether node `i` may be copied from it.
+pub type VerifyFn<'a> = dyn Fn(usize, &fs::Metadata) -> bool + Sync + 'a;
+
+enum Copied {
+    Done(StatKey, u64),
+    /// The source is no longer of the expected kind.
+    WrongKind,
+    /// `verify` refused the source, or it changed while being copied; nothing was left.
+    Unverified,
+}
+
+/// Copies `nodes` (relative to `src_root`) into `dst_root`, creating parent directories.
 ///
-/// Parent directories are created first, then files are copied by all cores. A source that
-/// vanished or is no longer a file/symlink is skipped and reported, not fatal: the user may
-/// edit the project while it is being snapshotted.
+/// All cores copy. A source that vanished or is no longer a file/symlink is skipped and
+/// reported, not fatal: the user may edit the project while it is being snapshotted. With
+/// `verify`, a regular file is copied only when `verify` accepts its stat data at open time
+/// and that stat data is unchanged after the copy; refused nodes get no key.
 pub fn copy_tree(
     src_root: &Path,
     nodes: &[Node],
     dst_root: &SessionPath,
-    marker: &SessionPath,
     progress: Option<&ProgressFn>,
+    verify: Option<&VerifyFn<'_>>,
 ) -> Result<CopyOutcome> {
     let mut last_dir: Option<RelPath> = None;
     for n in nodes {
@@ -174,15 +182,23 @@ pub fn copy_tree(
                     return;
                 }
                 let end = (start + CHUNK).min(nodes.len());
-                for i in start..end {
-                    let n = &nodes[i];
+                for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
                     let dst = dst_root.child(&n.rel);
-                    match copy_node(&src_root.join(n.rel.as_path()), &dst, n.kind, &reflink_ok) {
-                        Ok(Some((key, len))) => {
+                    let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
+                    let r = copy_node(
+                        &src_root.join(n.rel.as_path()),
+                        &dst,
+                        n.kind,
+                        &reflink_ok,
+                        check.as_ref().map(|c| c as &dyn Fn(&fs::Metadata) -> bool),
+                    );
+                    match r {
+                        Ok(Copied::Done(key, len)) => {
                             *keys[i].lock() = Some(key);
                             bytes.fetch_add(len, Ordering::Relaxed);
                         }
-                        Ok(None) => skipped
+                        Ok(Copied::Unverified) => {}
+                        Ok(Copied::WrongKind) => skipped
                             .lock()
                             .push((n.rel.clone(), "changed type during snapshot".to_string())),
                         Err(Error::Io { source, .. })
@@ -198,7 +214,8 @@ pub fn copy_tree(
                         }
                     }
                 }
-                let d = done.fetch_add((end - start) as u64, Ordering::Relaxed) + (end - start) as u64;
+                let d = done.fetch_add((end - start) as u64, Ordering::Relaxed)
+                    + (end - start) as u64;
                 if let Some(cb) = progress {
                     cb(Progress {
                         files_done: d,
@@ -212,39 +229,32 @@ pub fn copy_tree(
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }
-    let keys: Vec<Option<StatKey>> = keys.into_iter().map(|k| k.into_inner()).collect();
-    let newest = keys
-        .iter()
-        .flatten()
-        .map(|k| k.ctime)
-        .max()
-        .unwrap_or((0, 0));
-    let stamp = clock_stamp_after(marker, newest)?;
     Ok(CopyOutcome {
-        keys,
+        keys: keys.into_iter().map(|k| k.into_inner()).collect(),
         skipped: skipped.into_inner(),
         bytes: bytes.into_inner(),
-        stamp,
     })
 }
 
-/// Touches `marker` until the filesystem clock has moved past `newest`, and returns the
-/// marker's ctime. Waiting one clock tick (a few ms) means nodes copied before it are not
-/// racy, so finalize can trust their stat data.
-fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
+/// Touches `marker` until the filesystem clock has moved past `newest` (the newest ctime of
+/// the copies), and returns the marker's ctime. Waiting one clock tick (a few ms) means
+/// nodes copied before it are not racy, so finalize can trust their stat data.
+pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
+    let mut stamp = newest;
     for _ in 0..200 {
         layout::remove_file(marker)?;
         layout::write_scratch(marker, b"")?;
         let m = fs::symlink_metadata(marker.as_path()).ctx("stat marker", marker.as_path())?;
-        let t = (m.ctime(), m.ctime_nsec());
-        if t > newest {
-            return Ok(t);
+        stamp = (m.ctime(), m.ctime_nsec());
+        if stamp > newest {
+            break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    // The clock did not advance (frozen clock, odd filesystem): every node stays racy,
-    // which is slow but correct.
-    Ok(newest)
+    // If the clock never advanced (frozen clock, odd filesystem), every node stays racy:
+    // slow but correct.
+    layout::remove_file(marker)?;
+    Ok(stamp)
 }
 
 /// Copies one node; `Ok(None)` when the source is no longer of the expected kind.
@@ -253,18 +263,19 @@ fn copy_node(
     dst: &SessionPath,
     kind: NodeKind,
     reflink_ok: &AtomicBool,
-) -> Result<Option<(StatKey, u64)>> {
+    verify: Option<&dyn Fn(&fs::Metadata) -> bool>,
+) -> Result<Copied> {
     match kind {
         NodeKind::Symlink => {
             let m = fs::symlink_metadata(src).ctx("stat", src)?;
             if !m.file_type().is_symlink() {
-                return Ok(None);
+                return Ok(Copied::WrongKind);
             }
             let target = fs::read_link(src).ctx("read symlink", src)?;
             layout::create_symlink(&target, dst)?;
             layout::set_mtime(dst, (m.mtime(), m.mtime_nsec()))?;
             let d = fs::symlink_metadata(dst.as_path()).ctx("stat copy", dst.as_path())?;
-            Ok(Some((StatKey::from_metadata(&d), 0)))
+            Ok(Copied::Done(StatKey::from_metadata(&d), 0))
         }
         NodeKind::File { .. } => {
             let input = match OpenOptions::new()
@@ -274,20 +285,33 @@ fn copy_node(
             {
                 Ok(f) => f,
                 // ELOOP: it became a symlink since selection.
-                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Copied::WrongKind),
                 Err(e) => return Err(Error::io("open for copy", src, e)),
             };
             let m = input.metadata().ctx("stat", src)?;
             if !m.is_file() {
-                return Ok(None);
+                return Ok(Copied::WrongKind);
+            }
+            if verify.is_some_and(|v| !v(&m)) {
+                return Ok(Copied::Unverified);
             }
             let mode = if m.mode() & 0o100 != 0 { 0o755 } else { 0o644 };
             let mtime = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let input_again = input.try_clone().ctx("stat", src)?;
             let out = copy_contents(input, src, dst, mode, reflink_ok)?;
+            if verify.is_some() {
+                let after = input_again.metadata().ctx("stat", src)?;
+                if StatKey::from_metadata(&after) != StatKey::from_metadata(&m) {
+                    // Written while being copied: the copy may mix old and new content.
+                    drop(out);
+                    layout::remove_file(dst)?;
+                    return Ok(Copied::Unverified);
+                }
+            }
             out.set_times(FileTimes::new().set_modified(mtime))
                 .ctx("set mtime", dst.as_path())?;
             let d = out.metadata().ctx("stat copy", dst.as_path())?;
-            Ok(Some((StatKey::from_metadata(&d), m.len())))
+            Ok(Copied::Done(StatKey::from_metadata(&d), m.len()))
         }
     }
 }

@@ -520,3 +520,87 @@ fn dead_session_is_recovered_live_one_untouched() {
     patchbox::recover::prune(&e.root).unwrap();
     assert_eq!(patchbox::pending::list(&e.root).unwrap().len(), 1);
 }
+
+fn git_project(e: &Env) {
+    write(&e.project, "a.txt", b"alpha\n");
+    write(&e.project, "dir/b.txt", b"beta\n");
+    write(&e.project, "exec.sh", b"#!/bin/sh\n");
+    chmod(&e.project, "exec.sh", 0o755);
+    git_init(&e.project);
+    git_commit_all(&e.project);
+    // Make the index strictly newer than the files, as after any later git command.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    common::git(&e.project, &["update-index", "--really-refresh"]);
+}
+
+#[test]
+fn clean_tracked_files_are_served_from_the_object_store() {
+    let e = env();
+    git_project(&e);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&e.project, "dirty.txt", b"untracked\n");
+    let before = fingerprint(&e.project, true);
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("s", None).unwrap();
+    assert_eq!(content_view(&sb.path), content_view(&e.project));
+    let base_files: Vec<_> = content_view(&sb.base_dir).into_keys().collect();
+    assert_eq!(base_files, vec![b"dirty.txt".to_vec()], "only the untracked file is copied");
+    write(&sb.path, "dir/b.txt", b"BETA\n");
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(res.files_touched, vec![PathBuf::from("dir/b.txt")]);
+    assert_eq!(fs::read(sb.base_dir.join("dir/b.txt")).unwrap(), b"beta\n", "pre-image materialized");
+    let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
+    assert_eq!(content_view(&applied), content_view(&sb.path));
+    assert_eq!(fingerprint(&e.project, true), before, "repository and tree untouched");
+}
+
+#[test]
+fn dirty_tracked_files_are_snapshot_as_they_are_in_the_work_tree() {
+    let e = env();
+    git_project(&e);
+    // Same size, same second: git's racy case. The snapshot must hold the new content.
+    write(&e.project, "a.txt", b"ALPHA\n");
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("s", None).unwrap();
+    assert_eq!(fs::read(sb.path.join("a.txt")).unwrap(), b"ALPHA\n");
+    assert!(mgr.finalize_sandbox(&sb).unwrap().patch.is_empty());
+}
+
+#[test]
+fn user_edits_after_the_snapshot_do_not_leak_into_later_sandboxes() {
+    let e = env();
+    git_project(&e);
+    let mgr = manager(&e);
+    let first = mgr.create_sandbox("first", None).unwrap();
+    // The user keeps working in the project after the session's snapshot.
+    write(&e.project, "a.txt", b"user edit\n");
+    fs::remove_file(e.project.join("dir/b.txt")).unwrap();
+    let second = mgr.create_sandbox("second", None).unwrap();
+    assert_eq!(fs::read(second.path.join("a.txt")).unwrap(), b"alpha\n");
+    assert_eq!(fs::read(second.path.join("dir/b.txt")).unwrap(), b"beta\n");
+    assert!(mgr.finalize_sandbox(&second).unwrap().patch.is_empty());
+    assert!(mgr.finalize_sandbox(&first).unwrap().patch.is_empty());
+}
+
+#[test]
+fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
+    let e = env();
+    git_project(&e);
+    let dead = manager(&e);
+    let sb = dead.create_sandbox("lost", None).unwrap();
+    write(&sb.path, "a.txt", b"alpha\nmore\n");
+    fs::remove_file(sb.path.join("dir/b.txt")).unwrap();
+    dead.keep();
+    let report = patchbox::recover::prune(&e.root).unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let pend = patchbox::pending::list(&e.root).unwrap();
+    assert_eq!(pend.len(), 1);
+    let patch = fs::read(&pend[0].patch_path).unwrap();
+    let applied = git_apply_copy(&e.project, &patch, &e.scratch);
+    let mut want = content_view(&e.project);
+    want.remove(b"dir/b.txt".as_slice());
+    want.get_mut(b"a.txt".as_slice()).unwrap().2 = b"alpha\nmore\n".to_vec();
+    assert_eq!(content_view(&applied), want);
+    let pre = pend[0].preimages.as_ref().unwrap();
+    assert_eq!(fs::read(pre.join("dir/b.txt")).unwrap(), b"beta\n");
+}

@@ -1,0 +1,211 @@
+//! The base snapshot: the pre-image of every node, and where each one's content lives.
+//!
+//! Copying a large project costs what it holds, so the base does not copy what it can read
+//! back unchanged. A tracked file whose stat data matches the git index (by git's own rule,
+//! racy entries excluded) has exactly the content of the blob the index names, and that blob
+//! is in the user's object store. Such a node is a [`BaseSrc::Blob`]: not copied into
+//! `base/`, read from the object store (read-only) when its content is needed. Everything
+//! else — untracked files, modified tracked files, symlinks, projects outside git — is
+//! copied into `base/` ([`BaseSrc::Dir`]).
+//!
+//! The pre-images of files a patch touches are materialized into `base/` at finalize, so a
+//! consumer reading `base_dir` finds every file it needs to merge. The blob list is also
+//! written to `base.blobs` in the session, so crash recovery can rebuild the base.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::diff::{read_node, BaseSource};
+use crate::error::{Error, IoContext, Result};
+use crate::layout::{self, SessionPath};
+use crate::odb::ObjectStore;
+use crate::relpath::RelPath;
+use crate::select::LStat;
+use crate::snapshot::{Node, NodeKind};
+
+/// Name of the blob list in a session directory.
+pub const BLOBS_FILE: &str = "base.blobs";
+
+/// Where a base node's content lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseSrc {
+    /// A copy in `base/`.
+    Dir,
+    /// A blob in the project's object store; `LStat` is the project file's stat data when
+    /// it was verified against the index, used to re-verify it before copying from it again.
+    Blob([u8; 20], LStat),
+}
+
+/// The session's base snapshot.
+pub struct Base {
+    /// The `base/` directory.
+    pub dir: PathBuf,
+    /// Every node, sorted by path bytes.
+    pub nodes: Vec<Node>,
+    /// Where each node's content lives (parallel to `nodes`).
+    pub srcs: Vec<BaseSrc>,
+    /// The project's object store, when any node is a blob.
+    pub odb: Option<Arc<ObjectStore>>,
+}
+
+impl Base {
+    /// Finds a node by path.
+    pub fn position(&self, rel: &RelPath) -> Option<usize> {
+        self.nodes
+            .binary_search_by(|n| n.rel.as_bytes().cmp(rel.as_bytes()))
+            .ok()
+    }
+
+    /// Reads node `i` from the object store, or `None` if it lives in `base/`.
+    fn read_blob(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        let BaseSrc::Blob(oid, _) = self.srcs[i] else {
+            return Ok(None);
+        };
+        let odb = self.odb.as_ref().ok_or_else(|| Error::Git {
+            path: self.dir.clone(),
+            reason: "base node refers to a blob but no object store is open".into(),
+        })?;
+        match odb.read_blob(&oid)? {
+            Some(d) => Ok(Some(d)),
+            None => Err(Error::Git {
+                path: self.dir.join(self.nodes[i].rel.as_path()),
+                reason: format!(
+                    "blob {} is no longer in the object store",
+                    crate::odb::oid_to_hex(&oid)
+                ),
+            }),
+        }
+    }
+
+    /// Makes sure the pre-image of node `i` exists as a file in `base/` (for consumers that
+    /// merge against `base_dir`). Safe to race: written to a temporary name, then renamed.
+    pub fn materialize(&self, base_dir: &SessionPath, i: usize) -> Result<()> {
+        let node = &self.nodes[i];
+        let dst = base_dir.child(&node.rel);
+        if fs::symlink_metadata(dst.as_path()).is_ok() {
+            return Ok(());
+        }
+        let Some(data) = self.read_blob(i)? else {
+            return Ok(());
+        };
+        if let Some(parent) = node.rel.parent() {
+            layout::create_dir_all(&base_dir.child(&parent))?;
+        }
+        let mode = match node.kind {
+            NodeKind::File { executable: true } => 0o755,
+            _ => 0o644,
+        };
+        layout::write_file_replace(&dst, &data, mode)
+    }
+
+    /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path>`.
+    pub fn write_blob_list(&self, p: &SessionPath) -> Result<()> {
+        let mut out = Vec::new();
+        for (n, s) in self.nodes.iter().zip(&self.srcs) {
+            if let BaseSrc::Blob(oid, _) = s {
+                out.extend_from_slice(crate::odb::oid_to_hex(oid).as_bytes());
+                out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
+                for b in n.rel.as_bytes() {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+                out.push(b'\n');
+            }
+        }
+        layout::write_scratch(p, &out)
+    }
+
+    /// Rebuilds a base from a session directory after a crash: `base/` plus `base.blobs`,
+    /// reading blobs from `git_dir`'s object store.
+    pub fn load(session_dir: &Path, dir: PathBuf, git_dir: Option<&Path>) -> Result<Base> {
+        let mut nodes: Vec<(Node, BaseSrc)> = crate::snapshot::list_tree(&dir)?
+            .into_iter()
+            .map(|(n, _)| (n, BaseSrc::Dir))
+            .collect();
+        let list = session_dir.join(BLOBS_FILE);
+        let text = match fs::read(&list) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io("read", &list, e)),
+        };
+        let bad = || Error::Git {
+            path: list.clone(),
+            reason: "malformed blob list".into(),
+        };
+        let have: std::collections::HashSet<Vec<u8>> =
+            nodes.iter().map(|(n, _)| n.rel.as_bytes().to_vec()).collect();
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let line = std::str::from_utf8(line).map_err(|_| bad())?;
+            let mut parts = line.split(' ');
+            let (Some(oid), Some(mode), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad());
+            };
+            let oid = crate::odb::oid_from_hex(oid).ok_or_else(bad)?;
+            let kind = match mode {
+                "100755" => NodeKind::File { executable: true },
+                "100644" => NodeKind::File { executable: false },
+                _ => return Err(bad()),
+            };
+            let bytes: Vec<u8> = (0..path.len() / 2)
+                .map(|i| u8::from_str_radix(path.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|_| bad())?;
+            if have.contains(&bytes) {
+                continue; // materialized: the copy in base/ is the same content
+            }
+            let rel = RelPath::from_bytes(&bytes)?;
+            nodes.push((Node { rel, kind }, BaseSrc::Blob(oid, LStat::default())));
+        }
+        nodes.sort_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
+        let any_blob = nodes.iter().any(|(_, s)| matches!(s, BaseSrc::Blob(..)));
+        let odb = match (any_blob, git_dir) {
+            (true, Some(g)) => Some(Arc::new(ObjectStore::open(g)?)),
+            (true, None) => {
+                return Err(Error::Git {
+                    path: list,
+                    reason: "the project's repository is gone; blobs cannot be read".into(),
+                })
+            }
+            _ => None,
+        };
+        let (nodes, srcs) = nodes.into_iter().unzip();
+        Ok(Base {
+            dir,
+            nodes,
+            srcs,
+            odb,
+        })
+    }
+}
+
+impl BaseSource for Base {
+    fn read(&self, i: usize) -> Result<Vec<u8>> {
+        match self.read_blob(i)? {
+            Some(d) => Ok(d),
+            None => {
+                let n = &self.nodes[i];
+                read_node(&self.dir.join(n.rel.as_path()), n.kind)
+            }
+        }
+    }
+
+    fn size(&self, i: usize) -> Option<u64> {
+        match self.srcs[i] {
+            BaseSrc::Blob(_, st) => Some(st.size),
+            BaseSrc::Dir => fs::symlink_metadata(self.dir.join(self.nodes[i].rel.as_path()))
+                .ok()
+                .map(|m| m.len()),
+        }
+    }
+}
+
+/// Reads a symlink target as bytes (helper for callers that build pre-images).
+pub fn link_bytes(p: &Path) -> Result<Vec<u8>> {
+    Ok(fs::read_link(p)
+        .ctx("read symlink", p)?
+        .as_os_str()
+        .as_bytes()
+        .to_vec())
+}
