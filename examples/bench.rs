@@ -158,7 +158,11 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
         let t = Instant::now();
         let res = mgr.finalize_sandbox(&sb).expect("finalize");
         f.ours_finalize.push(t.elapsed().as_secs_f64());
-        assert_eq!(res.files_touched.len(), files.len(), "finalize found the edits");
+        assert_eq!(
+            res.files_touched.len(),
+            files.len(),
+            "finalize found the edits"
+        );
         let t = Instant::now();
         let _sb2 = mgr.create_sandbox("d2", Some(&sb)).expect("chain");
         f.ours_chain.push(t.elapsed().as_secs_f64());
@@ -264,7 +268,12 @@ fn main() {
                 skip_large = true;
                 i -= 1;
             }
-            "--small" => small_n = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(20_000),
+            "--small" => {
+                small_n = args
+                    .get(i + 1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(20_000)
+            }
             other => panic!("unknown argument {other}"),
         }
         i += 2;
@@ -275,9 +284,15 @@ fn main() {
 
     let s = bench_tree(&small, &work, rounds, true, "small");
     let (l, rss) = if skip_large {
-        (bench_tree(&small, &work, 1, false, "large skipped: small again"), None)
+        (
+            bench_tree(&small, &work, 1, false, "large skipped: small again"),
+            None,
+        )
     } else {
-        (bench_tree(&tree, &work, rounds, false, "large"), peak_rss_kb(&tree, &work))
+        (
+            bench_tree(&tree, &work, rounds, false, "large"),
+            peak_rss_kb(&tree, &work),
+        )
     };
 
     let row = |name: &str, ours: &[f64], theirs: &[f64], target: &str| {
@@ -297,14 +312,42 @@ fn main() {
         &s.ref_run,
         "≤ 0.35×",
     );
-    row("large tree: first create_sandbox (vs ls-files + copy + cp -a)", &l.ours_first, &l.ref_first, "≤ 0.5×");
-    row("large tree: finalize, 100 edited files (vs git diff --no-index --binary)", &l.ours_finalize, &l.ref_diff, "≤ 0.1×");
-    row("large tree: chained create (vs cp -a)", &l.ours_chain, &l.ref_cp, "≤ 0.6×");
-    row("small: first create_sandbox", &s.ours_first, &s.ref_first, "");
+    row(
+        "large tree: first create_sandbox (vs ls-files + copy + cp -a)",
+        &l.ours_first,
+        &l.ref_first,
+        "≤ 0.5×",
+    );
+    row(
+        "large tree: finalize, 100 edited files (vs git diff --no-index --binary)",
+        &l.ours_finalize,
+        &l.ref_diff,
+        "≤ 0.1×",
+    );
+    row(
+        "large tree: chained create (vs cp -a)",
+        &l.ours_chain,
+        &l.ref_cp,
+        "≤ 0.6×",
+    );
+    row(
+        "small: first create_sandbox",
+        &s.ours_first,
+        &s.ref_first,
+        "",
+    );
     row("small: finalize", &s.ours_finalize, &s.ref_diff, "");
     row("small: chained create", &s.ours_chain, &s.ref_cp, "");
     if let Some(kb) = rss {
-        println!("\npeak RSS, first create + finalize on the large tree: {:.1} MB (target < 100 MB)", kb as f64 / 1024.0);
+        println!(
+            "\npeak RSS, first create + finalize on the large tree: {:.1} MB (target < 100 MB)",
+            kb as f64 / 1024.0
+        );
     }
-    println!("\nmedians of {rounds} rounds; machine: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+    println!(
+        "\nmedians of {rounds} rounds; machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
 }

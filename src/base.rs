@@ -133,8 +133,10 @@ impl Base {
             path: list.clone(),
             reason: "malformed blob list".into(),
         };
-        let have: std::collections::HashSet<Vec<u8>> =
-            nodes.iter().map(|(n, _)| n.rel.as_bytes().to_vec()).collect();
+        let have: std::collections::HashSet<Vec<u8>> = nodes
+            .iter()
+            .map(|(n, _)| n.rel.as_bytes().to_vec())
+            .collect();
         for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let line = std::str::from_utf8(line).map_err(|_| bad())?;
             let mut parts = line.split(' ');

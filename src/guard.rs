@@ -28,8 +28,10 @@ use crate::manager::SandboxInfo;
 /// }
 /// assert_eq!(*cwd.borrow(), PathBuf::from("/project"));
 /// ```
+type SwapFn<'a> = Box<dyn FnMut(&Path) + 'a>;
+
 pub struct ScopedSandbox<'a> {
-    swap: Option<Box<dyn FnMut(&Path) + 'a>>,
+    swap: Option<SwapFn<'a>>,
     sandbox: PathBuf,
     original: PathBuf,
 }
@@ -43,8 +45,7 @@ impl<'a> ScopedSandbox<'a> {
         original_path: impl Into<PathBuf>,
     ) -> Self {
         let sandbox = sandbox_path.into();
-        let mut swap: Option<Box<dyn FnMut(&Path) + 'a>> =
-            swap.map(|f| Box::new(f) as Box<dyn FnMut(&Path) + 'a>);
+        let mut swap: Option<SwapFn<'a>> = swap.map(|f| Box::new(f) as SwapFn<'a>);
         if let Some(f) = swap.as_mut() {
             f(&sandbox);
         }
@@ -90,7 +91,11 @@ impl Drop for ScopedSandbox<'_> {
 /// let status = patchbox::guard::command_in(info, project, "make").status();
 /// # }
 /// ```
-pub fn command_in(info: &SandboxInfo, project: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub fn command_in(
+    info: &SandboxInfo,
+    project: &Path,
+    program: impl AsRef<std::ffi::OsStr>,
+) -> Command {
     let mut c = Command::new(program);
     c.current_dir(&info.path)
         .env("PATCHBOX_SANDBOX", &info.path)

@@ -249,7 +249,10 @@ pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
 /// file or the complete new one, never a partial one.
 pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
     let dir = p.0.parent().unwrap_or(Path::new("/"));
-    let name = p.0.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name =
+        p.0.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", ulid::Ulid::new()));
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -335,7 +338,11 @@ pub fn set_mtime(p: &SessionPath, mtime: (i64, i64)) -> Result<()> {
         )
     };
     if rc != 0 {
-        return Err(Error::io("set mtime", &p.0, std::io::Error::last_os_error()));
+        return Err(Error::io(
+            "set mtime",
+            &p.0,
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }

@@ -16,16 +16,16 @@ pub use relpath::RelPath;
 pub mod apply;
 pub mod base;
 pub mod diff;
+pub mod manager;
 pub mod patch_parse;
 pub mod patch_write;
-pub mod select;
-pub mod snapshot;
-pub mod manager;
 pub mod pending;
 pub mod recover;
+pub mod select;
+pub mod snapshot;
 
 pub use manager::{
-    Completion, Decision, DecideFn, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
+    Completion, DecideFn, Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
 };
 #[cfg(feature = "ffi")]
 pub mod ffi;

@@ -12,7 +12,11 @@ use patchbox::snapshot::Progress;
 use patchbox::{pending, recover, Error, Options, SandboxManager};
 
 #[derive(Parser)]
-#[command(name = "patchbox", version, about = "Isolate delegated work in sandboxes; get it back as a patch")]
+#[command(
+    name = "patchbox",
+    version,
+    about = "Isolate delegated work in sandboxes; get it back as a patch"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -132,7 +136,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                         "{}\t{} file(s)\t{}\t{}",
                         e.id,
                         files,
-                        if e.meta.recovered { "recovered" } else { "pending" },
+                        if e.meta.recovered {
+                            "recovered"
+                        } else {
+                            "pending"
+                        },
                         e.meta.project.display()
                     );
                 }
@@ -288,6 +296,8 @@ trait FdClone {
 impl FdClone for std::io::Stderr {
     fn as_fd_clone(&self) -> std::io::Result<std::process::Stdio> {
         use std::os::fd::AsFd;
-        Ok(std::process::Stdio::from(self.as_fd().try_clone_to_owned()?))
+        Ok(std::process::Stdio::from(
+            self.as_fd().try_clone_to_owned()?,
+        ))
     }
 }

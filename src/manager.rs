@@ -21,9 +21,9 @@ use parking_lot::Mutex;
 
 use crate::base::{Base, BaseSrc};
 use crate::diff::{self, Manifest, ManifestEntry};
-use crate::odb::ObjectStore;
 use crate::error::{Error, IoContext, Result};
 use crate::layout::{self, path_in_session_base, SessionPath};
+use crate::odb::ObjectStore;
 use crate::pending::{self, PendingMeta};
 use crate::recover;
 use crate::relpath::RelPath;
@@ -377,9 +377,7 @@ impl SandboxManager {
         let dir = self.path_in_session_base(Path::new(&format!("d-{delegation_id}")))?;
         {
             let mut map = self.sandboxes.lock();
-            if map.contains_key(delegation_id)
-                || std::fs::symlink_metadata(dir.as_path()).is_ok()
-            {
+            if map.contains_key(delegation_id) || std::fs::symlink_metadata(dir.as_path()).is_ok() {
                 return Err(Error::IdInUse {
                     id: delegation_id.to_string(),
                 });
@@ -485,7 +483,8 @@ impl SandboxManager {
             None,
         )?;
         let pb = offset_progress(dir_nodes.len() as u64);
-        let verify = |i: usize, m: &std::fs::Metadata| select::LStat::from_metadata(m) == blob_info[i].1;
+        let verify =
+            |i: usize, m: &std::fs::Metadata| select::LStat::from_metadata(m) == blob_info[i].1;
         let b = snapshot::copy_tree(
             &self.project,
             &blob_nodes,
@@ -556,7 +555,8 @@ impl SandboxManager {
             .into_iter()
             .map(|(n, _)| n)
             .collect();
-        let out = snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
+        let out =
+            snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
         let mut newest = (0, 0);
         let entries = nodes
             .into_iter()
@@ -594,7 +594,12 @@ impl SandboxManager {
         }
         let patch = diff::render_patch(base, &sb.info.path, &d.changes)?;
         *sb.last_touched.lock() = d.changes.iter().map(|c| c.rel.clone()).collect();
-        Ok(result_from(&d, patch, base.dir.clone(), sb.info.path.clone()))
+        Ok(result_from(
+            &d,
+            patch,
+            base.dir.clone(),
+            sb.info.path.clone(),
+        ))
     }
 
     /// Removes a sandbox. Idempotent. A path outside this session's `d-*` sandboxes is
@@ -602,8 +607,7 @@ impl SandboxManager {
     pub fn discard_sandbox(&self, info: &SandboxInfo) -> Result<()> {
         let p = self.path_in_session_base(&info.path)?;
         let expected = self.session_dir.join(format!("d-{}", info.delegation_id));
-        if layout::validate_delegation_id(&info.delegation_id).is_err() || p.as_path() != expected
-        {
+        if layout::validate_delegation_id(&info.delegation_id).is_err() || p.as_path() != expected {
             return Err(Error::Containment {
                 path: info.path.clone(),
                 base: self.session_dir.clone(),
@@ -648,11 +652,16 @@ impl SandboxManager {
                 return Ok(None);
             };
             match sb.base.position(rel) {
-                Some(i) => Ok(Some((sb.base.nodes[i].kind, diff::BaseSource::read(&sb.base, i)?))),
+                Some(i) => Ok(Some((
+                    sb.base.nodes[i].kind,
+                    diff::BaseSource::read(&sb.base, i)?,
+                ))),
                 None => Ok(None),
             }
         };
-        let pre = sbase.as_ref().map(|_| (touched.as_slice(), &read as pending::PreimageFn));
+        let pre = sbase
+            .as_ref()
+            .map(|_| (touched.as_slice(), &read as pending::PreimageFn));
         pending::write_pending(&self.session_dir, &meta, patch, pre)
     }
 
@@ -691,7 +700,11 @@ impl SandboxManager {
     /// `PATCHBOX_SANDBOX` / `PATCHBOX_PROJECT` in its environment) and inherits the session
     /// lock: should this process die, the session stays alive until the tool exits too, so
     /// recovery never snapshots a sandbox that is still being written.
-    pub fn command(&self, info: &SandboxInfo, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    pub fn command(
+        &self,
+        info: &SandboxInfo,
+        program: impl AsRef<std::ffi::OsStr>,
+    ) -> std::process::Command {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
         let mut c = crate::guard::command_in(info, &self.project, program);
@@ -730,20 +743,38 @@ impl SandboxManager {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         for n in names {
-            if n == BASE_DIR || n == crate::base::BLOBS_FILE || n.starts_with("d-") || n.starts_with(".creating-") || n.starts_with(".clock-") {
-                note(self.path_in_session_base(Path::new(&n)).and_then(|p| layout::remove_tree(&p)));
+            if n == BASE_DIR
+                || n == crate::base::BLOBS_FILE
+                || n.starts_with("d-")
+                || n.starts_with(".creating-")
+                || n.starts_with(".clock-")
+            {
+                note(
+                    self.path_in_session_base(Path::new(&n))
+                        .and_then(|p| layout::remove_tree(&p)),
+                );
             }
         }
         let has_pending = !pending::list_session(&self.session_dir, &self.session_id)?.is_empty();
         if !has_pending {
-            note(self.path_in_session_base(Path::new(pending::PENDING_DIR)).and_then(|p| layout::remove_tree(&p)));
-            note(self.path_in_session_base(Path::new(layout::META_FILE)).and_then(|p| layout::remove_file(&p)));
+            note(
+                self.path_in_session_base(Path::new(pending::PENDING_DIR))
+                    .and_then(|p| layout::remove_tree(&p)),
+            );
+            note(
+                self.path_in_session_base(Path::new(layout::META_FILE))
+                    .and_then(|p| layout::remove_file(&p)),
+            );
         }
-        note(self.path_in_session_base(Path::new(layout::LOCK_FILE)).and_then(|p| layout::remove_file(&p)));
+        note(
+            self.path_in_session_base(Path::new(layout::LOCK_FILE))
+                .and_then(|p| layout::remove_file(&p)),
+        );
         if !has_pending {
-            note(self
-                .path_in_session_base(&self.session_dir)
-                .and_then(|p| layout::remove_empty_dir(&p).map(|_| ())));
+            note(
+                self.path_in_session_base(&self.session_dir)
+                    .and_then(|p| layout::remove_empty_dir(&p).map(|_| ())),
+            );
         }
         match first_err {
             Some(e) => Err(e),
@@ -791,6 +822,10 @@ pub(crate) fn result_from(
             _ => r.modified.push(p),
         }
     }
-    r.ignored = d.ignored.iter().map(|p| p.as_path().to_path_buf()).collect();
+    r.ignored = d
+        .ignored
+        .iter()
+        .map(|p| p.as_path().to_path_buf())
+        .collect();
     r
 }

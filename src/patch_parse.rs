@@ -1,1 +1,1463 @@
-//! (in progress)
+//! Parsing git-style and unified patches into a structured [`Patch`].
+//!
+//! A delegation's work comes back as a patch text; before the consumer applies it (see
+//! [`crate::apply`]) or lists what it touches, the text is parsed here into a [`Patch`]: one
+//! [`FilePatch`] per file, each with its paths, modes, blob ids and either text [`Hunk`]s or a
+//! [`BinaryPatch`].
+//!
+//! Accepted inputs:
+//!
+//! * `git diff` / `git diff --binary` / `git format-patch` output and this crate's own patch
+//!   writer: `diff --git` headers, `old mode`/`new mode`, `new file mode`/`deleted file mode`,
+//!   `rename from`/`rename to`, `copy from`/`copy to`, `similarity index`, `index` lines,
+//!   C-quoted names (`"a/\303\244.txt"`), names followed by a TAB, `\ No newline at end of file`
+//!   markers, `GIT binary patch` blocks with `literal` and `delta` hunks (base85 + zlib) and
+//!   `Binary files … differ` lines (parsed, but such a file cannot be applied).
+//! * Traditional multi-file `diff -u` / `diff -ruN` output (`---`/`+++` headers, optional
+//!   timestamps after a TAB, `/dev/null` or the epoch timestamp for created and deleted files).
+//!
+//! Paths are stripped of a leading component (`-p1`, as `git apply` does by default; see
+//! [`parse_patch_strip`]) and must then be valid [`RelPath`]s: a name with `..`, an absolute name
+//! or an empty one makes the whole parse fail with [`Error::Containment`], so a hostile name can
+//! never reach the apply engine. Anything else that is malformed (a truncated hunk, bad base85,
+//! a hunk header outside a file, input with no patch at all) fails with [`Error::PatchParse`]
+//! and the 1-based line number. Text outside file patches (a commit message, `Only in …`
+//! lines, a mail signature) is skipped, as `git apply` does.
+//!
+//! The parser never panics on any input, and limits what a hostile binary hunk can make it
+//! allocate to the data actually present.
+//!
+//! ```
+//! use patchbox::patch_parse::parse_patch;
+//! let text = b"diff --git a/hello.txt b/hello.txt\n\
+//! index 3b18e51..a042389 100644\n\
+//! --- a/hello.txt\n\
+//! +++ b/hello.txt\n\
+//! @@ -1 +1 @@\n\
+//! -hello world\n\
+//! +hello there\n";
+//! let patch = parse_patch(text).unwrap();
+//! assert_eq!(patch.files.len(), 1);
+//! assert_eq!(patch.files[0].path().unwrap().as_bytes(), b"hello.txt");
+//! assert_eq!(patch.files[0].hunks[0].old_start, 1);
+//! ```
+
+use std::io::Read;
+
+use crate::error::{Error, Result};
+use crate::relpath::RelPath;
+
+/// Mode of a symbolic link in git (`120000`).
+pub const MODE_SYMLINK: u32 = 0o120000;
+/// Mode of a regular, non-executable file in git (`100644`).
+pub const MODE_FILE: u32 = 0o100644;
+/// Mode of an executable file in git (`100755`).
+pub const MODE_EXECUTABLE: u32 = 0o100755;
+/// Mode of a submodule (gitlink) entry in git (`160000`).
+pub const MODE_GITLINK: u32 = 0o160000;
+
+/// Largest inflated size a binary hunk may declare (1 GiB).
+const MAX_BINARY_SIZE: u64 = 1 << 30;
+
+/// A parsed patch: the file patches in input order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Patch {
+    /// One entry per `diff --git` (or `---`/`+++`) section.
+    pub files: Vec<FilePatch>,
+}
+
+impl Patch {
+    /// Every path the patch reads or writes (old and new names), in order, without repeats.
+    ///
+    /// ```
+    /// use patchbox::patch_parse::parse_patch;
+    /// let p = parse_patch(b"diff --git a/old b/new\nsimilarity index 100%\nrename from old\nrename to new\n").unwrap();
+    /// let names: Vec<_> = p.paths().iter().map(|p| p.to_string()).collect();
+    /// assert_eq!(names, ["old", "new"]);
+    /// ```
+    pub fn paths(&self) -> Vec<&RelPath> {
+        let mut out: Vec<&RelPath> = Vec::new();
+        for f in &self.files {
+            for p in [f.old_path.as_ref(), f.new_path.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The changes to one file.
+///
+/// `old_path` is `None` for a created file and `new_path` is `None` for a deleted one; both are
+/// set (and usually equal) otherwise. Modes are git modes (`0o100644`, `0o100755`, `0o120000`,
+/// `0o160000`); `None` when the patch does not say. Blob ids are the hex strings of the `index`
+/// line, possibly abbreviated.
+///
+/// ```
+/// use patchbox::patch_parse::parse_patch;
+/// let p = parse_patch(b"diff --git a/run.sh b/bin/run.sh\nold mode 100644\nnew mode 100755\n\
+/// similarity index 100%\nrename from run.sh\nrename to bin/run.sh\n").unwrap();
+/// let f = &p.files[0];
+/// assert!(f.is_rename && !f.is_creation() && !f.is_deletion());
+/// assert_eq!(f.path().unwrap().to_string(), "bin/run.sh");
+/// assert_eq!((f.old_mode, f.new_mode), (Some(0o100644), Some(0o100755)));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilePatch {
+    /// Path before the change; `None` when the file is created.
+    pub old_path: Option<RelPath>,
+    /// Path after the change; `None` when the file is deleted.
+    pub new_path: Option<RelPath>,
+    /// Git mode before the change, if known.
+    pub old_mode: Option<u32>,
+    /// Git mode after the change, if known.
+    pub new_mode: Option<u32>,
+    /// Blob id before the change (from the `index` line), if given.
+    pub old_oid: Option<String>,
+    /// Blob id after the change (from the `index` line), if given.
+    pub new_oid: Option<String>,
+    /// `rename from`/`rename to`: the old path disappears.
+    pub is_rename: bool,
+    /// `copy from`/`copy to`: the old path stays.
+    pub is_copy: bool,
+    /// `similarity index` percentage, if given.
+    pub similarity: Option<u32>,
+    /// Whether the section had a `diff --git` header (as opposed to a traditional diff).
+    pub is_git: bool,
+    /// Text hunks, in order. Empty for binary changes and pure renames or mode changes.
+    pub hunks: Vec<Hunk>,
+    /// The binary change, for `GIT binary patch` or `Binary files … differ` sections.
+    pub binary: Option<BinaryPatch>,
+    /// 1-based line number of the section's first header line.
+    pub line: usize,
+}
+
+impl FilePatch {
+    /// The path this patch is about: the new path, or the old one for a deletion. Always
+    /// `Some` for file patches made by the parser.
+    pub fn path(&self) -> Option<&RelPath> {
+        self.new_path.as_ref().or(self.old_path.as_ref())
+    }
+
+    /// True when the file is created by the patch.
+    pub fn is_creation(&self) -> bool {
+        self.old_path.is_none()
+    }
+
+    /// True when the file is deleted by the patch.
+    pub fn is_deletion(&self) -> bool {
+        self.new_path.is_none()
+    }
+}
+
+/// One `@@ -old_start,old_len +new_start,new_len @@` hunk.
+///
+/// ```
+/// use patchbox::patch_parse::parse_patch;
+/// let p = parse_patch(b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n").unwrap();
+/// let h = &p.files[0].hunks[0];
+/// assert_eq!(h.header(), "@@ -1,2 +1,2 @@");
+/// assert_eq!(h.old_lines().collect::<Vec<_>>(), [&b"a\n"[..], b"b\n"]);
+/// assert_eq!(h.new_lines().collect::<Vec<_>>(), [&b"a\n"[..], b"c"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hunk {
+    /// First line of the old range (1-based; 0 with `old_len == 0` means "before line 1").
+    pub old_start: usize,
+    /// Number of old lines (context plus deleted).
+    pub old_len: usize,
+    /// First line of the new range.
+    pub new_start: usize,
+    /// Number of new lines (context plus inserted).
+    pub new_len: usize,
+    /// Text after the closing `@@` (the function name git shows), without the newline.
+    pub section: Vec<u8>,
+    /// The lines, in order.
+    pub lines: Vec<HunkLine>,
+    /// 1-based line number of the `@@` header in the patch text.
+    pub line: usize,
+}
+
+impl Hunk {
+    /// The `@@ -a,b +c,d @@` header as text (without the section heading).
+    pub fn header(&self) -> String {
+        format!(
+            "@@ -{},{} +{},{} @@",
+            self.old_start, self.old_len, self.new_start, self.new_len
+        )
+    }
+
+    /// The old side of the hunk (context and deleted lines), each with its newline if it has one.
+    pub fn old_lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.lines
+            .iter()
+            .filter(|l| l.kind != LineKind::Insert)
+            .map(|l| l.text.as_slice())
+    }
+
+    /// The new side of the hunk (context and inserted lines).
+    pub fn new_lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.lines
+            .iter()
+            .filter(|l| l.kind != LineKind::Delete)
+            .map(|l| l.text.as_slice())
+    }
+}
+
+/// What a hunk line does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// ` ` unchanged line.
+    Context,
+    /// `-` line removed.
+    Delete,
+    /// `+` line added.
+    Insert,
+}
+
+/// One line of a hunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HunkLine {
+    /// Context, deleted or inserted.
+    pub kind: LineKind,
+    /// The line's bytes including its trailing `\n`, which is absent when the patch marks the
+    /// line with `\ No newline at end of file`.
+    pub text: Vec<u8>,
+}
+
+/// A binary change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BinaryPatch {
+    /// `Binary files a/x and b/x differ`: the patch says the file changed but carries no data
+    /// (made without `--binary`). It cannot be applied.
+    NoData,
+    /// `GIT binary patch` with a forward hunk and, usually, a reverse hunk.
+    Data {
+        /// Turns the old contents into the new.
+        forward: BinaryHunk,
+        /// Turns the new contents back into the old, if present.
+        reverse: Option<BinaryHunk>,
+    },
+}
+
+/// One `literal <size>` or `delta <size>` block, decoded and inflated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BinaryHunk {
+    /// Literal contents or a git delta.
+    pub kind: BinaryKind,
+    /// The inflated bytes: the file contents for a literal, the delta instructions for a delta.
+    pub data: Vec<u8>,
+}
+
+/// Kind of a [`BinaryHunk`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryKind {
+    /// The complete contents.
+    Literal,
+    /// A git delta against the other side's contents (see [`apply_delta`]).
+    Delta,
+}
+
+impl BinaryHunk {
+    /// The resulting contents when this hunk is applied to `base`.
+    ///
+    /// ```
+    /// use patchbox::patch_parse::{BinaryHunk, BinaryKind};
+    /// let lit = BinaryHunk { kind: BinaryKind::Literal, data: b"new".to_vec() };
+    /// assert_eq!(lit.apply(b"old").unwrap(), b"new");
+    /// ```
+    pub fn apply(&self, base: &[u8]) -> Result<Vec<u8>> {
+        match self.kind {
+            BinaryKind::Literal => Ok(self.data.clone()),
+            BinaryKind::Delta => apply_delta(base, &self.data),
+        }
+    }
+}
+
+/// True for a symlink mode (`120000`).
+///
+/// ```
+/// use patchbox::patch_parse::{mode_is_executable, mode_is_gitlink, mode_is_symlink};
+/// assert!(mode_is_symlink(0o120000) && !mode_is_symlink(0o100644));
+/// assert!(mode_is_executable(0o100755) && !mode_is_executable(0o100644));
+/// assert!(mode_is_gitlink(0o160000) && !mode_is_gitlink(0o120000));
+/// ```
+pub fn mode_is_symlink(mode: u32) -> bool {
+    mode & 0o170000 == 0o120000
+}
+
+/// True for a gitlink (submodule) mode (`160000`).
+pub fn mode_is_gitlink(mode: u32) -> bool {
+    mode & 0o170000 == 0o160000
+}
+
+/// True for a regular file mode with any execute bit (`100755`).
+pub fn mode_is_executable(mode: u32) -> bool {
+    mode & 0o170000 == 0o100000 && mode & 0o111 != 0
+}
+
+/// The git blob id (SHA-1 of `blob <len>\0<data>`) of `data`, as 40 lowercase hex digits.
+///
+/// ```
+/// use patchbox::patch_parse::git_blob_id;
+/// assert_eq!(git_blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+/// ```
+pub fn git_blob_id(data: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    let mut h = Sha1::new();
+    h.update(format!("blob {}\0", data.len()).as_bytes());
+    h.update(data);
+    let digest = h.finalize();
+    let mut s = String::with_capacity(40);
+    for b in digest.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Applies a git binary delta (as found in `delta <size>` hunks) to `base`.
+///
+/// The delta starts with the base size and the result size (little-endian base-128 varints),
+/// followed by copy opcodes (high bit set: copy a range of `base`) and insert opcodes (1–127:
+/// insert that many literal bytes). Any inconsistency is an [`Error::ApplyFailed`].
+///
+/// ```
+/// use patchbox::patch_parse::apply_delta;
+/// // base size 5, result size 8; copy 5 bytes from offset 0; insert "!!!".
+/// let delta = [5u8, 8, 0x80 | 0x10, 5, 3, b'!', b'!', b'!'];
+/// assert_eq!(apply_delta(b"hello", &delta).unwrap(), b"hello!!!");
+/// assert!(apply_delta(b"hell", &delta).is_err());
+/// ```
+pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
+    fn bad(why: &str) -> Error {
+        Error::ApplyFailed(format!("corrupt binary delta: {why}"))
+    }
+    fn varint(d: &[u8], pos: &mut usize) -> Result<u64> {
+        let mut v: u64 = 0;
+        let mut shift = 0u32;
+        loop {
+            let b = *d.get(*pos).ok_or_else(|| bad("truncated header"))?;
+            *pos += 1;
+            if shift > 56 {
+                return Err(bad("size too large"));
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+    }
+    let mut pos = 0usize;
+    let src_size = varint(delta, &mut pos)?;
+    if src_size != base.len() as u64 {
+        return Err(Error::ApplyFailed(format!(
+            "binary delta expects a {src_size}-byte original, the file has {} bytes",
+            base.len()
+        )));
+    }
+    let dst_size = varint(delta, &mut pos)?;
+    if dst_size > MAX_BINARY_SIZE {
+        return Err(bad("result too large"));
+    }
+    let dst_size = dst_size as usize;
+    // Never trust the declared size for the allocation: each op can add at most 64 KiB per
+    // byte of delta, so cap the initial reservation.
+    let mut out: Vec<u8> = Vec::with_capacity(dst_size.min(delta.len().saturating_mul(16) + 64));
+    while pos < delta.len() {
+        let cmd = delta[pos];
+        pos += 1;
+        if cmd & 0x80 != 0 {
+            let mut off: u64 = 0;
+            let mut size: u64 = 0;
+            for (i, bit) in [0x01u8, 0x02, 0x04, 0x08].iter().enumerate() {
+                if cmd & bit != 0 {
+                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
+                    pos += 1;
+                    off |= u64::from(b) << (8 * i);
+                }
+            }
+            for (i, bit) in [0x10u8, 0x20, 0x40].iter().enumerate() {
+                if cmd & bit != 0 {
+                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
+                    pos += 1;
+                    size |= u64::from(b) << (8 * i);
+                }
+            }
+            if size == 0 {
+                size = 0x10000;
+            }
+            let end = off.checked_add(size).ok_or_else(|| bad("copy overflows"))?;
+            if end > base.len() as u64 {
+                return Err(bad("copy outside the original"));
+            }
+            if out.len() as u64 + size > dst_size as u64 {
+                return Err(bad("result longer than declared"));
+            }
+            out.extend_from_slice(&base[off as usize..end as usize]);
+        } else if cmd != 0 {
+            let n = usize::from(cmd);
+            let lit = delta
+                .get(pos..pos + n)
+                .ok_or_else(|| bad("truncated insert"))?;
+            if out.len() + n > dst_size {
+                return Err(bad("result longer than declared"));
+            }
+            out.extend_from_slice(lit);
+            pos += n;
+        } else {
+            return Err(bad("opcode 0 is reserved"));
+        }
+    }
+    if out.len() != dst_size {
+        return Err(bad("result shorter than declared"));
+    }
+    Ok(out)
+}
+
+/// Parses `input` with `-p1` path stripping (the `a/` and `b/` prefixes), like `git apply`.
+///
+/// Empty input (or only blank lines) is an empty patch; other input without any file patch is
+/// an [`Error::PatchParse`].
+///
+/// ```
+/// use patchbox::patch_parse::parse_patch;
+/// let err = parse_patch(b"hello\nthis is not a patch\n").unwrap_err();
+/// assert_eq!(err.kind(), "patch_parse");
+/// let err = parse_patch(b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n").unwrap_err();
+/// assert!(err.to_string().contains("line 4"), "{err}");
+/// ```
+pub fn parse_patch(input: &[u8]) -> Result<Patch> {
+    parse_patch_strip(input, 1)
+}
+
+/// Parses `input`, removing `strip` leading components from each path (`-p<strip>`).
+///
+/// `strip` applies to `diff --git` names and `---`/`+++` names; `rename`/`copy` lines carry
+/// names without the `a/`/`b/` prefix and lose `strip - 1` components, as in `git apply`.
+///
+/// ```
+/// use patchbox::patch_parse::parse_patch_strip;
+/// let text = b"--- file.txt\t2024-01-01 00:00:00\n+++ file.txt\t2024-01-02 00:00:00\n@@ -1 +1 @@\n-a\n+b\n";
+/// let p = parse_patch_strip(text, 0).unwrap();
+/// assert_eq!(p.files[0].path().unwrap().to_string(), "file.txt");
+/// ```
+pub fn parse_patch_strip(input: &[u8], strip: usize) -> Result<Patch> {
+    Parser::new(input, strip).run()
+}
+
+/// Splits `data` into lines, each keeping its `\n` (the last may lack it).
+pub(crate) fn split_lines(data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &b) in data.iter().enumerate() {
+        if b == b'\n' {
+            out.push(&data[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < data.len() {
+        out.push(&data[start..]);
+    }
+    out
+}
+
+/// Removes one trailing `\n` and then one trailing `\r`.
+fn trim_eol(l: &[u8]) -> &[u8] {
+    let l = l.strip_suffix(b"\n").unwrap_or(l);
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+/// Decodes a git C-quoted string starting at `s[0] == '"'`. Returns the bytes and the number of
+/// input bytes consumed (including both quotes), or `None` if it is not a valid quoted string.
+///
+/// ```
+/// use patchbox::patch_parse::unquote_c_style;
+/// let (name, used) = unquote_c_style(br#""a/\303\244 \"x\"\tb" rest"#).unwrap();
+/// assert_eq!(name, b"a/\xc3\xa4 \"x\"\tb");
+/// assert_eq!(used, 21);
+/// ```
+pub fn unquote_c_style(s: &[u8]) -> Option<(Vec<u8>, usize)> {
+    if s.first() != Some(&b'"') {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut i = 1;
+    while i < s.len() {
+        let c = s[i];
+        match c {
+            b'"' => return Some((out, i + 1)),
+            b'\\' => {
+                let e = *s.get(i + 1)?;
+                i += 2;
+                let v = match e {
+                    b'a' => 7,
+                    b'b' => 8,
+                    b't' => b'\t',
+                    b'n' => b'\n',
+                    b'v' => 11,
+                    b'f' => 12,
+                    b'r' => b'\r',
+                    b'"' => b'"',
+                    b'\\' => b'\\',
+                    b'0'..=b'3' => {
+                        let d1 = *s.get(i)?;
+                        let d2 = *s.get(i + 1)?;
+                        if !(b'0'..=b'7').contains(&d1) || !(b'0'..=b'7').contains(&d2) {
+                            return None;
+                        }
+                        i += 2;
+                        ((e - b'0') << 6) | ((d1 - b'0') << 3) | (d2 - b'0')
+                    }
+                    _ => return None,
+                };
+                out.push(v);
+            }
+            b'\n' => return None,
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+/// Removes `n` leading components (and the slashes after each), like git's `-p<n>`.
+fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
+    let mut s = name;
+    for _ in 0..n {
+        let idx = s.iter().position(|&c| c == b'/')?;
+        s = &s[idx + 1..];
+        while s.first() == Some(&b'/') {
+            s = &s[1..];
+        }
+    }
+    Some(s)
+}
+
+/// Decodes one git base85 line into `out`. The line excludes the newline.
+fn decode_base85_line(line: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), &'static str> {
+    const ALPHABET: &[u8; 85] =
+        b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
+    fn digit(c: u8) -> Option<u32> {
+        ALPHABET.iter().position(|&a| a == c).map(|p| p as u32)
+    }
+    let (&len_ch, enc) = line.split_first().ok_or("empty line")?;
+    let byte_len = match len_ch {
+        b'A'..=b'Z' => usize::from(len_ch - b'A') + 1,
+        b'a'..=b'z' => usize::from(len_ch - b'a') + 27,
+        _ => return Err("bad length character"),
+    };
+    if enc.is_empty() || enc.len() % 5 != 0 {
+        return Err("line length is not a multiple of 5");
+    }
+    let max = enc.len() / 5 * 4;
+    if byte_len > max || byte_len + 4 <= max {
+        return Err("length character does not match the line");
+    }
+    let mut left = byte_len;
+    for group in enc.chunks(5) {
+        let mut acc: u32 = 0;
+        for (k, &c) in group.iter().enumerate() {
+            let d = digit(c).ok_or("invalid base85 character")?;
+            if k == 4 {
+                acc = acc
+                    .checked_mul(85)
+                    .and_then(|a| a.checked_add(d))
+                    .ok_or("base85 overflow")?;
+            } else {
+                acc = acc * 85 + d;
+            }
+        }
+        let bytes = acc.to_be_bytes();
+        let n = left.min(4);
+        out.extend_from_slice(&bytes[..n]);
+        left -= n;
+    }
+    Ok(())
+}
+
+/// A file name as read from a header: `None` is `/dev/null`.
+type HeaderName = Option<Vec<u8>>;
+
+struct Parser<'a> {
+    lines: Vec<&'a [u8]>,
+    strip: usize,
+}
+
+/// Git extended header state for one `diff --git` section.
+#[derive(Default)]
+struct GitHeader {
+    old_mode: Option<u32>,
+    new_mode: Option<u32>,
+    new_file_mode: Option<u32>,
+    deleted_file_mode: Option<u32>,
+    new_file: bool,
+    deleted_file: bool,
+    rename_from: Option<Vec<u8>>,
+    rename_to: Option<Vec<u8>>,
+    copy_from: Option<Vec<u8>>,
+    copy_to: Option<Vec<u8>>,
+    similarity: Option<u32>,
+    old_oid: Option<String>,
+    new_oid: Option<String>,
+    index_mode: Option<u32>,
+}
+
+impl<'a> Parser<'a> {
+    fn new(input: &'a [u8], strip: usize) -> Self {
+        Parser {
+            lines: split_lines(input),
+            strip,
+        }
+    }
+
+    fn err(line_idx: usize, reason: impl Into<String>) -> Error {
+        Error::PatchParse {
+            line: line_idx + 1,
+            reason: reason.into(),
+        }
+    }
+
+    fn run(self) -> Result<Patch> {
+        let mut files = Vec::new();
+        let mut i = 0;
+        let n = self.lines.len();
+        while i < n {
+            let l = self.lines[i];
+            if l.starts_with(b"diff --git ") {
+                let (fp, next) = self.git_section(i)?;
+                files.push(fp);
+                i = next;
+            } else if l.starts_with(b"--- ") && i + 1 < n && self.lines[i + 1].starts_with(b"+++ ")
+            {
+                let (fp, next) = self.traditional_section(i)?;
+                files.push(fp);
+                i = next;
+            } else if l.starts_with(b"@@ -") {
+                return Err(Self::err(i, "hunk header outside a file patch"));
+            } else if l.starts_with(b"GIT binary patch") {
+                return Err(Self::err(i, "binary patch outside a file patch"));
+            } else if l.starts_with(b"Binary files ") && trim_eol(l).ends_with(b" differ") {
+                files.push(self.traditional_binary(i)?);
+                i += 1;
+            } else {
+                i += 1;
+            }
+        }
+        if files.is_empty() {
+            if let Some(first) = self.lines.iter().position(|l| !trim_eol(l).is_empty()) {
+                return Err(Self::err(
+                    first,
+                    "no patch found (expected 'diff --git' or '---'/'+++' file headers)",
+                ));
+            }
+        }
+        Ok(Patch { files })
+    }
+
+    /// Strips `n` components and validates the result as a [`RelPath`].
+    fn path_from(&self, raw: &[u8], n: usize, line_idx: usize) -> Result<RelPath> {
+        if raw.contains(&0) {
+            return Err(Self::err(line_idx, "file name contains a NUL byte"));
+        }
+        let stripped = strip_components(raw, n).ok_or_else(|| {
+            Self::err(
+                line_idx,
+                format!(
+                    "file name {:?} has fewer than {n} leading components to strip",
+                    String::from_utf8_lossy(raw)
+                ),
+            )
+        })?;
+        match RelPath::from_bytes(stripped) {
+            Ok(p) => Ok(p),
+            Err(Error::Containment {
+                reason: "path is empty",
+                ..
+            }) => Err(Self::err(line_idx, "empty file name")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a name from a `---`/`+++`/`rename from` value: C-quoted, or up to a TAB (or the
+    /// end of the line). `/dev/null` gives `None`. `traditional` also strips a trailing
+    /// timestamp written without a TAB.
+    fn header_name(
+        value: &[u8],
+        line_idx: usize,
+        traditional: bool,
+    ) -> Result<(HeaderName, &[u8])> {
+        if value.first() == Some(&b'"') {
+            let (name, used) = unquote_c_style(value)
+                .ok_or_else(|| Self::err(line_idx, "bad quoted file name"))?;
+            return Ok((Some(name), &value[used..]));
+        }
+        let (name, rest) = match value.iter().position(|&c| c == b'\t') {
+            Some(t) => (&value[..t], &value[t + 1..]),
+            None if traditional => match timestamp_suffix(value) {
+                Some(k) => (&value[..k], &value[k..]),
+                None => (value, &value[value.len()..]),
+            },
+            None => (value, &value[value.len()..]),
+        };
+        if name == b"/dev/null" {
+            Ok((None, rest))
+        } else if name.is_empty() {
+            Err(Self::err(line_idx, "missing file name"))
+        } else {
+            Ok((Some(name.to_vec()), rest))
+        }
+    }
+
+    fn parse_mode(v: &[u8], line_idx: usize) -> Result<u32> {
+        let s = std::str::from_utf8(v)
+            .ok()
+            .map(str::trim)
+            .ok_or_else(|| Self::err(line_idx, "bad file mode"))?;
+        let m = u32::from_str_radix(s, 8).map_err(|_| Self::err(line_idx, "bad file mode"))?;
+        match m & 0o170000 {
+            0o100000 | 0o120000 | 0o160000 => Ok(m),
+            _ => Err(Self::err(
+                line_idx,
+                format!("unsupported file mode {s} (only files, symlinks and submodules)"),
+            )),
+        }
+    }
+
+    /// Names from the `diff --git` line, stripped, when they can be told apart.
+    fn git_line_names(&self, rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let strip = |n: &[u8]| strip_components(n, self.strip).map(<[u8]>::to_vec);
+        if rest.first() == Some(&b'"') {
+            let (a, used) = unquote_c_style(rest)?;
+            let r = rest[used..].strip_prefix(b" ")?;
+            let b = if r.first() == Some(&b'"') {
+                let (b, used2) = unquote_c_style(r)?;
+                if !r[used2..].is_empty() {
+                    return None;
+                }
+                b
+            } else {
+                r.to_vec()
+            };
+            return Some((strip(&a)?, strip(&b)?));
+        }
+        if let Some(q) = rest.windows(2).position(|w| w == b" \"") {
+            let (b, used) = unquote_c_style(&rest[q + 1..])?;
+            if q + 1 + used != rest.len() {
+                return None;
+            }
+            return Some((strip(&rest[..q])?, strip(&b)?));
+        }
+        // Unquoted: both names are the same after stripping (git's rule for headers without
+        // rename information); try each space as the separator.
+        for (sp, _) in rest.iter().enumerate().filter(|(_, &c)| c == b' ') {
+            let a = strip(&rest[..sp]);
+            let b = strip(&rest[sp + 1..]);
+            if let (Some(a), Some(b)) = (a, b) {
+                if a == b && !a.is_empty() {
+                    return Some((a, b));
+                }
+            }
+        }
+        None
+    }
+
+    fn git_section(&self, start: usize) -> Result<(FilePatch, usize)> {
+        let rest = trim_eol(&self.lines[start][b"diff --git ".len()..]);
+        let line_names = self.git_line_names(rest);
+        let mut h = GitHeader::default();
+        let mut i = start + 1;
+        let n = self.lines.len();
+        let mut minus: Option<(HeaderName, usize)> = None;
+        let mut plus: Option<(HeaderName, usize)> = None;
+        let mut hunks = Vec::new();
+        let mut binary = None;
+        let rename_strip = self.strip.saturating_sub(1);
+        while i < n {
+            let l = trim_eol(self.lines[i]);
+            if let Some(v) = l.strip_prefix(b"old mode ") {
+                h.old_mode = Some(Self::parse_mode(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"new mode ") {
+                h.new_mode = Some(Self::parse_mode(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"deleted file mode ") {
+                h.deleted_file = true;
+                h.deleted_file_mode = Some(Self::parse_mode(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"new file mode ") {
+                h.new_file = true;
+                h.new_file_mode = Some(Self::parse_mode(v, i)?);
+            } else if let Some(v) = l
+                .strip_prefix(b"rename from ")
+                .or_else(|| l.strip_prefix(b"rename old "))
+            {
+                h.rename_from = Some(self.plain_name(v, i)?);
+            } else if let Some(v) = l
+                .strip_prefix(b"rename to ")
+                .or_else(|| l.strip_prefix(b"rename new "))
+            {
+                h.rename_to = Some(self.plain_name(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"copy from ") {
+                h.copy_from = Some(self.plain_name(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"copy to ") {
+                h.copy_to = Some(self.plain_name(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"similarity index ") {
+                h.similarity = Some(Self::percent(v, i)?);
+            } else if let Some(v) = l.strip_prefix(b"dissimilarity index ") {
+                Self::percent(v, i)?;
+            } else if let Some(v) = l.strip_prefix(b"index ") {
+                Self::index_line(v, i, &mut h)?;
+            } else if let Some(v) = l.strip_prefix(b"--- ") {
+                if i + 1 >= n || !self.lines[i + 1].starts_with(b"+++ ") {
+                    return Err(Self::err(i + 1, "expected a '+++' line after '---'"));
+                }
+                let (name, _) = Self::header_name(v, i, false)?;
+                minus = Some((name, i));
+                let pv = &trim_eol(self.lines[i + 1])[4..];
+                let (name, _) = Self::header_name(pv, i + 1, false)?;
+                plus = Some((name, i + 1));
+                i += 2;
+                if i >= n || !self.lines[i].starts_with(b"@@ -") {
+                    return Err(Self::err(
+                        i.min(n),
+                        "expected a hunk ('@@ -') after the file header",
+                    ));
+                }
+                let (hs, next) = self.hunks(i)?;
+                hunks = hs;
+                i = next;
+                break;
+            } else if l == b"GIT binary patch" {
+                let (b, next) = self.binary(i + 1)?;
+                binary = Some(b);
+                i = next;
+                break;
+            } else if l.starts_with(b"Binary files ") && l.ends_with(b" differ") {
+                binary = Some(BinaryPatch::NoData);
+                i += 1;
+                break;
+            } else {
+                break;
+            }
+            i += 1;
+        }
+
+        // Resolve names.
+        let is_rename = h.rename_from.is_some() || h.rename_to.is_some();
+        let is_copy = h.copy_from.is_some() || h.copy_to.is_some();
+        if is_rename && is_copy {
+            return Err(Self::err(start, "file header is both a rename and a copy"));
+        }
+        if (h.new_file || h.deleted_file) && (is_rename || is_copy) {
+            return Err(Self::err(
+                start,
+                "file header is both a rename/copy and a creation/deletion",
+            ));
+        }
+        if h.new_file && h.deleted_file {
+            return Err(Self::err(
+                start,
+                "file header both creates and deletes the file",
+            ));
+        }
+        let minus_name = match &minus {
+            Some((Some(nm), li)) => Some(Some(self.path_from(nm, self.strip, *li)?)),
+            Some((None, _)) => Some(None),
+            None => None,
+        };
+        let plus_name = match &plus {
+            Some((Some(nm), li)) => Some(Some(self.path_from(nm, self.strip, *li)?)),
+            Some((None, _)) => Some(None),
+            None => None,
+        };
+        let line_name = match &line_names {
+            Some((a, b)) => Some((self.path_from(a, 0, start)?, self.path_from(b, 0, start)?)),
+            None => None,
+        };
+
+        let (old_path, new_path) = if is_rename || is_copy {
+            let (from, to) = if is_rename {
+                (&h.rename_from, &h.rename_to)
+            } else {
+                (&h.copy_from, &h.copy_to)
+            };
+            let (Some(from), Some(to)) = (from, to) else {
+                return Err(Self::err(
+                    start,
+                    "rename or copy without both 'from' and 'to'",
+                ));
+            };
+            let from = self.path_from(from, rename_strip, start)?;
+            let to = self.path_from(to, rename_strip, start)?;
+            if let Some(Some(m)) = &minus_name {
+                if *m != from {
+                    return Err(Self::err(start, "inconsistent old file name"));
+                }
+            }
+            if let Some(Some(p)) = &plus_name {
+                if *p != to {
+                    return Err(Self::err(start, "inconsistent new file name"));
+                }
+            }
+            if matches!(minus_name, Some(None)) || matches!(plus_name, Some(None)) {
+                return Err(Self::err(start, "rename or copy with /dev/null"));
+            }
+            (Some(from), Some(to))
+        } else {
+            let creation = h.new_file || matches!(minus_name, Some(None));
+            let deletion = h.deleted_file || matches!(plus_name, Some(None));
+            if creation && deletion {
+                return Err(Self::err(start, "file is both created and deleted"));
+            }
+            if h.new_file && matches!(minus_name, Some(Some(_))) {
+                return Err(Self::err(start, "new file but '---' is not /dev/null"));
+            }
+            if h.deleted_file && matches!(plus_name, Some(Some(_))) {
+                return Err(Self::err(start, "deleted file but '+++' is not /dev/null"));
+            }
+            let old = match (&minus_name, &line_name) {
+                (Some(Some(m)), Some((a, _))) if m != a => {
+                    return Err(Self::err(start, "inconsistent old file name"))
+                }
+                (Some(Some(m)), _) => Some(m.clone()),
+                (_, Some((a, _))) => Some(a.clone()),
+                (_, None) => None,
+            };
+            let new = match (&plus_name, &line_name) {
+                (Some(Some(p)), Some((_, b))) if p != b => {
+                    return Err(Self::err(start, "inconsistent new file name"))
+                }
+                (Some(Some(p)), _) => Some(p.clone()),
+                (_, Some((_, b))) => Some(b.clone()),
+                (_, None) => None,
+            };
+            let name = new.clone().or(old.clone()).ok_or_else(|| {
+                Self::err(
+                    start,
+                    "cannot tell the file name from the 'diff --git' line",
+                )
+            })?;
+            match (creation, deletion) {
+                (true, _) => (None, Some(new.unwrap_or(name))),
+                (_, true) => (Some(old.unwrap_or(name)), None),
+                _ => {
+                    let old = old.unwrap_or_else(|| name.clone());
+                    let new = new.unwrap_or(name);
+                    if old != new {
+                        return Err(Self::err(
+                            start,
+                            "old and new names differ without 'rename' or 'copy'",
+                        ));
+                    }
+                    (Some(old), Some(new))
+                }
+            }
+        };
+
+        // Modes.
+        let (old_mode, new_mode) = if old_path.is_none() {
+            (
+                None,
+                Some(h.new_file_mode.or(h.index_mode).unwrap_or(MODE_FILE)),
+            )
+        } else if new_path.is_none() {
+            (h.deleted_file_mode.or(h.index_mode), None)
+        } else {
+            (
+                h.old_mode.or(h.index_mode),
+                h.new_mode.or(h.index_mode).or(h.old_mode),
+            )
+        };
+
+        // Sanity of contents against creation/deletion.
+        if old_path.is_none() && hunks.iter().any(|hk| hk.old_len != 0) {
+            return Err(Self::err(start, "new file patch depends on old contents"));
+        }
+        if new_path.is_none() && hunks.iter().any(|hk| hk.new_len != 0) {
+            return Err(Self::err(start, "deleted file patch still has contents"));
+        }
+        let changes_something = !hunks.is_empty()
+            || binary.is_some()
+            || is_rename
+            || is_copy
+            || old_path.is_none()
+            || new_path.is_none()
+            || (h.old_mode.is_some() && h.new_mode.is_some());
+        if !changes_something {
+            return Err(Self::err(start, "file header without any change"));
+        }
+
+        let fp = FilePatch {
+            old_path,
+            new_path,
+            old_mode,
+            new_mode,
+            old_oid: h.old_oid,
+            new_oid: h.new_oid,
+            is_rename,
+            is_copy,
+            similarity: h.similarity,
+            is_git: true,
+            hunks,
+            binary,
+            line: start + 1,
+        };
+        Ok((fp, i))
+    }
+
+    /// A name on a `rename from`/`copy to` line: quoted, or the rest of the line.
+    fn plain_name(&self, v: &[u8], line_idx: usize) -> Result<Vec<u8>> {
+        if v.first() == Some(&b'"') {
+            let (name, used) =
+                unquote_c_style(v).ok_or_else(|| Self::err(line_idx, "bad quoted file name"))?;
+            if !v[used..].is_empty() {
+                return Err(Self::err(line_idx, "text after the quoted file name"));
+            }
+            Ok(name)
+        } else if v.is_empty() {
+            Err(Self::err(line_idx, "missing file name"))
+        } else {
+            Ok(v.to_vec())
+        }
+    }
+
+    fn percent(v: &[u8], line_idx: usize) -> Result<u32> {
+        let s = std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.trim().strip_suffix('%'))
+            .and_then(|s| s.parse::<u32>().ok())
+            .filter(|&p| p <= 100);
+        s.ok_or_else(|| Self::err(line_idx, "bad similarity percentage"))
+    }
+
+    fn index_line(v: &[u8], line_idx: usize, h: &mut GitHeader) -> Result<()> {
+        let bad = || Self::err(line_idx, "bad 'index' line");
+        let s = std::str::from_utf8(v).map_err(|_| bad())?;
+        let mut parts = s.split(' ');
+        let ids = parts.next().ok_or_else(bad)?;
+        let (a, b) = ids.split_once("..").ok_or_else(bad)?;
+        let ok =
+            |x: &str| x.len() >= 4 && x.len() <= 64 && x.bytes().all(|c| c.is_ascii_hexdigit());
+        if !ok(a) || !ok(b) {
+            return Err(bad());
+        }
+        h.old_oid = Some(a.to_ascii_lowercase());
+        h.new_oid = Some(b.to_ascii_lowercase());
+        if let Some(m) = parts.next() {
+            h.index_mode = Some(Self::parse_mode(m.as_bytes(), line_idx)?);
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(())
+    }
+
+    /// Parses consecutive hunks starting at `i` (which must be a `@@ -` line).
+    fn hunks(&self, mut i: usize) -> Result<(Vec<Hunk>, usize)> {
+        let n = self.lines.len();
+        let mut out = Vec::new();
+        while i < n && self.lines[i].starts_with(b"@@ -") {
+            let header_idx = i;
+            let (old_start, old_len, new_start, new_len, section) =
+                parse_hunk_header(trim_eol(self.lines[i]))
+                    .ok_or_else(|| Self::err(i, "bad hunk header"))?;
+            i += 1;
+            let mut lines: Vec<HunkLine> = Vec::new();
+            let (mut old_rem, mut new_rem) = (old_len, new_len);
+            while old_rem > 0 || new_rem > 0 {
+                if i >= n {
+                    return Err(Self::err(
+                        n,
+                        format!(
+                            "hunk at line {} is truncated ({} old and {} new lines missing)",
+                            header_idx + 1,
+                            old_rem,
+                            new_rem
+                        ),
+                    ));
+                }
+                let l = self.lines[i];
+                let text = |l: &[u8]| {
+                    let mut t = l.to_vec();
+                    if !t.ends_with(b"\n") {
+                        t.push(b'\n');
+                    }
+                    t
+                };
+                match l.first() {
+                    Some(b' ') | Some(b'\n') if old_rem > 0 && new_rem > 0 => {
+                        let t = if l[0] == b'\n' {
+                            b"\n".to_vec()
+                        } else {
+                            text(&l[1..])
+                        };
+                        lines.push(HunkLine {
+                            kind: LineKind::Context,
+                            text: t,
+                        });
+                        old_rem -= 1;
+                        new_rem -= 1;
+                    }
+                    Some(b'-') if old_rem > 0 => {
+                        lines.push(HunkLine {
+                            kind: LineKind::Delete,
+                            text: text(&l[1..]),
+                        });
+                        old_rem -= 1;
+                    }
+                    Some(b'+') if new_rem > 0 => {
+                        lines.push(HunkLine {
+                            kind: LineKind::Insert,
+                            text: text(&l[1..]),
+                        });
+                        new_rem -= 1;
+                    }
+                    Some(b'\\') => {
+                        Self::no_newline(&mut lines, i)?;
+                    }
+                    Some(b' ') | Some(b'\n') | Some(b'-') | Some(b'+') => {
+                        return Err(Self::err(
+                            i,
+                            format!(
+                                "hunk at line {} has more lines than its header says",
+                                header_idx + 1
+                            ),
+                        ))
+                    }
+                    _ => {
+                        return Err(Self::err(
+                            i,
+                            format!(
+                            "unexpected line in hunk at line {} ({} old and {} new lines missing)",
+                            header_idx + 1,
+                            old_rem,
+                            new_rem
+                        ),
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            if i < n && self.lines[i].starts_with(b"\\") {
+                Self::no_newline(&mut lines, i)?;
+                i += 1;
+            }
+            out.push(Hunk {
+                old_start,
+                old_len,
+                new_start,
+                new_len,
+                section,
+                lines,
+                line: header_idx + 1,
+            });
+        }
+        Ok((out, i))
+    }
+
+    fn no_newline(lines: &mut [HunkLine], i: usize) -> Result<()> {
+        match lines.last_mut() {
+            Some(last) if last.text.ends_with(b"\n") => {
+                last.text.pop();
+                Ok(())
+            }
+            _ => Err(Self::err(
+                i,
+                "'\\ No newline' marker without a line before it",
+            )),
+        }
+    }
+
+    /// Parses the blocks after `GIT binary patch`, starting at `i`.
+    fn binary(&self, mut i: usize) -> Result<(BinaryPatch, usize)> {
+        let forward = self.binary_hunk(&mut i)?.ok_or_else(|| {
+            Self::err(
+                i,
+                "expected 'literal <size>' or 'delta <size>' after 'GIT binary patch'",
+            )
+        })?;
+        let reverse = self.binary_hunk(&mut i)?;
+        Ok((BinaryPatch::Data { forward, reverse }, i))
+    }
+
+    fn binary_hunk(&self, i: &mut usize) -> Result<Option<BinaryHunk>> {
+        let n = self.lines.len();
+        if *i >= n {
+            return Ok(None);
+        }
+        let l = trim_eol(self.lines[*i]);
+        let (kind, size) = if let Some(v) = l.strip_prefix(b"literal ") {
+            (BinaryKind::Literal, v)
+        } else if let Some(v) = l.strip_prefix(b"delta ") {
+            (BinaryKind::Delta, v)
+        } else {
+            return Ok(None);
+        };
+        let header_idx = *i;
+        let size: u64 = std::str::from_utf8(size)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Self::err(header_idx, "bad binary hunk size"))?;
+        if size > MAX_BINARY_SIZE {
+            return Err(Self::err(header_idx, "binary hunk too large"));
+        }
+        *i += 1;
+        let mut deflated = Vec::new();
+        loop {
+            if *i >= n {
+                break;
+            }
+            let l = trim_eol(self.lines[*i]);
+            if l.is_empty() {
+                *i += 1;
+                break;
+            }
+            decode_base85_line(l, &mut deflated)
+                .map_err(|why| Self::err(*i, format!("corrupt binary patch: {why}")))?;
+            *i += 1;
+        }
+        let mut data = Vec::new();
+        let mut dec = flate2::read::ZlibDecoder::new(&deflated[..]).take(size + 1);
+        dec.read_to_end(&mut data).map_err(|e| {
+            Self::err(
+                header_idx,
+                format!("corrupt binary patch: cannot inflate: {e}"),
+            )
+        })?;
+        if data.len() as u64 != size {
+            return Err(Self::err(
+                header_idx,
+                format!(
+                    "corrupt binary patch: inflates to {} bytes, header says {size}",
+                    data.len()
+                ),
+            ));
+        }
+        Ok(Some(BinaryHunk { kind, data }))
+    }
+
+    fn traditional_section(&self, start: usize) -> Result<(FilePatch, usize)> {
+        let minus_v = &trim_eol(self.lines[start])[4..];
+        let plus_v = &trim_eol(self.lines[start + 1])[4..];
+        let (minus, minus_rest) = Self::header_name(minus_v, start, true)?;
+        let (plus, plus_rest) = Self::header_name(plus_v, start + 1, true)?;
+        let i = start + 2;
+        if i >= self.lines.len() || !self.lines[i].starts_with(b"@@ -") {
+            return Err(Self::err(
+                i.min(self.lines.len()),
+                "expected a hunk ('@@ -') after the '---'/'+++' header",
+            ));
+        }
+        let (hunks, next) = self.hunks(i)?;
+        let old_gone = minus.is_none()
+            || (is_epoch(minus_rest) && hunks.iter().all(|h| h.old_start == 0 && h.old_len == 0));
+        let new_gone = plus.is_none()
+            || (is_epoch(plus_rest) && hunks.iter().all(|h| h.new_start == 0 && h.new_len == 0));
+        if old_gone && new_gone {
+            return Err(Self::err(start, "both file names are /dev/null"));
+        }
+        let strip = |nm: &[u8]| strip_components(nm, self.strip).map(<[u8]>::to_vec);
+        let m = minus.as_deref().and_then(strip);
+        let p = plus.as_deref().and_then(strip);
+        // git's rule: prefer the second name unless the first is a prefix of it.
+        let chosen: Vec<u8> = match (old_gone, new_gone, m, p) {
+            (true, _, _, Some(p)) => p,
+            (_, true, Some(m), _) => m,
+            (_, _, Some(m), Some(p)) => {
+                if m.len() < p.len() && p.starts_with(&m) {
+                    m
+                } else {
+                    p
+                }
+            }
+            (_, _, Some(m), None) => m,
+            (_, _, None, Some(p)) => p,
+            (_, _, None, None) => {
+                return Err(Self::err(
+                    start,
+                    "file names have too few components to strip",
+                ))
+            }
+        };
+        let path = self.path_from(&chosen, 0, start)?;
+        if old_gone && hunks.iter().any(|h| h.old_len != 0) {
+            return Err(Self::err(start, "new file patch depends on old contents"));
+        }
+        if new_gone && hunks.iter().any(|h| h.new_len != 0) {
+            return Err(Self::err(start, "deleted file patch still has contents"));
+        }
+        let fp = FilePatch {
+            old_path: (!old_gone).then(|| path.clone()),
+            new_path: (!new_gone).then_some(path),
+            old_mode: None,
+            new_mode: None,
+            old_oid: None,
+            new_oid: None,
+            is_rename: false,
+            is_copy: false,
+            similarity: None,
+            is_git: false,
+            hunks,
+            binary: None,
+            line: start + 1,
+        };
+        Ok((fp, next))
+    }
+
+    /// `Binary files A and B differ` outside a git header (from `diff -r`).
+    fn traditional_binary(&self, i: usize) -> Result<FilePatch> {
+        let l = trim_eol(self.lines[i]);
+        let body = l
+            .strip_prefix(b"Binary files ")
+            .and_then(|r| r.strip_suffix(b" differ"))
+            .ok_or_else(|| Self::err(i, "cannot read the names in 'Binary files … differ'"))?;
+        let sep = body
+            .windows(5)
+            .position(|w| w == b" and ")
+            .ok_or_else(|| Self::err(i, "cannot read the names in 'Binary files … differ'"))?;
+        let (a, b) = (&body[..sep], &body[sep + 5..]);
+        let old_gone = a == b"/dev/null";
+        let new_gone = b == b"/dev/null";
+        let name = if new_gone { a } else { b };
+        let path = self.path_from(name, self.strip, i)?;
+        Ok(FilePatch {
+            old_path: (!old_gone).then(|| path.clone()),
+            new_path: (!new_gone).then_some(path),
+            old_mode: None,
+            new_mode: None,
+            old_oid: None,
+            new_oid: None,
+            is_rename: false,
+            is_copy: false,
+            similarity: None,
+            is_git: false,
+            hunks: Vec::new(),
+            binary: Some(BinaryPatch::NoData),
+            line: i + 1,
+        })
+    }
+}
+
+/// `@@ -a[,b] +c[,d] @@[ section]`
+fn parse_hunk_header(l: &[u8]) -> Option<(usize, usize, usize, usize, Vec<u8>)> {
+    let rest = l.strip_prefix(b"@@ -")?;
+    let (old, rest) = split_range(rest)?;
+    let rest = rest.strip_prefix(b" +")?;
+    let (new, rest) = split_range(rest)?;
+    let rest = rest.strip_prefix(b" @@")?;
+    let section = rest.strip_prefix(b" ").unwrap_or(rest).to_vec();
+    Some((old.0, old.1, new.0, new.1, section))
+}
+
+fn split_range(s: &[u8]) -> Option<((usize, usize), &[u8])> {
+    fn num(s: &[u8]) -> Option<(usize, &[u8])> {
+        let end = s
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(s.len());
+        if end == 0 || end > 12 {
+            return None;
+        }
+        let v = std::str::from_utf8(&s[..end]).ok()?.parse().ok()?;
+        Some((v, &s[end..]))
+    }
+    let (start, rest) = num(s)?;
+    if let Some(r) = rest.strip_prefix(b",") {
+        let (len, rest) = num(r)?;
+        Some(((start, len), rest))
+    } else {
+        Some(((start, 1), rest))
+    }
+}
+
+/// Whether a traditional header's timestamp is the epoch (used by `diff -N` for absent files).
+fn is_epoch(rest: &[u8]) -> bool {
+    let s = String::from_utf8_lossy(rest);
+    let s = s.trim();
+    s.starts_with("1970-01-01 00:00:00")
+        || s.starts_with("1969-12-31 ")
+        || s.contains("Jan  1 00:00:00 1970")
+        || s.contains("Dec 31 ") && s.ends_with(" 1969")
+}
+
+/// Finds a ` YYYY-MM-DD HH:MM:SS…` timestamp at the end of an unquoted traditional header value
+/// written without a TAB; returns the index where the name ends.
+fn timestamp_suffix(v: &[u8]) -> Option<usize> {
+    // Look for " dddd-dd-dd dd:dd:dd" and require it to run to the end of the line with only
+    // fraction/zone characters after it.
+    let pat_ok = |w: &[u8]| {
+        w.len() == 20
+            && w[0] == b' '
+            && w[1..5].iter().all(u8::is_ascii_digit)
+            && w[5] == b'-'
+            && w[6..8].iter().all(u8::is_ascii_digit)
+            && w[8] == b'-'
+            && w[9..11].iter().all(u8::is_ascii_digit)
+            && w[11] == b' '
+            && w[12..14].iter().all(u8::is_ascii_digit)
+            && w[14] == b':'
+            && w[15..17].iter().all(u8::is_ascii_digit)
+            && w[17] == b':'
+            && w[18..20].iter().all(u8::is_ascii_digit)
+    };
+    if v.len() < 21 {
+        return None;
+    }
+    (0..=v.len() - 20).rev().find(|&k| {
+        k > 0
+            && pat_ok(&v[k..k + 20])
+            && v[k + 20..]
+                .iter()
+                .all(|c| c.is_ascii_digit() || b" .+-".contains(c))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base85_roundtrip_known() {
+        // "hello" deflated by git: just check decode of a line encoding 4 zero bytes.
+        let mut out = Vec::new();
+        decode_base85_line(b"D00000", &mut out).unwrap();
+        assert_eq!(out, [0, 0, 0, 0]);
+        let mut out = Vec::new();
+        assert!(decode_base85_line(b"E00000", &mut out).is_err());
+        assert!(decode_base85_line(b"D0000", &mut out).is_err());
+        assert!(decode_base85_line(b"D~~~~~", &mut out).is_err());
+    }
+
+    #[test]
+    fn strip() {
+        assert_eq!(strip_components(b"a/b/c", 1), Some(&b"b/c"[..]));
+        assert_eq!(strip_components(b"a//b", 1), Some(&b"b"[..]));
+        assert_eq!(strip_components(b"abc", 1), None);
+        assert_eq!(strip_components(b"abc", 0), Some(&b"abc"[..]));
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(
+            timestamp_suffix(b"foo bar 2024-01-02 03:04:05.123456789 +0100"),
+            Some(7)
+        );
+        assert_eq!(timestamp_suffix(b"foo"), None);
+        assert!(is_epoch(b"1970-01-01 00:00:00.000000000 +0000"));
+    }
+
+    #[test]
+    fn hunk_header() {
+        assert_eq!(
+            parse_hunk_header(b"@@ -1,2 +3 @@ fn x"),
+            Some((1, 2, 3, 1, b"fn x".to_vec()))
+        );
+        assert_eq!(parse_hunk_header(b"@@ -1,2 +3 @"), None);
+        assert_eq!(parse_hunk_header(b"@@ -a +3 @@"), None);
+    }
+}

@@ -116,7 +116,8 @@ pub fn write_pending(
         let pre = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.pre")))?;
         let tmp = path_in_session_base(
             session_dir,
-            &dir.as_path().join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
+            &dir.as_path()
+                .join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
         )?;
         layout::create_dir_all(&tmp)?;
         let filled = (|| {
@@ -129,13 +130,14 @@ pub fn write_pending(
                 }
                 let dst = tmp.child(rel);
                 match kind {
-                    NodeKind::Symlink => layout::create_symlink(
-                        Path::new(std::ffi::OsStr::from_bytes(&data)),
-                        &dst,
-                    )?,
-                    NodeKind::File { executable } => {
-                        layout::write_file_replace(&dst, &data, if executable { 0o755 } else { 0o644 })?
+                    NodeKind::Symlink => {
+                        layout::create_symlink(Path::new(std::ffi::OsStr::from_bytes(&data)), &dst)?
                     }
+                    NodeKind::File { executable } => layout::write_file_replace(
+                        &dst,
+                        &data,
+                        if executable { 0o755 } else { 0o644 },
+                    )?,
                 }
             }
             layout::remove_tree(&pre)?;
@@ -224,7 +226,10 @@ pub fn find(root: &Path, id: &str) -> Result<PendingEntry> {
             id: id.to_string(),
             reason: format!("no pending patch with this id under {}", root.display()),
         }),
-        1 => Ok(matches.into_iter().next().expect("len is 1")),
+        1 => matches.into_iter().next().ok_or_else(|| Error::Pending {
+            id: id.to_string(),
+            reason: "vanished".into(),
+        }),
         n => Err(Error::Pending {
             id: id.to_string(),
             reason: format!("{n} pending patches match; use the full <session>/<delegation> id"),
@@ -239,24 +244,35 @@ pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
     let session_dir = root
         .canonicalize()
         .ctx("resolve root", root)?
-        .join(&e.meta_session_or_id());
-    let d = e.id.rsplit('/').next().unwrap_or_default().to_string();
+        .join(e.session());
+    let d = e.delegation().to_string();
     let pdir = Path::new(PENDING_DIR);
-    layout::remove_file(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.patch")))?)?;
-    layout::remove_file(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.meta")))?)?;
-    layout::remove_tree(&path_in_session_base(&session_dir, &pdir.join(format!("{d}.pre")))?)?;
+    layout::remove_file(&path_in_session_base(
+        &session_dir,
+        &pdir.join(format!("{d}.patch")),
+    )?)?;
+    layout::remove_file(&path_in_session_base(
+        &session_dir,
+        &pdir.join(format!("{d}.meta")),
+    )?)?;
+    layout::remove_tree(&path_in_session_base(
+        &session_dir,
+        &pdir.join(format!("{d}.pre")),
+    )?)?;
     let p = path_in_session_base(&session_dir, pdir)?;
-    if layout::remove_empty_dir(&p)? && !session_dir.join("session.lock").exists() {
+    // A session without its lock file has ended; once its last pending patch is gone, so
+    // is the session directory.
+    if layout::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
+        layout::remove_file(&path_in_session_base(
+            &session_dir,
+            Path::new(layout::META_FILE),
+        )?)?;
         layout::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
     }
     Ok(())
 }
 
 impl PendingEntry {
-    fn meta_session_or_id(&self) -> String {
-        self.id.split('/').next().unwrap_or_default().to_string()
-    }
-
     /// The session id part of the entry's id.
     pub fn session(&self) -> &str {
         self.id.split('/').next().unwrap_or_default()

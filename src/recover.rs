@@ -12,14 +12,14 @@ use std::fs;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
+use crate::base::Base;
 use crate::diff;
+use crate::diff::BaseSource;
 use crate::error::{Error, Result};
 use crate::layout::{self, path_in_session_base};
 use crate::pending::{self, PendingMeta};
 use crate::relpath::RelPath;
 use crate::select;
-use crate::base::Base;
-use crate::diff::BaseSource;
 use crate::snapshot::NodeKind;
 
 /// What [`prune`] did.
@@ -138,7 +138,11 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let base_dir = dir.join(crate::manager::BASE_DIR);
     let repo = select::discover_repo(&project).ok().flatten();
     let base = if base_dir.is_dir() {
-        match Base::load(dir, base_dir.clone(), repo.as_ref().map(|r| r.git_dir.as_path())) {
+        match Base::load(
+            dir,
+            base_dir.clone(),
+            repo.as_ref().map(|r| r.git_dir.as_path()),
+        ) {
             Ok(b) => Some(b),
             Err(e) => {
                 // Without the base nothing can be diffed: leave the session for a later try.

@@ -214,8 +214,8 @@ pub fn copy_tree(
                         }
                     }
                 }
-                let d = done.fetch_add((end - start) as u64, Ordering::Relaxed)
-                    + (end - start) as u64;
+                let d =
+                    done.fetch_add((end - start) as u64, Ordering::Relaxed) + (end - start) as u64;
                 if let Some(cb) = progress {
                     cb(Progress {
                         files_done: d,

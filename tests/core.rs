@@ -49,7 +49,11 @@ fn populate(p: &Path) {
     write(p, "README.md", b"# demo\n\nline a\nline b\nline c\n");
     write(p, "src/main.c", b"int main(void) {\n  return 0;\n}\n");
     for i in 0..40 {
-        write(p, &format!("src/lib/f{i}.txt"), format!("file {i}\n").repeat(20).as_bytes());
+        write(
+            p,
+            &format!("src/lib/f{i}.txt"),
+            format!("file {i}\n").repeat(20).as_bytes(),
+        );
     }
     write(p, "run.sh", b"#!/bin/sh\necho hi\n");
     chmod(p, "run.sh", 0o755);
@@ -60,7 +64,13 @@ fn populate(p: &Path) {
     write(p, "with space.txt", b"spaced\n");
     write(p, "quo\"te.txt", b"quote\n");
     write(p, "caf\u{e9}.txt", "café\n".as_bytes());
-    write(p, "bin.dat", &(0..3000u32).map(|i| (i * 7 % 256) as u8).collect::<Vec<_>>());
+    write(
+        p,
+        "bin.dat",
+        &(0..3000u32)
+            .map(|i| (i * 7 % 256) as u8)
+            .collect::<Vec<_>>(),
+    );
     write(p, "gone/old.txt", b"to be deleted\n");
     symlink("README.md", p.join("link")).unwrap();
     symlink("src/main.c", p.join("flip")).unwrap();
@@ -69,7 +79,11 @@ fn populate(p: &Path) {
 
 /// Applies a spread of edits to a sandbox.
 fn edit(s: &Path) {
-    write(s, "README.md", b"# demo\n\nline a\nline B changed\nline c\nmore\n");
+    write(
+        s,
+        "README.md",
+        b"# demo\n\nline a\nline B changed\nline c\nmore\n",
+    );
     write(s, "src/new/deep/added.rs", b"fn added() {}\n");
     chmod(s, "tool.sh", 0o755);
     chmod(s, "run.sh", 0o644);
@@ -107,11 +121,19 @@ fn patch_reproduces_head_with_git_apply_and_project_untouched() {
     assert_eq!(content_view(&sb.path), content_view(&e.project));
     edit(&sb.path);
     let res = mgr.finalize_sandbox(&sb).unwrap();
-    assert_eq!(fingerprint(&e.project, true), before, "project must never be written");
+    assert_eq!(
+        fingerprint(&e.project, true),
+        before,
+        "project must never be written"
+    );
     let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
     assert_eq!(content_view(&applied), content_view(&sb.path));
 
-    let touched: Vec<String> = res.files_touched.iter().map(|p| p.display().to_string()).collect();
+    let touched: Vec<String> = res
+        .files_touched
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     for want in [
         "README.md",
         "src/new/deep/added.rs",
@@ -123,14 +145,22 @@ fn patch_reproduces_head_with_git_apply_and_project_untouched() {
         "flip",
         "tool.sh",
     ] {
-        assert!(touched.contains(&want.to_string()), "{want} missing from {touched:?}");
+        assert!(
+            touched.contains(&want.to_string()),
+            "{want} missing from {touched:?}"
+        );
     }
     assert!(res.added.contains(&PathBuf::from("src/lib/renamed.txt")));
     assert!(res.deleted.contains(&PathBuf::from("gone/old.txt")));
     assert!(res.modified.contains(&PathBuf::from("README.md")));
-    assert!(!touched.iter().any(|t| t.starts_with('/') || t.contains("d-t1")));
+    assert!(!touched
+        .iter()
+        .any(|t| t.starts_with('/') || t.contains("d-t1")));
     let text = res.patch_text();
-    assert!(!text.contains("/dev/null/"), "deleted files must not be reported as /dev/null");
+    assert!(
+        !text.contains("/dev/null/"),
+        "deleted files must not be reported as /dev/null"
+    );
     assert!(text.contains("old mode 100644\nnew mode 100755"));
     assert!(text.contains("GIT binary patch"));
     assert!(text.contains("\"a/caf\\303\\251.txt\""));
@@ -178,13 +208,19 @@ fn unchanged_sandbox_gives_empty_patch_and_index_lines_allow_3way() {
     // The user edits the project meanwhile; --3way finds the base blob by its id and merges.
     let work = e.scratch.join("work");
     fs::create_dir_all(&work).unwrap();
-    common::git(&e.scratch, &["clone", "-q", e.project.to_str().unwrap(), "work"]);
+    common::git(
+        &e.scratch,
+        &["clone", "-q", e.project.to_str().unwrap(), "work"],
+    );
     write(&work, "a.txt", b"ONE\ntwo\nthree\n");
     common::git_commit_all(&work);
     let pf = e.scratch.join("p.patch");
     fs::write(&pf, &res.patch).unwrap();
     common::git(&work, &["apply", "--3way", pf.to_str().unwrap()]);
-    assert_eq!(fs::read(work.join("a.txt")).unwrap(), b"ONE\ntwo\nthree\nfour\n");
+    assert_eq!(
+        fs::read(work.join("a.txt")).unwrap(),
+        b"ONE\ntwo\nthree\nfour\n"
+    );
 }
 
 #[test]
@@ -196,7 +232,11 @@ fn ignored_outputs_stay_out_of_patch() {
     git_init(&e.project);
     common::git(&e.project, &["add", "-f", "."]);
     common::git(&e.project, &["commit", "-qm", "c"]);
-    write(&e.project, "target/debug/out", b"untracked ignored, not snapshotted\n");
+    write(
+        &e.project,
+        "target/debug/out",
+        b"untracked ignored, not snapshotted\n",
+    );
     let mgr = manager(&e);
     let sb = mgr.create_sandbox("b", None).unwrap();
     assert!(sb.path.join("tracked.log").exists());
@@ -228,7 +268,10 @@ fn chained_sandbox_is_cumulative_against_base() {
     assert_eq!(fs::read(second.path.join("a.txt")).unwrap(), b"A\n");
     write(&second.path, "b.txt", b"B\n");
     let res = mgr.finalize_sandbox(&second).unwrap();
-    assert_eq!(res.files_touched, vec![PathBuf::from("a.txt"), PathBuf::from("b.txt")]);
+    assert_eq!(
+        res.files_touched,
+        vec![PathBuf::from("a.txt"), PathBuf::from("b.txt")]
+    );
     let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
     assert_eq!(content_view(&applied), content_view(&second.path));
     // The predecessor is unaffected by its successor.
@@ -266,7 +309,10 @@ fn bad_ids_and_reuse_are_errors() {
         assert!(matches!(err, Error::InvalidId { .. }), "{bad:?}: {err}");
     }
     mgr.create_sandbox("dup", None).unwrap();
-    assert!(matches!(mgr.create_sandbox("dup", None), Err(Error::IdInUse { .. })));
+    assert!(matches!(
+        mgr.create_sandbox("dup", None),
+        Err(Error::IdInUse { .. })
+    ));
     assert!(!e.root.join("x").exists());
 }
 
@@ -284,14 +330,23 @@ fn discard_is_idempotent_and_refuses_outside_paths() {
     write(&victim, "keep.txt", b"precious\n");
     let mut evil = sb.clone();
     evil.path = victim.clone();
-    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    assert!(matches!(
+        mgr.discard_sandbox(&evil),
+        Err(Error::Containment { .. })
+    ));
     evil.path = mgr.session_base().join("d-d/../../../scratch/victim");
-    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    assert!(matches!(
+        mgr.discard_sandbox(&evil),
+        Err(Error::Containment { .. })
+    ));
     // Sibling-prefix trap: <session>-backup is not inside <session>.
     let sibling = PathBuf::from(format!("{}-backup", mgr.session_base().display()));
     write(&sibling, "keep.txt", b"precious\n");
     evil.path = sibling.clone();
-    assert!(matches!(mgr.discard_sandbox(&evil), Err(Error::Containment { .. })));
+    assert!(matches!(
+        mgr.discard_sandbox(&evil),
+        Err(Error::Containment { .. })
+    ));
     evil.path = mgr.session_base().join("base");
     assert!(mgr.discard_sandbox(&evil).is_err());
     assert!(victim.join("keep.txt").exists());
@@ -310,7 +365,10 @@ fn symlinked_sandbox_or_pending_dir_is_refused() {
     // d-s replaced by a link pointing outside.
     fs::remove_dir_all(&sb.path).unwrap();
     symlink(&victim, &sb.path).unwrap();
-    assert!(matches!(mgr.discard_sandbox(&sb), Err(Error::Containment { .. })));
+    assert!(matches!(
+        mgr.discard_sandbox(&sb),
+        Err(Error::Containment { .. })
+    ));
     assert!(victim.join("keep.txt").exists());
     // pending/ replaced by a link pointing outside.
     symlink(&victim, mgr.session_base().join("pending")).unwrap();
@@ -399,20 +457,29 @@ fn completion_routing_defaults_to_pending() {
         match id {
             "accept" => assert_eq!(c.routed, Routed::Accepted),
             _ => {
-                let Routed::Pending(p) = &c.routed else { panic!("{id}: {:?}", c.routed) };
+                let Routed::Pending(p) = &c.routed else {
+                    panic!("{id}: {:?}", c.routed)
+                };
                 assert_eq!(fs::read(p).unwrap(), c.result.patch);
             }
         }
     }
     let sb = mgr.create_sandbox("nochange", None).unwrap();
-    assert_eq!(mgr.complete_sandbox(&sb, None).unwrap().routed, Routed::Unchanged);
+    assert_eq!(
+        mgr.complete_sandbox(&sb, None).unwrap().routed,
+        Routed::Unchanged
+    );
 }
 
 #[test]
 fn eight_threads_on_one_manager() {
     let e = env();
     for i in 0..50 {
-        write(&e.project, &format!("f{i}.txt"), format!("{i}\n").as_bytes());
+        write(
+            &e.project,
+            &format!("f{i}.txt"),
+            format!("{i}\n").as_bytes(),
+        );
     }
     let before = fingerprint(&e.project, true);
     let mgr = Arc::new(manager(&e));
@@ -515,7 +582,10 @@ fn dead_session_is_recovered_live_one_untouched() {
     assert!(text.contains("+dead work"));
     // The live session is untouched.
     assert!(live_sb.path.join("a.txt").exists());
-    assert_eq!(live.finalize_sandbox(&live_sb).unwrap().files_touched.len(), 1);
+    assert_eq!(
+        live.finalize_sandbox(&live_sb).unwrap().files_touched.len(),
+        1
+    );
     // Pending patches are never pruned.
     patchbox::recover::prune(&e.root).unwrap();
     assert_eq!(patchbox::pending::list(&e.root).unwrap().len(), 1);
@@ -544,14 +614,26 @@ fn clean_tracked_files_are_served_from_the_object_store() {
     let sb = mgr.create_sandbox("s", None).unwrap();
     assert_eq!(content_view(&sb.path), content_view(&e.project));
     let base_files: Vec<_> = content_view(&sb.base_dir).into_keys().collect();
-    assert_eq!(base_files, vec![b"dirty.txt".to_vec()], "only the untracked file is copied");
+    assert_eq!(
+        base_files,
+        vec![b"dirty.txt".to_vec()],
+        "only the untracked file is copied"
+    );
     write(&sb.path, "dir/b.txt", b"BETA\n");
     let res = mgr.finalize_sandbox(&sb).unwrap();
     assert_eq!(res.files_touched, vec![PathBuf::from("dir/b.txt")]);
-    assert_eq!(fs::read(sb.base_dir.join("dir/b.txt")).unwrap(), b"beta\n", "pre-image materialized");
+    assert_eq!(
+        fs::read(sb.base_dir.join("dir/b.txt")).unwrap(),
+        b"beta\n",
+        "pre-image materialized"
+    );
     let applied = git_apply_copy(&e.project, &res.patch, &e.scratch);
     assert_eq!(content_view(&applied), content_view(&sb.path));
-    assert_eq!(fingerprint(&e.project, true), before, "repository and tree untouched");
+    assert_eq!(
+        fingerprint(&e.project, true),
+        before,
+        "repository and tree untouched"
+    );
 }
 
 #[test]

@@ -25,7 +25,14 @@ pub fn fingerprint(root: &Path, with_git: bool) -> Fingerprint {
         }
         let m = fs::symlink_metadata(e.path()).unwrap();
         let (kind, content) = if m.file_type().is_symlink() {
-            ("link", fs::read_link(e.path()).unwrap().as_os_str().as_bytes().to_vec())
+            (
+                "link",
+                fs::read_link(e.path())
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+            )
         } else if m.is_dir() {
             ("dir", Vec::new())
         } else if m.is_file() {
@@ -33,7 +40,11 @@ pub fn fingerprint(root: &Path, with_git: bool) -> Fingerprint {
         } else {
             ("special", Vec::new())
         };
-        let mtime = if m.is_dir() { (0, 0) } else { (m.mtime(), m.mtime_nsec()) };
+        let mtime = if m.is_dir() {
+            (0, 0)
+        } else {
+            (m.mtime(), m.mtime_nsec())
+        };
         out.insert(
             rel.as_os_str().as_bytes().to_vec(),
             (kind.to_string(), m.mode(), content, mtime.0, mtime.1),
@@ -66,7 +77,14 @@ pub fn chmod(root: &Path, rel: &str, mode: u32) {
 pub fn git(dir: &Path, args: &[&str]) -> std::process::Output {
     let home = dir.join(".git-test-home-unused");
     let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "core.autocrlf=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("HOME", &home)
@@ -114,7 +132,10 @@ pub fn git_apply_copy(base: &Path, patch: &[u8], scratch: &Path) -> PathBuf {
     git_init(&dir);
     let pf = scratch.join(format!("p-{}.patch", ulid::Ulid::new()));
     fs::write(&pf, patch).unwrap();
-    git(&dir, &["apply", "--whitespace=nowarn", pf.to_str().unwrap()]);
+    git(
+        &dir,
+        &["apply", "--whitespace=nowarn", pf.to_str().unwrap()],
+    );
     fs::remove_dir_all(dir.join(".git")).unwrap();
     dir
 }

@@ -1,0 +1,294 @@
+//! The `patchbox` command line, end to end: run, pending, sessions, errors, and a kill -9.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_patchbox"))
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("root");
+    write(&project, "a.txt", b"one\n");
+    write(&project, "src/b.txt", b"two\n");
+    (tmp, project, root)
+}
+
+fn run(project: &Path, root: &Path, extra: &[&str], cmd: &str) -> Output {
+    bin()
+        .arg("run")
+        .arg("--project")
+        .arg(project)
+        .arg("--root")
+        .arg(root)
+        .args(extra)
+        .args(["--", "sh", "-c", cmd])
+        .output()
+        .unwrap()
+}
+
+fn only_empty_dirs(root: &Path) -> bool {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .all(|e| e.unwrap().file_type().is_dir())
+}
+
+#[test]
+fn run_prints_the_patch_and_leaves_nothing_behind() {
+    let (tmp, project, root) = setup();
+    let before = fingerprint(&project, true);
+    let out = run(
+        &project,
+        &root,
+        &[],
+        "echo changed > a.txt; echo new > c.txt; echo to-stdout; test \"$PATCHBOX_SANDBOX\" = \"$PWD\"; exit 3",
+    );
+    assert_eq!(out.status.code(), Some(3), "exit status is the command's");
+    let patch = String::from_utf8(out.stdout).unwrap();
+    assert!(patch.starts_with("diff --git a/a.txt b/a.txt"), "{patch}");
+    assert!(patch.contains("+changed") && patch.contains("+++ b/c.txt"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("to-stdout"),
+        "CMD's stdout goes to stderr"
+    );
+    assert_eq!(fingerprint(&project, true), before);
+    assert!(only_empty_dirs(&root));
+    let applied = git_apply_copy(&project, patch.as_bytes(), tmp.path());
+    assert_eq!(fs::read(applied.join("c.txt")).unwrap(), b"new\n");
+}
+
+#[test]
+fn run_with_out_and_pending_then_pending_commands() {
+    let (tmp, project, root) = setup();
+    let out_file = tmp.path().join("out.patch");
+    let out = run(
+        &project,
+        &root,
+        &["--out", out_file.to_str().unwrap()],
+        "echo x >> a.txt",
+    );
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(fs::read_to_string(&out_file).unwrap().contains("+x"));
+
+    let out = run(
+        &project,
+        &root,
+        &["--pending", "--id", "job-1"],
+        "echo y >> a.txt",
+    );
+    assert!(out.status.success());
+    let id = String::from_utf8(out.stderr)
+        .unwrap()
+        .trim()
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(id.ends_with("/job-1"), "{id}");
+    let list = bin()
+        .args(["pending", "list", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let list = String::from_utf8(list.stdout).unwrap();
+    assert_eq!(list.lines().count(), 1);
+    assert!(list.starts_with(&id), "id first: {list}");
+    let show = bin()
+        .args(["pending", "show", "--root"])
+        .arg(&root)
+        .arg(&id)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(show.stdout).unwrap().contains("+y"));
+    // A unique delegation id works too.
+    let show = bin()
+        .args(["pending", "show", "--root"])
+        .arg(&root)
+        .arg("job-1")
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    let drop = bin()
+        .args(["pending", "drop", "--root"])
+        .arg(&root)
+        .arg(&id)
+        .output()
+        .unwrap();
+    assert!(drop.status.success());
+    let list = bin()
+        .args(["pending", "list", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(list.stdout.is_empty());
+    assert!(only_empty_dirs(&root));
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let (tmp, project, root) = setup();
+    let cases: Vec<Vec<String>> = vec![
+        vec![
+            "run".into(),
+            "--project".into(),
+            tmp.path().join("missing").display().to_string(),
+            "--root".into(),
+            root.display().to_string(),
+            "--".into(),
+            "true".into(),
+        ],
+        vec![
+            "run".into(),
+            "--project".into(),
+            project.display().to_string(),
+            "--root".into(),
+            root.display().to_string(),
+            "--id".into(),
+            "../x".into(),
+            "--".into(),
+            "true".into(),
+        ],
+        vec![
+            "pending".into(),
+            "show".into(),
+            "--root".into(),
+            root.display().to_string(),
+            "nope".into(),
+        ],
+        vec![
+            "pending".into(),
+            "drop".into(),
+            "--root".into(),
+            root.display().to_string(),
+            "nope".into(),
+        ],
+    ];
+    for args in cases {
+        let out = bin().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("patchbox: "), "{err}");
+        assert!(!err.contains("panicked") && !err.contains("backtrace"));
+    }
+    assert!(!tmp.path().join("x").exists());
+}
+
+fn wait_for(p: &Path) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {}",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn kill_9_mid_command_recovers_the_work_as_pending() {
+    let (tmp, project, root) = setup();
+    let before = fingerprint(&project, true);
+    // A live session of another engine on the same root must stay untouched.
+    let live = patchbox::SandboxManager::with_options(
+        &project,
+        patchbox::Options {
+            root: Some(root.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let live_sb = live.create_sandbox("live", None).unwrap();
+    write(&live_sb.path, "a.txt", b"live edit\n");
+
+    let ready = tmp.path().join("ready");
+    let pidfile = tmp.path().join("child.pid");
+    let script = format!(
+        "echo recovered-work > new.txt; echo more >> a.txt; echo $$ > {}; touch {}; exec sleep 60",
+        pidfile.display(),
+        ready.display()
+    );
+    let mut child = bin()
+        .arg("run")
+        .arg("--project")
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .args(["--id", "crashy", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&ready);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    // The tool still runs and holds the session's lock: the session is alive, not pruned.
+    let report = patchbox::recover::prune(&root).unwrap();
+    assert!(report.recovered.is_empty());
+    let tool_pid: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(tool_pid, libc::SIGKILL) };
+    let t = Instant::now();
+    let report = loop {
+        let r = patchbox::recover::prune(&root).unwrap();
+        if !r.recovered.is_empty() || t.elapsed() > Duration::from_secs(10) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(report.recovered.len(), 1, "{report:?}");
+
+    let list = bin()
+        .args(["pending", "list", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let list = String::from_utf8(list.stdout).unwrap();
+    assert!(
+        list.contains("/crashy\t") && list.contains("recovered"),
+        "{list}"
+    );
+    let patch = fs::read(&report.recovered[0]).unwrap();
+    let applied = git_apply_copy(&project, &patch, tmp.path());
+    assert_eq!(
+        fs::read(applied.join("new.txt")).unwrap(),
+        b"recovered-work\n"
+    );
+    assert_eq!(fs::read(applied.join("a.txt")).unwrap(), b"one\nmore\n");
+    // Stale sandboxes are gone; the live session is untouched; the project too.
+    let sessions = bin()
+        .args(["sessions", "list", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let sessions = String::from_utf8(sessions.stdout).unwrap();
+    assert!(
+        sessions.lines().any(|l| l.contains("\tlive\t")),
+        "{sessions}"
+    );
+    assert!(
+        !sessions
+            .lines()
+            .any(|l| l.contains("\tdead\t") && !l.contains("0 sandbox")),
+        "{sessions}"
+    );
+    assert_eq!(
+        fs::read(live_sb.path.join("a.txt")).unwrap(),
+        b"live edit\n"
+    );
+    assert_eq!(fingerprint(&project, true), before);
+}
