@@ -2991,8 +2991,14 @@ mod txn {
         for op in ops {
             if let Some(parent) = op.path.rel().parent() {
                 if synced.insert(parent.clone()) {
-                    let p = contained::check(root, &parent, &none)?;
-                    contained::sync_dir(root, Some(&p))?;
+                    // A parent of a removed file may itself be gone, replaced by a symlink the
+                    // patch created: nothing to sync there (the root is synced below).
+                    let synced_dir = contained::check(root, &parent, &none)
+                        .and_then(|p| contained::sync_dir(root, Some(&p)));
+                    match synced_dir {
+                        Ok(()) | Err(Error::Containment { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
             }
         }

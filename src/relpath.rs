@@ -62,6 +62,14 @@ impl RelPath {
     /// Builds a `RelPath` from raw bytes with `/` separators (as stored in a git index or a
     /// patch header).
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        // Fast path for the common, already-normal form (one allocation): no empty, `.` or
+        // `..` component and no leading or trailing `/`.
+        let normal = !b.is_empty()
+            && b.split(|&c| c == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b"..");
+        if normal {
+            return Ok(RelPath(PathBuf::from(OsStr::from_bytes(b))));
+        }
         RelPath::new(Path::new(OsStr::from_bytes(b)))
     }
 
@@ -100,5 +108,24 @@ impl AsRef<Path> for RelPath {
 impl std::fmt::Display for RelPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_bytes_accepts_normal_and_normalizes_or_refuses_the_rest() {
+        assert_eq!(RelPath::from_bytes(b"a/b").unwrap().as_bytes(), b"a/b");
+        assert_eq!(RelPath::from_bytes(b"a//b/").unwrap().as_bytes(), b"a/b");
+        assert_eq!(RelPath::from_bytes(b"./a").unwrap().as_bytes(), b"a");
+        assert_eq!(
+            RelPath::from_bytes(b"caf\xc3\xa9\xff").unwrap().as_bytes(),
+            b"caf\xc3\xa9\xff"
+        );
+        for bad in [&b""[..], b".", b"..", b"/a", b"a/../b", b"a/.."] {
+            assert!(RelPath::from_bytes(bad).is_err(), "{bad:?}");
+        }
     }
 }
