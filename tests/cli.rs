@@ -292,3 +292,36 @@ fn kill_9_mid_command_recovers_the_work_as_pending() {
     );
     assert_eq!(fingerprint(&project, true), before);
 }
+
+#[test]
+fn snapshot_honours_gitignore_without_a_git_binary() {
+    let (tmp, project, root) = setup();
+    write(&project, ".gitignore", b"*.log\n");
+    write(&project, "build.log", b"ignored\n");
+    common::git_init(&project);
+    common::git(&project, &["add", "a.txt", ".gitignore"]);
+    common::git(&project, &["commit", "-qm", "c"]);
+    let empty_path = tmp.path().join("no-bin");
+    fs::create_dir_all(&empty_path).unwrap();
+    let out = bin()
+        .arg("run")
+        .arg("--project")
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "test ! -e build.log && test -e src/b.txt && test ! -e .git",
+        ])
+        .env("PATH", &empty_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -686,3 +686,73 @@ fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
     let pre = pend[0].preimages.as_ref().unwrap();
     assert_eq!(fs::read(pre.join("dir/b.txt")).unwrap(), b"beta\n");
 }
+
+#[test]
+fn scoped_sandbox_swaps_and_restores_also_when_unwinding() {
+    use patchbox::guard::ScopedSandbox;
+    use std::sync::Mutex;
+    let log = Mutex::new(Vec::<PathBuf>::new());
+    {
+        let _g = ScopedSandbox::new(
+            Some(|p: &Path| log.lock().unwrap().push(p.to_path_buf())),
+            "/s",
+            "/o",
+        );
+        assert_eq!(*log.lock().unwrap(), vec![PathBuf::from("/s")]);
+    }
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![PathBuf::from("/s"), PathBuf::from("/o")]
+    );
+    log.lock().unwrap().clear();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _g = ScopedSandbox::new(
+            Some(|p: &Path| log.lock().unwrap().push(p.to_path_buf())),
+            "/s",
+            "/o",
+        );
+        panic!("tool failed");
+    }));
+    assert!(r.is_err());
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![PathBuf::from("/s"), PathBuf::from("/o")]
+    );
+    // No swap function: nothing happens; keep() leaves the sandbox in place.
+    let _ = ScopedSandbox::new(None::<fn(&Path)>, "/s", "/o");
+    log.lock().unwrap().clear();
+    ScopedSandbox::new(
+        Some(|p: &Path| log.lock().unwrap().push(p.to_path_buf())),
+        "/s",
+        "/o",
+    )
+    .keep();
+    assert_eq!(*log.lock().unwrap(), vec![PathBuf::from("/s")]);
+}
+
+#[test]
+fn progress_is_reported_while_snapshotting() {
+    let e = env();
+    for i in 0..300 {
+        write(&e.project, &format!("d{}/f{i}", i % 7), b"x\n");
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let mgr = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            progress: Some(Arc::new(move |p| s2.lock().unwrap().push(p))),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    mgr.create_sandbox("p", None).unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .any(|p| p.files_done == 300 && p.files_total == 300),
+        "{seen:?}"
+    );
+}
