@@ -180,6 +180,7 @@ pub struct SandboxManager {
     base: Mutex<Option<Arc<SessionBase>>>,
     sandboxes: Mutex<HashMap<String, Slot>>,
     keep: std::sync::atomic::AtomicBool,
+    removals: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl SandboxManager {
@@ -217,6 +218,7 @@ impl SandboxManager {
             base: Mutex::new(None),
             sandboxes: Mutex::new(HashMap::new()),
             keep: std::sync::atomic::AtomicBool::new(false),
+            removals: Mutex::new(Vec::new()),
         };
         if !options.no_prune_on_start {
             // Recovery problems must not stop the engine from working; they are retried by
@@ -623,7 +625,33 @@ impl SandboxManager {
             }
             map.remove(&info.delegation_id);
         }
-        layout::remove_tree(&p)
+        // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
+        // name at once (so the id is free and the tree is gone from view) and deleted by a
+        // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which
+        // pruning removes (it is discarded work, never recovered).
+        let trash =
+            self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
+        match std::fs::rename(p.as_path(), trash.as_path()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(_) => return layout::remove_tree(&p),
+        }
+        let in_thread = trash.clone();
+        let handle = std::thread::Builder::new()
+            .name("patchbox-remove".into())
+            .spawn(move || {
+                let _ = layout::remove_tree(&in_thread);
+            });
+        match handle {
+            Ok(h) => {
+                let mut removals = self.removals.lock();
+                removals.retain(|h| !h.is_finished());
+                removals.push(h);
+                Ok(())
+            }
+            // No thread to be had: remove here.
+            Err(_) => layout::remove_tree(&trash),
+        }
     }
 
     /// Stores `patch` as the pending patch of `delegation_id`, atomically (temporary file,
@@ -785,6 +813,9 @@ impl SandboxManager {
 
 impl Drop for SandboxManager {
     fn drop(&mut self) {
+        for h in self.removals.lock().drain(..) {
+            let _ = h.join();
+        }
         if !self.keep.load(std::sync::atomic::Ordering::SeqCst) {
             // Drop cannot report; a failure leaves files that the next prune recovers.
             let _ = self.cleanup();

@@ -186,7 +186,11 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(".creating-") || n.starts_with(".clock-"))
+                .filter(|n| {
+                    n.starts_with(".creating-")
+                        || n.starts_with(".clock-")
+                        || n.starts_with(".trash-")
+                })
                 .collect()
         })
         .unwrap_or_default();
