@@ -1,0 +1,314 @@
+// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi.rs): byte/path
+// conversions, rust::Error -> patchbox::Error, and the callback types the Rust side calls.
+#include "patchbox/sandbox.hpp"
+
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "patchbox/cpp/bridge.h"
+#include "patchbox/src/ffi.rs.h"
+#include "rust/cxx.h"
+
+namespace patchbox {
+namespace {
+
+using bridge::FfiCompletion;
+using bridge::FfiInfo;
+using bridge::FfiPath;
+using bridge::FfiResult;
+using Bytes = rust::Slice<const std::uint8_t>;
+
+/// Separates the kind from the message in a bridge error (see src/ffi.rs).
+constexpr char kKindSeparator = '\x1f';
+
+struct KindName {
+  ErrorKind kind;
+  const char* name;
+};
+
+constexpr KindName kKinds[] = {
+    {ErrorKind::Io, "io"},
+    {ErrorKind::Containment, "containment"},
+    {ErrorKind::InvalidId, "invalid_id"},
+    {ErrorKind::IdInUse, "id_in_use"},
+    {ErrorKind::UnknownSandbox, "unknown_sandbox"},
+    {ErrorKind::NotADirectory, "not_a_directory"},
+    {ErrorKind::Git, "git"},
+    {ErrorKind::PatchParse, "patch_parse"},
+    {ErrorKind::ApplyFailed, "apply_failed"},
+    {ErrorKind::Pending, "pending"},
+    {ErrorKind::Callback, "callback"},
+    {ErrorKind::Internal, "internal"},
+};
+
+ErrorKind kind_from(std::string_view name) {
+  for (const auto& k : kKinds) {
+    if (name == k.name) return k.kind;
+  }
+  return ErrorKind::Internal;
+}
+
+/// "<kind>\x1f<message>" -> patchbox::Error.
+Error from_rust(const rust::Error& e) {
+  std::string_view what(e.what());
+  auto sep = what.find(kKindSeparator);
+  if (sep == std::string_view::npos) return Error(ErrorKind::Internal, std::string(what));
+  return Error(kind_from(what.substr(0, sep)), std::string(what.substr(sep + 1)));
+}
+
+/// Runs @p f; whatever it throws leaves as patchbox::Error.
+template <class F>
+auto call(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const rust::Error& e) {
+    throw from_rust(e);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, e.what());
+  }
+}
+
+Bytes bytes(const std::string& s) {
+  return Bytes(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+}
+
+Bytes bytes(const std::filesystem::path& p) { return bytes(p.native()); }
+
+rust::Vec<std::uint8_t> to_vec(const std::string& s) {
+  rust::Vec<std::uint8_t> v;
+  v.reserve(s.size());
+  for (char c : s) v.push_back(static_cast<std::uint8_t>(c));
+  return v;
+}
+
+std::string str_of(const rust::Vec<std::uint8_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+std::filesystem::path path_of(const rust::Vec<std::uint8_t>& v) {
+  return std::filesystem::path(str_of(v));
+}
+
+std::vector<std::filesystem::path> paths_of(const rust::Vec<FfiPath>& v) {
+  std::vector<std::filesystem::path> out;
+  out.reserve(v.size());
+  for (const auto& p : v) out.push_back(path_of(p.bytes));
+  return out;
+}
+
+FfiInfo info_in(const SandboxInfo& i) {
+  return FfiInfo{to_vec(i.path.native()), to_vec(i.delegation_id), to_vec(i.base_dir.native())};
+}
+
+SandboxInfo info_out(const FfiInfo& i) {
+  return SandboxInfo{path_of(i.path), str_of(i.delegation_id), path_of(i.base_dir)};
+}
+
+SandboxResult result_in(const FfiResult& r) {
+  SandboxResult out;
+  out.patch = str_of(r.patch);
+  out.files_touched = paths_of(r.files_touched);
+  out.base_dir = path_of(r.base_dir);
+  out.head_dir = path_of(r.head_dir);
+  out.added = paths_of(r.added);
+  out.modified = paths_of(r.modified);
+  out.deleted = paths_of(r.deleted);
+  out.ignored = paths_of(r.ignored);
+  return out;
+}
+
+}  // namespace
+
+// ---- Error ---------------------------------------------------------------------------------
+
+const char* to_string(ErrorKind kind) noexcept {
+  for (const auto& k : kKinds) {
+    if (k.kind == kind) return k.name;
+  }
+  return "internal";
+}
+
+Error::Error(ErrorKind kind, const std::string& message)
+    : std::runtime_error(message), kind_(kind) {}
+
+Error::~Error() = default;
+
+// ---- the types Rust calls back -------------------------------------------------------------
+
+namespace bridge {
+
+ProgressSink::ProgressSink(std::function<void(const Progress&)> fn) : fn_(std::move(fn)) {}
+
+void ProgressSink::on_progress(std::uint64_t files_done, std::uint64_t files_total,
+                               std::uint64_t bytes_done) const noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fn_) fn_(Progress{files_done, files_total, bytes_done});
+  } catch (...) {
+    // A progress report is advisory: a throwing callback must not fail (or abort) the copy.
+  }
+}
+
+std::uint8_t Decider::decide(const FfiResult& result) const noexcept {
+  if (!fn_) return 1;
+  try {
+    seen_ = result_in(result);
+    return fn_(*seen_) == Decision::Accept ? 0 : 1;
+  } catch (...) {
+    return 2;
+  }
+}
+
+}  // namespace bridge
+
+// ---- SandboxManager ------------------------------------------------------------------------
+
+struct SandboxManager::Impl {
+  explicit Impl(rust::Box<bridge::Manager> m)
+      : mgr(std::move(m)),
+        project_dir(path_of(mgr->project_dir())),
+        session_base(path_of(mgr->session_base())),
+        session_id(std::string(mgr->session_id())) {}
+  // The Rust drop (remove sandboxes, keep pending, unlock) runs here, under catch_unwind.
+  ~Impl() { mgr->close(); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  rust::Box<bridge::Manager> mgr;
+  const std::filesystem::path project_dir;
+  const std::filesystem::path session_base;
+  const std::string session_id;
+};
+
+const SandboxManager::Impl& SandboxManager::impl() const {
+  if (!impl_) throw Error(ErrorKind::Internal, "use of a moved-from patchbox::SandboxManager");
+  return *impl_;
+}
+
+namespace {
+
+const std::filesystem::path kEmptyPath;
+const std::string kEmptyString;
+
+}  // namespace
+
+SandboxManager::SandboxManager(const std::filesystem::path& project_dir)
+    : SandboxManager(project_dir, Options{}) {}
+
+SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const Options& options) {
+  impl_ = call([&] {
+    std::unique_ptr<bridge::ProgressSink> sink;
+    if (options.progress) sink = std::make_unique<bridge::ProgressSink>(options.progress);
+    auto mgr = bridge::new_manager(bytes(project_dir), bytes(options.root), std::move(sink),
+                                   options.prune_on_start);
+    return std::make_unique<Impl>(std::move(mgr));
+  });
+}
+
+SandboxManager::~SandboxManager() = default;
+SandboxManager::SandboxManager(SandboxManager&& other) noexcept = default;
+SandboxManager& SandboxManager::operator=(SandboxManager&& other) noexcept = default;
+
+SandboxInfo SandboxManager::create_sandbox(const std::string& delegation_id,
+                                           const std::optional<SandboxInfo>& chain_from) {
+  return call([&] {
+    const Impl& im = impl();
+    FfiInfo chain = chain_from ? info_in(*chain_from) : FfiInfo{};
+    return info_out(im.mgr->create_sandbox(bytes(delegation_id), chain, chain_from.has_value()));
+  });
+}
+
+SandboxResult SandboxManager::finalize_sandbox(const SandboxInfo& info) {
+  return call([&] { return result_in(impl().mgr->finalize_sandbox(info_in(info))); });
+}
+
+void SandboxManager::discard_sandbox(const SandboxInfo& info) {
+  call([&] { impl().mgr->discard_sandbox(info_in(info)); });
+}
+
+std::filesystem::path SandboxManager::write_pending_patch(const std::string& delegation_id,
+                                                          const std::string& patch) {
+  return call([&] {
+    return path_of(impl().mgr->write_pending_patch(bytes(delegation_id), bytes(patch)));
+  });
+}
+
+Completion SandboxManager::complete_sandbox(const SandboxInfo& info,
+                                            std::function<Decision(const SandboxResult&)> decide) {
+  return call([&] {
+    const Impl& im = impl();
+    bridge::Decider decider(decide);
+    FfiCompletion c = im.mgr->complete_sandbox(info_in(info), decider);
+    Completion out;
+    auto seen = decider.take_seen();
+    out.result = seen ? std::move(*seen) : result_in(c.result);
+    switch (c.routed) {
+      case 0:
+        out.routed = Completion::Accepted;
+        break;
+      case 1:
+        out.routed = Completion::Pending;
+        out.pending_path = path_of(c.pending_path);
+        break;
+      default:
+        out.routed = Completion::Unchanged;
+        break;
+    }
+    return out;
+  });
+}
+
+const std::filesystem::path& SandboxManager::project_dir() const {
+  return impl_ ? impl_->project_dir : kEmptyPath;
+}
+
+const std::filesystem::path& SandboxManager::session_base() const {
+  return impl_ ? impl_->session_base : kEmptyPath;
+}
+
+const std::string& SandboxManager::session_id() const {
+  return impl_ ? impl_->session_id : kEmptyString;
+}
+
+// ---- ScopedSandbox -------------------------------------------------------------------------
+
+ScopedSandbox::ScopedSandbox(SwapDirFn swap_fn, void* user_data,
+                             const std::filesystem::path& sandbox_path,
+                             const std::filesystem::path& original_path)
+    : ScopedSandbox(swap_fn ? std::function<void(const std::filesystem::path&)>(
+                                  [swap_fn, user_data](const std::filesystem::path& p) {
+                                    swap_fn(p, user_data);
+                                  })
+                            : std::function<void(const std::filesystem::path&)>(),
+                    sandbox_path, original_path) {}
+
+ScopedSandbox::ScopedSandbox(std::function<void(const std::filesystem::path&)> swap,
+                             const std::filesystem::path& sandbox_path,
+                             const std::filesystem::path& original_path)
+    : swap_(std::move(swap)), sandbox_(sandbox_path), original_(original_path) {
+  if (swap_) swap_(sandbox_);
+}
+
+ScopedSandbox::~ScopedSandbox() {
+  if (!swap_) return;
+  try {
+    swap_(original_);
+  } catch (...) {
+    // A destructor must not throw: during unwinding that would terminate the process.
+  }
+}
+
+ScopedSandbox::ScopedSandbox(ScopedSandbox&& other) noexcept
+    : swap_(std::move(other.swap_)),
+      sandbox_(std::move(other.sandbox_)),
+      original_(std::move(other.original_)) {
+  other.swap_ = nullptr;
+}
+
+void ScopedSandbox::keep() noexcept { swap_ = nullptr; }
+
+}  // namespace patchbox

@@ -1,0 +1,283 @@
+/// @file patchbox/sandbox.hpp
+/// @brief patchbox's C++17 API: session sandboxes for agent engines.
+///
+/// An engine session snapshots the user's project into `<root>/<session>/base/`; each delegated
+/// sub-agent works in its own copy `<root>/<session>/d-<id>/`; its work comes back as a
+/// git-style patch that `git apply` accepts, or waits in `pending/<id>.patch` for review. The
+/// user's project is never written.
+///
+/// Link the CMake target `patchbox::patchbox`. Every failure throws patchbox::Error. One
+/// SandboxManager may be used from any number of threads at once.
+///
+/// @code
+/// patchbox::SandboxManager mgr("/path/to/project");
+/// auto sb = mgr.create_sandbox("fix-tests");
+/// // ... the delegation edits files under sb.path ...
+/// auto done = mgr.complete_sandbox(sb, [](const patchbox::SandboxResult& r) {
+///   return r.files_touched.size() < 10 ? patchbox::Decision::Accept : patchbox::Decision::Reject;
+/// });
+/// @endcode
+#ifndef PATCHBOX_SANDBOX_HPP
+#define PATCHBOX_SANDBOX_HPP
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+/// patchbox's C++ API.
+namespace patchbox {
+
+/// What went wrong: one value per variant of the Rust `patchbox::Error`, plus Internal.
+enum class ErrorKind {
+  Io,              ///< A system call failed; the message names the operation and the path.
+  Containment,     ///< A path would leave the session directory; nothing was touched.
+  InvalidId,       ///< A delegation id that is not 1–128 bytes of `[A-Za-z0-9._-]`, or is `.`/`..`.
+  IdInUse,         ///< The delegation id is already used in this session.
+  UnknownSandbox,  ///< A sandbox this manager does not know (never created, or discarded).
+  NotADirectory,   ///< The project directory is missing or not a directory.
+  Git,             ///< A git file (index, config) of the project could not be understood.
+  PatchParse,      ///< A patch could not be parsed.
+  ApplyFailed,     ///< A patch could not be applied; nothing was written.
+  Pending,         ///< A pending patch id that matches nothing, or more than one patch.
+  Callback,        ///< A callback supplied by the caller failed.
+  Internal,        ///< A bug or resource exhaustion inside the library (e.g. a Rust panic).
+};
+
+/// The stable lower-case name of a kind, as the Rust `Error::kind()` and the CLI spell it
+/// (`"io"`, `"containment"`, `"invalid_id"`, …, `"internal"`).
+const char* to_string(ErrorKind kind) noexcept;
+
+/// The one exception type patchbox throws.
+class Error : public std::runtime_error {
+ public:
+  /// An error of @p kind; what() returns @p message.
+  Error(ErrorKind kind, const std::string& message);
+  /// Out of line: anchors the vtable and type info in the library.
+  ~Error() override;
+  /// Copyable, as every exception type.
+  Error(const Error&) = default;
+  /// Copy assignment.
+  Error& operator=(const Error&) = default;
+  /// What went wrong; the message (what()) has the details.
+  ErrorKind kind() const noexcept { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+/// Progress of a snapshot or sandbox copy.
+struct Progress {
+  std::uint64_t files_done = 0;   ///< Files and symlinks copied so far.
+  std::uint64_t files_total = 0;  ///< Files and symlinks to copy in all.
+  std::uint64_t bytes_done = 0;   ///< Bytes copied so far.
+};
+
+/// Settings for a SandboxManager.
+struct Options {
+  /// The sandbox root. Empty: `$PATCHBOX_ROOT` if set, else `$HOME/.entropic/sandbox`.
+  std::filesystem::path root;
+  /// Called with copy progress while the base snapshot or a sandbox is copied. It runs on the
+  /// library's copy threads, never concurrently with itself for one manager (calls are
+  /// serialized by a mutex), and anything it throws is swallowed. It must not call back into
+  /// the same manager.
+  std::function<void(const Progress&)> progress;
+  /// Recover dead sessions under the root when the manager starts: their unfinished
+  /// delegations become pending patches marked "recovered".
+  bool prune_on_start = true;
+};
+
+/// A delegation's sandbox, as handed to the engine.
+struct SandboxInfo {
+  /// The sandbox directory `<session>/d-<id>`: the delegation works here.
+  std::filesystem::path path;
+  /// The delegation id.
+  std::string delegation_id;
+  /// The session's base snapshot the patch is computed against (a chained sandbox keeps its
+  /// predecessor's, so its patch is cumulative).
+  std::filesystem::path base_dir;
+};
+
+/// What a delegation changed.
+struct SandboxResult {
+  /// The git-style patch, empty when nothing changed. Raw bytes: file contents need not be
+  /// UTF-8 (and `std::string` holds any bytes).
+  std::string patch;
+  /// Every path the patch touches, relative to the project, sorted.
+  std::vector<std::filesystem::path> files_touched;
+  /// The base snapshot directory.
+  std::filesystem::path base_dir;
+  /// The sandbox directory.
+  std::filesystem::path head_dir;
+  /// Paths the delegation added.
+  std::vector<std::filesystem::path> added;
+  /// Paths whose content, mode or type changed.
+  std::vector<std::filesystem::path> modified;
+  /// Paths the delegation deleted.
+  std::vector<std::filesystem::path> deleted;
+  /// New paths matching the project's ignore rules (build outputs…): not in the patch.
+  std::vector<std::filesystem::path> ignored;
+};
+
+/// The consumer's answer when a delegation completes.
+enum class Decision {
+  Accept,  ///< The consumer takes the patch (and applies it itself).
+  Reject,  ///< The patch goes to the pending store.
+};
+
+/// The outcome of SandboxManager::complete_sandbox.
+struct Completion {
+  /// Where a completed delegation's work went.
+  enum Routed {
+    Accepted,  ///< Accepted: the patch is in `result`.
+    Pending,   ///< Stored as a pending patch at `pending_path`.
+    Unchanged, ///< The delegation changed nothing; there was nothing to route.
+  };
+  /// What the delegation changed.
+  SandboxResult result;
+  /// Where it went.
+  Routed routed = Unchanged;
+  /// The pending patch file when `routed == Pending`.
+  std::optional<std::filesystem::path> pending_path;
+};
+
+/// One engine session's sandboxes.
+///
+/// Constructing it creates and locks the session directory `<root>/<session-id>/`;
+/// destroying it removes the base snapshot and every sandbox, keeps pending patches, and
+/// removes the session directory when no pending patch is left in it. Dead sessions (a
+/// crashed engine) are recovered into pending patches by the next manager (see
+/// Options::prune_on_start).
+///
+/// Thread safety: every member function may be called from any number of threads at once
+/// on one manager. Move-only; a moved-from manager throws Error (ErrorKind::Internal) from
+/// every operation and returns empty paths.
+class SandboxManager {
+ public:
+  /// A manager for @p project_dir with the default Options.
+  /// @throws Error (e.g. ErrorKind::NotADirectory, ErrorKind::Io).
+  explicit SandboxManager(const std::filesystem::path& project_dir);
+  /// A manager for @p project_dir with explicit @p options.
+  /// @throws Error (e.g. ErrorKind::NotADirectory, ErrorKind::Io).
+  SandboxManager(const std::filesystem::path& project_dir, const Options& options);
+  /// Ends the session as described on the class. Never throws; a cleanup failure leaves
+  /// files that the next prune recovers.
+  ~SandboxManager();
+  /// Takes over @p other's session.
+  SandboxManager(SandboxManager&& other) noexcept;
+  /// Ends this manager's session, then takes over @p other's.
+  SandboxManager& operator=(SandboxManager&& other) noexcept;
+  SandboxManager(const SandboxManager&) = delete;             ///< Not copyable.
+  SandboxManager& operator=(const SandboxManager&) = delete;  ///< Not copyable.
+
+  /// Creates the sandbox `d-<delegation_id>`: a copy of the base snapshot (taken by the first
+  /// call), or of @p chain_from's current state. A chained sandbox keeps its predecessor's
+  /// `base_dir`, so its patch is cumulative against the session snapshot.
+  /// @throws Error ErrorKind::InvalidId (e.g. `"../x"`), ErrorKind::IdInUse,
+  ///   ErrorKind::UnknownSandbox (an unknown @p chain_from), ErrorKind::Io, …
+  SandboxInfo create_sandbox(const std::string& delegation_id,
+                             const std::optional<SandboxInfo>& chain_from = std::nullopt);
+
+  /// Computes what the delegation changed: the patch against the base snapshot and the
+  /// touched paths. The sandbox is kept.
+  /// @throws Error ErrorKind::UnknownSandbox, ErrorKind::Io, …
+  SandboxResult finalize_sandbox(const SandboxInfo& info);
+
+  /// Removes a sandbox. Idempotent for this session's sandboxes.
+  /// @throws Error ErrorKind::Containment when @p info is not a sandbox of this session (a
+  ///   path outside the session base, or not `<session>/d-<id>`): nothing is removed.
+  void discard_sandbox(const SandboxInfo& info);
+
+  /// Stores @p patch (raw bytes) as the pending patch of @p delegation_id, atomically; returns
+  /// the patch file. When the delegation was finalized by this manager, the base versions
+  /// of the files it touched are kept beside it for 3-way merging.
+  /// @throws Error ErrorKind::InvalidId, ErrorKind::Io, …
+  std::filesystem::path write_pending_patch(const std::string& delegation_id,
+                                            const std::string& patch);
+
+  /// Finalizes the sandbox, asks @p decide whether to accept the patch, then discards the
+  /// sandbox. Reject, an empty @p decide and a @p decide that throws all send the patch to the
+  /// pending store (default deny); an unchanged sandbox is not routed. @p decide runs on the
+  /// calling thread. If storing the pending patch fails the sandbox is kept and Error thrown.
+  /// @throws Error ErrorKind::UnknownSandbox, ErrorKind::Io, …
+  Completion complete_sandbox(const SandboxInfo& info,
+                              std::function<Decision(const SandboxResult&)> decide = {});
+
+  /// The project directory (canonical).
+  const std::filesystem::path& project_dir() const;
+  /// The session directory `<root>/<session-id>` (canonical).
+  const std::filesystem::path& session_base() const;
+  /// The session id (a ULID: unique and time-sortable).
+  const std::string& session_id() const;
+
+ private:
+  struct Impl;
+  const Impl& impl() const;  // throws Error on a moved-from manager
+  std::unique_ptr<Impl> impl_;
+};
+
+/// RAII guard that points an engine's tools at a sandbox for a scope, and back.
+///
+/// The library never changes the process's working directory (it is process-wide and an
+/// engine is threaded). Instead the engine gives a swap function that re-points its own tool
+/// root: the guard calls it with the sandbox path when constructed, and with the original
+/// path when destroyed — also when the scope is left by an exception.
+///
+/// @code
+/// struct ToolRunner { std::filesystem::path cwd; } runner{project};
+/// {
+///   patchbox::ScopedSandbox guard([&](const std::filesystem::path& p) { runner.cwd = p; },
+///                                 sb.path, project);
+///   run_tool(runner);  // runs in sb.path
+/// }                    // runner.cwd == project again
+/// @endcode
+///
+/// Not copyable; movable (the moved-from guard restores nothing).
+class ScopedSandbox {
+ public:
+  /// A C-style swap function: called with the path to switch to and the @p user_data given.
+  using SwapDirFn = void (*)(const std::filesystem::path& path, void* user_data);
+
+  /// Calls `swap_fn(sandbox_path, user_data)` now and `swap_fn(original_path, user_data)` on
+  /// destruction. A null @p swap_fn makes the guard a no-op. What the first call throws
+  /// propagates (and nothing is restored).
+  ScopedSandbox(SwapDirFn swap_fn, void* user_data, const std::filesystem::path& sandbox_path,
+                const std::filesystem::path& original_path);
+
+  /// Calls `swap(sandbox_path)` now and `swap(original_path)` on destruction. An empty
+  /// @p swap makes the guard a no-op. What the first call throws propagates (and nothing is
+  /// restored).
+  ScopedSandbox(std::function<void(const std::filesystem::path&)> swap,
+                const std::filesystem::path& sandbox_path,
+                const std::filesystem::path& original_path);
+
+  /// Restores the original path. Never throws: an exception from the swap function is
+  /// swallowed (throwing during unwinding would terminate the process).
+  ~ScopedSandbox();
+
+  /// Takes over @p other's restore duty.
+  ScopedSandbox(ScopedSandbox&& other) noexcept;
+  ScopedSandbox& operator=(ScopedSandbox&&) = delete;       ///< Not assignable.
+  ScopedSandbox(const ScopedSandbox&) = delete;             ///< Not copyable.
+  ScopedSandbox& operator=(const ScopedSandbox&) = delete;  ///< Not copyable.
+
+  /// The sandbox path the tools point at.
+  const std::filesystem::path& sandbox_path() const noexcept { return sandbox_; }
+  /// The path restored on destruction.
+  const std::filesystem::path& original_path() const noexcept { return original_; }
+  /// Leaves the tools pointing at the sandbox: the destructor will not restore.
+  void keep() noexcept;
+
+ private:
+  std::function<void(const std::filesystem::path&)> swap_;
+  std::filesystem::path sandbox_;
+  std::filesystem::path original_;
+};
+
+}  // namespace patchbox
+
+#endif  // PATCHBOX_SANDBOX_HPP

@@ -1,0 +1,36 @@
+// Downstream use of patchbox::patchbox: one delegation, its patch, a pending patch.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <patchbox/sandbox.hpp>
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  if (argc != 2) return 2;
+  const fs::path work = argv[1];
+  fs::create_directories(work / "project");
+  std::ofstream(work / "project" / "a.txt") << "one\n";
+
+  try {
+    patchbox::Options options;
+    options.root = work / "root";
+    patchbox::SandboxManager mgr(work / "project", options);
+    patchbox::SandboxInfo sb = mgr.create_sandbox("consumer");
+    std::ofstream(sb.path / "a.txt") << "two\n";
+    patchbox::Completion done = mgr.complete_sandbox(sb);  // no callback: pending
+    if (done.routed != patchbox::Completion::Pending || !done.pending_path) return 1;
+    if (done.result.patch.find("+two\n") == std::string::npos) return 1;
+    std::cout << "patch pending at " << done.pending_path->string() << "\n";
+    try {
+      mgr.create_sandbox("../x");
+      return 1;
+    } catch (const patchbox::Error& e) {
+      if (e.kind() != patchbox::ErrorKind::InvalidId) return 1;
+    }
+  } catch (const patchbox::Error& e) {
+    std::cerr << patchbox::to_string(e.kind()) << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
