@@ -22,14 +22,19 @@
 //!    pre-image → *merged* if the edits do not overlap, *conflict* (with the hunks involved)
 //!    if they do. A conflict refuses the whole patch unless [`ApplyOptions::conflict_markers`]
 //!    asks for conflict markers to be written. Binary files and symlinks are applied only onto
-//!    exactly the contents the patch expects.
+//!    exactly the contents the patch expects. Applying a patch a second time changes nothing
+//!    and reports *already applied* (creations find the file, deletions find it gone, renames
+//!    find the target; in a series of patches of the same file, linked by their `index`
+//!    lines, the earlier ones are recognised once the last one is applied).
 //! 3. **Nothing outside the project.** Paths are [`RelPath`]s (no `..`, not absolute) by
 //!    construction of the parser; on top of that any component named `.git` is refused, and
 //!    so is any path whose parent chain contains a symlink, in the project or created by the
-//!    same patch. The only way to name a file for writing is a [`ProjectPath`], which only
-//!    [`path_in_project`] builds, and every write helper opens the parent directory one
-//!    component at a time from the project root with `O_NOFOLLOW`, so a symlink swapped in
-//!    after the check still cannot redirect a write. A symlink at the path itself is replaced,
+//!    same patch (a symlink in the project that the same patch deletes or renames away counts
+//!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
+//!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
+//!    write helper opens the parent directory one component at a time from the project root
+//!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a
+//!    write. A symlink at the path itself is replaced,
 //!    never written through. New symlinks must point inside the project unless
 //!    [`ApplyOptions::allow_outside_symlinks`] is set.
 //! 4. **Undoable.** With [`ApplyOptions::undo_dir`] the apply records the original contents,
@@ -41,6 +46,13 @@
 //! (whose [`Outcome`] says whether anything was written). `Err` means the patch could not be
 //! read at all ([`Error::PatchParse`], [`Error::Containment`] for a path with `..` or an
 //! absolute path), or an I/O error (after which the project has been rolled back).
+//!
+//! Limits: text is matched and merged line by line with exact context (no fuzz, no
+//! whitespace leniency); submodule changes and `Binary files … differ` without data are
+//! refused; the staging directory sits in the project root, so a subdirectory on another
+//! file system (a mount point inside the project) makes the write phase fail and roll back;
+//! concurrent writers are detected (every path is re-checked right before the write phase)
+//! but not locked out.
 //!
 //! ```
 //! use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
@@ -1750,6 +1762,7 @@ impl<'a> Planner<'a> {
             (&fp.old_path, fp.old_path != fp.new_path),
             (&fp.new_path, false),
         ];
+        let mut source_gone = false;
         for (p, source_only) in names {
             let Some(p) = p else { continue };
             let checked = if source_only {
@@ -1759,16 +1772,20 @@ impl<'a> Planner<'a> {
             };
             match checked {
                 Ok(_) => {}
-                // A deletion below a symlink that this same patch puts in place (applying it a
-                // second time): nothing can be there once the patch is applied.
+                // A deletion (or rename/copy source) below a symlink that this same patch puts
+                // in place (applying it a second time): nothing can be there once the patch
+                // is applied.
                 Err(Error::Containment { .. })
-                    if fp.new_path.is_none() && self.below_patched_symlink(p)? =>
+                    if source_only && self.below_patched_symlink(p)? =>
                 {
-                    return Ok(Self::report(
-                        fp,
-                        FileStatus::AlreadyApplied,
-                        "already gone: a parent is the symlink this patch creates",
-                    ));
+                    if fp.new_path.is_none() {
+                        return Ok(Self::report(
+                            fp,
+                            FileStatus::AlreadyApplied,
+                            "already gone: a parent is the symlink this patch creates",
+                        ));
+                    }
+                    source_gone = true;
                 }
                 Err(Error::Containment { reason, .. }) => {
                     return Ok(Self::report(
@@ -1797,7 +1814,7 @@ impl<'a> Planner<'a> {
         let res = match (&fp.old_path, &fp.new_path) {
             (None, Some(new)) => self.create(fp, new)?,
             (Some(old), None) => self.delete(fp, old)?,
-            (Some(old), Some(new)) => self.modify(fp, old, new)?,
+            (Some(old), Some(new)) => self.modify(fp, old, new, source_gone)?,
             (None, None) => Res::Refuse("file patch without a path".into()),
         };
         // A file patch followed, in the same input, by later patches of the same file (a
@@ -1930,10 +1947,12 @@ impl<'a> Planner<'a> {
     /// Whether applying `fp` removes its old path (a rename whose source still exists).
     fn moves_away(&mut self, fp: &FilePatch) -> Result<bool> {
         match (&fp.old_path, &fp.new_path) {
-            (Some(old), Some(new)) if fp.is_rename && old != new => Ok(matches!(
-                self.current(old)?,
-                VState::File { .. } | VState::Symlink(_)
-            )),
+            (Some(old), Some(new)) if fp.is_rename && old != new => match self.current(old) {
+                Ok(v) => Ok(matches!(v, VState::File { .. } | VState::Symlink(_))),
+                // Below a symlink: there is no source in the project to move away.
+                Err(Error::Containment { .. }) => Ok(false),
+                Err(e) => Err(e),
+            },
             _ => Ok(false),
         }
     }
@@ -2149,12 +2168,22 @@ impl<'a> Planner<'a> {
         None
     }
 
-    fn modify(&mut self, fp: &FilePatch, old: &RelPath, new: &RelPath) -> Result<Res> {
+    /// A modification, rename or copy. `source_gone`: the source is known not to exist (it
+    /// would be below a symlink).
+    fn modify(
+        &mut self,
+        fp: &FilePatch,
+        old: &RelPath,
+        new: &RelPath,
+        source_gone: bool,
+    ) -> Result<Res> {
         let copying = fp.is_rename || fp.is_copy;
         let moving = old != new;
         // Renames and copies read the original tree (like git), others the state earlier
         // file patches left.
-        let src = if copying {
+        let src = if source_gone {
+            VState::Absent
+        } else if copying {
             VState::of(self.original(old)?)
         } else {
             self.current(old)?
@@ -2699,11 +2728,13 @@ mod txn {
         }
         let mut dir_mtimes = Vec::new();
         for d in &dirs {
-            let p = contained::check(root, d, &none)?;
-            if let Some(st) = contained::stamp(&p)? {
-                if is_dir_mode(st.mode) {
-                    dir_mtimes.push((p, st.mtime));
-                }
+            // Below a symlink that an op replaces by a directory there is nothing yet.
+            let stamped =
+                contained::check(root, d, &none).and_then(|p| Ok((contained::stamp(&p)?, p)));
+            match stamped {
+                Ok((Some(st), p)) if is_dir_mode(st.mode) => dir_mtimes.push((p, st.mtime)),
+                Ok(_) | Err(Error::Containment { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
 

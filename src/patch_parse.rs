@@ -1375,14 +1375,42 @@ fn split_range(s: &[u8]) -> Option<((usize, usize), &[u8])> {
     }
 }
 
-/// Whether a traditional header's timestamp is the epoch (used by `diff -N` for absent files).
+/// Whether a traditional header's timestamp is the epoch (used by `diff -N` for absent
+/// files), in any time zone: `1970-01-01 00:00:00 +0000`, `1970-01-01 01:00:00.000 +0100`,
+/// `1969-12-31 19:00:00 -0500`, as git checks it.
 fn is_epoch(rest: &[u8]) -> bool {
     let s = String::from_utf8_lossy(rest);
     let s = s.trim();
-    s.starts_with("1970-01-01 00:00:00")
-        || s.starts_with("1969-12-31 ")
-        || s.contains("Jan  1 00:00:00 1970")
-        || s.contains("Dec 31 ") && s.ends_with(" 1969")
+    let mut parts = s.split_whitespace();
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let zone = parts.next().unwrap_or("+0000");
+    let day_minutes = match date {
+        "1970-01-01" => 0i64,
+        "1969-12-31" => -1440,
+        _ => return false,
+    };
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    if !frac.bytes().all(|c| c == b'0') {
+        return false;
+    }
+    let f: Vec<i64> = hms.split(':').filter_map(|x| x.parse().ok()).collect();
+    let [h, m, sec] = f[..] else {
+        return false;
+    };
+    if sec != 0 {
+        return false;
+    }
+    let z = zone.as_bytes();
+    if z.len() != 5 || !(z[0] == b'+' || z[0] == b'-') {
+        return false;
+    }
+    let Ok(zv) = zone[1..].parse::<i64>() else {
+        return false;
+    };
+    let zone_minutes = (zv / 100 * 60 + zv % 100) * if z[0] == b'-' { -1 } else { 1 };
+    day_minutes + h * 60 + m == zone_minutes
 }
 
 /// Finds a ` YYYY-MM-DD HH:MM:SS…` timestamp at the end of an unquoted traditional header value
@@ -1449,6 +1477,14 @@ mod tests {
         );
         assert_eq!(timestamp_suffix(b"foo"), None);
         assert!(is_epoch(b"1970-01-01 00:00:00.000000000 +0000"));
+        assert!(is_epoch(b"1970-01-01 01:00:00.000000000 +0100"));
+        assert!(is_epoch(b"1969-12-31 19:00:00 -0500"));
+        assert!(is_epoch(b"1970-01-01 05:30:00 +0530"));
+        assert!(is_epoch(b"1970-01-01 00:00:00"));
+        assert!(!is_epoch(b"1970-01-01 01:00:00.000000000 +0000"));
+        assert!(!is_epoch(b"1970-01-01 00:00:01 +0000"));
+        assert!(!is_epoch(b"2024-01-01 00:00:00 +0000"));
+        assert!(!is_epoch(b"garbage"));
     }
 
     #[test]

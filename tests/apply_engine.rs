@@ -1,0 +1,1347 @@
+//! Tests of the apply engine (`patchbox::apply`): `git apply` as the oracle for clean patches,
+//! drift (offsets, 3-way merges, conflicts), already-applied detection, atomicity (nothing
+//! changes on refusal or on a failure at any write step), undo, and the traversal and symlink
+//! attack corpus.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn git_cmd(dir: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .args([
+            "-c",
+            "user.name=Patchbox Test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "core.autocrlf=false",
+            "-c",
+            "core.symlinks=true",
+        ])
+        .args(args);
+    c
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    let out = git_cmd(dir, home, args).output().expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `git apply` of `patch` in `dir` (not a repository): the oracle.
+fn git_apply(dir: &Path, home: &Path, patch: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = git_cmd(dir, home, &["apply", "--binary", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn git apply");
+    child.stdin.take().unwrap().write_all(patch).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Content view: per path (excluding `.git`), type, exec bit and contents.
+fn content_view(root: &Path) -> BTreeMap<Vec<u8>, (char, bool, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap();
+        if rel
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == ".git")
+        {
+            continue;
+        }
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let key = rel.as_os_str().as_bytes().to_vec();
+        if m.file_type().is_symlink() {
+            let t = fs::read_link(e.path()).unwrap();
+            out.insert(key, ('l', false, t.as_os_str().as_bytes().to_vec()));
+        } else if m.is_file() {
+            out.insert(
+                key,
+                ('f', m.mode() & 0o111 != 0, fs::read(e.path()).unwrap()),
+            );
+        } else if m.is_dir() {
+            out.insert(key, ('d', false, Vec::new()));
+        }
+    }
+    out
+}
+
+type Fingerprint = BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)>;
+
+/// Everything observable: per path (and the root), full mode, contents, mtime.
+fn fingerprint(root: &Path) -> Fingerprint {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap();
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let content = if m.file_type().is_symlink() {
+            fs::read_link(e.path())
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec()
+        } else if m.is_file() {
+            fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.insert(
+            rel.as_os_str().as_bytes().to_vec(),
+            (m.mode(), content, m.mtime(), m.mtime_nsec()),
+        );
+    }
+    out
+}
+
+/// Files and symlinks only (directories get new mtimes when entries come and go).
+fn file_fingerprint(root: &Path) -> Fingerprint {
+    fingerprint(root)
+        .into_iter()
+        .filter(|(_, v)| v.0 & 0o170000 != 0o040000)
+        .collect()
+}
+
+/// Asserts two fingerprints are equal, listing only the differing paths.
+#[track_caller]
+fn assert_same(a: &Fingerprint, b: &Fingerprint, what: &str) {
+    if a == b {
+        return;
+    }
+    let mut lines = Vec::new();
+    for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+        let (x, y) = (a.get(k), b.get(k));
+        if x != y {
+            let show = |v: Option<&(u32, Vec<u8>, i64, i64)>| match v {
+                None => "absent".to_string(),
+                Some((m, c, s, ns)) => format!("mode {m:o}, {} bytes, mtime {s}.{ns:09}", c.len()),
+            };
+            lines.push(format!(
+                "  {:?}: {} != {}",
+                String::from_utf8_lossy(k),
+                show(x),
+                show(y)
+            ));
+        }
+    }
+    panic!("{what}: trees differ:\n{}", lines.join("\n"));
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    for e in walkdir::WalkDir::new(src).min_depth(1) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(src).unwrap();
+        if rel
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == ".git")
+        {
+            continue;
+        }
+        let to = dst.join(rel);
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        if m.file_type().is_symlink() {
+            symlink(fs::read_link(e.path()).unwrap(), &to).unwrap();
+        } else if m.is_dir() {
+            fs::create_dir_all(&to).unwrap();
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+            fs::set_permissions(&to, fs::Permissions::from_mode(m.mode() & 0o7777)).unwrap();
+        }
+    }
+}
+
+fn write(root: &Path, rel: &str, data: impl AsRef<[u8]>) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, data).unwrap();
+}
+
+fn chmod(root: &Path, rel: &str, mode: u32) {
+    fs::set_permissions(root.join(rel), fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn numbered(n: usize, tag: &str) -> String {
+    (1..=n).map(|i| format!("{tag} line {i}\n")).collect()
+}
+
+fn pseudo_random(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 16) as u8
+        })
+        .collect()
+}
+
+/// A git repository with `base` committed, then changed by `change` and staged.
+struct Repo {
+    home: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(base: impl Fn(&Path)) -> Repo {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), home.path(), &["init", "-q", "."]);
+        base(dir.path());
+        git(dir.path(), home.path(), &["add", "-A"]);
+        git(dir.path(), home.path(), &["commit", "-qm", "base"]);
+        Repo { home, dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Applies `change` to the work tree and returns `git diff --cached <args> HEAD`.
+    fn diff(&self, change: impl Fn(&Path), args: &[&str]) -> Vec<u8> {
+        change(self.path());
+        git(self.path(), self.home.path(), &["add", "-A"]);
+        let mut a = vec!["diff", "--cached"];
+        a.extend_from_slice(args);
+        a.push("HEAD");
+        git(self.path(), self.home.path(), &a).stdout
+    }
+}
+
+fn tmp_with(base: impl Fn(&Path)) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    base(d.path());
+    d
+}
+
+fn opts() -> ApplyOptions {
+    ApplyOptions::default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A rich scenario compared with git apply
+// ---------------------------------------------------------------------------------------------
+
+fn rich_base(r: &Path) {
+    write(r, "src/main.rs", numbered(30, "main"));
+    write(r, "README", "readme\n");
+    write(r, "docs/a b.md", "alpha\nbeta\n");
+    write(r, "\u{fc}.txt", "umlaut\n");
+    write(r, "old/name.txt", numbered(20, "moved"));
+    write(r, "copy_src.txt", numbered(20, "copied"));
+    write(r, "run.sh", "#!/bin/sh\necho hi\n");
+    symlink("src", r.join("link")).unwrap();
+    write(r, "bin/blob.bin", pseudo_random(6000, 7));
+    write(r, "bin/small.bin", b"\x00\x01\x02");
+    write(r, "tc", "typechange me\n");
+    write(r, "d/x", "dir becomes file\n");
+    write(r, "exec.sh", "#!/bin/sh\n");
+    chmod(r, "exec.sh", 0o755);
+    write(r, "keep/unchanged.txt", "same\n");
+}
+
+fn rich_change(r: &Path) {
+    let mut main = numbered(30, "main");
+    main = main.replace("main line 5\n", "main line FIVE\n");
+    main = main.replace("main line 25\n", "main line 25\ninserted\n");
+    write(r, "src/main.rs", main);
+    fs::remove_file(r.join("README")).unwrap();
+    write(r, "docs/a b.md", "alpha\nBETA");
+    write(r, "\u{fc}.txt", "UMLAUT\n");
+    fs::remove_dir_all(r.join("old")).unwrap();
+    write(
+        r,
+        "new/name.txt",
+        numbered(20, "moved").replace("moved line 10\n", "moved line ten\n"),
+    );
+    write(
+        r,
+        "copy_src.txt",
+        numbered(20, "copied").replace("copied line 1\n", "copied line one\n"),
+    );
+    write(r, "copy_dst.txt", numbered(20, "copied"));
+    chmod(r, "run.sh", 0o755);
+    fs::remove_file(r.join("link")).unwrap();
+    symlink("docs", r.join("link")).unwrap();
+    let mut blob = pseudo_random(6000, 7);
+    blob[100] ^= 0x55;
+    blob.extend_from_slice(b"more");
+    write(r, "bin/blob.bin", blob);
+    write(r, "bin/small.bin", b"\x00\x09\x02\x07");
+    write(r, "new dir/created.txt", "created\n");
+    write(r, "empty", "");
+    symlink("src/main.rs", r.join("newlink")).unwrap();
+    fs::remove_file(r.join("tc")).unwrap();
+    symlink("README.md", r.join("tc")).unwrap();
+    fs::remove_dir_all(r.join("d")).unwrap();
+    write(r, "d", "now a file\n");
+    chmod(r, "exec.sh", 0o644);
+}
+
+#[test]
+fn rich_git_patch_matches_git_apply() {
+    let repo = Repo::new(rich_base);
+    let patch = repo.diff(
+        rich_change,
+        &["--binary", "-M", "-C", "--find-copies-harder"],
+    );
+    let text = String::from_utf8_lossy(&patch);
+    assert!(text.contains("rename from old/name.txt"), "{text}");
+    assert!(text.contains("copy from copy_src.txt"), "{text}");
+    assert!(text.contains("delta "), "{text}");
+    assert!(text.contains("\"a/\\303\\274.txt\""), "{text}");
+
+    let ours = tmp_with(rich_base);
+    let report = apply_patch(ours.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(report.files.iter().all(|f| f.status == FileStatus::Applied));
+    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+
+    let theirs = tmp_with(rich_base);
+    let out = git_apply(theirs.path(), repo.home.path(), &patch);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(content_view(ours.path()), content_view(theirs.path()));
+
+    // A second apply changes nothing and says so.
+    let before = fingerprint(ours.path());
+    let again = apply_patch(ours.path(), &patch, &opts()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    assert_same(&fingerprint(ours.path()), &before, "tree");
+    // No staging directory left behind.
+    assert!(!fs::read_dir(ours.path()).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with(".patchbox")));
+}
+
+#[test]
+fn plain_git_diff_without_binary_or_renames() {
+    let base = |r: &Path| {
+        write(r, "a.txt", numbered(12, "a"));
+        write(r, "b/c.txt", "c\n");
+        write(r, "gone.txt", "bye\n");
+    };
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            write(r, "a.txt", numbered(12, "a").replace("a line 6\n", "six\n"));
+            fs::remove_dir_all(r.join("b")).unwrap();
+            write(r, "b2/c.txt", "c\n");
+            fs::remove_file(r.join("gone.txt")).unwrap();
+        },
+        &["--no-renames"],
+    );
+    let ours = tmp_with(base);
+    let report = apply_patch(ours.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+    // The emptied directory was removed, like git apply does.
+    assert!(!ours.path().join("b").exists());
+}
+
+#[test]
+fn traditional_diff_run_applies() {
+    let top = tempfile::tempdir().unwrap();
+    let a = top.path().join("a");
+    let b = top.path().join("b");
+    write(&a, "one.txt", numbered(10, "one"));
+    write(&a, "sub/two.txt", "two\n");
+    write(&a, "del.txt", "delete me\n");
+    write(
+        &b,
+        "one.txt",
+        numbered(10, "one").replace("one line 3\n", "THREE\n"),
+    );
+    write(&b, "sub/two.txt", "two\nmore");
+    write(&b, "sub/new.txt", "new\n");
+    let out = Command::new("diff")
+        .current_dir(top.path())
+        .args(["-ruN", "a", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let project = tempfile::tempdir().unwrap();
+    copy_tree(&a, project.path());
+    let report = apply_patch(project.path(), &out.stdout, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(content_view(project.path()), content_view(&b));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drift
+// ---------------------------------------------------------------------------------------------
+
+fn drift_base(r: &Path) {
+    write(r, "f.txt", numbered(20, "f"));
+    write(r, "other.txt", "other\n");
+}
+
+/// The patch: line 10 of f.txt changes; other.txt gains a line.
+fn drift_patch() -> (Repo, Vec<u8>) {
+    let repo = Repo::new(drift_base);
+    let patch = repo.diff(
+        |r| {
+            write(
+                r,
+                "f.txt",
+                numbered(20, "f").replace("f line 10\n", "f line TEN\n"),
+            );
+            write(r, "other.txt", "other\nmore\n");
+        },
+        &[],
+    );
+    (repo, patch)
+}
+
+#[test]
+fn offset_when_lines_were_added_above() {
+    let (_repo, patch) = drift_patch();
+    let project = tmp_with(|r| {
+        drift_base(r);
+        write(
+            r,
+            "f.txt",
+            format!("{}{}", numbered(5, "new"), numbered(20, "f")),
+        );
+    });
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Applied);
+    assert!(report.files[0].detail.contains("offset +5"), "{report}");
+    let f = fs::read_to_string(project.path().join("f.txt")).unwrap();
+    assert!(
+        f.contains("new line 5\nf line 1\n") && f.contains("f line 9\nf line TEN\nf line 11\n")
+    );
+}
+
+#[test]
+fn three_way_merge_with_preimage() {
+    let (repo, patch) = drift_patch();
+    // The user changed line 8: inside the hunk's context, so plain context matching fails.
+    let drifted = |r: &Path| {
+        drift_base(r);
+        write(
+            r,
+            "f.txt",
+            numbered(20, "f").replace("f line 8\n", "f line eight\n"),
+        );
+    };
+    let pre = tmp_with(drift_base);
+
+    // Without a pre-image: conflict, nothing written.
+    let project = tmp_with(drifted);
+    let before = fingerprint(project.path());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Conflict);
+    assert_eq!(report.files[0].conflicts.len(), 1);
+    assert_eq!(report.files[0].conflicts[0].hunk, 1);
+    assert_eq!(report.files[1].status, FileStatus::Applied);
+    assert_same(&fingerprint(project.path()), &before, "tree");
+
+    // With it: merged.
+    let o = ApplyOptions {
+        preimages: Some(pre.path().to_path_buf()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &o).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Merged);
+    let f = fs::read_to_string(project.path().join("f.txt")).unwrap();
+    assert_eq!(
+        f,
+        numbered(20, "f")
+            .replace("f line 8\n", "f line eight\n")
+            .replace("f line 10\n", "f line TEN\n")
+    );
+    // Applying again: already applied (via the index line's blob id or the merge).
+    let again = apply_patch(project.path(), &patch, &o).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    drop(repo);
+}
+
+#[test]
+fn overlapping_edit_is_a_conflict_and_markers_only_when_asked() {
+    let (_repo, patch) = drift_patch();
+    let pre = tmp_with(drift_base);
+    let drifted = |r: &Path| {
+        drift_base(r);
+        write(
+            r,
+            "f.txt",
+            numbered(20, "f").replace("f line 10\n", "f line 10 (mine)\n"),
+        );
+    };
+    let project = tmp_with(drifted);
+    let before = fingerprint(project.path());
+    let o = ApplyOptions {
+        preimages: Some(pre.path().to_path_buf()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &o).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    let f = &report.files[0];
+    assert_eq!(f.status, FileStatus::Conflict);
+    assert_eq!(f.conflicts.len(), 1);
+    assert_eq!(f.conflicts[0].hunk, 1);
+    assert!(f.conflicts[0].reason.contains("lines 10-10"), "{report}");
+    assert!(!f.markers_written);
+    assert_same(
+        &fingerprint(project.path()),
+        &before,
+        "refusal must not touch the tree",
+    );
+    let shown = report.to_string();
+    assert!(
+        shown.contains("conflict") && shown.contains("f.txt"),
+        "{shown}"
+    );
+    assert!(shown.contains("nothing was written"), "{shown}");
+
+    // Check mode with markers: reports, writes nothing.
+    let o_markers = ApplyOptions {
+        conflict_markers: true,
+        ..o.clone()
+    };
+    let checked = apply_patch(
+        project.path(),
+        &patch,
+        &ApplyOptions {
+            check: true,
+            ..o_markers.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(checked.outcome, Outcome::AppliedWithConflicts);
+    assert!(!checked.wrote());
+    assert_same(&fingerprint(project.path()), &before, "tree");
+
+    let report = apply_patch(project.path(), &patch, &o_markers).unwrap();
+    assert_eq!(report.outcome, Outcome::AppliedWithConflicts, "{report}");
+    assert!(report.files[0].markers_written);
+    let f = fs::read_to_string(project.path().join("f.txt")).unwrap();
+    assert!(
+        f.contains(
+            "<<<<<<< project\nf line 10 (mine)\n||||||| pre-image\nf line 10\n=======\nf line TEN\n>>>>>>> patch\n"
+        ),
+        "{f}"
+    );
+    assert_eq!(
+        fs::read_to_string(project.path().join("other.txt")).unwrap(),
+        "other\nmore\n"
+    );
+}
+
+#[test]
+fn wrong_preimage_is_not_used() {
+    let (_repo, patch) = drift_patch();
+    let pre = tmp_with(|r| {
+        drift_base(r);
+        write(
+            r,
+            "f.txt",
+            numbered(20, "f").replace("f line 2\n", "something else\n"),
+        );
+    });
+    let project = tmp_with(|r| {
+        drift_base(r);
+        write(
+            r,
+            "f.txt",
+            numbered(20, "f").replace("f line 8\n", "f line eight\n"),
+        );
+    });
+    let o = ApplyOptions {
+        preimages: Some(pre.path().to_path_buf()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &o).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert!(
+        report.files[0].detail.contains("pre-image does not match"),
+        "{report}"
+    );
+}
+
+#[test]
+fn already_applied_detected_without_index_lines() {
+    // diff -u style (no index line): detection by reverse application.
+    let patch = b"--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,4 @@\n a\n b\n+x\n c\n";
+    let project = tmp_with(|r| write(r, "f.txt", "a\nb\nx\nc\n"));
+    let before = fingerprint(project.path());
+    let report = apply_patch(project.path(), patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::AlreadyApplied);
+    assert_same(&fingerprint(project.path()), &before, "tree");
+    // Creation of an identical file, deletion of an absent one.
+    let patch = b"diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+n\ndiff --git a/g b/g\ndeleted file mode 100644\n--- a/g\n+++ /dev/null\n@@ -1 +0,0 @@\n-g\n";
+    write(project.path(), "n", "n\n");
+    let report = apply_patch(project.path(), patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+}
+
+#[test]
+fn creation_over_different_file_and_deletion_of_changed_file_conflict() {
+    let patch =
+        b"diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+n\n";
+    let project = tmp_with(|r| write(r, "n", "mine\n"));
+    let report = apply_patch(project.path(), patch, &opts()).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    // Markers cannot express this: still refused.
+    let report = apply_patch(
+        project.path(),
+        patch,
+        &ApplyOptions {
+            conflict_markers: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+
+    let patch = b"diff --git a/g b/g\ndeleted file mode 100644\n--- a/g\n+++ /dev/null\n@@ -1 +0,0 @@\n-g\n";
+    let project = tmp_with(|r| write(r, "g", "g\nlocal addition\n"));
+    let report = apply_patch(project.path(), patch, &opts()).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert!(project.path().join("g").exists());
+}
+
+#[test]
+fn binary_changed_locally_is_a_conflict() {
+    let base = |r: &Path| write(r, "b.bin", pseudo_random(3000, 1));
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            let mut d = pseudo_random(3000, 1);
+            d[5] ^= 1;
+            write(r, "b.bin", d);
+        },
+        &["--binary"],
+    );
+    let project = tmp_with(|r| {
+        let mut d = pseudo_random(3000, 1);
+        d[2000] ^= 1;
+        write(r, "b.bin", d);
+    });
+    let before = fingerprint(project.path());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert_same(&fingerprint(project.path()), &before, "tree");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomicity
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn multi_file_conflict_leaves_tree_byte_identical() {
+    let base = |r: &Path| {
+        write(r, "a.txt", "a\n");
+        write(r, "dir/b.txt", "b\n");
+        write(r, "z.txt", numbered(5, "z"));
+        chmod(r, "a.txt", 0o640);
+    };
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            write(r, "a.txt", "A\n");
+            fs::remove_file(r.join("dir/b.txt")).unwrap();
+            write(r, "new/c.txt", "c\n");
+            write(r, "z.txt", numbered(5, "z").replace("z line 3\n", "Z3\n"));
+        },
+        &[],
+    );
+    let project = tmp_with(|r| {
+        base(r);
+        write(r, "z.txt", numbered(5, "z").replace("z line 3\n", "mine\n"));
+    });
+    let before = fingerprint(project.path());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.count(FileStatus::Applied), 3);
+    assert_eq!(report.count(FileStatus::Conflict), 1);
+    assert_same(&fingerprint(project.path()), &before, "tree");
+}
+
+#[test]
+fn failure_at_any_write_step_rolls_back_everything() {
+    let repo = Repo::new(rich_base);
+    let patch = repo.diff(rich_change, &["--binary", "-M"]);
+    let mut k = 1;
+    loop {
+        let project = tmp_with(rich_base);
+        let before = fingerprint(project.path());
+        let o = ApplyOptions {
+            fail_after_steps: Some(k),
+            ..opts()
+        };
+        match apply_patch(project.path(), &patch, &o) {
+            Err(e) => {
+                assert!(e.to_string().contains("injected"), "step {k}: {e}");
+                assert!(
+                    !e.to_string().contains("ROLLBACK INCOMPLETE"),
+                    "step {k}: {e}"
+                );
+                assert_same(&fingerprint(project.path()), &before, "step {k}");
+            }
+            Ok(report) => {
+                // Past the last step: the apply went through.
+                assert_eq!(report.outcome, Outcome::Applied);
+                assert_eq!(content_view(project.path()), content_view(repo.path()));
+                assert!(k > 10, "only {k} steps?");
+                break;
+            }
+        }
+        k += 1;
+    }
+}
+
+#[test]
+fn check_mode_writes_nothing() {
+    let repo = Repo::new(rich_base);
+    let patch = repo.diff(rich_change, &["--binary", "-M"]);
+    let project = tmp_with(rich_base);
+    let before = fingerprint(project.path());
+    let report = apply_patch(
+        project.path(),
+        &patch,
+        &ApplyOptions {
+            check: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(report.check_only && !report.wrote());
+    assert!(report.to_string().contains("would be applied"), "{report}");
+    assert_same(&fingerprint(project.path()), &before, "tree");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Undo
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn undo_restores_contents_modes_and_mtimes() {
+    let repo = Repo::new(rich_base);
+    let patch = repo.diff(rich_change, &["--binary", "-M"]);
+    let project = tmp_with(rich_base);
+    let before_files = file_fingerprint(project.path());
+    let before_view = content_view(project.path());
+    let records = tempfile::tempdir().unwrap();
+    let undo = records.path().join("u1");
+    let o = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &o).unwrap();
+    assert_eq!(report.undo_dir.as_deref(), Some(undo.as_path()));
+    assert_eq!(content_view(project.path()), content_view(repo.path()));
+
+    let u = undo_apply(project.path(), &undo, false).unwrap();
+    assert!(!u.already_undone && u.overwritten.is_empty());
+    assert!(!u.restored.is_empty());
+    assert_eq!(content_view(project.path()), before_view);
+    assert_same(
+        &file_fingerprint(project.path()),
+        &before_files,
+        "after undo",
+    );
+    // Twice is harmless.
+    assert!(
+        undo_apply(project.path(), &undo, false)
+            .unwrap()
+            .already_undone
+    );
+    assert_eq!(content_view(project.path()), before_view);
+}
+
+#[test]
+fn undo_refuses_changed_files_unless_forced() {
+    let project = tmp_with(|r| {
+        write(r, "a.txt", "one\n");
+        write(r, "b.txt", "bee\n");
+    });
+    let patch = b"--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-bee\n+BEE\n";
+    let records = tempfile::tempdir().unwrap();
+    let undo = records.path().join("u");
+    let o = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..opts()
+    };
+    apply_patch(project.path(), patch, &o).unwrap();
+    write(project.path(), "a.txt", "user edit\n");
+    let e = undo_apply(project.path(), &undo, false).unwrap_err();
+    assert!(e.to_string().contains("a.txt"), "{e}");
+    assert_eq!(fs::read(project.path().join("b.txt")).unwrap(), b"BEE\n");
+    let u = undo_apply(project.path(), &undo, true).unwrap();
+    assert_eq!(u.overwritten.len(), 1);
+    assert_eq!(fs::read(project.path().join("a.txt")).unwrap(), b"one\n");
+    assert_eq!(fs::read(project.path().join("b.txt")).unwrap(), b"bee\n");
+
+    // An undo directory that is not empty is refused before anything is written.
+    let before = fingerprint(project.path());
+    let e = apply_patch(project.path(), patch, &o).unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+    assert_same(&fingerprint(project.path()), &before, "tree");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attack corpus: traversal, .git, symlinks
+// ---------------------------------------------------------------------------------------------
+
+fn new_file_patch(name: &str) -> Vec<u8> {
+    format!(
+        "diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+pwned\n"
+    )
+    .into_bytes()
+}
+
+/// A project with a valid file to patch, a symlink to a directory outside, and one to a file
+/// outside; plus the outside directory.
+struct Attack {
+    project: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Attack {
+    fn new() -> Attack {
+        let outside = tempfile::tempdir().unwrap();
+        write(outside.path(), "secret.txt", "secret\n");
+        let project = tmp_with(|r| {
+            write(r, "ok.txt", "ok\n");
+            write(r, "inside/file.txt", "inside\n");
+            symlink(outside.path(), r.join("outdir")).unwrap();
+            symlink(outside.path().join("secret.txt"), r.join("outfile")).unwrap();
+            symlink("..", r.join("inside/up")).unwrap();
+        });
+        Attack { project, outside }
+    }
+
+    fn snapshot(&self) -> (Fingerprint, Fingerprint) {
+        (
+            fingerprint(self.project.path()),
+            fingerprint(self.outside.path()),
+        )
+    }
+
+    #[track_caller]
+    fn assert_unchanged(&self, before: &(Fingerprint, Fingerprint)) {
+        assert_same(&fingerprint(self.project.path()), &before.0, "project");
+        assert_same(&fingerprint(self.outside.path()), &before.1, "outside");
+    }
+}
+
+const OK_PATCH: &str =
+    "diff --git a/ok.txt b/ok.txt\n--- a/ok.txt\n+++ b/ok.txt\n@@ -1 +1 @@\n-ok\n+changed\n";
+
+#[test]
+fn traversal_names_are_rejected_before_anything_happens() {
+    let a = Attack::new();
+    let before = a.snapshot();
+    let cases: Vec<Vec<u8>> = vec![
+        new_file_patch("../escape.txt"),
+        new_file_patch("inside/../../escape.txt"),
+        b"--- /dev/null\n+++ b/../../escape.txt\n@@ -0,0 +1 @@\n+x\n".to_vec(),
+        b"diff --git \"a/\\056\\056/escape\" \"b/\\056\\056/escape\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/\\056\\056/escape\"\n@@ -0,0 +1 @@\n+x\n".to_vec(),
+        b"diff --git a/ok.txt b/../moved\nsimilarity index 100%\nrename from ok.txt\nrename to ../moved\n".to_vec(),
+        [OK_PATCH.as_bytes(), &new_file_patch("../escape.txt")].concat(),
+    ];
+    for c in &cases {
+        let e = apply_patch(a.project.path(), c, &opts()).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            "containment",
+            "{}: {e}",
+            String::from_utf8_lossy(c)
+        );
+        a.assert_unchanged(&before);
+    }
+    // Absolute names with -p0.
+    let e = apply_patch(
+        a.project.path(),
+        b"--- /dev/null\n+++ /tmp/escape\n@@ -0,0 +1 @@\n+x\n",
+        &ApplyOptions { strip: 0, ..opts() },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), "containment");
+    a.assert_unchanged(&before);
+}
+
+#[test]
+fn git_internals_and_symlinked_parents_are_refused() {
+    let a = Attack::new();
+    fs::create_dir(a.project.path().join(".git")).unwrap();
+    write(a.project.path(), ".git/config", "[core]\n");
+    let before = a.snapshot();
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (new_file_patch(".git/hooks/post-checkout"), ".git"),
+        (
+            b"--- a/.git/config\n+++ b/.git/config\n@@ -1 +1 @@\n-[core]\n+[core] hooksPath=/tmp\n"
+                .to_vec(),
+            ".git",
+        ),
+        (new_file_patch(".GIT/config"), ".git"),
+        (new_file_patch("sub/.git/hooks/x"), ".git"),
+        (new_file_patch("outdir/planted.txt"), "symlink"),
+        (
+            b"--- a/outdir/secret.txt\n+++ b/outdir/secret.txt\n@@ -1 +1 @@\n-secret\n+overwritten\n"
+                .to_vec(),
+            "symlink",
+        ),
+        (new_file_patch("inside/up/inside/x.txt"), "symlink"),
+        (
+            b"diff --git a/ok.txt b/outdir/ok.txt\nsimilarity index 100%\nrename from ok.txt\nrename to outdir/ok.txt\n".to_vec(),
+            "symlink",
+        ),
+        (
+            b"diff --git a/outdir/secret.txt b/stolen.txt\nsimilarity index 100%\ncopy from outdir/secret.txt\ncopy to stolen.txt\n".to_vec(),
+            "symlink",
+        ),
+    ];
+    for (c, why) in &cases {
+        // Alone and mixed with a valid change: the whole patch is refused either way.
+        for patch in [c.clone(), [OK_PATCH.as_bytes(), c].concat()] {
+            let report = apply_patch(a.project.path(), &patch, &opts()).unwrap();
+            assert_eq!(report.outcome, Outcome::Refused, "{report}");
+            let refused: Vec<_> = report
+                .files
+                .iter()
+                .filter(|f| f.status == FileStatus::Refused)
+                .collect();
+            assert_eq!(refused.len(), 1, "{report}");
+            assert!(refused[0].detail.contains(why), "{report}");
+            a.assert_unchanged(&before);
+        }
+    }
+}
+
+#[test]
+fn symlinks_created_by_the_patch() {
+    let a = Attack::new();
+    let before = a.snapshot();
+    // A symlink pointing outside: refused by default.
+    let link_out = format!(
+        "diff --git a/evil b/evil\nnew file mode 120000\n--- /dev/null\n+++ b/evil\n@@ -0,0 +1 @@\n+{}\n\\ No newline at end of file\n",
+        a.outside.path().display()
+    );
+    let report = apply_patch(a.project.path(), link_out.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(report.files[0].detail.contains("outside"), "{report}");
+    let rel_out = b"diff --git a/inside/evil b/inside/evil\nnew file mode 120000\n--- /dev/null\n+++ b/inside/evil\n@@ -0,0 +1 @@\n+../../x\n\\ No newline at end of file\n";
+    let report = apply_patch(a.project.path(), rel_out, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    a.assert_unchanged(&before);
+
+    // A symlink into the project plus a file through it: refused (the link itself is fine).
+    let through = b"diff --git a/s b/s\nnew file mode 120000\n--- /dev/null\n+++ b/s\n@@ -0,0 +1 @@\n+inside\n\\ No newline at end of file\ndiff --git a/s/x b/s/x\nnew file mode 100644\n--- /dev/null\n+++ b/s/x\n@@ -0,0 +1 @@\n+x\n";
+    let report = apply_patch(a.project.path(), through, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(
+        report.files[1]
+            .detail
+            .contains("symlink created by the same patch"),
+        "{report}"
+    );
+    a.assert_unchanged(&before);
+
+    // Allowed when asked: only the link is created, nothing outside is written.
+    let report = apply_patch(
+        a.project.path(),
+        link_out.as_bytes(),
+        &ApplyOptions {
+            allow_outside_symlinks: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(
+        fs::read_link(a.project.path().join("evil")).unwrap(),
+        a.outside.path()
+    );
+    assert_same(&fingerprint(a.outside.path()), &before.1, "tree");
+}
+
+#[test]
+fn existing_symlinks_are_replaced_never_written_through() {
+    let a = Attack::new();
+    let before_outside = fingerprint(a.outside.path());
+    let target = a.outside.path().join("secret.txt");
+    let target_s = target.to_str().unwrap();
+
+    // Patching "outfile" as a regular file: type mismatch, refused as a conflict.
+    let as_file = b"diff --git a/outfile b/outfile\nindex 1111111..2222222 100644\n--- a/outfile\n+++ b/outfile\n@@ -1 +1 @@\n-secret\n+overwritten\n";
+    let report = apply_patch(a.project.path(), as_file, &opts()).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    // Same without a mode in the patch (diff -u): the symlink's text is the target path, so
+    // the context does not match either.
+    let plain = b"--- a/outfile\n+++ b/outfile\n@@ -1 +1 @@\n-secret\n+overwritten\n";
+    let report = apply_patch(a.project.path(), plain, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+
+    // Typechange symlink -> file: the link is replaced by a regular file.
+    let typechange = format!(
+        "diff --git a/outfile b/outfile\ndeleted file mode 120000\n--- a/outfile\n+++ /dev/null\n@@ -1 +0,0 @@\n-{target_s}\n\\ No newline at end of file\ndiff --git a/outfile b/outfile\nnew file mode 100644\n--- /dev/null\n+++ b/outfile\n@@ -0,0 +1 @@\n+now a file\n"
+    );
+    let report = apply_patch(a.project.path(), typechange.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    let m = fs::symlink_metadata(a.project.path().join("outfile")).unwrap();
+    assert!(m.is_file());
+    assert_eq!(
+        fs::read(a.project.path().join("outfile")).unwrap(),
+        b"now a file\n"
+    );
+    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+
+    // Deleting a symlink removes the link, not its target.
+    let outdir = a.outside.path().to_str().unwrap();
+    let del = format!(
+        "diff --git a/outdir b/outdir\ndeleted file mode 120000\n--- a/outdir\n+++ /dev/null\n@@ -1 +0,0 @@\n-{outdir}\n\\ No newline at end of file\n"
+    );
+    let report = apply_patch(a.project.path(), del.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(fs::symlink_metadata(a.project.path().join("outdir")).is_err());
+    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+}
+
+#[test]
+fn file_in_the_way_of_a_directory_is_a_conflict() {
+    let project = tmp_with(|r| write(r, "plain", "x\n"));
+    let before = fingerprint(project.path());
+    let report = apply_patch(project.path(), &new_file_patch("plain/child.txt"), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_same(&fingerprint(project.path()), &before, "tree");
+    // A directory with unrelated files in the way of a new file.
+    let project = tmp_with(|r| write(r, "d/keep.txt", "keep\n"));
+    let report = apply_patch(project.path(), &new_file_patch("d"), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(report.files[0].detail.contains("in the way"), "{report}");
+}
+
+#[test]
+fn garbage_and_unsupported_input() {
+    let project = tmp_with(|r| write(r, "a", "a\n"));
+    let e = apply_patch(project.path(), b"this is not a patch\n", &opts()).unwrap_err();
+    assert_eq!(e.kind(), "patch_parse");
+    let report = apply_patch(
+        project.path(),
+        b"diff --git a/a b/a\nindex 1111111..2222222 100644\nBinary files a/a and b/a differ\n",
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Refused, "{report}");
+    assert!(report.files[0].detail.contains("--binary"), "{report}");
+    let missing = project.path().join("nope");
+    let e = apply_patch(&missing, OK_PATCH.as_bytes(), &opts()).unwrap_err();
+    assert_eq!(e.kind(), "io");
+    let e = apply_patch(project.path().join("a"), OK_PATCH.as_bytes(), &opts()).unwrap_err();
+    assert_eq!(e.kind(), "not_a_directory");
+    // Empty patch: nothing to do.
+    let r = apply_patch(project.path(), b"", &opts()).unwrap();
+    assert_eq!(r.outcome, Outcome::AlreadyApplied);
+    let _ = PathBuf::new();
+}
+
+#[test]
+fn a_series_of_patches_in_one_input_applies_in_order() {
+    let base = |r: &Path| write(r, "f.txt", numbered(10, "f"));
+    let repo = Repo::new(base);
+    let first = repo.diff(
+        |r| write(r, "f.txt", numbered(10, "f").replace("f line 2\n", "two\n")),
+        &[],
+    );
+    git(repo.path(), repo.home.path(), &["commit", "-qm", "one"]);
+    let second = repo.diff(
+        |r| {
+            write(
+                r,
+                "f.txt",
+                numbered(10, "f")
+                    .replace("f line 2\n", "TWO\n")
+                    .replace("f line 9\n", "nine\n"),
+            )
+        },
+        &[],
+    );
+    let series = [first, second].concat();
+    let project = tmp_with(base);
+    let report = apply_patch(project.path(), &series, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(report.files.len(), 2);
+    assert_eq!(content_view(project.path()), content_view(repo.path()));
+    let again = apply_patch(project.path(), &series, &opts()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+}
+
+/// A patch using most features, mutated line by line: the engine must never panic, and when
+/// it does not apply everything it must not change anything.
+const FUZZ_PATCH: &str = "diff --git a/a.txt b/a.txt
+index 1111111..2222222 100644
+--- a/a.txt
++++ b/a.txt
+@@ -1,3 +1,3 @@
+ one
+-two
++TWO
+ three
+diff --git a/gone.txt b/gone.txt
+deleted file mode 100644
+--- a/gone.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-gone
+diff --git a/new/n.txt b/new/n.txt
+new file mode 100755
+--- /dev/null
++++ b/new/n.txt
+@@ -0,0 +1,2 @@
++n1
++n2
+\\ No newline at end of file
+diff --git a/ren.txt b/sub/ren2.txt
+similarity index 100%
+rename from ren.txt
+rename to sub/ren2.txt
+diff --git a/ln b/ln
+new file mode 120000
+--- /dev/null
++++ b/ln
+@@ -0,0 +1 @@
++a.txt
+\\ No newline at end of file
+diff --git a/mode.sh b/mode.sh
+old mode 100644
+new mode 100755
+";
+
+fn fuzz_base(r: &Path) {
+    write(r, "a.txt", "one\ntwo\nthree\n");
+    write(r, "gone.txt", "gone\n");
+    write(r, "ren.txt", "ren\n");
+    write(r, "mode.sh", "#!/bin/sh\n");
+}
+
+#[test]
+fn fuzz_patch_applies_unmutated() {
+    let project = tmp_with(fuzz_base);
+    let report = apply_patch(project.path(), FUZZ_PATCH.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(
+        fs::read_link(project.path().join("ln")).unwrap(),
+        Path::new("a.txt")
+    );
+    assert_eq!(
+        fs::read(project.path().join("new/n.txt")).unwrap(),
+        b"n1\nn2"
+    );
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Mutation {
+        Delete(usize),
+        Duplicate(usize),
+        Replace(usize, String),
+        Swap(usize, usize),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            (0..60usize).prop_map(Mutation::Delete),
+            (0..60usize).prop_map(Mutation::Duplicate),
+            (
+                0..60usize,
+                prop_oneof![
+                    Just("@@ -1,3 +2,3 @@".to_string()),
+                    Just("@@ -0,0 +1 @@".to_string()),
+                    Just(" two".to_string()),
+                    Just("+".to_string()),
+                    Just("-one".to_string()),
+                    Just("new file mode 120000".to_string()),
+                    Just("deleted file mode 100644".to_string()),
+                    Just("rename to a.txt".to_string()),
+                    Just("rename from gone.txt".to_string()),
+                    Just("+++ b/a.txt".to_string()),
+                    Just("--- a/ln".to_string()),
+                    Just("+../../outside".to_string()),
+                    Just("+/abs".to_string()),
+                    Just("index 0000000..e69de29".to_string()),
+                    "[ +-][a-z]{0,4}".prop_map(|s| s),
+                ]
+            )
+                .prop_map(|(i, s)| Mutation::Replace(i, s)),
+            (0..60usize, 0..60usize).prop_map(|(a, b)| Mutation::Swap(a, b)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+        #[test]
+        fn mutated_patches_never_panic_or_half_apply(muts in proptest::collection::vec(mutation(), 1..4)) {
+            let mut lines: Vec<String> = FUZZ_PATCH.lines().map(str::to_string).collect();
+            for m in muts {
+                let n = lines.len();
+                if n == 0 {
+                    break;
+                }
+                match m {
+                    Mutation::Delete(i) => {
+                        lines.remove(i % n);
+                    }
+                    Mutation::Duplicate(i) => {
+                        let l = lines[i % n].clone();
+                        lines.insert(i % n, l);
+                    }
+                    Mutation::Replace(i, s) => lines[i % n] = s,
+                    Mutation::Swap(a, b) => lines.swap(a % n, b % n),
+                }
+            }
+            let patch = lines.join("\n") + "\n";
+            let project = tmp_with(fuzz_base);
+            let before = fingerprint(project.path());
+            match apply_patch(project.path(), patch.as_bytes(), &opts()) {
+                Err(_) => prop_assert!(fingerprint(project.path()) == before),
+                Ok(r) if !r.wrote() => prop_assert!(fingerprint(project.path()) == before, "{}", r),
+                Ok(r) => {
+                    prop_assert!(r.is_ok());
+                    // Whatever was written stays inside the project and the staging area is
+                    // gone.
+                    for e in fs::read_dir(project.path()).unwrap() {
+                        let name = e.unwrap().file_name();
+                        prop_assert!(!name.to_string_lossy().starts_with(".patchbox"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn directory_and_symlink_typechanges() {
+    // A directory becomes a symlink, and a symlink becomes a directory (git detects the
+    // first as a rename of the symlink "v" to "s").
+    let base = |r: &Path| {
+        write(r, "s/x", "x\n");
+        write(r, "s/y", "y\n");
+        write(r, "target/t.txt", "t\n");
+        symlink("target", r.join("v")).unwrap();
+    };
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            fs::remove_dir_all(r.join("s")).unwrap();
+            symlink("target", r.join("s")).unwrap();
+            fs::remove_file(r.join("v")).unwrap();
+            write(r, "v/real.txt", "real\n");
+        },
+        &["--binary"],
+    );
+    let ours = tmp_with(base);
+    let records = tempfile::tempdir().unwrap();
+    let undo = records.path().join("u");
+    let o = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..opts()
+    };
+    let report = apply_patch(ours.path(), &patch, &o).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+    // git apply refuses this patch ("affected file 'v/real.txt' is beyond a symbolic link"):
+    // it checks paths against the tree before the patch. We treat a symlink the same patch
+    // removes as a directory to create, and every write walks the path with O_NOFOLLOW.
+    let theirs = tmp_with(base);
+    let out = git_apply(theirs.path(), repo.home.path(), &patch);
+    assert!(!out.status.success());
+    // The old target directory is untouched: nothing was written through the old link.
+    assert_eq!(fs::read(ours.path().join("target/t.txt")).unwrap(), b"t\n");
+    assert!(!ours.path().join("target/real.txt").exists());
+    // Idempotent, and undoable.
+    let again = apply_patch(ours.path(), &patch, &opts()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    undo_apply(ours.path(), &undo, false).unwrap();
+    let fresh = tmp_with(base);
+    assert_eq!(content_view(ours.path()), content_view(fresh.path()));
+
+    // Every failure point of the write phase still rolls back completely.
+    for k in 1..40 {
+        let project = tmp_with(base);
+        let before = fingerprint(project.path());
+        let o = ApplyOptions {
+            fail_after_steps: Some(k),
+            ..opts()
+        };
+        match apply_patch(project.path(), &patch, &o) {
+            Err(e) => {
+                assert!(
+                    !e.to_string().contains("ROLLBACK INCOMPLETE"),
+                    "step {k}: {e}"
+                );
+                assert_same(&fingerprint(project.path()), &before, "rollback");
+            }
+            Ok(_) => break,
+        }
+    }
+}
+
+#[test]
+fn symlink_replaced_by_directory_never_writes_through_the_old_link() {
+    // The link points outside; the patch deletes it and creates a real directory there.
+    let outside = tempfile::tempdir().unwrap();
+    let project = tmp_with(|r| symlink(outside.path(), r.join("v")).unwrap());
+    let target = outside.path().to_str().unwrap();
+    let patch = format!(
+        "diff --git a/v b/v\ndeleted file mode 120000\n--- a/v\n+++ /dev/null\n@@ -1 +0,0 @@\n-{target}\n\\ No newline at end of file\ndiff --git a/v/f b/v/f\nnew file mode 100644\n--- /dev/null\n+++ b/v/f\n@@ -0,0 +1 @@\n+inside\n"
+    );
+    let report = apply_patch(project.path(), patch.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(fs::symlink_metadata(project.path().join("v"))
+        .unwrap()
+        .is_dir());
+    assert_eq!(fs::read(project.path().join("v/f")).unwrap(), b"inside\n");
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    // Without the deletion, the same creation is refused.
+    let project = tmp_with(|r| symlink(outside.path(), r.join("v")).unwrap());
+    let only_create = &patch[patch.find("diff --git a/v/f").unwrap()..];
+    let report = apply_patch(project.path(), only_create.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+}
