@@ -45,7 +45,35 @@ enum Cmd {
         #[arg(required = true, last = true)]
         cmd: Vec<std::ffi::OsString>,
     },
-    /// Pending patches: list, show, drop.
+    /// Apply a patch to a project: atomically, 3-way against pre-images when given, refusing
+    /// anything outside the project. Exit 0 when applied (or already applied).
+    Apply {
+        /// The project directory (default: the current directory).
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Report what would happen; write nothing.
+        #[arg(long)]
+        check: bool,
+        /// A tree of pre-images (e.g. a session's base/) for 3-way merging.
+        #[arg(long, value_name = "DIR")]
+        preimages: Option<PathBuf>,
+        /// Write conflict markers instead of refusing a conflicting patch.
+        #[arg(long)]
+        conflict_markers: bool,
+        /// Where undo records are kept (default: $PATCHBOX_ROOT, else $HOME/.entropic/sandbox).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Undo the last apply made to the project (instead of applying).
+        #[arg(long, conflicts_with_all = ["check", "preimages", "conflict_markers", "patch"])]
+        undo: bool,
+        /// With --undo: restore even files changed since the apply.
+        #[arg(long, requires = "undo")]
+        force: bool,
+        /// The patch file, or - for standard input.
+        #[arg(required_unless_present = "undo")]
+        patch: Option<PathBuf>,
+    },
+    /// Pending patches: list, show, drop, apply.
     Pending {
         #[command(subcommand)]
         cmd: PendingCmd,
@@ -77,6 +105,19 @@ enum PendingCmd {
     Drop {
         #[arg(long)]
         root: Option<PathBuf>,
+        id: String,
+    },
+    /// Apply a pending patch to its project (merging against its stored pre-images); on
+    /// success the pending patch is removed.
+    Apply {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// The project (default: the one the patch was made from).
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Report what would happen; write nothing, keep the pending patch.
+        #[arg(long)]
+        check: bool,
         id: String,
     },
 }
@@ -123,6 +164,33 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             out,
             cmd,
         } => run(project, root, &id, pending, out, &cmd),
+        Cmd::Apply {
+            project,
+            check,
+            preimages,
+            conflict_markers,
+            root,
+            undo,
+            force,
+            patch,
+        } => {
+            let project = project_or_cwd(project)?;
+            let root = root_or_default(root)?;
+            if undo {
+                return undo_last(&project, &root, force);
+            }
+            let text = match patch.as_deref() {
+                Some(p) if p == Path::new("-") => {
+                    let mut buf = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+                        .map_err(|e| Error::io("read patch", "<stdin>", e))?;
+                    buf
+                }
+                Some(p) => std::fs::read(p).map_err(|e| Error::io("read patch", p, e))?,
+                None => Vec::new(),
+            };
+            apply_and_report(&project, &root, &text, check, preimages, conflict_markers)
+        }
         Cmd::Pending { cmd } => match cmd {
             PendingCmd::List { root } => {
                 let root = root_or_default(root)?;
@@ -156,6 +224,25 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             PendingCmd::Drop { root, id } => {
                 pending::drop_pending(&root_or_default(root)?, &id)?;
                 Ok(ExitCode::SUCCESS)
+            }
+            PendingCmd::Apply {
+                root,
+                project,
+                check,
+                id,
+            } => {
+                let root = root_or_default(root)?;
+                let e = pending::find(&root, &id)?;
+                let project = project.unwrap_or_else(|| e.meta.project.clone());
+                let text = std::fs::read(&e.patch_path)
+                    .map_err(|err| Error::io("read pending patch", &e.patch_path, err))?;
+                let code =
+                    apply_and_report(&project, &root, &text, check, e.preimages.clone(), false)?;
+                if code == ExitCode::SUCCESS && !check {
+                    pending::drop_pending(&root, &e.id)?;
+                    eprintln!("pending patch {} applied and removed", e.id);
+                }
+                Ok(code)
             }
         },
         Cmd::Sessions { cmd, root } => {
@@ -194,6 +281,108 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
+    match project {
+        Some(p) => Ok(p),
+        None => std::env::current_dir().map_err(|e| Error::io("read current directory", ".", e)),
+    }
+}
+
+const UNDO_DIR: &str = "undo";
+
+/// Applies `text` to `project`, keeping an undo record under `<root>/undo/<ulid>/` (with a
+/// `<ulid>.project` file naming the project), and prints the report: on stdout when the patch
+/// applied, on stderr otherwise. Exit 1 when refused or conflicting.
+fn apply_and_report(
+    project: &Path,
+    root: &Path,
+    text: &[u8],
+    check: bool,
+    preimages: Option<PathBuf>,
+    conflict_markers: bool,
+) -> Result<ExitCode, Error> {
+    use patchbox::apply::{apply_patch, ApplyOptions, Outcome};
+    let canonical = project.canonicalize().map_err(|_| Error::NotADirectory {
+        path: project.to_path_buf(),
+    })?;
+    let undo_root = root.join(UNDO_DIR);
+    let record = undo_root.join(ulid::Ulid::new().to_string());
+    if !check {
+        std::fs::create_dir_all(&undo_root)
+            .map_err(|e| Error::io("create undo directory", &undo_root, e))?;
+    }
+    let opts = ApplyOptions {
+        check,
+        preimages,
+        conflict_markers,
+        undo_dir: (!check).then(|| record.clone()),
+        ..ApplyOptions::default()
+    };
+    let report = apply_patch(&canonical, text, &opts);
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&record);
+            return Err(e);
+        }
+    };
+    if report.wrote() {
+        use std::os::unix::ffi::OsStrExt;
+        let marker = undo_root.join(format!(
+            "{}.project",
+            record.file_name().unwrap_or_default().to_string_lossy()
+        ));
+        std::fs::write(&marker, canonical.as_os_str().as_bytes())
+            .map_err(|e| Error::io("record undo", &marker, e))?;
+    } else {
+        let _ = std::fs::remove_dir_all(&record);
+    }
+    let ok = matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied);
+    if ok {
+        println!("{report}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("{report}");
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Restores the project from its newest undo record, then removes the record.
+fn undo_last(project: &Path, root: &Path, force: bool) -> Result<ExitCode, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let canonical = project.canonicalize().map_err(|_| Error::NotADirectory {
+        path: project.to_path_buf(),
+    })?;
+    let undo_root = root.join(UNDO_DIR);
+    let mut records: Vec<String> = std::fs::read_dir(&undo_root)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter_map(|n| n.strip_suffix(".project").map(str::to_string))
+                .filter(|n| {
+                    std::fs::read(undo_root.join(format!("{n}.project")))
+                        .is_ok_and(|p| p == canonical.as_os_str().as_bytes())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    records.sort();
+    let Some(last) = records.pop() else {
+        return Err(Error::Pending {
+            id: "undo".into(),
+            reason: format!("no apply to undo for {}", canonical.display()),
+        });
+    };
+    let dir = undo_root.join(&last);
+    let r = patchbox::apply::undo_apply(&canonical, &dir, force)?;
+    for p in &r.restored {
+        println!("restored {p}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(undo_root.join(format!("{last}.project")));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn count_files(patch: &[u8]) -> usize {
@@ -240,10 +429,7 @@ fn run(
     out: Option<PathBuf>,
     cmd: &[std::ffi::OsString],
 ) -> Result<ExitCode, Error> {
-    let project = match project {
-        Some(p) => p,
-        None => std::env::current_dir().map_err(|e| Error::io("read current directory", ".", e))?,
-    };
+    let project = project_or_cwd(project)?;
     let mgr = SandboxManager::with_options(
         &project,
         Options {

@@ -325,3 +325,172 @@ fn snapshot_honours_gitignore_without_a_git_binary() {
     );
     assert!(out.stdout.is_empty());
 }
+
+fn apply_cmd(project: &Path, root: &Path, args: &[&str], patch: &Path) -> Output {
+    bin()
+        .arg("apply")
+        .arg("--project")
+        .arg(project)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .arg(patch)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn apply_check_conflict_undo() {
+    let (tmp, project, root) = setup();
+    write(
+        &project,
+        "long.txt",
+        (1..=20)
+            .map(|i| format!("line {i}\n"))
+            .collect::<String>()
+            .as_bytes(),
+    );
+    let out = run(
+        &project,
+        &root,
+        &[],
+        "sed -i 's/^line 2$/LINE 2/' long.txt; echo new > new.txt",
+    );
+    let patch_file = tmp.path().join("p.patch");
+    fs::write(&patch_file, &out.stdout).unwrap();
+    let before = fingerprint(&project, true);
+
+    let check = apply_cmd(&project, &root, &["--check"], &patch_file);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(
+        fingerprint(&project, true),
+        before,
+        "--check writes nothing"
+    );
+
+    // The user edited the same line meanwhile: a conflict refuses the whole patch.
+    write(
+        &project,
+        "long.txt",
+        (1..=20)
+            .map(|i| {
+                if i == 2 {
+                    "user 2\n".to_string()
+                } else {
+                    format!("line {i}\n")
+                }
+            })
+            .collect::<String>()
+            .as_bytes(),
+    );
+    let conflicted = fingerprint(&project, true);
+    let refused = apply_cmd(&project, &root, &[], &patch_file);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("long.txt"), "report names the file: {err}");
+    assert_eq!(
+        fingerprint(&project, true),
+        conflicted,
+        "refusal leaves the tree byte-identical"
+    );
+
+    // Back to the snapshot state: it applies, a second apply is harmless, undo restores.
+    write(
+        &project,
+        "long.txt",
+        (1..=20)
+            .map(|i| format!("line {i}\n"))
+            .collect::<String>()
+            .as_bytes(),
+    );
+    let restored_state = content_view(&project);
+    let ok = apply_cmd(&project, &root, &[], &patch_file);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(fs::read(project.join("new.txt")).unwrap(), b"new\n");
+    assert!(fs::read_to_string(project.join("long.txt"))
+        .unwrap()
+        .contains("LINE 2"));
+    let again = apply_cmd(&project, &root, &[], &patch_file);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already applied"));
+    let undo = bin()
+        .arg("apply")
+        .arg("--project")
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .arg("--undo")
+        .output()
+        .unwrap();
+    assert!(
+        undo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&undo.stderr)
+    );
+    assert_eq!(content_view(&project), restored_state);
+
+    fs::write(&patch_file, b"this is not a patch\n").unwrap();
+    let bad = apply_cmd(&project, &root, &[], &patch_file);
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim().lines().count(),
+        1
+    );
+}
+
+#[test]
+fn pending_apply_merges_against_stored_preimages_and_removes_the_patch() {
+    let (_tmp, project, root) = setup();
+    write(
+        &project,
+        "long.txt",
+        (1..=20)
+            .map(|i| format!("line {i}\n"))
+            .collect::<String>()
+            .as_bytes(),
+    );
+    let out = run(
+        &project,
+        &root,
+        &["--pending", "--id", "later"],
+        "sed -i 's/^line 2$/LINE 2/' long.txt",
+    );
+    assert!(out.status.success());
+    // The session is gone; the user edits a distant line.
+    let mut text = fs::read_to_string(project.join("long.txt")).unwrap();
+    text = text
+        .replace("line 19\n", "user 19\n")
+        .replace("line 10\n", "line ten\n");
+    fs::write(project.join("long.txt"), &text).unwrap();
+    let ap = bin()
+        .args(["pending", "apply", "--root"])
+        .arg(&root)
+        .arg("later")
+        .output()
+        .unwrap();
+    assert!(
+        ap.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&ap.stdout),
+        String::from_utf8_lossy(&ap.stderr)
+    );
+    let now = fs::read_to_string(project.join("long.txt")).unwrap();
+    assert!(
+        now.contains("LINE 2\n") && now.contains("user 19\n") && now.contains("line ten\n"),
+        "{now}"
+    );
+    let list = bin()
+        .args(["pending", "list", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(list.stdout.is_empty(), "applied pending patch is removed");
+}
