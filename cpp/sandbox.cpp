@@ -1,5 +1,6 @@
-// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi.rs): byte/path
-// conversions, rust::Error -> patchbox::Error, and the callback types the Rust side calls.
+// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi.rs): patchbox::Error,
+// the struct conversions, and the callback types the Rust side calls. The helpers shared with
+// apply.cpp (byte/path conversions, rust::Error -> patchbox::Error) are in glue.h.
 #include "patchbox/sandbox.hpp"
 
 #include <exception>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "patchbox/cpp/bridge.h"
+#include "patchbox/cpp/glue.h"
 #include "patchbox/src/ffi.rs.h"
 #include "rust/cxx.h"
 
@@ -18,87 +20,12 @@ using bridge::FfiCompletion;
 using bridge::FfiInfo;
 using bridge::FfiPath;
 using bridge::FfiResult;
-using Bytes = rust::Slice<const std::uint8_t>;
-
-/// Separates the kind from the message in a bridge error (see src/ffi.rs).
-constexpr char kKindSeparator = '\x1f';
-
-struct KindName {
-  ErrorKind kind;
-  const char* name;
-};
-
-constexpr KindName kKinds[] = {
-    {ErrorKind::Io, "io"},
-    {ErrorKind::Containment, "containment"},
-    {ErrorKind::InvalidId, "invalid_id"},
-    {ErrorKind::IdInUse, "id_in_use"},
-    {ErrorKind::UnknownSandbox, "unknown_sandbox"},
-    {ErrorKind::NotADirectory, "not_a_directory"},
-    {ErrorKind::Git, "git"},
-    {ErrorKind::PatchParse, "patch_parse"},
-    {ErrorKind::ApplyFailed, "apply_failed"},
-    {ErrorKind::Pending, "pending"},
-    {ErrorKind::Callback, "callback"},
-    {ErrorKind::Internal, "internal"},
-};
-
-ErrorKind kind_from(std::string_view name) {
-  for (const auto& k : kKinds) {
-    if (name == k.name) return k.kind;
-  }
-  return ErrorKind::Internal;
-}
-
-/// "<kind>\x1f<message>" -> patchbox::Error.
-Error from_rust(const rust::Error& e) {
-  std::string_view what(e.what());
-  auto sep = what.find(kKindSeparator);
-  if (sep == std::string_view::npos) return Error(ErrorKind::Internal, std::string(what));
-  return Error(kind_from(what.substr(0, sep)), std::string(what.substr(sep + 1)));
-}
-
-/// Runs @p f; whatever it throws leaves as patchbox::Error.
-template <class F>
-auto call(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const rust::Error& e) {
-    throw from_rust(e);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::Internal, e.what());
-  }
-}
-
-Bytes bytes(const std::string& s) {
-  return Bytes(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
-}
-
-Bytes bytes(const std::filesystem::path& p) { return bytes(p.native()); }
-
-rust::Vec<std::uint8_t> to_vec(const std::string& s) {
-  rust::Vec<std::uint8_t> v;
-  v.reserve(s.size());
-  for (char c : s) v.push_back(static_cast<std::uint8_t>(c));
-  return v;
-}
-
-std::string str_of(const rust::Vec<std::uint8_t>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
-std::filesystem::path path_of(const rust::Vec<std::uint8_t>& v) {
-  return std::filesystem::path(str_of(v));
-}
-
-std::vector<std::filesystem::path> paths_of(const rust::Vec<FfiPath>& v) {
-  std::vector<std::filesystem::path> out;
-  out.reserve(v.size());
-  for (const auto& p : v) out.push_back(path_of(p.bytes));
-  return out;
-}
+using glue::bytes;
+using glue::call;
+using glue::path_of;
+using glue::paths_of;
+using glue::str_of;
+using glue::to_vec;
 
 FfiInfo info_in(const SandboxInfo& i) {
   return FfiInfo{to_vec(i.path.native()), to_vec(i.delegation_id), to_vec(i.base_dir.native())};
@@ -126,7 +53,7 @@ SandboxResult result_in(const FfiResult& r) {
 // ---- Error ---------------------------------------------------------------------------------
 
 const char* to_string(ErrorKind kind) noexcept {
-  for (const auto& k : kKinds) {
+  for (const auto& k : glue::kKinds) {
     if (k.kind == kind) return k.name;
   }
   return "internal";

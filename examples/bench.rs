@@ -226,6 +226,106 @@ fn rss_child(tree: &Path, work: &Path) {
     assert_eq!(r.files_touched.len(), files.len());
 }
 
+/// Copy-on-write: the small project on a loop-mounted XFS image with reflink. Returns
+/// (first create, plain copy) medians, or why it was skipped.
+fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64), String> {
+    let ok = |c: &mut Command| {
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok(Command::new("mkfs.xfs").arg("-V")) {
+        return Err("mkfs.xfs not installed (apt-get install xfsprogs)".into());
+    }
+    let img = work.join("xfs.img");
+    let mnt = work.join("xfs-mnt");
+    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = fs::remove_file(&img);
+    fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
+    if !ok(Command::new("truncate").arg("-s").arg("8G").arg(&img))
+        || !ok(Command::new("mkfs.xfs")
+            .args(["-q", "-m", "reflink=1"])
+            .arg(&img))
+        || !ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt))
+    {
+        let _ = fs::remove_file(&img);
+        return Err("cannot make or loop-mount an XFS image (needs root and loop devices)".into());
+    }
+    let proj = mnt.join("project");
+    sh(
+        &format!("cp -a {} {}", small.display(), proj.display()),
+        work,
+    );
+    let (mut ours, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let dst = mnt.join("plain");
+        let _ = fs::remove_dir_all(&dst);
+        plain.push(
+            sh(
+                &format!("cp -a --reflink=never {} {}", proj.display(), dst.display()),
+                &mnt,
+            )
+            .as_secs_f64(),
+        );
+        let _ = fs::remove_dir_all(&dst);
+        let root = mnt.join("pbroot");
+        let mgr = SandboxManager::with_options(
+            &proj,
+            Options {
+                root: Some(root),
+                ..Options::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        mgr.create_sandbox("x", None).map_err(|e| e.to_string())?;
+        ours.push(t.elapsed().as_secs_f64());
+    }
+    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = fs::remove_file(&img);
+    Ok((median(ours), median(plain)))
+}
+
+/// Applying a 100-file patch to the tree: patchbox's apply beside `git apply`, each reverted
+/// after timing (patchbox by its undo record, git by `git apply -R`).
+fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
+    let files = edit_list(tree, 100);
+    let root = work.join("applyroot");
+    let _ = fs::remove_dir_all(&root);
+    let patch = {
+        let mgr = SandboxManager::with_options(tree, Options { root: Some(root.clone()), ..Options::default() })
+            .expect("manager");
+        let sb = mgr.create_sandbox("p", None).expect("create");
+        edit_files(&sb.path, &files);
+        mgr.finalize_sandbox(&sb).expect("finalize").patch
+    };
+    let pf = work.join("apply-100.patch");
+    fs::write(&pf, &patch).expect("write patch");
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        eprintln!("[apply] round {}/{rounds}", r + 1);
+        let undo = work.join("apply-undo");
+        let _ = fs::remove_dir_all(&undo);
+        let t = Instant::now();
+        let rep = patchbox::apply::apply_patch(
+            tree,
+            &patch,
+            &patchbox::apply::ApplyOptions { undo_dir: Some(undo.clone()), ..Default::default() },
+        )
+        .expect("apply");
+        ours.push(t.elapsed().as_secs_f64());
+        assert!(rep.is_ok() && rep.wrote(), "{rep}");
+        patchbox::apply::undo_apply(tree, &undo, false).expect("undo");
+        git.push(sh(&format!("git apply {}", pf.display()), tree).as_secs_f64());
+        sh(&format!("git apply -R {}", pf.display()), tree);
+    }
+    (median(ours), median(git))
+}
+
 fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
     let small = work.join(format!("small-{n}"));
     if small.join(".git").exists() {
@@ -283,6 +383,8 @@ fn main() {
     let small = make_small(&tree, &work, small_n);
 
     let s = bench_tree(&small, &work, rounds, true, "small");
+    let xfs = bench_xfs(&small, &work, rounds);
+    let apply_fig = (!skip_large).then(|| bench_apply(&tree, &work, rounds));
     let (l, rss) = if skip_large {
         (
             bench_tree(&small, &work, 1, false, "large skipped: small again"),
@@ -338,6 +440,16 @@ fn main() {
     );
     row("small: finalize", &s.ours_finalize, &s.ref_diff, "");
     row("small: chained create", &s.ours_chain, &s.ref_cp, "");
+    if let Some((o, g)) = apply_fig {
+        println!("| large tree: apply a 100-file patch (vs git apply) | {o:.3} s | {g:.3} s | {:.2}× | ≤ 1× |", o / g);
+    }
+    match xfs {
+        Ok((o, p)) => println!(
+            "| XFS reflink image: first create_sandbox, {small_n}-file git project (vs plain cp -a --reflink=never) | {o:.3} s | {p:.3} s | {:.2}× | ≤ 0.2× |",
+            o / p
+        ),
+        Err(why) => println!("\nXFS reflink figure skipped: {why}"),
+    }
     if let Some(kb) = rss {
         println!(
             "\npeak RSS, first create + finalize on the large tree: {:.1} MB (target < 100 MB)",

@@ -1,8 +1,9 @@
-//! The C++ bridge (feature `ffi`): a `#[cxx::bridge]` over [`SandboxManager`].
+//! The C++ bridge (feature `ffi`): a `#[cxx::bridge]` over [`SandboxManager`] and the
+//! consumer-side [`apply`](crate::apply) (`apply_patch`, `undo_apply`).
 //!
-//! The C++ API lives in `include/patchbox/sandbox.hpp` and the glue in `cpp/`; `build.rs`
-//! compiles both into this crate, so the Rust staticlib is the whole C++ library. This module
-//! is the only code on the Rust side of the boundary:
+//! The C++ API lives in `include/patchbox/sandbox.hpp` (and `apply.hpp`, `error.hpp`) and the
+//! glue in `cpp/`; `build.rs` compiles both into this crate, so the Rust staticlib is the whole
+//! C++ library. This module is the only code on the Rust side of the boundary:
 //!
 //! * Paths and patches cross as bytes (`&[u8]` / `Vec<u8>`): paths need not be UTF-8 on Unix.
 //! * Every fallible function returns `Result`, whose error string is `"<kind>\x1f<message>"`
@@ -11,6 +12,8 @@
 //! * No panic crosses the boundary: every bridge function runs under
 //!   [`std::panic::catch_unwind`]; a panic becomes an `internal` error (or a neutral value for
 //!   the infallible getters). cxx would otherwise abort the process.
+//! * Reports cross as plain shared structs (an absent path is a `has_*` flag, enums are cxx
+//!   shared enums); an apply's conflicts and refusals are in its report, not errors.
 //! * C++ callbacks (copy progress, the completion decision) come in as opaque C++ types whose
 //!   methods are `noexcept`: the glue catches whatever the user's callback throws.
 
@@ -20,8 +23,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::apply::{ApplyOptions, ApplyReport, FileReport, FileStatus, Outcome};
 use crate::error::Error;
 use crate::manager::{Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult};
+use crate::relpath::RelPath;
 use crate::snapshot::{Progress, ProgressFn};
 
 /// Separates the error kind from the message in a bridge error string.
@@ -59,6 +64,73 @@ mod bridge {
         result: FfiResult,
         routed: u8,
         pending_path: Vec<u8>,
+    }
+
+    /// `apply::ApplyOptions` across the bridge; an absent path is `has_* == false`.
+    struct FfiApplyOptions {
+        check: bool,
+        has_preimages: bool,
+        preimages: Vec<u8>,
+        conflict_markers: bool,
+        has_undo_dir: bool,
+        undo_dir: Vec<u8>,
+        strip: usize,
+        allow_outside_symlinks: bool,
+    }
+
+    /// `apply::FileStatus` across the bridge.
+    #[repr(u8)]
+    enum FfiFileStatus {
+        Applied,
+        Merged,
+        AlreadyApplied,
+        Conflict,
+        Refused,
+    }
+
+    /// `apply::Outcome` across the bridge.
+    #[repr(u8)]
+    enum FfiOutcome {
+        Applied,
+        AppliedWithConflicts,
+        AlreadyApplied,
+        Refused,
+    }
+
+    /// `apply::HunkConflict` across the bridge.
+    struct FfiHunkConflict {
+        hunk: usize,
+        header: String,
+        reason: String,
+    }
+
+    /// `apply::FileReport` across the bridge.
+    struct FfiFileReport {
+        path: Vec<u8>,
+        has_old_path: bool,
+        old_path: Vec<u8>,
+        status: FfiFileStatus,
+        detail: String,
+        conflicts: Vec<FfiHunkConflict>,
+        markers_written: bool,
+    }
+
+    /// `apply::ApplyReport` across the bridge, with its `Display` rendering in `text`.
+    struct FfiApplyReport {
+        files: Vec<FfiFileReport>,
+        outcome: FfiOutcome,
+        check_only: bool,
+        has_undo_dir: bool,
+        undo_dir: Vec<u8>,
+        warnings: Vec<String>,
+        text: String,
+    }
+
+    /// `apply::UndoReport` across the bridge.
+    struct FfiUndoReport {
+        restored: Vec<FfiPath>,
+        overwritten: Vec<FfiPath>,
+        already_undone: bool,
     }
 
     unsafe extern "C++" {
@@ -105,6 +177,13 @@ mod bridge {
             decider: &Decider,
         ) -> Result<FfiCompletion>;
         fn close(self: &mut Manager);
+
+        fn apply_patch(
+            project_dir: &[u8],
+            patch: &[u8],
+            options: &FfiApplyOptions,
+        ) -> Result<FfiApplyReport>;
+        fn undo_apply(project_dir: &[u8], undo_dir: &[u8], force: bool) -> Result<FfiUndoReport>;
     }
 }
 
@@ -338,6 +417,122 @@ impl Manager {
         let inner = self.inner.take();
         let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
     }
+}
+
+// ---- apply ---------------------------------------------------------------------------------
+
+fn apply_options_in(o: &bridge::FfiApplyOptions) -> ApplyOptions {
+    ApplyOptions {
+        check: o.check,
+        preimages: o.has_preimages.then(|| path_from(&o.preimages)),
+        conflict_markers: o.conflict_markers,
+        undo_dir: o.has_undo_dir.then(|| path_from(&o.undo_dir)),
+        strip: o.strip,
+        allow_outside_symlinks: o.allow_outside_symlinks,
+        ..ApplyOptions::default()
+    }
+}
+
+fn status_out(s: FileStatus) -> bridge::FfiFileStatus {
+    match s {
+        FileStatus::Applied => bridge::FfiFileStatus::Applied,
+        FileStatus::Merged => bridge::FfiFileStatus::Merged,
+        FileStatus::AlreadyApplied => bridge::FfiFileStatus::AlreadyApplied,
+        FileStatus::Conflict => bridge::FfiFileStatus::Conflict,
+        FileStatus::Refused => bridge::FfiFileStatus::Refused,
+    }
+}
+
+fn outcome_out(o: Outcome) -> bridge::FfiOutcome {
+    match o {
+        Outcome::Applied => bridge::FfiOutcome::Applied,
+        Outcome::AppliedWithConflicts => bridge::FfiOutcome::AppliedWithConflicts,
+        Outcome::AlreadyApplied => bridge::FfiOutcome::AlreadyApplied,
+        Outcome::Refused => bridge::FfiOutcome::Refused,
+    }
+}
+
+fn rel_paths_out(v: Vec<RelPath>) -> Vec<bridge::FfiPath> {
+    v.iter()
+        .map(|p| bridge::FfiPath {
+            bytes: p.as_bytes().to_vec(),
+        })
+        .collect()
+}
+
+fn file_report_out(f: FileReport) -> bridge::FfiFileReport {
+    bridge::FfiFileReport {
+        path: f.path.as_bytes().to_vec(),
+        has_old_path: f.old_path.is_some(),
+        old_path: f
+            .old_path
+            .map(|p| p.as_bytes().to_vec())
+            .unwrap_or_default(),
+        status: status_out(f.status),
+        detail: f.detail,
+        conflicts: f
+            .conflicts
+            .into_iter()
+            .map(|c| bridge::FfiHunkConflict {
+                hunk: c.hunk,
+                header: c.header,
+                reason: c.reason,
+            })
+            .collect(),
+        markers_written: f.markers_written,
+    }
+}
+
+fn apply_report_out(r: ApplyReport) -> bridge::FfiApplyReport {
+    let text = r.to_string();
+    bridge::FfiApplyReport {
+        files: r.files.into_iter().map(file_report_out).collect(),
+        outcome: outcome_out(r.outcome),
+        check_only: r.check_only,
+        has_undo_dir: r.undo_dir.is_some(),
+        undo_dir: r
+            .undo_dir
+            .map(|p| p.into_os_string().into_vec())
+            .unwrap_or_default(),
+        warnings: r.warnings,
+        text,
+    }
+}
+
+/// [`crate::apply::apply_patch`]: conflicts and refusals are in the report, not errors.
+fn apply_patch(
+    project_dir: &[u8],
+    patch: &[u8],
+    options: &bridge::FfiApplyOptions,
+) -> Result<bridge::FfiApplyReport, String> {
+    guarded(|| {
+        let r = core(crate::apply::apply_patch(
+            path_from(project_dir),
+            patch,
+            &apply_options_in(options),
+        ))?;
+        Ok(apply_report_out(r))
+    })
+}
+
+/// [`crate::apply::undo_apply`].
+fn undo_apply(
+    project_dir: &[u8],
+    undo_dir: &[u8],
+    force: bool,
+) -> Result<bridge::FfiUndoReport, String> {
+    guarded(|| {
+        let r = core(crate::apply::undo_apply(
+            path_from(project_dir),
+            path_from(undo_dir),
+            force,
+        ))?;
+        Ok(bridge::FfiUndoReport {
+            restored: rel_paths_out(r.restored),
+            overwritten: rel_paths_out(r.overwritten),
+            already_undone: r.already_undone,
+        })
+    })
 }
 
 #[cfg(test)]
