@@ -18,7 +18,6 @@ namespace {
 
 using bridge::FfiCompletion;
 using bridge::FfiInfo;
-using bridge::FfiPath;
 using bridge::FfiResult;
 using glue::bytes;
 using glue::call;

@@ -1291,21 +1291,7 @@ impl<'a> Parser<'a> {
         if new_gone && hunks.iter().any(|h| h.new_len != 0) {
             return Err(Self::err(start, "deleted file patch still has contents"));
         }
-        let fp = FilePatch {
-            old_path: (!old_gone).then(|| path.clone()),
-            new_path: (!new_gone).then_some(path),
-            old_mode: None,
-            new_mode: None,
-            old_oid: None,
-            new_oid: None,
-            is_rename: false,
-            is_copy: false,
-            similarity: None,
-            is_git: false,
-            hunks,
-            binary: None,
-            line: start + 1,
-        };
+        let fp = FilePatch::traditional(path, old_gone, new_gone, hunks, None, start + 1);
         Ok((fp, next))
     }
 
@@ -1325,7 +1311,28 @@ impl<'a> Parser<'a> {
         let new_gone = b == b"/dev/null";
         let name = if new_gone { a } else { b };
         let path = self.path_from(name, self.strip, i)?;
-        Ok(FilePatch {
+        Ok(FilePatch::traditional(
+            path,
+            old_gone,
+            new_gone,
+            Vec::new(),
+            Some(BinaryPatch::NoData),
+            i + 1,
+        ))
+    }
+}
+
+impl FilePatch {
+    /// A file patch from a non-git diff: no modes, ids or renames.
+    fn traditional(
+        path: RelPath,
+        old_gone: bool,
+        new_gone: bool,
+        hunks: Vec<Hunk>,
+        binary: Option<BinaryPatch>,
+        line: usize,
+    ) -> FilePatch {
+        FilePatch {
             old_path: (!old_gone).then(|| path.clone()),
             new_path: (!new_gone).then_some(path),
             old_mode: None,
@@ -1336,10 +1343,10 @@ impl<'a> Parser<'a> {
             is_copy: false,
             similarity: None,
             is_git: false,
-            hunks: Vec::new(),
-            binary: Some(BinaryPatch::NoData),
-            line: i + 1,
-        })
+            hunks,
+            binary,
+            line,
+        }
     }
 }
 
