@@ -297,8 +297,14 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
     let root = work.join("applyroot");
     let _ = fs::remove_dir_all(&root);
     let patch = {
-        let mgr = SandboxManager::with_options(tree, Options { root: Some(root.clone()), ..Options::default() })
-            .expect("manager");
+        let mgr = SandboxManager::with_options(
+            tree,
+            Options {
+                root: Some(root.clone()),
+                ..Options::default()
+            },
+        )
+        .expect("manager");
         let sb = mgr.create_sandbox("p", None).expect("create");
         edit_files(&sb.path, &files);
         mgr.finalize_sandbox(&sb).expect("finalize").patch
@@ -314,7 +320,10 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
         let rep = patchbox::apply::apply_patch(
             tree,
             &patch,
-            &patchbox::apply::ApplyOptions { undo_dir: Some(undo.clone()), ..Default::default() },
+            &patchbox::apply::ApplyOptions {
+                undo_dir: Some(undo.clone()),
+                ..Default::default()
+            },
         )
         .expect("apply");
         ours.push(t.elapsed().as_secs_f64());

@@ -79,6 +79,7 @@ mod bridge {
     }
 
     /// `apply::FileStatus` across the bridge.
+    #[derive(Debug)]
     #[repr(u8)]
     enum FfiFileStatus {
         Applied,
@@ -89,6 +90,7 @@ mod bridge {
     }
 
     /// `apply::Outcome` across the bridge.
+    #[derive(Debug)]
     #[repr(u8)]
     enum FfiOutcome {
         Applied,
@@ -558,6 +560,74 @@ mod tests {
         assert!(s.starts_with("internal\x1f"), "{s}");
         assert!(s.contains("boom"), "{s}");
         assert_eq!(guarded_or_default(|| -> u32 { panic!("x") }), 0);
+    }
+
+    fn opts() -> bridge::FfiApplyOptions {
+        bridge::FfiApplyOptions {
+            check: false,
+            has_preimages: false,
+            preimages: Vec::new(),
+            conflict_markers: false,
+            has_undo_dir: false,
+            undo_dir: Vec::new(),
+            strip: 1,
+            allow_outside_symlinks: false,
+        }
+    }
+
+    #[test]
+    fn apply_errors_carry_their_kind() {
+        let project = tempfile::tempdir().unwrap();
+        let dir = path_bytes(project.path());
+        let s = apply_patch(&dir, b"not a patch\n", &opts()).err().unwrap();
+        assert!(s.starts_with("patch_parse\x1f"), "{s}");
+        let evil = b"--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n";
+        let s = apply_patch(&dir, evil, &opts()).err().unwrap();
+        assert!(s.starts_with("containment\x1f"), "{s}");
+        let s = undo_apply(&dir, &dir, false).err().unwrap();
+        assert!(s.starts_with("io\x1f"), "{s}");
+    }
+
+    #[test]
+    fn apply_reports_cross_whole() {
+        let project = tempfile::tempdir().unwrap();
+        let records = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("a.txt"), "one\n").unwrap();
+        let dir = path_bytes(project.path());
+        let undo = records.path().join("u");
+        let patch = b"diff --git a/a.txt b/b.txt\nsimilarity index 50%\nrename from a.txt\n\
+rename to b.txt\n--- a/a.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-one\n+two\n";
+
+        let mut o = opts();
+        o.check = true;
+        let r = apply_patch(&dir, patch, &o).unwrap();
+        assert!(r.check_only && !r.has_undo_dir);
+        assert_eq!(r.outcome, bridge::FfiOutcome::Applied);
+        assert!(r.text.contains("would be applied"), "{}", r.text);
+
+        let mut o = opts();
+        o.has_undo_dir = true;
+        o.undo_dir = path_bytes(&undo);
+        let r = apply_patch(&dir, patch, &o).unwrap();
+        assert_eq!(r.outcome, bridge::FfiOutcome::Applied, "{}", r.text);
+        assert!(r.has_undo_dir && r.undo_dir == path_bytes(&undo));
+        let f = &r.files[0];
+        assert_eq!(
+            (f.path.as_slice(), f.old_path.as_slice()),
+            (&b"b.txt"[..], &b"a.txt"[..])
+        );
+        assert!(f.has_old_path);
+        assert_eq!(f.status, bridge::FfiFileStatus::Applied);
+        let again = apply_patch(&dir, patch, &opts()).unwrap();
+        assert_eq!(again.outcome, bridge::FfiOutcome::AlreadyApplied);
+
+        let u = undo_apply(&dir, &path_bytes(&undo), false).unwrap();
+        assert_eq!(u.restored.len(), 2);
+        assert!(!u.already_undone);
+        assert_eq!(
+            std::fs::read(project.path().join("a.txt")).unwrap(),
+            b"one\n"
+        );
     }
 
     #[test]

@@ -4,7 +4,11 @@
 /// An engine session snapshots the user's project into `<root>/<session>/base/`; each delegated
 /// sub-agent works in its own copy `<root>/<session>/d-<id>/`; its work comes back as a
 /// git-style patch that `git apply` accepts, or waits in `pending/<id>.patch` for review. The
-/// user's project is never written.
+/// user's project is never written by a SandboxManager.
+///
+/// Applying a patch to the project, once the user consents, is the consumer side:
+/// patchbox::apply_patch() and patchbox::undo_apply() in `<patchbox/apply.hpp>`, which this
+/// header includes (as it does `<patchbox/error.hpp>`, home of patchbox::Error).
 ///
 /// Link the CMake target `patchbox::patchbox`. Every failure throws patchbox::Error. One
 /// SandboxManager may be used from any number of threads at once.

@@ -1,0 +1,197 @@
+/// @file patchbox/apply.hpp
+/// @brief The consumer side: applying a delegation's patch to the user's project, and undoing
+/// it.
+///
+/// Once the user consents, the consumer applies a SandboxResult::patch (or any git-style
+/// patch) to the project with apply_patch(). It is built around four promises:
+///
+/// 1. **All or nothing.** Every file is resolved in memory first; only if every file can be
+///    applied is anything written, through a transaction that rolls back on failure.
+///    ApplyOptions::check stops before writing.
+/// 2. **Drift is handled, never guessed past.** A file that already holds the patch's result
+///    is FileStatus::AlreadyApplied; exact context (possibly at an offset) is
+///    FileStatus::Applied; with ApplyOptions::preimages a 3-way merge absorbs non-overlapping
+///    local edits (FileStatus::Merged); overlapping edits are a FileStatus::Conflict, which
+///    refuses the whole patch unless ApplyOptions::conflict_markers is set. Applying a patch
+///    twice changes nothing and reports Outcome::AlreadyApplied.
+/// 3. **Nothing outside the project.** Paths with `..`, absolute paths, `.git` components and
+///    paths through symlinks are refused; new symlinks must point inside the project unless
+///    ApplyOptions::allow_outside_symlinks is set.
+/// 4. **Undoable.** With ApplyOptions::undo_dir the apply records what it replaced;
+///    undo_apply() restores it.
+///
+/// Conflicts and refusals are not exceptions: they are reported per file in the ApplyReport,
+/// whose Outcome says whether anything was written. Error is thrown only when the patch cannot
+/// be read at all (ErrorKind::PatchParse, or ErrorKind::Containment for a `..` or absolute
+/// path), for a bad project directory (ErrorKind::NotADirectory), or when writing failed
+/// (ErrorKind::Io, ErrorKind::ApplyFailed; the project has then been rolled back).
+///
+/// Included by `<patchbox/sandbox.hpp>`; a consumer that only applies patches may include
+/// just this header. Link the CMake target `patchbox::patchbox`. The functions are
+/// thread-safe, but concurrent applies to the same project are detected, not locked out.
+///
+/// @code
+/// patchbox::ApplyOptions opts;
+/// opts.preimages = result.base_dir;  // enables 3-way merges while the session lives
+/// opts.undo_dir = "/var/tmp/my-engine/undo-42";
+/// patchbox::ApplyReport report = patchbox::apply_patch(project, result.patch, opts);
+/// if (!report.ok()) std::cerr << report.text << '\n';  // nothing was written
+/// // ... later, if the user changes their mind:
+/// patchbox::undo_apply(project, *report.undo_dir);
+/// @endcode
+#ifndef PATCHBOX_APPLY_HPP
+#define PATCHBOX_APPLY_HPP
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "patchbox/error.hpp"
+
+/// patchbox's C++ API.
+namespace patchbox {
+
+/// How to apply a patch. The defaults apply for real, refuse on any conflict, record no undo
+/// information and strip one leading path component (`a/`, `b/`).
+struct ApplyOptions {
+  /// Only report what would happen; write nothing (ApplyReport::check_only is then true).
+  bool check = false;
+  /// A directory holding the original versions of the files under the same relative paths,
+  /// e.g. a session's SandboxResult::base_dir: enables 3-way merging when the project has
+  /// drifted since the snapshot.
+  std::optional<std::filesystem::path> preimages;
+  /// Write conflicting text files with conflict markers (and apply the rest) instead of
+  /// refusing the whole patch. Conflicts that markers cannot express (binary files, symlinks,
+  /// creations over different files, deletions of changed files) still refuse the patch.
+  bool conflict_markers = false;
+  /// Where to record what the apply replaced, for undo_apply(). Must not exist yet or be an
+  /// empty directory. Nothing is recorded when nothing is written.
+  std::optional<std::filesystem::path> undo_dir;
+  /// Leading path components to strip from the patch's file names (`patch -p`).
+  std::size_t strip = 1;
+  /// Allow the patch to create symlinks that point outside the project (absolute targets or
+  /// too many `..`). Off by default: such a symlink is refused.
+  bool allow_outside_symlinks = false;
+};
+
+/// What happened (or, in check mode, would happen) to one file.
+enum class FileStatus {
+  Applied,         ///< Applied with exact context (possibly at an offset).
+  Merged,          ///< Applied by a 3-way merge: the project had non-overlapping edits.
+  AlreadyApplied,  ///< The project already has the patch's result for this file.
+  Conflict,        ///< The patch's changes overlap local changes (see FileReport::conflicts).
+  Refused,         ///< Refused for safety or because the change is unsupported (see detail).
+};
+
+/// The stable lower-case name of a status, as the report text spells it (`"applied"`,
+/// `"merged"`, `"already applied"`, `"conflict"`, `"refused"`).
+const char* to_string(FileStatus status) noexcept;
+
+/// One hunk that could not be applied.
+struct HunkConflict {
+  /// 1-based index of the hunk within its file's patch.
+  std::size_t hunk = 0;
+  /// The hunk header, `@@ -a,b +c,d @@`.
+  std::string header;
+  /// Why it conflicts, with line numbers in the project file where known.
+  std::string reason;
+};
+
+/// The result for one file of the patch.
+struct FileReport {
+  /// The file, relative to the project (its new path; the old one for a deletion).
+  std::filesystem::path path;
+  /// The source path of a rename or copy, relative to the project.
+  std::optional<std::filesystem::path> old_path;
+  /// What happened.
+  FileStatus status = FileStatus::Refused;
+  /// Human-readable detail: offsets used, merge notes, the reason for a refusal.
+  std::string detail;
+  /// For FileStatus::Conflict: the conflicting hunks.
+  std::vector<HunkConflict> conflicts;
+  /// True when the file was (or in check mode would be) written with conflict markers.
+  bool markers_written = false;
+};
+
+/// The overall result of an apply.
+enum class Outcome {
+  Applied,               ///< Every file applied or already applied; something was written
+                         ///< (in check mode: would be).
+  AppliedWithConflicts,  ///< Written, but some text files hold conflict markers
+                         ///< (ApplyOptions::conflict_markers).
+  AlreadyApplied,        ///< Every file already had the patch's result (or the patch was
+                         ///< empty); nothing written.
+  Refused,               ///< Nothing was written: some file conflicts or was refused.
+};
+
+/// The stable lower-case name of an outcome (`"applied"`, `"applied with conflicts"`,
+/// `"already applied"`, `"refused"`).
+const char* to_string(Outcome outcome) noexcept;
+
+/// The result of apply_patch(): one FileReport per file of the patch, in patch order.
+struct ApplyReport {
+  /// Per file of the patch, in order.
+  std::vector<FileReport> files;
+  /// Overall outcome.
+  Outcome outcome = Outcome::Refused;
+  /// True when made with ApplyOptions::check: nothing was written.
+  bool check_only = false;
+  /// The undo record written, if any (absent when nothing was written).
+  std::optional<std::filesystem::path> undo_dir;
+  /// Non-fatal notes (e.g. a staging directory that could not be cleaned up).
+  std::vector<std::string> warnings;
+  /// A human-readable summary: one line per file (with its conflicting hunks), the warnings,
+  /// and a closing line. The same text as the Rust report's `Display` and the CLI.
+  std::string text;
+
+  /// True unless the patch was refused (conflicts without markers, or refused files).
+  bool ok() const noexcept { return outcome != Outcome::Refused; }
+  /// True when this call modified the project.
+  bool wrote() const noexcept {
+    return !check_only && (outcome == Outcome::Applied || outcome == Outcome::AppliedWithConflicts);
+  }
+  /// The number of files with @p status.
+  std::size_t count(FileStatus status) const noexcept {
+    std::size_t n = 0;
+    for (const auto& f : files) n += f.status == status ? 1 : 0;
+    return n;
+  }
+};
+
+/// Parses @p patch (raw bytes, git-style or unified) with ApplyOptions::strip and applies it
+/// to @p project_dir, all or nothing, as described in this file's overview.
+///
+/// Conflicts and refusals are reported in the returned ApplyReport (ApplyReport::ok() is then
+/// false and nothing was written); they do not throw.
+/// @throws Error ErrorKind::PatchParse for a patch that cannot be read,
+///   ErrorKind::Containment for a path with `..` or an absolute path (nothing written),
+///   ErrorKind::NotADirectory for a bad @p project_dir, ErrorKind::Io or
+///   ErrorKind::ApplyFailed when writing failed (the project has been rolled back).
+ApplyReport apply_patch(const std::filesystem::path& project_dir, const std::string& patch,
+                        const ApplyOptions& options = {});
+
+/// The result of undo_apply().
+struct UndoReport {
+  /// Paths restored to their state before the apply, relative to the project.
+  std::vector<std::filesystem::path> restored;
+  /// Paths that had changed since the apply and were overwritten anyway (`force`).
+  std::vector<std::filesystem::path> overwritten;
+  /// The record had already been used; nothing was done.
+  bool already_undone = false;
+};
+
+/// Restores @p project_dir to its state before the apply recorded in @p undo_dir (see
+/// ApplyOptions::undo_dir). Atomic like an apply. Every path the apply changed must still hold
+/// what the apply wrote; otherwise the undo is refused, unless @p force is set (the changes
+/// are then overwritten and listed in UndoReport::overwritten). Undoing the same record twice
+/// is harmless: the second call reports UndoReport::already_undone.
+/// @throws Error ErrorKind::ApplyFailed when files changed since the apply (without
+///   @p force) or the record is unusable, ErrorKind::Io, ErrorKind::NotADirectory, …
+UndoReport undo_apply(const std::filesystem::path& project_dir,
+                      const std::filesystem::path& undo_dir, bool force = false);
+
+}  // namespace patchbox
+
+#endif  // PATCHBOX_APPLY_HPP
