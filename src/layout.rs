@@ -359,6 +359,22 @@ pub fn open_lock_file(p: &SessionPath) -> Result<File> {
         .ctx("open lock file", &p.0)
 }
 
+/// The process umask, read once from `/proc/self/status` (calling `umask()` to read it would
+/// briefly change it for every thread). Unknown: assume the strictest, so modes are always set.
+fn process_umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o777)
+    })
+}
+
 /// Creates a new regular file (it must not exist) with the given permission bits.
 pub fn create_file_new(p: &SessionPath, mode: u32) -> Result<File> {
     let f = OpenOptions::new()
@@ -367,9 +383,12 @@ pub fn create_file_new(p: &SessionPath, mode: u32) -> Result<File> {
         .mode(mode)
         .open(&p.0)
         .ctx("create", &p.0)?;
-    // The umask may have cleared bits of `mode`.
-    f.set_permissions(fs::Permissions::from_mode(mode))
-        .ctx("set mode", &p.0)?;
+    // The umask may have cleared owner bits of `mode` (those git records); only then is a
+    // chmod needed.
+    if mode & process_umask() & 0o700 != 0 {
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .ctx("set mode", &p.0)?;
+    }
     Ok(f)
 }
 
