@@ -306,11 +306,11 @@ impl SandboxManager {
             nodes.push(Node { rel: e.rel, kind });
             srcs.push(src);
         }
-        let to_copy: Vec<Node> = nodes
+        let to_copy: Vec<&Node> = nodes
             .iter()
             .zip(&srcs)
             .filter(|(_, s)| **s == BaseSrc::Dir)
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n)
             .collect();
         let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
         let dir = self.path_in_session_base(Path::new(BASE_DIR))?;
@@ -457,9 +457,9 @@ impl SandboxManager {
         let mut blob_info = Vec::new();
         for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
             match s {
-                BaseSrc::Dir => dir_nodes.push(n.clone()),
+                BaseSrc::Dir => dir_nodes.push(n),
                 BaseSrc::Blob(_, st) => {
-                    blob_nodes.push(n.clone());
+                    blob_nodes.push(n);
                     blob_info.push((i, *st));
                 }
             }
@@ -582,14 +582,23 @@ impl SandboxManager {
         let sb = self.lookup(info)?;
         let sbase = self.ensure_base()?;
         let base = &sbase.base;
-        let rules = select::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref())?;
+        // Ignore rules are only needed for new paths: loaded on the first one.
+        let rules = std::cell::OnceCell::new();
         let d = diff::diff_trees(
             &base.nodes,
             base,
             &sb.info.path,
             Some(&sb.manifest),
-            &|rel| rules.is_ignored(rel, false),
+            &|rel| {
+                rules
+                    .get_or_init(|| select::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
+                    .as_ref()
+                    .is_ok_and(|r| r.is_ignored(rel, false))
+            },
         )?;
+        if let Some(Err(e)) = rules.into_inner() {
+            return Err(e);
+        }
         let base_dir = self.path_in_session_base(&base.dir)?;
         for i in d.changes.iter().filter_map(|c| c.base_index) {
             base.materialize(&base_dir, i)?;

@@ -6,7 +6,9 @@
 //! (`copy_file_range`). For every copied node it records the copy's own stat data, the
 //! [`StatKey`], so finalizing later stats the sandbox instead of reading every file.
 
+use std::borrow::Borrow;
 use std::fs::{self, File, FileTimes, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -138,15 +140,16 @@ enum Copied {
 /// reported, not fatal: the user may edit the project while it is being snapshotted. With
 /// `verify`, a regular file is copied only when `verify` accepts its stat data at open time
 /// and that stat data is unchanged after the copy; refused nodes get no key.
-pub fn copy_tree(
+pub fn copy_tree<N: Borrow<Node> + Sync>(
     src_root: &Path,
-    nodes: &[Node],
+    nodes: &[N],
     dst_root: &SessionPath,
     progress: Option<&ProgressFn>,
     verify: Option<&VerifyFn<'_>>,
 ) -> Result<CopyOutcome> {
     let mut last_dir: Option<RelPath> = None;
     for n in nodes {
+        let n: &Node = n.borrow();
         let Some(parent) = n.rel.parent() else {
             continue;
         };
@@ -183,6 +186,7 @@ pub fn copy_tree(
                 }
                 let end = (start + CHUNK).min(nodes.len());
                 for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
+                    let n: &Node = n.borrow();
                     let dst = dst_root.child(&n.rel);
                     let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
                     let r = copy_node(
@@ -421,7 +425,7 @@ pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
         };
         out.push((
             Node {
-                rel: RelPath::new(rel)?,
+                rel: RelPath::from_bytes(rel.as_os_str().as_bytes())?,
                 kind,
             },
             StatKey::from_metadata(&m),
