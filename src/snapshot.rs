@@ -384,53 +384,121 @@ fn copy_contents(
 /// Lists every file and symlink under `root` (never following symlinks, skipping `.git`
 /// directories), sorted by path bytes. Used for sandboxes, whose content is entirely the
 /// library's own copy plus what the delegation wrote.
+///
+/// This is the whole cost of an unchanged finalize (one `lstat` per node), so directories are
+/// read by all cores from a shared queue.
 pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
-    let mut out = Vec::new();
-    let mut it = walkdir::WalkDir::new(root).follow_links(false).into_iter();
-    while let Some(entry) = it.next() {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                let p = e.path().unwrap_or(root).to_path_buf();
-                return Err(Error::io(
-                    "walk",
-                    &p,
-                    e.into_io_error()
-                        .unwrap_or_else(|| std::io::Error::other("walk error")),
-                ));
+    struct Queue {
+        dirs: Vec<Vec<u8>>,
+        active: usize,
+        failed: Option<Error>,
+    }
+    let queue = Mutex::new(Queue {
+        dirs: vec![Vec::new()],
+        active: 0,
+        failed: None,
+    });
+    let cv = parking_lot::Condvar::new();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 8);
+    let results: Vec<Option<Vec<(Node, StatKey)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let rel_dir = {
+                            let mut q = queue.lock();
+                            loop {
+                                if q.failed.is_some() {
+                                    return out;
+                                }
+                                if let Some(d) = q.dirs.pop() {
+                                    q.active += 1;
+                                    break d;
+                                }
+                                if q.active == 0 {
+                                    cv.notify_all();
+                                    return out;
+                                }
+                                cv.wait(&mut q);
+                            }
+                        };
+                        let mut found_dirs = Vec::new();
+                        let r = list_dir(root, &rel_dir, &mut out, &mut found_dirs);
+                        let mut q = queue.lock();
+                        q.active -= 1;
+                        match r {
+                            Ok(()) => q.dirs.extend(found_dirs),
+                            Err(e) => {
+                                q.failed.get_or_insert(e);
+                            }
+                        }
+                        cv.notify_all();
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().ok()).collect()
+    });
+    if let Some(e) = queue.into_inner().failed {
+        return Err(e);
+    }
+    // A lost part of the listing would read as deletions: never return one.
+    let Some(parts) = results.into_iter().collect::<Option<Vec<_>>>() else {
+        return Err(Error::io(
+            "list",
+            root,
+            std::io::Error::other("a listing thread panicked"),
+        ));
+    };
+    let mut out: Vec<(Node, StatKey)> = parts.into_iter().flatten().collect();
+    out.sort_unstable_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
+    Ok(out)
+}
+
+/// Reads one directory of [`list_tree`]: nodes into `out`, subdirectories into `dirs`.
+fn list_dir(
+    root: &Path,
+    rel_dir: &[u8],
+    out: &mut Vec<(Node, StatKey)>,
+    dirs: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    let abs = root.join(std::ffi::OsStr::from_bytes(rel_dir));
+    let rd = fs::read_dir(&abs).ctx("read directory", &abs)?;
+    for entry in rd {
+        let entry = entry.ctx("read directory", &abs)?;
+        let name = entry.file_name();
+        let mut rel = Vec::with_capacity(rel_dir.len() + 1 + name.len());
+        if !rel_dir.is_empty() {
+            rel.extend_from_slice(rel_dir);
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name.as_bytes());
+        let ft = entry.file_type().ctx("stat", &entry.path())?;
+        if ft.is_dir() {
+            if name != ".git" {
+                dirs.push(rel);
             }
+            continue;
+        }
+        let m = match fs::symlink_metadata(entry.path()) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("stat", entry.path(), e)),
         };
-        if entry.depth() == 0 {
-            continue;
-        }
-        if entry.file_type().is_dir() {
-            if entry.file_name() == ".git" {
-                it.skip_current_dir();
-            }
-            continue;
-        }
-        let m = entry.metadata().map_err(|e| {
-            Error::io(
-                "stat",
-                entry.path(),
-                e.into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("stat error")),
-            )
-        })?;
         let Some(kind) = NodeKind::from_metadata(&m) else {
-            continue;
-        };
-        let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
         out.push((
             Node {
-                rel: RelPath::from_bytes(rel.as_os_str().as_bytes())?,
+                rel: RelPath::from_bytes(&rel)?,
                 kind,
             },
             StatKey::from_metadata(&m),
         ));
     }
-    out.sort_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
-    Ok(out)
+    Ok(())
 }
