@@ -348,6 +348,7 @@ impl SandboxManager {
             odb,
         };
         base.write_blob_list(&self.path_in_session_base(Path::new(crate::base::BLOBS_FILE))?)?;
+        release_freed_memory();
         layout::rename(&tmp, &dir)?;
         let sb = Arc::new(SessionBase {
             base,
@@ -831,6 +832,16 @@ impl Drop for SandboxManager {
         }
         // Releasing the lock last: until now no pruner may touch this session.
         drop(self.lock.lock().take());
+    }
+}
+
+/// Hands memory freed by the snapshot (the selection of a large tree is transient) back to
+/// the system, so the engine's resident size does not keep the high-water mark of a snapshot.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

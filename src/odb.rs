@@ -52,7 +52,7 @@ const MAX_ALTERNATE_DEPTH: u32 = 5;
 /// `.idx` files up to this size are read into memory; larger ones are searched with `pread`.
 const IDX_IN_MEMORY_MAX: u64 = 16 << 20;
 /// Total bytes kept by the reconstructed-object cache.
-const CACHE_BUDGET: usize = 64 << 20;
+const CACHE_BUDGET: usize = 16 << 20;
 /// Upper bound for a speculative allocation made from a size read out of the repository; the
 /// buffer grows past it only as real data arrives.
 const PREALLOC_MAX: u64 = 16 << 20;

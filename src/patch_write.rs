@@ -275,6 +275,51 @@ fn write_hunks(out: &mut Vec<u8>, old: &[u8], new: &[u8]) {
 /// Myers then runs on the remaining lines with a time limit ([`DIFF_TIME_LIMIT`]); past it,
 /// `similar` finishes with a coarser (still correct) script rather than running on.
 fn line_ops<'a>(old: &[&'a [u8]], new: &[&'a [u8]]) -> Vec<DiffOp> {
+    // As xdiff does, the common head and tail are matched before anything else: a small edit
+    // to a huge file then costs time and memory for the edited region only.
+    let head = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let room = old.len().min(new.len()) - head;
+    let tail = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut ops = Vec::new();
+    for i in 0..head {
+        push_equal(&mut ops, i, i);
+    }
+    let (old_end, new_end) = (old.len() - tail, new.len() - tail);
+    for op in middle_ops(&old[head..old_end], &new[head..new_end]) {
+        match op {
+            DiffOp::Equal {
+                old_index,
+                new_index,
+                len,
+            } => {
+                for k in 0..len {
+                    push_equal(&mut ops, head + old_index + k, head + new_index + k);
+                }
+            }
+            other => {
+                let (o, n) = (other.old_range(), other.new_range());
+                push_gap(
+                    &mut ops,
+                    head + o.start..head + o.end,
+                    head + n.start..head + n.end,
+                );
+            }
+        }
+    }
+    for k in 0..tail {
+        push_equal(&mut ops, old_end + k, new_end + k);
+    }
+    ops
+}
+
+/// [`line_ops`] for the region between the common head and tail.
+fn middle_ops<'a>(old: &[&'a [u8]], new: &[&'a [u8]]) -> Vec<DiffOp> {
     let mut ids: HashMap<&'a [u8], usize> = HashMap::new();
     let old_ids = intern(&mut ids, old);
     let new_ids = intern(&mut ids, new);
