@@ -8,62 +8,16 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
+mod gitcmd;
+
+use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn git_cmd(dir: &Path, home: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .args([
-            "-c",
-            "user.name=Patchbox Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "core.autocrlf=false",
-            "-c",
-            "core.symlinks=true",
-        ])
-        .args(args);
-    c
-}
-
-fn git(dir: &Path, home: &Path, args: &[&str]) -> Output {
-    let out = git_cmd(dir, home, args).output().expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// `git apply` of `patch` in `dir` (not a repository): the oracle.
-fn git_apply(dir: &Path, home: &Path, patch: &[u8]) -> Output {
-    use std::io::Write;
-    let mut child = git_cmd(dir, home, &["apply", "--binary", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn git apply");
-    child.stdin.take().unwrap().write_all(patch).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 /// Content view: per path (excluding `.git`), type, exec bit and contents.
 fn content_view(root: &Path) -> BTreeMap<Vec<u8>, (char, bool, Vec<u8>)> {
