@@ -48,6 +48,10 @@ pub struct Base {
     pub srcs: Vec<BaseSrc>,
     /// The project's object store, when any node is a blob.
     pub odb: Option<Arc<ObjectStore>>,
+    /// The project directory: a blob node whose project file still has the stat data
+    /// verified at snapshot time is read from there (no pack decompression). `None` in
+    /// recovery, where only the object store is trusted.
+    pub project: Option<PathBuf>,
 }
 
 impl Base {
@@ -60,9 +64,12 @@ impl Base {
 
     /// Reads node `i` from the object store, or `None` if it lives in `base/`.
     fn read_blob(&self, i: usize) -> Result<Option<Vec<u8>>> {
-        let BaseSrc::Blob(oid, _) = self.srcs[i] else {
+        let BaseSrc::Blob(oid, st) = self.srcs[i] else {
             return Ok(None);
         };
+        if let Some(d) = self.read_unchanged_project_file(i, &st) {
+            return Ok(Some(d));
+        }
         let odb = self.odb.as_ref().ok_or_else(|| Error::Git {
             path: self.dir.clone(),
             reason: "base node refers to a blob but no object store is open".into(),
@@ -77,6 +84,26 @@ impl Base {
                 ),
             }),
         }
+    }
+
+    /// The project's copy of node `i` when its stat data, before and after reading, is still
+    /// the one verified against the index at snapshot time (so its content is the blob).
+    fn read_unchanged_project_file(&self, i: usize, st: &LStat) -> Option<Vec<u8>> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = self.project.as_ref()?.join(self.nodes[i].rel.as_path());
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p)
+            .ok()?;
+        if LStat::from_metadata(&f.metadata().ok()?) != *st {
+            return None;
+        }
+        let mut data = Vec::with_capacity(st.size as usize);
+        f.read_to_end(&mut data).ok()?;
+        (LStat::from_metadata(&f.metadata().ok()?) == *st && data.len() as u64 == st.size)
+            .then_some(data)
     }
 
     /// Makes sure the pre-image of node `i` exists as a file in `base/` (for consumers that
@@ -178,6 +205,7 @@ impl Base {
             nodes,
             srcs,
             odb,
+            project: None,
         })
     }
 }

@@ -346,6 +346,7 @@ impl SandboxManager {
             nodes,
             srcs,
             odb,
+            project: Some(self.project.clone()),
         };
         base.write_blob_list(&self.path_in_session_base(Path::new(crate::base::BLOBS_FILE))?)?;
         release_freed_memory();
@@ -388,6 +389,7 @@ impl SandboxManager {
             map.insert(delegation_id.to_string(), Slot::Creating);
         }
         let made = self.build_sandbox(delegation_id, &dir, chain_from);
+        release_freed_memory();
         let mut map = self.sandboxes.lock();
         match made {
             Ok(sb) => {
