@@ -206,22 +206,20 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
 }
 
 fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
-    // A child process does one first create + 100 edits + finalize; its peak RSS is read with
-    // getrusage(RUSAGE_CHILDREN).
+    // A child process does one first create + 100 edits + finalize and prints its own peak
+    // resident size (VmHWM): getrusage(RUSAGE_CHILDREN) would also count the reference's
+    // git processes run earlier.
     let exe = std::env::current_exe().ok()?;
-    let st = Command::new(exe)
+    let out = Command::new(exe)
         .arg("--rss-child")
         .arg(tree)
         .arg(work)
-        .status()
+        .output()
         .ok()?;
-    if !st.success() {
+    if !out.status.success() {
         return None;
     }
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is a valid rusage to fill.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    Some(ru.ru_maxrss)
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 fn rss_child(tree: &Path, work: &Path) {
@@ -240,6 +238,13 @@ fn rss_child(tree: &Path, work: &Path) {
     edit_files(&sb.path, &files);
     let r = mgr.finalize_sandbox(&sb).expect("finalize");
     assert_eq!(r.files_touched.len(), files.len());
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    println!("{kb}");
 }
 
 /// Copy-on-write: the small project on a loop-mounted XFS image with reflink. Returns
