@@ -62,6 +62,15 @@ impl Base {
             .ok()
     }
 
+    /// The base version of `rel` (its kind and content), or `None` when `rel` is not in the
+    /// base: what a pending patch keeps as its pre-image.
+    pub fn preimage(&self, rel: &RelPath) -> Result<Option<(NodeKind, Vec<u8>)>> {
+        match self.position(rel) {
+            Some(i) => Ok(Some((self.nodes[i].kind, BaseSource::read(self, i)?))),
+            None => Ok(None),
+        }
+    }
+
     /// Reads node `i` from the object store, or `None` if it lives in `base/`.
     fn read_blob(&self, i: usize) -> Result<Option<Vec<u8>>> {
         let BaseSrc::Blob(oid, st) = self.srcs[i] else {

@@ -687,17 +687,9 @@ impl SandboxManager {
             created: now_secs(),
             recovered,
         };
-        let read = |rel: &RelPath| -> Result<Option<(NodeKind, Vec<u8>)>> {
-            let Some(sb) = sbase.as_ref() else {
-                return Ok(None);
-            };
-            match sb.base.position(rel) {
-                Some(i) => Ok(Some((
-                    sb.base.nodes[i].kind,
-                    diff::BaseSource::read(&sb.base, i)?,
-                ))),
-                None => Ok(None),
-            }
+        let read = |rel: &RelPath| match sbase.as_ref() {
+            Some(sb) => sb.base.preimage(rel),
+            None => Ok(None),
         };
         let pre = sbase
             .as_ref()

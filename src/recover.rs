@@ -14,13 +14,11 @@ use std::path::{Path, PathBuf};
 
 use crate::base::Base;
 use crate::diff;
-use crate::diff::BaseSource;
 use crate::error::{Error, Result};
 use crate::layout::{self, path_in_session_base};
 use crate::pending::{self, PendingMeta};
 use crate::relpath::RelPath;
 use crate::select;
-use crate::snapshot::NodeKind;
 
 /// What [`prune`] did.
 #[derive(Debug, Default)]
@@ -237,12 +235,7 @@ fn recover_one(
     }
     let patch = diff::render_patch(base, sb, &d.changes)?;
     let touched: Vec<RelPath> = d.changes.iter().map(|c| c.rel.clone()).collect();
-    let read = |rel: &RelPath| -> Result<Option<(NodeKind, Vec<u8>)>> {
-        match base.position(rel) {
-            Some(i) => Ok(Some((base.nodes[i].kind, BaseSource::read(base, i)?))),
-            None => Ok(None),
-        }
-    };
+    let read = |rel: &RelPath| base.preimage(rel);
     let mut meta = PendingMeta {
         session: session.to_string(),
         delegation: d_id.to_string(),
