@@ -1,44 +1,15 @@
 //! Tests of the patch parser (`patchbox::patch_parse`): git and traditional formats, quoting,
 //! binary hunks and the delta decoder, error reporting, and robustness on garbage.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod gitcmd;
 
+use gitcmd::git;
 use patchbox::patch_parse::{
     apply_delta, git_blob_id, parse_patch, parse_patch_strip, unquote_c_style, BinaryKind,
     BinaryPatch, LineKind,
 };
 use patchbox::Error;
 use proptest::prelude::*;
-
-fn git(dir: &Path, home: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .args([
-            "-c",
-            "user.name=Patchbox Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "core.autocrlf=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn parse_line(e: &Error) -> usize {
     match e {
