@@ -79,6 +79,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::patch_parse::{
@@ -370,6 +371,7 @@ pub fn apply_parsed(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport> {
     let root = project_root(project_dir.as_ref())?;
+    let planning = contained::DirScope::enter(&root)?;
     let mut planner = Planner::new(root.clone(), opts, patch);
     planner.plan()?;
     let outcome = planner.outcome();
@@ -388,22 +390,25 @@ pub fn apply_parsed(
         report.outcome = Outcome::AlreadyApplied;
         return Ok(report);
     }
-    if let Some(undo) = &opts.undo_dir {
-        undo::write_record(undo, &root, &ops)?;
-    }
+    let stamps = match &opts.undo_dir {
+        Some(undo) => undo::write_record(undo, &root, &ops)?,
+        None => ops.iter().map(|op| op.before.stamp()).collect(),
+    };
     let tx_ops: Vec<txn::TxOp> = ops
         .iter()
-        .map(|op| -> Result<txn::TxOp> {
+        .zip(stamps)
+        .map(|(op, expect)| -> Result<txn::TxOp> {
             Ok(txn::TxOp {
                 path: contained::check_with(&root, &op.rel, &|_| false, &|a| {
                     planner.gone_symlinks.contains(a)
                 })?,
-                expect: op.before.stamp(),
+                expect,
                 before_is_dir: matches!(op.before, contained::Entry::Dir { .. }),
                 after: op.after.clone(),
             })
         })
         .collect::<Result<_>>()?;
+    drop(planning);
     let result = txn::commit(
         &root,
         &tx_ops,
@@ -482,11 +487,14 @@ mod contained {
     //! [`path_in_project`]), and every write goes through a helper here that walks from the
     //! project root with `openat(O_NOFOLLOW | O_DIRECTORY)` per component.
 
+    use std::cell::RefCell;
+    use std::collections::HashMap;
     use std::ffi::{CStr, CString};
     use std::io::{self, Read, Write};
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
     use std::path::{Component, Path, PathBuf};
+    use std::rc::Rc;
 
     use crate::error::{Error, Result};
     use crate::relpath::RelPath;
@@ -609,13 +617,18 @@ mod contained {
                 }
             }
         }
-        let mut dir = open_root(root).map_err(|e| Error::io("open project", root, e))?;
+        let mut dir = root_fd(root)?;
         let mut here = root.to_path_buf();
         let mut anc = PathBuf::new();
         for c in &cs[..cs.len() - 1] {
             let name = cstring(c).map_err(|e| Error::io("inspect", &here, e))?;
             here.push(std::ffi::OsStr::from_bytes(c));
             anc.push(std::ffi::OsStr::from_bytes(c));
+            // Reached before in this scope with the same checks: a directory.
+            if let Some(fd) = cached(root, &anc) {
+                dir = fd;
+                continue;
+            }
             match fstatat(dir.as_fd(), &name) {
                 Err(e) if is_missing(&e) => break,
                 Err(e) => return Err(Error::io("inspect", &here, e)),
@@ -628,12 +641,13 @@ mod contained {
                     }
                     libc::S_IFDIR => {
                         dir = match openat_dir(dir.as_fd(), &name) {
-                            Ok(d) => d,
+                            Ok(d) => Rc::new(d),
                             Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
                                 return Err(refuse(root, rel, "path goes through a symlink"))
                             }
                             Err(e) => return Err(Error::io("open directory", &here, e)),
                         };
+                        remember(root, &anc, &dir);
                     }
                     // A file where a directory is needed: not a containment problem; the
                     // planner reports it.
@@ -645,6 +659,91 @@ mod contained {
             root: root.to_path_buf(),
             rel: rel.clone(),
         })
+    }
+
+    // ---- directory descriptors ----
+
+    /// Directory descriptors opened during one phase of an apply (planning, or writing), by
+    /// path below the root. Each was reached component by component with `O_NOFOLLOW`, so it
+    /// names a directory that was inside the project when it was opened, and nothing done
+    /// through it follows a symlink swapped in later. Removing or renaming a directory evicts
+    /// it and everything below it.
+    struct DirCache {
+        root: PathBuf,
+        root_fd: Rc<OwnedFd>,
+        dirs: HashMap<PathBuf, Rc<OwnedFd>>,
+    }
+
+    thread_local! {
+        static CACHE: RefCell<Option<DirCache>> = const { RefCell::new(None) };
+    }
+
+    /// While alive, this thread's helpers reuse directory descriptors below `root`: one
+    /// `openat` per directory per phase, instead of one per component on every call. Each
+    /// phase opens its own scope, so the write phase walks the project afresh.
+    pub(crate) struct DirScope {
+        prev: Option<DirCache>,
+    }
+
+    impl DirScope {
+        pub(crate) fn enter(root: &Path) -> Result<DirScope> {
+            let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
+            let cache = DirCache {
+                root: root.to_path_buf(),
+                root_fd: Rc::new(fd),
+                dirs: HashMap::new(),
+            };
+            let prev = CACHE.with(|c| c.borrow_mut().replace(cache));
+            Ok(DirScope { prev })
+        }
+    }
+
+    impl Drop for DirScope {
+        fn drop(&mut self) {
+            let prev = self.prev.take();
+            CACHE.with(|c| *c.borrow_mut() = prev);
+        }
+    }
+
+    /// The cached descriptor of `key` below `root` (`""` is the root itself).
+    fn cached(root: &Path, key: &Path) -> Option<Rc<OwnedFd>> {
+        CACHE.with(|c| {
+            let c = c.borrow();
+            let d = c.as_ref().filter(|d| d.root == root)?;
+            if key.as_os_str().is_empty() {
+                Some(Rc::clone(&d.root_fd))
+            } else {
+                d.dirs.get(key).cloned()
+            }
+        })
+    }
+
+    fn remember(root: &Path, key: &Path, fd: &Rc<OwnedFd>) {
+        CACHE.with(|c| {
+            if let Some(d) = c.borrow_mut().as_mut().filter(|d| d.root == root) {
+                d.dirs.insert(key.to_path_buf(), Rc::clone(fd));
+            }
+        });
+    }
+
+    /// Forgets `rel` and everything below it (it was removed or renamed).
+    fn evict(root: &Path, rel: &RelPath) {
+        CACHE.with(|c| {
+            if let Some(d) = c.borrow_mut().as_mut().filter(|d| d.root == root) {
+                let gone = rel.as_path();
+                d.dirs.retain(|k, _| !k.starts_with(gone));
+            }
+        });
+    }
+
+    /// The root's descriptor: cached in a scope, else opened.
+    fn root_fd(root: &Path) -> Result<Rc<OwnedFd>> {
+        match cached(root, Path::new("")) {
+            Some(fd) => Ok(fd),
+            None => Ok(Rc::new(
+                open_root(root).map_err(|e| Error::io("open directory", root, e))?,
+            )),
+        }
     }
 
     // ---- metadata ----
@@ -678,7 +777,7 @@ mod contained {
     pub(crate) enum Entry {
         Absent,
         File {
-            data: Vec<u8>,
+            data: super::Data,
             perm: u32,
             stamp: Stamp,
         },
@@ -789,18 +888,40 @@ mod contained {
 
     /// The opened parent directory of a path and the last component's name, or `None` if a
     /// parent directory does not exist.
-    fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(OwnedFd, CString)>> {
+    fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
         let cs = comps(rel);
         let Some((last, dirs)) = cs.split_last() else {
             return Err(refuse(root, rel, "path is empty"));
         };
-        let mut dir = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
-        let mut here = root.to_path_buf();
+        // Start below the deepest directory already open in this scope.
+        let mut key = PathBuf::new();
+        let mut keys = Vec::with_capacity(dirs.len());
         for c in dirs {
+            key.push(std::ffi::OsStr::from_bytes(c));
+            keys.push(key.clone());
+        }
+        let mut start = 0;
+        let mut dir = None;
+        for (i, k) in keys.iter().enumerate().rev() {
+            if let Some(fd) = cached(root, k) {
+                dir = Some(fd);
+                start = i + 1;
+                break;
+            }
+        }
+        let mut dir = match dir {
+            Some(d) => d,
+            None => root_fd(root)?,
+        };
+        let mut here = root.to_path_buf();
+        for (c, k) in dirs.iter().zip(&keys).skip(start) {
             here.push(std::ffi::OsStr::from_bytes(c));
             let name = cstring(c).map_err(|e| Error::io("open directory", &here, e))?;
             match openat_dir(dir.as_fd(), &name) {
-                Ok(d) => dir = d,
+                Ok(d) => {
+                    dir = Rc::new(d);
+                    remember(root, k, &dir);
+                }
                 // With O_DIRECTORY | O_NOFOLLOW a symlink gives ELOOP or ENOTDIR depending on
                 // the system: look at what is there.
                 Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
@@ -814,7 +935,7 @@ mod contained {
         Ok(Some((dir, name)))
     }
 
-    fn need_parent(p: &ProjectPath, op: &'static str) -> Result<(OwnedFd, CString)> {
+    fn need_parent(p: &ProjectPath, op: &'static str) -> Result<(Rc<OwnedFd>, CString)> {
         parent_of(&p.root, &p.rel)?.ok_or_else(|| {
             Error::io(
                 op,
@@ -872,7 +993,7 @@ mod contained {
                 f.read_to_end(&mut data)
                     .map_err(|e| Error::io("read", &full, e))?;
                 Ok(Entry::File {
-                    data,
+                    data: std::sync::Arc::new(data),
                     perm: stamp.mode & 0o7777,
                     stamp,
                 })
@@ -1026,7 +1147,13 @@ mod contained {
                 .map_err(|e| Error::io("set mtime", &full, e))?;
         }
         // Not synced one by one: the commit syncs the filesystem once after staging
-        // (`sync_fs`), which costs one journal commit instead of one per file.
+        // (`sync_fs`), which costs one journal commit instead of one per file. Starting the
+        // write-back now lets the disk work while the next files are staged.
+        #[cfg(target_os = "linux")]
+        // SAFETY: valid fd; the call only schedules write-back.
+        unsafe {
+            libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
         Ok(())
     }
 
@@ -1052,6 +1179,8 @@ mod contained {
     pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<()> {
         let (fd1, n1) = need_parent(from, "rename")?;
         let (fd2, n2) = need_parent(to, "rename")?;
+        evict(&from.root, &from.rel);
+        evict(&to.root, &to.rel);
         let err = |e| Error::io("rename", to.to_path_buf(), e);
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
@@ -1112,7 +1241,10 @@ mod contained {
         let (dir, name) = need_parent(p, "remove directory")?;
         // SAFETY: valid fd and name.
         match rc(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                evict(&p.root, &p.rel);
+                Ok(true)
+            }
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => {
                 Ok(false)
             }
@@ -1136,23 +1268,49 @@ mod contained {
         .map_err(|e| Error::io("set mtime", p.to_path_buf(), e))
     }
 
-    /// Syncs the directory `p` (or the project root when `None`).
-    pub(crate) fn sync_dir(root: &Path, p: Option<&ProjectPath>) -> Result<()> {
-        let fd = match p {
-            None => open_root(root).map_err(|e| Error::io("open directory", root, e))?,
-            Some(p) => {
-                let Some((dir, name)) = parent_of(&p.root, &p.rel)? else {
-                    return Ok(());
-                };
-                match openat_dir(dir.as_fd(), &name) {
-                    Ok(d) => d,
-                    Err(e) if is_missing(&e) => return Ok(()),
-                    Err(e) => return Err(Error::io("open directory", p.to_path_buf(), e)),
-                }
-            }
-        };
+    /// Syncs the project root directory.
+    pub(crate) fn sync_root(root: &Path) -> Result<()> {
+        let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
         // SAFETY: valid fd.
         rc(unsafe { libc::fsync(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
+    }
+
+    /// Hard-links the regular file at `p` to `dest` (outside the project: an undo record),
+    /// so the record keeps the original without copying it. Returns the file's stamp after
+    /// linking (its ctime changed) and its link count, or `None` where the filesystem cannot
+    /// link there (another filesystem, no hard links): the caller copies instead.
+    pub(crate) fn link_out(p: &ProjectPath, dest: &Path) -> Result<Option<(Stamp, u64)>> {
+        let (dir, name) = need_parent(p, "link")?;
+        // A file with other links is left alone (its ctime too): the caller copies it.
+        let st =
+            fstatat(dir.as_fd(), &name).map_err(|e| Error::io("inspect", p.to_path_buf(), e))?;
+        if st.st_nlink != 1 {
+            return Ok(None);
+        }
+        let d = cstring(dest.as_os_str().as_bytes()).map_err(|e| Error::io("link", dest, e))?;
+        // SAFETY: valid fds and NUL-terminated names; flags 0 never follows a symlink at
+        // `name` (linkat links the entry itself).
+        let r = unsafe {
+            libc::linkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::AT_FDCWD,
+                d.as_ptr(),
+                0,
+            )
+        };
+        if let Err(e) = rc(r) {
+            return match e.raw_os_error() {
+                Some(libc::EXDEV | libc::EPERM | libc::EMLINK | libc::ENOTSUP | libc::ENOSYS) => {
+                    Ok(None)
+                }
+                _ => Err(Error::io("link", dest, e)),
+            };
+        }
+        let st =
+            fstatat(dir.as_fd(), &name).map_err(|e| Error::io("inspect", p.to_path_buf(), e))?;
+        #[allow(clippy::unnecessary_cast)]
+        Ok(Some((stamp_of(&st), st.st_nlink as u64)))
     }
 
     /// The project root's stamp.
@@ -1495,11 +1653,15 @@ fn merge3(base: &[&[u8]], ours: &[&[u8]], theirs: &[&[u8]], markers: bool) -> Me
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum VState {
     Absent,
-    File { data: Vec<u8>, perm: u32 },
+    File { data: Data, perm: u32 },
     Symlink(Vec<u8>),
     Dir,
     Other,
 }
+
+/// File contents, shared between the planner's views of a file and the write phase: a
+/// large file is held once, not once per view.
+pub(crate) type Data = Arc<Vec<u8>>;
 
 impl VState {
     fn of(e: &Entry) -> VState {
@@ -1535,7 +1697,7 @@ impl VState {
 pub(crate) enum Target {
     Absent,
     File {
-        data: Vec<u8>,
+        data: Data,
         perm: u32,
         mtime: Option<(i64, i64)>,
     },
@@ -2002,7 +2164,7 @@ impl<'a> Planner<'a> {
             Ok(VState::Symlink(content))
         } else {
             Ok(VState::File {
-                data: content,
+                data: Arc::new(content),
                 perm,
             })
         }
@@ -2065,8 +2227,8 @@ impl<'a> Planner<'a> {
                     .unwrap_or_else(|| conflict("a directory is where the file to delete was")))
             }
             VState::Other => return Ok(Res::Refuse("not a regular file or symlink".into())),
-            VState::File { data, .. } => (data.clone(), false),
-            VState::Symlink(t) => (t.clone(), true),
+            VState::File { data, .. } => (Arc::clone(data), false),
+            VState::Symlink(t) => (Arc::new(t.clone()), true),
         };
         if let Some(m) = fp.old_mode {
             if mode_is_symlink(m) != is_link {
@@ -2080,7 +2242,7 @@ impl<'a> Planner<'a> {
                 .unwrap_or_else(|| {
                     reverse
                         .as_ref()
-                        .is_some_and(|r| r.kind == BinaryKind::Literal && r.data == data)
+                        .is_some_and(|r| r.kind == BinaryKind::Literal && r.data == *data)
                         || forward.apply(&data).is_ok_and(|r| r.is_empty())
                 }),
             _ if !fp.hunks.is_empty() => {
@@ -2264,8 +2426,8 @@ impl<'a> Planner<'a> {
             VState::Absent => return Ok(conflict("file does not exist")),
             VState::Dir => return Ok(conflict("a directory is where the file should be")),
             VState::Other => return Ok(Res::Refuse("not a regular file or symlink".into())),
-            VState::File { data, perm } => (data.clone(), Some(*perm), false),
-            VState::Symlink(t) => (t.clone(), None, true),
+            VState::File { data, perm } => (Arc::clone(data), Some(*perm), false),
+            VState::Symlink(t) => (Arc::new(t.clone()), None, true),
         };
         if let Some(m) = fp.old_mode {
             if mode_is_symlink(m) != is_link {
@@ -2277,7 +2439,7 @@ impl<'a> Planner<'a> {
                 Ok(x) => x,
                 Err(res) => return Ok(res),
             },
-            _ if fp.hunks.is_empty() => (data.clone(), How::Applied(String::new())),
+            _ if fp.hunks.is_empty() => (data.to_vec(), How::Applied(String::new())),
             _ => match self.resolve_text(fp, &data, !is_link, pre_rel)? {
                 Ok(x) => x,
                 // Conflict markers keep the project file's permissions.
@@ -2364,7 +2526,7 @@ impl<'a> Planner<'a> {
                         Some("the pre-image does not match the patch's 'index' line".into()),
                     )
                 } else {
-                    (Some(data), None)
+                    (Some(Arc::unwrap_or_clone(data)), None)
                 }
             }
             Ok(_) => (None, Some("no pre-image for this file".into())),
@@ -2380,6 +2542,15 @@ impl<'a> Planner<'a> {
         pre_rel: &RelPath,
     ) -> Result<std::result::Result<(Vec<u8>, How), Res>> {
         let cur = split_lines(data);
+        // The common case, decided without hashing the file or reading a pre-image: every
+        // hunk fits exactly where its header says, and the reverse does not. Then the file
+        // cannot already be the patch's result (that result takes the reverse exactly), so
+        // the checks for an already applied patch below cannot succeed.
+        if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, false) {
+            if apply_hunks(&cur, &fp.hunks, true, false).is_err() {
+                return Ok(Ok((p.out, How::Applied(String::new()))));
+            }
+        }
         if oid_matches(&fp.new_oid, data) == Some(true) {
             return Ok(Ok((
                 data.to_vec(),
@@ -2443,7 +2614,7 @@ impl<'a> Planner<'a> {
                 ),
                 conflicts,
                 marked: Some(VState::File {
-                    data: m.out,
+                    data: Arc::new(m.out),
                     perm: 0,
                 }),
             }));
@@ -2724,6 +2895,8 @@ mod txn {
         fail_after: Option<usize>,
     ) -> Result<CommitLog> {
         let none = |_: &RelPath| false;
+        // The write phase walks the project afresh: nothing opened while planning is reused.
+        let _scope = contained::DirScope::enter(root)?;
         let stage_rel = RelPath::new(format!(".patchbox-txn-{}", ulid::Ulid::new()))?;
         let stage = contained::check(root, &stage_rel, &none)?;
 
@@ -2781,7 +2954,7 @@ mod txn {
                         .warnings
                         .push(format!("cannot remove staging directory: {e}")),
                 }
-                let _ = contained::sync_dir(root, None);
+                let _ = contained::sync_root(root);
                 Ok(log)
             }
             Err(e) => {
@@ -2821,7 +2994,7 @@ mod txn {
                 if let Err(re) = contained::set_root_mtime(root, root_mtime) {
                     failures.push(re.to_string());
                 }
-                let _ = contained::sync_dir(root, None);
+                let _ = contained::sync_root(root);
                 if failures.is_empty() {
                     Err(e)
                 } else {
@@ -3029,22 +3202,9 @@ mod txn {
                 contained::set_mtime(p, *t)?;
             }
         }
-        let mut synced: BTreeSet<RelPath> = BTreeSet::new();
-        for op in ops {
-            if let Some(parent) = op.path.rel().parent() {
-                if synced.insert(parent.clone()) {
-                    // A parent of a removed file may itself be gone, replaced by a symlink the
-                    // patch created: nothing to sync there (the root is synced below).
-                    let synced_dir = contained::check(root, &parent, &none)
-                        .and_then(|p| contained::sync_dir(root, Some(&p)));
-                    match synced_dir {
-                        Ok(()) | Err(Error::Containment { .. }) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        contained::sync_dir(root, None)?;
+        // One filesystem sync makes every rename and directory change durable: one journal
+        // commit instead of one `fsync` per changed directory.
+        contained::sync_fs(root)?;
         Ok(())
     }
 }
@@ -3084,6 +3244,8 @@ mod undo {
     use std::collections::{BTreeMap, BTreeSet};
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
     use std::path::Path;
 
     const HEADER: &str = "patchbox-undo 1";
@@ -3116,8 +3278,13 @@ mod undo {
         f.sync_all().ctx("sync", path)
     }
 
-    /// Writes the record for `ops` (before the write phase).
-    pub(super) fn write_record(dir: &Path, root: &Path, ops: &[PlanOp]) -> Result<()> {
+    /// Writes the record for `ops` (before the write phase). Returns each op's stamp as the
+    /// write phase must find it: a file kept by a hard link has a new ctime.
+    pub(super) fn write_record(
+        dir: &Path,
+        root: &Path,
+        ops: &[PlanOp],
+    ) -> Result<Vec<Option<contained::Stamp>>> {
         if dir.exists() {
             let mut it =
                 std::fs::read_dir(dir).map_err(|e| Error::io("read undo directory", dir, e))?;
@@ -3129,7 +3296,10 @@ mod undo {
         std::fs::create_dir_all(&blobs)
             .map_err(|e| Error::io("create undo directory", &blobs, e))?;
         let mut text = format!("{HEADER}\nproject {}\n", hex(root.as_os_str().as_bytes()));
+        let mut stamps = Vec::with_capacity(ops.len());
+        let mut copied = false;
         for (n, op) in ops.iter().enumerate() {
+            stamps.push(op.before.stamp());
             let before = match &op.before {
                 Entry::Absent => "absent".to_string(),
                 Entry::Dir { .. } => "dir".to_string(),
@@ -3138,7 +3308,14 @@ mod undo {
                     format!("link:{}:{}:{}", hex(target), stamp.mtime.0, stamp.mtime.1)
                 }
                 Entry::File { data, perm, stamp } => {
-                    write_synced(&blobs.join(n.to_string()), data)?;
+                    let blob = blobs.join(n.to_string());
+                    match keep_original(root, op, stamp, &blob)? {
+                        Some(now) => stamps[n] = Some(now),
+                        None => {
+                            write_plain(&blob, data)?;
+                            copied = true;
+                        }
+                    }
                     format!("file:{perm:o}:{}:{}:{n}", stamp.mtime.0, stamp.mtime.1)
                 }
             };
@@ -3153,11 +3330,62 @@ mod undo {
             ));
         }
         let tmp = dir.join("record.tmp");
-        write_synced(&tmp, text.as_bytes())?;
+        write_plain(&tmp, text.as_bytes())?;
         let rec = dir.join("record");
         std::fs::rename(&tmp, &rec).map_err(|e| Error::io("rename", &rec, e))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+        // The record must be durable before the project changes. On the project's own
+        // filesystem the write phase's sync (after staging, before any original is touched)
+        // covers it; elsewhere one sync of that filesystem does.
+        let same_fs = std::fs::metadata(dir)
+            .ok()
+            .zip(std::fs::metadata(root).ok())
+            .is_some_and(|(a, b)| a.dev() == b.dev());
+        if !same_fs || copied {
+            sync_filesystem(dir)?;
+        }
+        Ok(stamps)
+    }
+
+    /// Keeps the original of a replaced file in the record by hard-linking it (no copy):
+    /// the apply puts a new file in its place and never writes the old one. Only a file with
+    /// no other links is shared that way (an edit through another link would change the
+    /// record). Returns the file's stamp after linking, or `None` when it must be copied.
+    fn keep_original(
+        root: &Path,
+        op: &PlanOp,
+        before: &contained::Stamp,
+        blob: &Path,
+    ) -> Result<Option<contained::Stamp>> {
+        let p = contained::check(root, &op.rel, &|_| false)?;
+        let Some((now, links)) = contained::link_out(&p, blob)? else {
+            return Ok(None);
+        };
+        let same = now.dev == before.dev
+            && now.ino == before.ino
+            && now.mode == before.mode
+            && now.size == before.size
+            && now.mtime == before.mtime;
+        if !same || links != 2 {
+            // Replaced, edited or linked elsewhere since it was read: the write phase would
+            // refuse it anyway.
+            std::fs::remove_file(blob).map_err(|e| Error::io("remove", blob, e))?;
+            return Err(Error::ApplyFailed(format!(
+                "{} changed while the patch was being applied; nothing was changed",
+                op.rel
+            )));
+        }
+        Ok(Some(now))
+    }
+
+    fn write_plain(path: &Path, data: &[u8]) -> Result<()> {
+        std::fs::write(path, data).map_err(|e| Error::io("write", path, e))
+    }
+
+    fn sync_filesystem(dir: &Path) -> Result<()> {
+        let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
+        // SAFETY: valid fd.
+        if unsafe { libc::syncfs(f.as_raw_fd()) } < 0 {
+            return Err(Error::io("sync", dir, std::io::Error::last_os_error()));
         }
         Ok(())
     }
@@ -3304,6 +3532,7 @@ mod undo {
             return Err(bad(dir, "it was made for another project directory"));
         }
         let none = |_: &RelPath| false;
+        let planning = contained::DirScope::enter(&root)?;
         // Paths the undo removes: a symlink among them may have a directory restored in its
         // place (the apply turned a directory into a symlink).
         let removed: BTreeSet<RelPath> = rec
@@ -3354,7 +3583,7 @@ mod undo {
                     let data =
                         std::fs::read(&bp).map_err(|e| Error::io("read undo blob", &bp, e))?;
                     Target::File {
-                        data,
+                        data: super::Arc::new(data),
                         perm: *perm,
                         mtime: Some(*mtime),
                     }
@@ -3387,6 +3616,7 @@ mod undo {
             }
             report.overwritten = changed;
         }
+        drop(planning);
         if !ops.is_empty() {
             txn::commit(
                 &root,

@@ -30,6 +30,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::patch_parse::split_lines;
+
 use sha1::{Digest, Sha1};
 use similar::{Algorithm, DiffOp, DiffTag};
 
@@ -247,12 +249,6 @@ fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
     out.push(b'\n');
 
     write_hunks(out, old_data, new_data);
-}
-
-/// Splits `data` into lines that keep their `\n` (so `\r\n` stays part of the line). A final
-/// piece without `\n` is a line too. Only `\n` ends a line, as in git.
-fn split_lines(data: &[u8]) -> Vec<&[u8]> {
-    data.split_inclusive(|&b| b == b'\n').collect()
 }
 
 /// Writes the unified hunks turning `old` into `new` (both text).

@@ -773,6 +773,61 @@ fn undo_refuses_changed_files_unless_forced() {
     assert_same(&fingerprint(project.path()), &before, "tree");
 }
 
+#[test]
+fn undo_record_links_originals_but_copies_shared_files() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let project = tmp_with(|r| {
+        write(r, "a.txt", "one\n");
+        write(r, "b.txt", "shared\n");
+        fs::hard_link(r.join("b.txt"), r.join("c.txt")).unwrap();
+    });
+    let a_ino = fs::metadata(project.path().join("a.txt")).unwrap().ino();
+    let patch = b"--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-shared\n+mine\n";
+    let records = tempfile::tempdir().unwrap();
+    let same_fs =
+        fs::metadata(records.path()).unwrap().dev() == fs::metadata(project.path()).unwrap().dev();
+
+    // A failed apply leaves no extra link behind and removes its record.
+    let failed = records.path().join("failed");
+    let o = ApplyOptions {
+        undo_dir: Some(failed.clone()),
+        fail_after_steps: Some(3),
+        ..opts()
+    };
+    assert!(apply_patch(project.path(), patch, &o).is_err());
+    assert!(!failed.exists());
+    let a = fs::metadata(project.path().join("a.txt")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (a_ino, 1));
+    assert_eq!(fs::read(project.path().join("a.txt")).unwrap(), b"one\n");
+
+    let undo = records.path().join("u");
+    let o = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..opts()
+    };
+    apply_patch(project.path(), patch, &o).unwrap();
+    let kept: Vec<u64> = fs::read_dir(undo.join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().ino())
+        .collect();
+    assert_eq!(kept.len(), 2);
+    // On one filesystem the record keeps a.txt's original by a link, not a copy.
+    assert_eq!(kept.contains(&a_ino), same_fs);
+    // b.txt's original is still reachable as c.txt: the record has its own copy, so editing
+    // c.txt in place cannot change what undo restores.
+    fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(project.path().join("c.txt"))
+        .unwrap()
+        .write_all(b"edited through the other link\n")
+        .unwrap();
+    undo_apply(project.path(), &undo, false).unwrap();
+    assert_eq!(fs::read(project.path().join("a.txt")).unwrap(), b"one\n");
+    assert_eq!(fs::read(project.path().join("b.txt")).unwrap(), b"shared\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attack corpus: traversal, .git, symlinks
 // ---------------------------------------------------------------------------------------------
