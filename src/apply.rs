@@ -390,31 +390,33 @@ pub fn apply_parsed(
         report.outcome = Outcome::AlreadyApplied;
         return Ok(report);
     }
-    let stamps = match &opts.undo_dir {
-        Some(undo) => undo::write_record(undo, &root, &ops)?,
-        None => ops.iter().map(|op| op.before.stamp()).collect(),
-    };
     let tx_ops: Vec<txn::TxOp> = ops
         .iter()
-        .zip(stamps)
-        .map(|(op, expect)| -> Result<txn::TxOp> {
+        .map(|op| -> Result<txn::TxOp> {
             Ok(txn::TxOp {
                 path: contained::check_with(&root, &op.rel, &|_| false, &|a| {
                     planner.gone_symlinks.contains(a)
                 })?,
-                expect,
+                expect: op.before.stamp(),
                 before_is_dir: matches!(op.before, contained::Entry::Dir { .. }),
                 after: op.after.clone(),
             })
         })
         .collect::<Result<_>>()?;
     drop(planning);
+    // The undo record is written on another thread while the new contents are staged; both
+    // are on disk before the first original is touched.
+    let record = opts
+        .undo_dir
+        .as_deref()
+        .map(|undo| || undo::write_record(undo, &root, &ops));
     let result = txn::commit(
         &root,
         &tx_ops,
         &txn::Prune::EmptiedParents,
         &BTreeMap::new(),
         opts.fail_after_steps,
+        record,
     );
     match result {
         Ok(log) => {
@@ -730,8 +732,12 @@ mod contained {
     fn evict(root: &Path, rel: &RelPath) {
         CACHE.with(|c| {
             if let Some(d) = c.borrow_mut().as_mut().filter(|d| d.root == root) {
+                // Every walk caches each directory it passes, so nothing below an uncached
+                // path is cached: most calls (files) return here.
                 let gone = rel.as_path();
-                d.dirs.retain(|k, _| !k.starts_with(gone));
+                if d.dirs.contains_key(gone) {
+                    d.dirs.retain(|k, _| !k.starts_with(gone));
+                }
             }
         });
     }
@@ -1468,7 +1474,13 @@ fn apply_hunks(
     reverse: bool,
     allow_offset: bool,
 ) -> std::result::Result<Placed, usize> {
-    let mut out = Vec::new();
+    // Sized up front: a large file is built without reallocating (and copying) as it grows.
+    let added: usize = hunks
+        .iter()
+        .flat_map(|h| h.lines.iter())
+        .map(|l| l.text.len())
+        .sum();
+    let mut out = Vec::with_capacity(cur.iter().map(|l| l.len()).sum::<usize>() + added);
     let mut cursor = 0usize;
     let mut carry: isize = 0;
     let mut pos = Vec::with_capacity(hunks.len());
@@ -2885,15 +2897,25 @@ mod txn {
         Ok(stage.join(&RelPath::new(name)?))
     }
 
-    /// Runs the write phase for `ops`. On error the journal is rolled back and directory
-    /// mtimes restored; the error says whether the rollback was complete.
-    pub(crate) fn commit(
+    /// For a write phase without an undo record. A record writer returns the stamp each op
+    /// must find at write time (keeping an original by a hard link changes its ctime).
+    pub(crate) const NO_RECORD: Option<fn() -> Result<Vec<Option<Stamp>>>> = None;
+
+    /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
+    /// new contents are staged, and must succeed before anything in the project is replaced.
+    /// On error the journal is rolled back and directory mtimes restored; the error says
+    /// whether the rollback was complete.
+    pub(crate) fn commit<F>(
         root: &Path,
         ops: &[TxOp],
         prune: &Prune,
         dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
         fail_after: Option<usize>,
-    ) -> Result<CommitLog> {
+        record: Option<F>,
+    ) -> Result<CommitLog>
+    where
+        F: FnOnce() -> Result<Vec<Option<Stamp>>> + Send,
+    {
         let none = |_: &RelPath| false;
         // The write phase walks the project afresh: nothing opened while planning is reused.
         let _scope = contained::DirScope::enter(root)?;
@@ -2933,6 +2955,7 @@ mod txn {
             &stage_rel,
             &mut journal,
             &mut log,
+            record,
         );
         match result {
             Ok(()) => {
@@ -3008,7 +3031,7 @@ mod txn {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn run(
+    fn run<F>(
         root: &Path,
         ops: &[TxOp],
         prune: &Prune,
@@ -3018,8 +3041,11 @@ mod txn {
         stage_rel: &RelPath,
         journal: &mut Vec<Step>,
         log: &mut CommitLog,
-    ) -> Result<()> {
-        let none = |_: &RelPath| false;
+        record: Option<F>,
+    ) -> Result<()>
+    where
+        F: FnOnce() -> Result<Vec<Option<Stamp>>> + Send,
+    {
         let mut steps = 0usize;
         // Records a completed step; the fault injection for tests fails after the n-th one.
         let mut tick = |journal: &mut Vec<Step>, s: Option<Step>| -> Result<()> {
@@ -3033,10 +3059,67 @@ mod txn {
             Ok(())
         };
 
-        // 1. Stage new contents.
+        // 1. Stage new contents (and write the undo record alongside).
         contained::make_dir(stage, Some(0o700))?;
         tick(journal, Some(Step::StageDir(stage.clone())))?;
         let mut staged: Vec<Option<ProjectPath>> = Vec::with_capacity(ops.len());
+        let (staging, recorded) = std::thread::scope(|scope| {
+            let recorder = record.map(|r| scope.spawn(r));
+            let staging = stage_all(root, ops, stage_rel, journal, &mut staged, &mut tick);
+            let recorded = recorder.map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::ApplyFailed(
+                        "writing the undo record panicked".into(),
+                    ))
+                })
+            });
+            (staging, recorded)
+        });
+        staging?;
+        let expect: Vec<Option<Stamp>> = match recorded {
+            Some(stamps) => stamps?,
+            None => ops.iter().map(|op| op.expect).collect(),
+        };
+        contained::sync_fs(root)?;
+
+        // 2. Nothing changed since the check.
+        for (op, expect) in ops.iter().zip(&expect) {
+            let now = match contained::stamp(&op.path) {
+                // Below a symlink that another op replaces by a directory: nothing there yet.
+                // (Should the link survive, placing the file below refuses.)
+                Err(Error::Containment { .. }) if expect.is_none() => None,
+                r => r?,
+            };
+            if now != *expect {
+                return Err(Error::ApplyFailed(format!(
+                    "{} changed while the patch was being applied; nothing was changed",
+                    op.path.rel()
+                )));
+            }
+        }
+        stage_rest(
+            root,
+            ops,
+            prune,
+            dir_restore,
+            stage_rel,
+            journal,
+            log,
+            &staged,
+            &mut tick,
+        )
+    }
+
+    /// Writes each op's new contents into the staging directory.
+    fn stage_all(
+        root: &Path,
+        ops: &[TxOp],
+        stage_rel: &RelPath,
+        journal: &mut Vec<Step>,
+        staged: &mut Vec<Option<ProjectPath>>,
+        tick: &mut dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()>,
+    ) -> Result<()> {
+        let none = |_: &RelPath| false;
         for (i, op) in ops.iter().enumerate() {
             let s = match &op.after {
                 Target::Absent => None,
@@ -3061,24 +3144,23 @@ mod txn {
             };
             staged.push(s);
         }
-        contained::sync_fs(root)?;
+        Ok(())
+    }
 
-        // 2. Nothing changed since the check.
-        for op in ops {
-            let now = match contained::stamp(&op.path) {
-                // Below a symlink that another op replaces by a directory: nothing there yet.
-                // (Should the link survive, placing the file below refuses.)
-                Err(Error::Containment { .. }) if op.expect.is_none() => None,
-                r => r?,
-            };
-            if now != op.expect {
-                return Err(Error::ApplyFailed(format!(
-                    "{} changed while the patch was being applied; nothing was changed",
-                    op.path.rel()
-                )));
-            }
-        }
-
+    /// Steps 3 to 7: move originals aside, prune and create directories, place, sync.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_rest(
+        root: &Path,
+        ops: &[TxOp],
+        prune: &Prune,
+        dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+        stage_rel: &RelPath,
+        journal: &mut Vec<Step>,
+        log: &mut CommitLog,
+        staged: &[Option<ProjectPath>],
+        tick: &mut dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()>,
+    ) -> Result<()> {
+        let none = |_: &RelPath| false;
         // 3. Move what is replaced or deleted aside (deepest first).
         let mut order: Vec<usize> = (0..ops.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(depth(ops[i].path.rel())));
@@ -3624,6 +3706,7 @@ mod undo {
                 &Prune::Only(rec.mkdirs.clone()),
                 &rec.rmdirs,
                 None,
+                txn::NO_RECORD,
             )?;
         }
         let marker = dir.join("undone");
