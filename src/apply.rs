@@ -2899,7 +2899,13 @@ mod txn {
 
     /// For a write phase without an undo record. A record writer returns the stamp each op
     /// must find at write time (keeping an original by a hard link changes its ctime).
-    pub(crate) const NO_RECORD: Option<fn() -> Result<Vec<Option<Stamp>>>> = None;
+    pub(crate) const NO_RECORD: Option<fn() -> Stamps> = None;
+
+    /// The stamp each op must find at write time.
+    pub(crate) type Stamps = Result<Vec<Option<Stamp>>>;
+
+    /// Records a completed write step (and injects test failures).
+    type Tick<'t> = dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()> + 't;
 
     /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
     /// new contents are staged, and must succeed before anything in the project is replaced.
@@ -2914,7 +2920,7 @@ mod txn {
         record: Option<F>,
     ) -> Result<CommitLog>
     where
-        F: FnOnce() -> Result<Vec<Option<Stamp>>> + Send,
+        F: FnOnce() -> Stamps + Send,
     {
         let none = |_: &RelPath| false;
         // The write phase walks the project afresh: nothing opened while planning is reused.
@@ -3044,7 +3050,7 @@ mod txn {
         record: Option<F>,
     ) -> Result<()>
     where
-        F: FnOnce() -> Result<Vec<Option<Stamp>>> + Send,
+        F: FnOnce() -> Stamps + Send,
     {
         let mut steps = 0usize;
         // Records a completed step; the fault injection for tests fails after the n-th one.
@@ -3117,7 +3123,7 @@ mod txn {
         stage_rel: &RelPath,
         journal: &mut Vec<Step>,
         staged: &mut Vec<Option<ProjectPath>>,
-        tick: &mut dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()>,
+        tick: &mut Tick<'_>,
     ) -> Result<()> {
         let none = |_: &RelPath| false;
         for (i, op) in ops.iter().enumerate() {
@@ -3158,7 +3164,7 @@ mod txn {
         journal: &mut Vec<Step>,
         log: &mut CommitLog,
         staged: &[Option<ProjectPath>],
-        tick: &mut dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()>,
+        tick: &mut Tick<'_>,
     ) -> Result<()> {
         let none = |_: &RelPath| false;
         // 3. Move what is replaced or deleted aside (deepest first).
