@@ -104,6 +104,19 @@ pub fn diff_trees(
     is_ignored: &dyn Fn(&RelPath) -> bool,
 ) -> Result<TreeDiff> {
     let head = snapshot::list_tree(head_dir)?;
+    diff_listing(base, src, head_dir, &head, manifest, is_ignored)
+}
+
+/// [`diff_trees`] with the head already listed ([`snapshot::list_tree`] of `head_dir`), for
+/// a caller that needs the listing too (a chained sandbox copies what it lists).
+pub fn diff_listing(
+    base: &[Node],
+    src: &dyn BaseSource,
+    head_dir: &Path,
+    head: &[(Node, StatKey)],
+    manifest: Option<&Manifest>,
+    is_ignored: &dyn Fn(&RelPath) -> bool,
+) -> Result<TreeDiff> {
     let mut out = TreeDiff::default();
     let (mut i, mut j) = (0, 0);
     while i < base.len() || j < head.len() {

@@ -547,19 +547,19 @@ impl SandboxManager {
         tmp: &SessionPath,
     ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
         let prev = self.lookup(prev_info)?;
-        let d = diff::diff_trees(
+        // One listing serves both the diff (what the predecessor changed) and the copy.
+        let listing = snapshot::list_tree(&prev.info.path)?;
+        let d = diff::diff_listing(
             &base.nodes,
             base,
             &prev.info.path,
+            &listing,
             Some(&prev.manifest),
             &|_| false,
         )?;
         let changed: std::collections::HashSet<RelPath> =
             d.changes.into_iter().map(|c| c.rel).collect();
-        let nodes: Vec<Node> = snapshot::list_tree(&prev.info.path)?
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        let nodes: Vec<Node> = listing.into_iter().map(|(n, _)| n).collect();
         let out =
             snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
         let mut newest = (0, 0);

@@ -252,15 +252,98 @@ fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
 }
 
 /// Writes the unified hunks turning `old` into `new` (both text).
+///
+/// The common head and tail are found on the bytes first, so only the changed region (plus
+/// its context lines) is split into lines and diffed: a small edit to a file of hundreds of
+/// thousands of lines costs no per-line memory for the lines it does not touch. The hunks are
+/// the same as when diffing the whole files: lines outside the region are equal on both
+/// sides and only their first and last `CONTEXT` lines can appear in a hunk.
 fn write_hunks(out: &mut Vec<u8>, old: &[u8], new: &[u8]) {
-    let old_lines = split_lines(old);
-    let new_lines = split_lines(new);
+    let head = common_head(old, new);
+    let (old_tail, new_tail) = common_tail(old, new, head);
+    let start = back_lines(old, head, CONTEXT);
+    let skipped = memchr::memchr_iter(b'\n', &old[..start]).count();
+    let old_end = forward_lines(old, old_tail, CONTEXT);
+    let new_end = new_tail + (old_end - old_tail);
+    let old_lines = split_lines(&old[start..old_end]);
+    let new_lines = split_lines(&new[start..new_end]);
     let ops = line_ops(&old_lines, &new_lines);
     // `group_diff_ops` keeps CONTEXT lines around changes and starts a new group only when
     // more than 2 * CONTEXT unchanged lines separate two changes: git's merge rule.
     for group in similar::group_diff_ops(ops, CONTEXT) {
-        write_hunk(out, &group, &old_lines, &new_lines);
+        write_hunk(out, &group, &old_lines, &new_lines, skipped);
     }
+}
+
+/// Length in bytes of the whole lines `old` and `new` start with in common.
+fn common_head(old: &[u8], new: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = old.len().min(new.len());
+    let mut d = 0;
+    // Whole blocks compare with memcmp; the first differing block is searched byte by byte.
+    while d + BLOCK <= n && old[d..d + BLOCK] == new[d..d + BLOCK] {
+        d += BLOCK;
+    }
+    d += old[d..n]
+        .iter()
+        .zip(&new[d..n])
+        .take_while(|(a, b)| a == b)
+        .count();
+    memchr::memrchr(b'\n', &old[..d]).map_or(0, |i| i + 1)
+}
+
+/// Where the whole lines `old` and `new` end with in common begin (in each), not reaching
+/// into the common head of `head` bytes.
+fn common_tail(old: &[u8], new: &[u8], head: usize) -> (usize, usize) {
+    const BLOCK: usize = 4096;
+    let (ol, nl) = (old.len(), new.len());
+    let room = ol.min(nl) - head;
+    let mut e = 0;
+    while e + BLOCK <= room && old[ol - e - BLOCK..ol - e] == new[nl - e - BLOCK..nl - e] {
+        e += BLOCK;
+    }
+    e += old[head..ol - e]
+        .iter()
+        .rev()
+        .zip(new[head..nl - e].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    // The tail must start a line on both sides: at the head's end or after a newline.
+    let (p, q) = (ol - e, nl - e);
+    let starts_line = |d: &[u8], at: usize| at == head || d[at - 1] == b'\n';
+    if starts_line(old, p) && starts_line(new, q) {
+        return (p, q);
+    }
+    // Past the first byte of the common suffix both sides have the same bytes, so the next
+    // newline in it ends a line on both.
+    match memchr::memchr(b'\n', &old[p..]) {
+        Some(i) => (p + i + 1, q + i + 1),
+        None => (ol, nl),
+    }
+}
+
+/// The start of the line `n` lines before the line starting at `pos` (or of the data).
+fn back_lines(data: &[u8], pos: usize, n: usize) -> usize {
+    let mut p = pos;
+    for _ in 0..n {
+        if p == 0 {
+            break;
+        }
+        p = memchr::memrchr(b'\n', &data[..p - 1]).map_or(0, |i| i + 1);
+    }
+    p
+}
+
+/// The end of the `n`-th line from `pos` on (or of the data).
+fn forward_lines(data: &[u8], pos: usize, n: usize) -> usize {
+    let mut p = pos;
+    for _ in 0..n {
+        if p >= data.len() {
+            break;
+        }
+        p = memchr::memchr(b'\n', &data[p..]).map_or(data.len(), |i| p + i + 1);
+    }
+    p
 }
 
 /// The edit script turning `old` lines into `new` lines.
@@ -421,7 +504,14 @@ fn push_equal(ops: &mut Vec<DiffOp>, o: usize, n: usize) {
 }
 
 /// Writes one hunk: its `@@` header and its lines.
-fn write_hunk(out: &mut Vec<u8>, group: &[DiffOp], old_lines: &[&[u8]], new_lines: &[&[u8]]) {
+/// `skipped`: how many lines (equal on both sides) precede `old_lines` and `new_lines`.
+fn write_hunk(
+    out: &mut Vec<u8>,
+    group: &[DiffOp],
+    old_lines: &[&[u8]],
+    new_lines: &[&[u8]],
+    skipped: usize,
+) {
     let (Some(first), Some(last)) = (group.first(), group.last()) else {
         return;
     };
@@ -431,9 +521,9 @@ fn write_hunk(out: &mut Vec<u8>, group: &[DiffOp], old_lines: &[&[u8]], new_line
     let new_len = last.new_range().end.saturating_sub(new_start);
 
     out.extend_from_slice(b"@@ -");
-    push_range(out, old_start, old_len);
+    push_range(out, skipped + old_start, old_len);
     out.extend_from_slice(b" +");
-    push_range(out, new_start, new_len);
+    push_range(out, skipped + new_start, new_len);
     out.extend_from_slice(b" @@\n");
 
     for op in group {
@@ -633,7 +723,64 @@ pub fn is_binary(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::io::Read;
+
+    /// The hunks computed on the whole files, without trimming on bytes first.
+    fn hunks_whole(old: &[u8], new: &[u8]) -> Vec<u8> {
+        let (old_lines, new_lines) = (split_lines(old), split_lines(new));
+        let mut out = Vec::new();
+        for group in similar::group_diff_ops(line_ops(&old_lines, &new_lines), CONTEXT) {
+            write_hunk(&mut out, &group, &old_lines, &new_lines, 0);
+        }
+        out
+    }
+
+    /// Files made of few distinct lines (so lines repeat near every boundary), with or
+    /// without a final newline.
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        (
+            proptest::collection::vec(0u8..4, 0..60),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(lines, final_nl, long)| {
+                let mut v = Vec::new();
+                for l in lines {
+                    v.extend_from_slice(if long { b"line " } else { b"" });
+                    v.push(b'a' + l);
+                    v.push(b'\n');
+                }
+                if !final_nl {
+                    v.pop();
+                }
+                v
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn trimmed_hunks_equal_whole_file_hunks(
+            old in text(),
+            edits in proptest::collection::vec((0usize..80, 0usize..4, text()), 0..4),
+        ) {
+            // The new file: the old one with a few regions replaced.
+            let mut new = old.clone();
+            for (at, del, ins) in edits {
+                let at = at.min(new.len());
+                let end = (at + del).min(new.len());
+                new.splice(at..end, ins.iter().copied().take(6));
+            }
+            let mut trimmed = Vec::new();
+            write_hunks(&mut trimmed, &old, &new);
+            let whole = hunks_whole(&old, &new);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&trimmed),
+                String::from_utf8_lossy(&whole)
+            );
+        }
+    }
 
     fn inflate(z: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
