@@ -99,20 +99,22 @@ impl Base {
     /// the one verified against the index at snapshot time (so its content is the blob).
     fn read_unchanged_project_file(&self, i: usize, st: &LStat) -> Option<Vec<u8>> {
         use std::io::Read;
+        let mut f = self.open_unchanged_project_file(i, st)?;
+        let mut data = Vec::with_capacity(st.size as usize);
+        f.read_to_end(&mut data).ok()?;
+        (still_unchanged(&f, st) && data.len() as u64 == st.size).then_some(data)
+    }
+
+    /// The project's file for node `i`, opened, when its stat data is the verified one.
+    fn open_unchanged_project_file(&self, i: usize, st: &LStat) -> Option<fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
         let p = self.project.as_ref()?.join(self.nodes[i].rel.as_path());
-        let mut f = fs::OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&p)
             .ok()?;
-        if LStat::from_metadata(&f.metadata().ok()?) != *st {
-            return None;
-        }
-        let mut data = Vec::with_capacity(st.size as usize);
-        f.read_to_end(&mut data).ok()?;
-        (LStat::from_metadata(&f.metadata().ok()?) == *st && data.len() as u64 == st.size)
-            .then_some(data)
+        still_unchanged(&f, st).then_some(f)
     }
 
     /// Makes sure the pre-image of node `i` exists as a file in `base/` (for consumers that
@@ -123,7 +125,7 @@ impl Base {
         if fs::symlink_metadata(dst.as_path()).is_ok() {
             return Ok(());
         }
-        let Some(data) = self.read_blob(i)? else {
+        let BaseSrc::Blob(_, st) = self.srcs[i] else {
             return Ok(());
         };
         if let Some(parent) = node.rel.parent() {
@@ -132,6 +134,20 @@ impl Base {
         let mode = match node.kind {
             NodeKind::File { executable: true } => 0o755,
             _ => 0o644,
+        };
+        // An unchanged project file is copied in the kernel (copy_file_range), never held
+        // in memory: a multi-megabyte file costs no resident memory here.
+        if let Some(src) = self.open_unchanged_project_file(i, &st) {
+            let copied = layout::write_file_replace_with(&dst, mode, |f, tmp| {
+                std::io::copy(&mut &src, f).ctx("copy", tmp)?;
+                Ok(still_unchanged(&src, &st))
+            })?;
+            if copied {
+                return Ok(());
+            }
+        }
+        let Some(data) = self.read_blob(i)? else {
+            return Ok(());
         };
         layout::write_file_replace(&dst, &data, mode)
     }
@@ -247,4 +263,10 @@ pub fn link_bytes(p: &Path) -> Result<Vec<u8>> {
         .as_os_str()
         .as_bytes()
         .to_vec())
+}
+
+/// Whether the open file still has the stat data `st` (so its content is the verified blob).
+fn still_unchanged(f: &fs::File, st: &LStat) -> bool {
+    f.metadata()
+        .is_ok_and(|m| LStat::from_metadata(&m) == *st && m.len() == st.size)
 }

@@ -283,6 +283,21 @@ pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
 /// Writes `data` to a temporary name beside `p` and renames it over `p` (no fsync): a
 /// reader never sees a partial file, and concurrent writers of the same content are safe.
 pub fn write_file_replace(p: &SessionPath, data: &[u8], mode: u32) -> Result<()> {
+    write_file_replace_with(p, mode, |f, tmp| {
+        f.write_all(data).ctx("write", tmp)?;
+        Ok(true)
+    })
+    .map(|_| ())
+}
+
+/// [`write_file_replace`] with the contents written by `fill` (given the open temporary file
+/// and its path). When `fill` returns `Ok(false)` the temporary file is removed and `p` left
+/// as it was; the result is then `Ok(false)`.
+pub fn write_file_replace_with(
+    p: &SessionPath,
+    mode: u32,
+    fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
+) -> Result<bool> {
     let dir = p.0.parent().unwrap_or(Path::new("/"));
     let tmp = dir.join(format!(".tmp-{}", ulid::Ulid::new()));
     let result = (|| {
@@ -294,10 +309,13 @@ pub fn write_file_replace(p: &SessionPath, data: &[u8], mode: u32) -> Result<()>
             .ctx("create temporary file", &tmp)?;
         f.set_permissions(fs::Permissions::from_mode(mode))
             .ctx("set mode", &tmp)?;
-        f.write_all(data).ctx("write", &tmp)?;
-        fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)
+        if !fill(&mut f, &tmp)? {
+            return Ok(false);
+        }
+        fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)?;
+        Ok(true)
     })();
-    if result.is_err() {
+    if !matches!(result, Ok(true)) {
         let _ = fs::remove_file(&tmp);
     }
     result

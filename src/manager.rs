@@ -602,6 +602,8 @@ impl SandboxManager {
         if let Some(Err(e)) = rules.into_inner() {
             return Err(e);
         }
+        // The sandbox listing is gone; the patch may need room for large files.
+        release_freed_memory();
         let base_dir = self.path_in_session_base(&base.dir)?;
         for i in d.changes.iter().filter_map(|c| c.base_index) {
             base.materialize(&base_dir, i)?;
