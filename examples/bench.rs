@@ -34,9 +34,32 @@ fn sh(cmd: &str, cwd: &Path) -> Duration {
 
 /// Flushes dirty pages before a timed step, so no step pays for the writeback of the one
 /// before it (this VM's disk is slow; without it the figures follow the writeback).
+/// Flushes dirty data and waits until the disks have been idle for half a second (at most
+/// 30 s): every timed step starts from the same quiet state, instead of paying for the
+/// write-back (or the discards) of the step before it.
 fn settle() {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
+    let busy_ms = || -> u64 {
+        let Ok(dir) = fs::read_dir("/sys/block") else {
+            return 0;
+        };
+        dir.filter_map(|e| e.ok())
+            .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
+            // Field 10 of a block device's stat: milliseconds spent doing I/O.
+            .filter_map(|s| s.split_whitespace().nth(9)?.parse::<u64>().ok())
+            .sum()
+    };
+    let start = Instant::now();
+    let mut last = busy_ms();
+    while start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = busy_ms();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -281,10 +304,14 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64), Str
         &format!("cp -a {} {}", small.display(), proj.display()),
         work,
     );
+    // A copied repository's index holds the stat data of the original files; refresh it as
+    // any git command would, so the project is the clean git project the target describes.
+    sh("git update-index -q --refresh", &proj);
     let (mut ours, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let dst = mnt.join("plain");
         let _ = fs::remove_dir_all(&dst);
+        settle();
         plain.push(
             sh(
                 &format!("cp -a --reflink=never {} {}", proj.display(), dst.display()),

@@ -159,8 +159,9 @@ impl Base {
             if let BaseSrc::Blob(oid, _) = s {
                 out.extend_from_slice(crate::odb::oid_to_hex(oid).as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
-                for b in n.rel.as_bytes() {
-                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                for &b in n.rel.as_bytes() {
+                    out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
                 }
                 out.push(b'\n');
             }
