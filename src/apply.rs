@@ -32,15 +32,23 @@
 //!    same patch (a symlink in the project that the same patch deletes or renames away counts
 //!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
-//!    write helper opens the parent directory one component at a time from the project root
+//!    write helper reaches the parent directory one component at a time from the project root
 //!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a
-//!    write. A symlink at the path itself is replaced,
+//!    write. (Each directory is opened once per phase and its descriptor reused; the write
+//!    phase opens everything afresh instead of trusting what planning opened.) A symlink at
+//!    the path itself is replaced,
 //!    never written through. New symlinks must point inside the project unless
 //!    [`ApplyOptions::allow_outside_symlinks`] is set.
 //! 4. **Undoable.** With [`ApplyOptions::undo_dir`] the apply records the original contents,
 //!    modes and mtimes of everything it replaced and the list of what it created;
 //!    [`undo_apply`] restores them (atomically too), refusing if the files changed since,
-//!    unless forced.
+//!    unless forced. The record keeps an original by a hard link when it can (same
+//!    filesystem, no other link to the file: the apply puts a new file in its place and never
+//!    writes the old one), else by a copy; it is written on a second thread while the new
+//!    contents are staged, and is on disk before anything in the project is replaced.
+//!
+//! Durability costs two filesystem syncs per apply, not one per file: after staging (so a
+//! crash never leaves a torn file in place of an original) and after the renames.
 //!
 //! Conflicts and refusals are not `Err`s: they are reported per file in the [`ApplyReport`]
 //! (whose [`Outcome`] says whether anything was written). `Err` means the patch could not be

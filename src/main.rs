@@ -128,6 +128,9 @@ enum SessionsCmd {
     List,
     /// Recover dead sessions' work into pending patches, then remove their sandboxes.
     Prune,
+    /// Wait for one session to be released, then clean it (started by `run`).
+    #[command(hide = true)]
+    Reap { session: String },
 }
 
 fn root_or_default(root: Option<PathBuf>) -> Result<PathBuf, Error> {
@@ -261,6 +264,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                             s.project.as_deref().unwrap_or(Path::new("?")).display()
                         );
                     }
+                }
+                SessionsCmd::Reap { session } => {
+                    recover::reap(&root, &session)?;
                 }
                 SessionsCmd::Prune => {
                     let r = recover::prune(&root)?;
@@ -466,13 +472,36 @@ fn run(
         let _ = std::io::stdout().lock().write_all(&res.patch);
     }
     mgr.discard_sandbox(&sb)?;
-    drop(mgr);
+    // Deleting the sandbox's files is left to a detached `sessions reap`, which waits for the
+    // session lock: the caller has the patch and its prompt back at once. Should it fail to
+    // start, the files are deleted here.
+    match spawn_reaper(mgr.root(), mgr.session_id()) {
+        Ok(()) => mgr.leave_cleanup_to_reaper(),
+        Err(_) => drop(mgr),
+    }
     use std::os::unix::process::ExitStatusExt;
     let code = status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Starts `patchbox sessions reap SESSION` in its own process group (a Ctrl-C meant for the
+/// terminal's foreground job does not stop it), with no terminal I/O.
+fn spawn_reaper(root: &Path, session: &str) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(std::env::current_exe()?)
+        .arg("sessions")
+        .arg("--root")
+        .arg(root)
+        .args(["reap", session])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(|_| ())
 }
 
 trait FdClone {

@@ -180,6 +180,8 @@ pub struct SandboxManager {
     base: Mutex<Option<Arc<SessionBase>>>,
     sandboxes: Mutex<HashMap<String, Slot>>,
     keep: std::sync::atomic::AtomicBool,
+    /// Cleanup left to another process ([`SandboxManager::leave_cleanup_to_reaper`]).
+    handed_off: std::sync::atomic::AtomicBool,
     removals: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -218,6 +220,7 @@ impl SandboxManager {
             base: Mutex::new(None),
             sandboxes: Mutex::new(HashMap::new()),
             keep: std::sync::atomic::AtomicBool::new(false),
+            handed_off: std::sync::atomic::AtomicBool::new(false),
             removals: Mutex::new(Vec::new()),
         };
         if !options.no_prune_on_start {
@@ -764,6 +767,33 @@ impl SandboxManager {
         self.session_dir.clone()
     }
 
+    /// Ends this manager without waiting for its cleanup: discarded sandboxes still being
+    /// deleted, the base and the session directory are left to a process that waits for the
+    /// session lock and then cleans the session like a prune does (`patchbox sessions reap
+    /// <session>`, started by the caller before this call). For a process about to exit (the
+    /// CLI's `run`): its user gets the prompt back while thousands of files are deleted.
+    ///
+    /// Nothing is lost: pending patches stay, and a sandbox not discarded is recovered into a
+    /// pending patch by whoever cleans the session (the reaper, or else the next prune).
+    ///
+    /// ```
+    /// use patchbox::{Options, SandboxManager};
+    /// let project = tempfile::tempdir().unwrap();
+    /// let root = tempfile::tempdir().unwrap();
+    /// let opts = Options { root: Some(root.path().to_path_buf()), ..Options::default() };
+    /// let mgr = SandboxManager::with_options(project.path(), opts).unwrap();
+    /// let session = mgr.session_id().to_string();
+    /// mgr.leave_cleanup_to_reaper();
+    /// // No reaper was started here: the session is left as it was, for a prune to clean.
+    /// let report = patchbox::recover::reap(root.path(), &session).unwrap();
+    /// assert_eq!(report.pruned, [session.clone()]);
+    /// assert!(!root.path().join(&session).exists());
+    /// ```
+    pub fn leave_cleanup_to_reaper(self) {
+        self.handed_off
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn cleanup(&self) -> Result<()> {
         let mut first_err = None;
         let mut note = |r: Result<()>| {
@@ -819,6 +849,11 @@ impl SandboxManager {
 
 impl Drop for SandboxManager {
     fn drop(&mut self) {
+        if self.handed_off.load(std::sync::atomic::Ordering::SeqCst) {
+            // Removal threads run on (or end with the process); the reaper finishes their work.
+            drop(self.lock.lock().take());
+            return;
+        }
         for h in self.removals.lock().drain(..) {
             let _ = h.join();
         }

@@ -131,6 +131,46 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
     Ok(report)
 }
 
+/// Waits until no process holds the session `id` under `root`, then recovers and cleans it
+/// as [`prune`] does a dead session. This is the other half of
+/// [`SandboxManager::leave_cleanup_to_reaper`](crate::SandboxManager::leave_cleanup_to_reaper):
+/// started before the manager ends, it takes over the session's lock as soon as the manager
+/// releases it, so no one else cleans the session in between. A session that is already gone
+/// gives an empty report.
+pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
+    let mut report = PruneReport::default();
+    if ulid::Ulid::from_string(id).is_err() {
+        return Err(Error::InvalidId {
+            id: id.to_string(),
+            reason: "not a session id",
+        });
+    }
+    let root = match root.canonicalize() {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(Error::io("resolve sandbox root", root, e)),
+    };
+    let dir = root.join(id);
+    let lock_path = dir.join(layout::LOCK_FILE);
+    let lock = match fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(Error::io("open lock file", &lock_path, e)),
+    };
+    lock.lock()
+        .map_err(|e| Error::io("lock session", &lock_path, e))?;
+    // The holder may have cleaned up before letting go.
+    if dir.join(layout::LOCK_FILE).exists() {
+        recover_session(&dir, id, &mut report);
+    }
+    drop(lock);
+    Ok(report)
+}
+
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let project = read_project(dir).unwrap_or_default();
     let base_dir = dir.join(crate::manager::BASE_DIR);

@@ -605,6 +605,54 @@ fn dead_session_is_recovered_live_one_untouched() {
     assert_eq!(patchbox::pending::list(&e.root).unwrap().len(), 1);
 }
 
+#[test]
+fn reaper_waits_for_the_session_then_cleans_it_and_keeps_unfinished_work() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let mgr = manager(&e);
+    let session = mgr.session_id().to_string();
+    let dir = mgr.session_base().to_path_buf();
+    let done = mgr.create_sandbox("done", None).unwrap();
+    write(&done.path, "a.txt", b"discarded\n");
+    mgr.discard_sandbox(&done).unwrap();
+    let open = mgr.create_sandbox("open", None).unwrap();
+    write(&open.path, "a.txt", b"unfinished\n");
+
+    let root = e.root.clone();
+    let id = session.clone();
+    let reaper = std::thread::spawn(move || patchbox::recover::reap(&root, &id).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!reaper.is_finished(), "the session is still held");
+    assert!(open.path.join("a.txt").exists());
+
+    mgr.leave_cleanup_to_reaper();
+    let report = reaper.join().unwrap();
+    assert_eq!(report.pruned, std::slice::from_ref(&session));
+    // The sandbox that was not discarded is recovered, everything else is gone.
+    assert_eq!(report.recovered.len(), 1);
+    let pend = patchbox::pending::list(&e.root).unwrap();
+    assert_eq!(pend.len(), 1);
+    assert!(fs::read_to_string(&pend[0].patch_path)
+        .unwrap()
+        .contains("+unfinished"));
+    let mut left: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["pending", "session.meta"],
+        "only the pending store (and the project it belongs to) is left"
+    );
+    // Reaping a session that is gone, or a name that is no session id.
+    assert!(patchbox::recover::reap(&e.root, &session)
+        .unwrap()
+        .pruned
+        .is_empty());
+    assert!(patchbox::recover::reap(&e.root, "../x").is_err());
+}
+
 fn git_project(e: &Env) {
     write(&e.project, "a.txt", b"alpha\n");
     write(&e.project, "dir/b.txt", b"beta\n");
