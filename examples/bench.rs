@@ -34,6 +34,18 @@ fn sh(cmd: &str, cwd: &Path) -> Duration {
 
 /// Flushes dirty pages before a timed step, so no step pays for the writeback of the one
 /// before it (this VM's disk is slow; without it the figures follow the writeback).
+/// Waits (up to 120 s) until no session is left under `root`.
+fn wait_until_empty(root: &Path) {
+    let start = Instant::now();
+    while start.elapsed().as_secs() < 120 {
+        let busy = fs::read_dir(root).map(|d| d.count() > 0).unwrap_or(false);
+        if !busy {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Flushes dirty data and waits until the disks have been idle for half a second (at most
 /// 30 s): every timed step starts from the same quiet state, instead of paying for the
 /// write-back (or the discards) of the step before it.
@@ -222,6 +234,9 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
                 .expect("patchbox run");
             f.ours_run.push(t.elapsed().as_secs_f64());
             assert!(out.status.success(), "patchbox run failed");
+            // `run` leaves deleting the sandbox to a detached process: let it finish before
+            // the next timed step, so that step does not share the machine with it.
+            wait_until_empty(&root);
             assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
         }
     }
