@@ -1161,13 +1161,7 @@ mod contained {
                 .map_err(|e| Error::io("set mtime", &full, e))?;
         }
         // Not synced one by one: the commit syncs the filesystem once after staging
-        // (`sync_fs`), which costs one journal commit instead of one per file. Starting the
-        // write-back now lets the disk work while the next files are staged.
-        #[cfg(target_os = "linux")]
-        // SAFETY: valid fd; the call only schedules write-back.
-        unsafe {
-            libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
-        }
+        // (`sync_fs`), which costs one journal commit instead of one per file.
         Ok(())
     }
 
@@ -1476,6 +1470,21 @@ struct Placed {
 
 /// Applies `hunks` to `cur` in order (each after the previous); `Err(k)` names the first hunk
 /// (0-based) that does not match.
+/// Whether every hunk of `hunks` fits `cur` (in order), without building the result.
+fn hunks_fit(cur: &[&[u8]], hunks: &[Hunk], reverse: bool, allow_offset: bool) -> bool {
+    let mut cursor = 0usize;
+    let mut carry: isize = 0;
+    for h in hunks {
+        let s = sides(h, reverse);
+        let Some(p) = find_hunk(cur, &s, cursor, s.expected as isize + carry, allow_offset) else {
+            return false;
+        };
+        cursor = p + s.old.len();
+        carry = p as isize - s.expected as isize;
+    }
+    true
+}
+
 fn apply_hunks(
     cur: &[&[u8]],
     hunks: &[Hunk],
@@ -2566,8 +2575,8 @@ impl<'a> Planner<'a> {
         // hunk fits exactly where its header says, and the reverse does not. Then the file
         // cannot already be the patch's result (that result takes the reverse exactly), so
         // the checks for an already applied patch below cannot succeed.
-        if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, false) {
-            if apply_hunks(&cur, &fp.hunks, true, false).is_err() {
+        if !hunks_fit(&cur, &fp.hunks, true, false) {
+            if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, false) {
                 return Ok(Ok((p.out, How::Applied(String::new()))));
             }
         }
@@ -2603,7 +2612,7 @@ impl<'a> Planner<'a> {
         if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, true) {
             return Ok(Ok((p.out, How::Applied(offsets_note(&p.offsets)))));
         }
-        if apply_hunks(&cur, &fp.hunks, true, true).is_ok() {
+        if hunks_fit(&cur, &fp.hunks, true, true) {
             return Ok(Ok((
                 data.to_vec(),
                 How::Already(
