@@ -1459,6 +1459,35 @@ fn find_hunk(
     None
 }
 
+/// Where each hunk of `hunks` fits `cur`, in order (each after the previous): the start
+/// line of its old side and its offset from where the header put it; `Err(k)` names the first
+/// hunk (0-based) that does not fit.
+fn place_hunks(
+    cur: &[&[u8]],
+    hunks: &[Hunk],
+    reverse: bool,
+    allow_offset: bool,
+) -> std::result::Result<(Vec<usize>, Vec<isize>), usize> {
+    let mut cursor = 0usize;
+    let mut carry: isize = 0;
+    let mut pos = Vec::with_capacity(hunks.len());
+    let mut offsets = Vec::with_capacity(hunks.len());
+    for (k, h) in hunks.iter().enumerate() {
+        let s = sides(h, reverse);
+        let p = find_hunk(cur, &s, cursor, s.expected as isize + carry, allow_offset).ok_or(k)?;
+        cursor = p + s.old.len();
+        carry = p as isize - s.expected as isize;
+        pos.push(p);
+        offsets.push(carry);
+    }
+    Ok((pos, offsets))
+}
+
+/// Whether every hunk of `hunks` fits `cur` (in order), without building the result.
+fn hunks_fit(cur: &[&[u8]], hunks: &[Hunk], reverse: bool, allow_offset: bool) -> bool {
+    place_hunks(cur, hunks, reverse, allow_offset).is_ok()
+}
+
 /// The result of placing every hunk.
 struct Placed {
     out: Vec<u8>,
@@ -1470,27 +1499,13 @@ struct Placed {
 
 /// Applies `hunks` to `cur` in order (each after the previous); `Err(k)` names the first hunk
 /// (0-based) that does not match.
-/// Whether every hunk of `hunks` fits `cur` (in order), without building the result.
-fn hunks_fit(cur: &[&[u8]], hunks: &[Hunk], reverse: bool, allow_offset: bool) -> bool {
-    let mut cursor = 0usize;
-    let mut carry: isize = 0;
-    for h in hunks {
-        let s = sides(h, reverse);
-        let Some(p) = find_hunk(cur, &s, cursor, s.expected as isize + carry, allow_offset) else {
-            return false;
-        };
-        cursor = p + s.old.len();
-        carry = p as isize - s.expected as isize;
-    }
-    true
-}
-
 fn apply_hunks(
     cur: &[&[u8]],
     hunks: &[Hunk],
     reverse: bool,
     allow_offset: bool,
 ) -> std::result::Result<Placed, usize> {
+    let (pos, offsets) = place_hunks(cur, hunks, reverse, allow_offset)?;
     // Sized up front: a large file is built without reallocating (and copying) as it grows.
     let added: usize = hunks
         .iter()
@@ -1499,13 +1514,8 @@ fn apply_hunks(
         .sum();
     let mut out = Vec::with_capacity(cur.iter().map(|l| l.len()).sum::<usize>() + added);
     let mut cursor = 0usize;
-    let mut carry: isize = 0;
-    let mut pos = Vec::with_capacity(hunks.len());
-    let mut offsets = Vec::with_capacity(hunks.len());
-    for (k, h) in hunks.iter().enumerate() {
+    for (h, &p) in hunks.iter().zip(&pos) {
         let s = sides(h, reverse);
-        let expected = s.expected as isize + carry;
-        let p = find_hunk(cur, &s, cursor, expected, allow_offset).ok_or(k)?;
         for l in &cur[cursor..p] {
             out.extend_from_slice(l);
         }
@@ -1513,9 +1523,6 @@ fn apply_hunks(
             out.extend_from_slice(l);
         }
         cursor = p + s.old.len();
-        carry = p as isize - s.expected as isize;
-        pos.push(p);
-        offsets.push(carry);
     }
     for l in &cur[cursor..] {
         out.extend_from_slice(l);
