@@ -1167,8 +1167,10 @@ mod contained {
 
     /// Flushes the project's filesystem (`syncfs`): staged contents reach the disk before
     /// any of them replaces an original, so a crash leaves old or new files, never torn ones.
+    /// Also used for the filesystem of an undo record kept elsewhere (`root` is then its
+    /// directory).
     pub(crate) fn sync_fs(root: &Path) -> Result<()> {
-        let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
+        let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
         // SAFETY: valid fd.
         rc(unsafe { libc::syncfs(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
     }
@@ -3357,7 +3359,6 @@ mod undo {
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
-    use std::os::unix::io::AsRawFd;
     use std::path::Path;
 
     const HEADER: &str = "patchbox-undo 1";
@@ -3453,7 +3454,7 @@ mod undo {
             .zip(std::fs::metadata(root).ok())
             .is_some_and(|(a, b)| a.dev() == b.dev());
         if !same_fs || copied {
-            sync_filesystem(dir)?;
+            contained::sync_fs(dir)?;
         }
         Ok(stamps)
     }
@@ -3491,15 +3492,6 @@ mod undo {
 
     fn write_plain(path: &Path, data: &[u8]) -> Result<()> {
         std::fs::write(path, data).map_err(|e| Error::io("write", path, e))
-    }
-
-    fn sync_filesystem(dir: &Path) -> Result<()> {
-        let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
-        // SAFETY: valid fd.
-        if unsafe { libc::syncfs(f.as_raw_fd()) } < 0 {
-            return Err(Error::io("sync", dir, std::io::Error::last_os_error()));
-        }
-        Ok(())
     }
 
     /// Appends the directory changes made by the write phase.
