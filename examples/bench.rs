@@ -147,17 +147,15 @@ struct Figures {
     ours_chain: Vec<f64>,
     ref_run: Vec<f64>,
     ours_run: Vec<f64>,
+    /// Each round's reference directory, with the time of its steps before `rm -rf`.
+    ref_parts: Vec<(PathBuf, f64)>,
+    /// patchbox session roots kept until the end.
+    kept: Vec<PathBuf>,
 }
 
-fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &str) -> Figures {
+fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
     let files = edit_list(tree, 100);
     let script = edit_script(&files, work);
-    let exe = std::env::current_exe().expect("exe");
-    let patchbox_bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("patchbox"))
-        .expect("target dir");
     let mut f = Figures {
         ref_first: vec![],
         ours_first: vec![],
@@ -167,14 +165,20 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
         ours_chain: vec![],
         ref_run: vec![],
         ours_run: vec![],
+        ref_parts: vec![],
+        kept: vec![],
     };
+    // No tree is deleted between timed steps: on an ext4 without a journal (this VM's root
+    // filesystem) creating files within minutes of a mass deletion is several times slower
+    // (the inode allocator skips every recently deleted inode), so whichever step came after
+    // a deletion paid for it. Every round works in its own directories; `delete_all` removes
+    // them (timing the reference's `rm -rf`) after every step that creates files.
     for round in 0..rounds {
         eprintln!("[{label}] round {}/{rounds}", round + 1);
         // Reference steps.
-        let ws = work.join("ref");
+        let ws = work.join(format!("ref-{label}-{round}"));
         let _ = fs::remove_dir_all(&ws);
         fs::create_dir_all(&ws).expect("mkdir");
-        let t_all = Instant::now();
         let (t_sel_copy, t_cp) = reference_create(tree, &ws);
         f.ref_first.push(t_sel_copy + t_cp);
         f.ref_cp.push(t_cp);
@@ -182,13 +186,13 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
         settle();
         let t = sh("git diff --no-index --binary base d-1 > /dev/null", &ws);
         f.ref_diff.push(t.as_secs_f64());
-        let t_rm = sh("rm -rf base d-1", &ws);
-        let _ = t_all;
-        f.ref_run
-            .push(t_sel_copy + t_cp + t_edit.as_secs_f64() + t.as_secs_f64() + t_rm.as_secs_f64());
+        f.ref_parts.push((
+            ws,
+            t_sel_copy + t_cp + t_edit.as_secs_f64() + t.as_secs_f64(),
+        ));
 
         // patchbox, as a library.
-        let root = work.join("pbroot");
+        let root = work.join(format!("pbroot-{label}-{round}"));
         let _ = fs::remove_dir_all(&root);
         let mgr = SandboxManager::with_options(
             tree,
@@ -216,31 +220,60 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, with_run: bool, label: &s
         let t = Instant::now();
         let _sb2 = mgr.create_sandbox("d2", Some(&sb)).expect("chain");
         f.ours_chain.push(t.elapsed().as_secs_f64());
-        drop(mgr);
-
-        if with_run {
-            settle();
-            let t = Instant::now();
-            let out = Command::new(&patchbox_bin)
-                .args(["run", "--project"])
-                .arg(tree)
-                .arg("--root")
-                .arg(&root)
-                .args(["--", "sh"])
-                .arg(&script)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .output()
-                .expect("patchbox run");
-            f.ours_run.push(t.elapsed().as_secs_f64());
-            assert!(out.status.success(), "patchbox run failed");
-            // `run` leaves deleting the sandbox to a detached process: let it finish before
-            // the next timed step, so that step does not share the machine with it.
-            wait_until_empty(&root);
-            assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
-        }
+        mgr.keep();
+        f.kept.push(root);
     }
+
     f
+}
+
+/// `patchbox run` on `tree`, `rounds` times. `run` deletes its sandbox as part of the job (in
+/// a detached reaper); the next round waits for it, and so starts after a deletion, as a
+/// user's next run would.
+fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
+    let script = edit_script(&edit_list(tree, 100), work);
+    let exe = std::env::current_exe().expect("exe");
+    let patchbox_bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("patchbox"))
+        .expect("target dir");
+    for round in 0..rounds {
+        eprintln!("[run] round {}/{rounds}", round + 1);
+        let root = work.join("runroot");
+        settle();
+        let t = Instant::now();
+        let out = Command::new(&patchbox_bin)
+            .args(["run", "--project"])
+            .arg(tree)
+            .arg("--root")
+            .arg(&root)
+            .args(["--", "sh"])
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .output()
+            .expect("patchbox run");
+        f.ours_run.push(t.elapsed().as_secs_f64());
+        assert!(out.status.success(), "patchbox run failed");
+        // Let the reaper finish before the next timed step, so that step does not share the
+        // machine with it.
+        wait_until_empty(&root);
+        assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
+    }
+}
+
+/// Deletes what `bench_tree` kept; the reference's last step, `rm -rf`, is timed here.
+fn delete_all(f: &mut Figures) {
+    for (ws, t_before) in std::mem::take(&mut f.ref_parts) {
+        settle();
+        let t_rm = sh("rm -rf base d-1", &ws);
+        f.ref_run.push(t_before + t_rm.as_secs_f64());
+        let _ = fs::remove_dir_all(&ws);
+    }
+    for root in std::mem::take(&mut f.kept) {
+        let _ = fs::remove_dir_all(&root);
+    }
 }
 
 fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
@@ -403,6 +436,42 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
     (median(ours), median(git))
 }
 
+/// With `--ext4-image`: a journaled ext4 (plain `mkfs.ext4`, as most Linux machines have) on a
+/// loop-mounted sparse image under `work`, holding a copy of the project (its index refreshed,
+/// so the copy is as clean as the original). Returns (project, work dir) on it.
+fn ext4_image_work(tree: &Path, work: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let img = work.join("ext4.img");
+    let mnt = work.join("ext4-mnt");
+    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = fs::remove_file(&img);
+    fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
+    let ok = |c: &mut Command| {
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok(Command::new("truncate").arg("-s").arg("48G").arg(&img))
+        || !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))
+        || !ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt))
+    {
+        let _ = fs::remove_file(&img);
+        return Err("cannot make or loop-mount an ext4 image (needs root and loop devices)".into());
+    }
+    let proj = mnt.join("project");
+    sh(
+        &format!("cp -a {} {}", tree.display(), proj.display()),
+        work,
+    );
+    sh("git update-index -q --refresh", &proj);
+    let w = mnt.join("work");
+    fs::create_dir_all(&w).map_err(|e| e.to_string())?;
+    Ok((proj, w))
+}
+
 fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
     let small = work.join(format!("small-{n}"));
     if small.join(".git").exists() {
@@ -435,6 +504,7 @@ fn main() {
     let mut work = std::env::temp_dir().join("patchbox-bench");
     let mut small_n = 20_000;
     let mut skip_large = false;
+    let mut ext4_image = false;
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
@@ -443,6 +513,10 @@ fn main() {
             "--work" => work = args.get(i + 1).map(PathBuf::from).unwrap_or(work),
             "--skip-large" => {
                 skip_large = true;
+                i -= 1;
+            }
+            "--ext4-image" => {
+                ext4_image = true;
                 i -= 1;
             }
             "--small" => {
@@ -455,24 +529,52 @@ fn main() {
         }
         i += 2;
     }
-    let tree = tree.expect("--tree DIR (a git project) is required");
+    let mut tree = tree.expect("--tree DIR (a git project) is required");
     fs::create_dir_all(&work).expect("work dir");
+    let xfs_work = work.clone();
+    let mounted = if ext4_image {
+        match ext4_image_work(&tree, &work) {
+            Ok((t, w)) => {
+                println!(
+                    "on a journaled ext4 image (default mkfs.ext4), loop-mounted at {}",
+                    w.display()
+                );
+                tree = t;
+                work = w;
+                true
+            }
+            Err(why) => {
+                println!("ext4 image not used: {why}");
+                false
+            }
+        }
+    } else {
+        false
+    };
     let small = make_small(&tree, &work, small_n);
 
-    let s = bench_tree(&small, &work, rounds, true, "small");
-    let xfs = bench_xfs(&small, &work, rounds);
-    let apply_fig = (!skip_large).then(|| bench_apply(&tree, &work, rounds));
-    let (l, rss) = if skip_large {
-        (
-            bench_tree(&small, &work, 1, false, "large skipped: small again"),
-            None,
-        )
+    // Every step that creates files runs before any tree is deleted (see `bench_tree`).
+    let mut l = if skip_large {
+        bench_tree(&small, &work, 1, "large skipped: small again")
     } else {
-        (
-            bench_tree(&tree, &work, rounds, false, "large"),
-            peak_rss_kb(&tree, &work),
-        )
+        bench_tree(&tree, &work, rounds, "large")
     };
+    let mut s = bench_tree(&small, &work, rounds, "small");
+    bench_runs(&small, &work, rounds, &mut s);
+    let xfs = bench_xfs(&small, &xfs_work, rounds);
+    let apply_fig = (!skip_large).then(|| bench_apply(&tree, &work, rounds));
+    let rss = if skip_large {
+        None
+    } else {
+        peak_rss_kb(&tree, &work)
+    };
+    delete_all(&mut l);
+    delete_all(&mut s);
+    if mounted {
+        let mnt = xfs_work.join("ext4-mnt");
+        let _ = Command::new("umount").arg(&mnt).status();
+        let _ = fs::remove_file(xfs_work.join("ext4.img"));
+    }
 
     let row = |name: &str, ours: &[f64], theirs: &[f64], target: &str| {
         let (o, t) = (median(ours.to_vec()), median(theirs.to_vec()));
