@@ -487,7 +487,8 @@ fn list_dir(
             }
             continue;
         }
-        let m = match fs::symlink_metadata(entry.path()) {
+        // Relative to the directory already open (fstatat), not a walk of the whole path.
+        let m = match entry.metadata() {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("stat", entry.path(), e)),
