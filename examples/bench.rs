@@ -373,31 +373,14 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64), Str
     if !ok(Command::new("mkfs.xfs").arg("-V")) {
         return Err("mkfs.xfs not installed (apt-get install xfsprogs)".into());
     }
-    let img = work.join("xfs.img");
     let mnt = work.join("xfs-mnt");
-    let _ = Command::new("umount").arg(&mnt).status();
-    let _ = fs::remove_file(&img);
-    fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
-    if !ok(Command::new("truncate").arg("-s").arg("8G").arg(&img))
-        || !ok(Command::new("mkfs.xfs")
-            .args(["-q", "-m", "reflink=1"])
-            .arg(&img))
-        || !ok(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mnt))
-    {
-        let _ = fs::remove_file(&img);
-        return Err("cannot make or loop-mount an XFS image (needs root and loop devices)".into());
-    }
-    let proj = mnt.join("project");
-    sh(
-        &format!("cp -a {} {}", small.display(), proj.display()),
+    let proj = image_with_project(
         work,
-    );
-    // A copied repository's index holds the stat data of the original files; refresh it as
-    // any git command would, so the project is the clean git project the target describes.
-    sh("git update-index -q --refresh", &proj);
+        "xfs",
+        "8G",
+        &["mkfs.xfs", "-q", "-m", "reflink=1"],
+        small,
+    )?;
     let (mut ours, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let dst = mnt.join("plain");
@@ -426,7 +409,7 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64), Str
         ours.push(t.elapsed().as_secs_f64());
     }
     let _ = Command::new("umount").arg(&mnt).status();
-    let _ = fs::remove_file(&img);
+    let _ = fs::remove_file(work.join("xfs.img"));
     Ok((median(ours), median(plain)))
 }
 
@@ -483,8 +466,26 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
 /// loop-mounted sparse image under `work`, holding a copy of the project (its index refreshed,
 /// so the copy is as clean as the original). Returns (project, work dir) on it.
 fn ext4_image_work(tree: &Path, work: &Path) -> Result<(PathBuf, PathBuf), String> {
-    let img = work.join("ext4.img");
+    let proj = image_with_project(work, "ext4", "48G", &["mkfs.ext4", "-q", "-F"], tree)?;
     let mnt = work.join("ext4-mnt");
+    let w = mnt.join("work");
+    fs::create_dir_all(&w).map_err(|e| e.to_string())?;
+    Ok((proj, w))
+}
+
+/// Makes a sparse image `work/NAME.img` of `size` with `mkfs` (the image's path is appended),
+/// loop-mounts it at `work/NAME-mnt` and copies `project` to `project/` in it. A copied
+/// repository's index holds the stat data of the original files; it is refreshed as any git
+/// command would, so the copy is as clean a git project as the original.
+fn image_with_project(
+    work: &Path,
+    name: &str,
+    size: &str,
+    mkfs: &[&str],
+    project: &Path,
+) -> Result<PathBuf, String> {
+    let img = work.join(format!("{name}.img"));
+    let mnt = work.join(format!("{name}-mnt"));
     let _ = Command::new("umount").arg(&mnt).status();
     let _ = fs::remove_file(&img);
     fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
@@ -494,25 +495,25 @@ fn ext4_image_work(tree: &Path, work: &Path) -> Result<(PathBuf, PathBuf), Strin
             .status()
             .is_ok_and(|s| s.success())
     };
-    if !ok(Command::new("truncate").arg("-s").arg("48G").arg(&img))
-        || !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))
+    if !ok(Command::new("truncate").arg("-s").arg(size).arg(&img))
+        || !ok(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img))
         || !ok(Command::new("mount")
             .args(["-o", "loop"])
             .arg(&img)
             .arg(&mnt))
     {
         let _ = fs::remove_file(&img);
-        return Err("cannot make or loop-mount an ext4 image (needs root and loop devices)".into());
+        return Err(format!(
+            "cannot make or loop-mount a {name} image (needs root and loop devices)"
+        ));
     }
     let proj = mnt.join("project");
     sh(
-        &format!("cp -a {} {}", tree.display(), proj.display()),
+        &format!("cp -a {} {}", project.display(), proj.display()),
         work,
     );
     sh("git update-index -q --refresh", &proj);
-    let w = mnt.join("work");
-    fs::create_dir_all(&w).map_err(|e| e.to_string())?;
-    Ok((proj, w))
+    Ok(proj)
 }
 
 fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
