@@ -13,6 +13,7 @@
 
 #include <patchbox/sandbox.hpp>
 
+#include "expect_error.hpp"
 #include "test_util.hpp"
 
 namespace patchbox {
@@ -35,19 +36,6 @@ using testutil::read_file;
 using testutil::TempDir;
 using testutil::write_file;
 using Paths = std::vector<fs::path>;
-
-/// Expects @p stmt to throw patchbox::Error of @p expected kind.
-#define EXPECT_PB_ERROR(stmt, expected)                                          \
-  do {                                                                           \
-    try {                                                                        \
-      stmt;                                                                      \
-      ADD_FAILURE() << "no exception from: " #stmt;                              \
-    } catch (const patchbox::Error& e_) {                                        \
-      EXPECT_EQ(e_.kind(), expected) << e_.what();                               \
-    } catch (const std::exception& e_) {                                         \
-      ADD_FAILURE() << "not a patchbox::Error from " #stmt ": " << e_.what();    \
-    }                                                                            \
-  } while (0)
 
 class Core : public ::testing::Test {
  protected:
