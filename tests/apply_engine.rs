@@ -10,44 +10,16 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
 mod gitcmd;
 
+use common::tree_view;
 use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Content view: per path (excluding `.git`), type, exec bit and contents.
-fn content_view(root: &Path) -> BTreeMap<Vec<u8>, (char, bool, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        if rel
-            .components()
-            .next()
-            .is_some_and(|c| c.as_os_str() == ".git")
-        {
-            continue;
-        }
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let key = rel.as_os_str().as_bytes().to_vec();
-        if m.file_type().is_symlink() {
-            let t = fs::read_link(e.path()).unwrap();
-            out.insert(key, ('l', false, t.as_os_str().as_bytes().to_vec()));
-        } else if m.is_file() {
-            out.insert(
-                key,
-                ('f', m.mode() & 0o111 != 0, fs::read(e.path()).unwrap()),
-            );
-        } else if m.is_dir() {
-            out.insert(key, ('d', false, Vec::new()));
-        }
-    }
-    out
-}
 
 type Fingerprint = BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)>;
 
@@ -277,7 +249,7 @@ fn rich_git_patch_matches_git_apply() {
     let report = apply_patch(ours.path(), &patch, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
     assert!(report.files.iter().all(|f| f.status == FileStatus::Applied));
-    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+    assert_eq!(tree_view(ours.path()), tree_view(repo.path()));
 
     let theirs = tmp_with(rich_base);
     let out = git_apply(theirs.path(), repo.home.path(), &patch);
@@ -286,7 +258,7 @@ fn rich_git_patch_matches_git_apply() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(content_view(ours.path()), content_view(theirs.path()));
+    assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
 
     // A second apply changes nothing and says so.
     let before = fingerprint(ours.path());
@@ -321,7 +293,7 @@ fn plain_git_diff_without_binary_or_renames() {
     let ours = tmp_with(base);
     let report = apply_patch(ours.path(), &patch, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
-    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+    assert_eq!(tree_view(ours.path()), tree_view(repo.path()));
     // The emptied directory was removed, like git apply does.
     assert!(!ours.path().join("b").exists());
 }
@@ -351,7 +323,7 @@ fn traditional_diff_run_applies() {
     copy_tree(&a, project.path());
     let report = apply_patch(project.path(), &out.stdout, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
-    assert_eq!(content_view(project.path()), content_view(&b));
+    assert_eq!(tree_view(project.path()), tree_view(&b));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -674,7 +646,7 @@ fn failure_at_any_write_step_rolls_back_everything() {
             Ok(report) => {
                 // Past the last step: the apply went through.
                 assert_eq!(report.outcome, Outcome::Applied);
-                assert_eq!(content_view(project.path()), content_view(repo.path()));
+                assert_eq!(tree_view(project.path()), tree_view(repo.path()));
                 assert!(k > 10, "only {k} steps?");
                 break;
             }
@@ -714,7 +686,7 @@ fn undo_restores_contents_modes_and_mtimes() {
     let patch = repo.diff(rich_change, &["--binary", "-M"]);
     let project = tmp_with(rich_base);
     let before_files = file_fingerprint(project.path());
-    let before_view = content_view(project.path());
+    let before_view = tree_view(project.path());
     let records = tempfile::tempdir().unwrap();
     let undo = records.path().join("u1");
     let o = ApplyOptions {
@@ -723,12 +695,12 @@ fn undo_restores_contents_modes_and_mtimes() {
     };
     let report = apply_patch(project.path(), &patch, &o).unwrap();
     assert_eq!(report.undo_dir.as_deref(), Some(undo.as_path()));
-    assert_eq!(content_view(project.path()), content_view(repo.path()));
+    assert_eq!(tree_view(project.path()), tree_view(repo.path()));
 
     let u = undo_apply(project.path(), &undo, false).unwrap();
     assert!(!u.already_undone && u.overwritten.is_empty());
     assert!(!u.restored.is_empty());
-    assert_eq!(content_view(project.path()), before_view);
+    assert_eq!(tree_view(project.path()), before_view);
     assert_same(
         &file_fingerprint(project.path()),
         &before_files,
@@ -740,7 +712,7 @@ fn undo_restores_contents_modes_and_mtimes() {
             .unwrap()
             .already_undone
     );
-    assert_eq!(content_view(project.path()), before_view);
+    assert_eq!(tree_view(project.path()), before_view);
 }
 
 #[test]
@@ -1112,7 +1084,7 @@ fn a_series_of_patches_in_one_input_applies_in_order() {
     let report = apply_patch(project.path(), &series, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
     assert_eq!(report.files.len(), 2);
-    assert_eq!(content_view(project.path()), content_view(repo.path()));
+    assert_eq!(tree_view(project.path()), tree_view(repo.path()));
     let again = apply_patch(project.path(), &series, &opts()).unwrap();
     assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
 }
@@ -1293,7 +1265,7 @@ fn directory_and_symlink_typechanges() {
     };
     let report = apply_patch(ours.path(), &patch, &o).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
-    assert_eq!(content_view(ours.path()), content_view(repo.path()));
+    assert_eq!(tree_view(ours.path()), tree_view(repo.path()));
     // git apply refuses this patch ("affected file 'v/real.txt' is beyond a symbolic link"):
     // it checks paths against the tree before the patch. We treat a symlink the same patch
     // removes as a directory to create, and every write walks the path with O_NOFOLLOW.
@@ -1308,7 +1280,7 @@ fn directory_and_symlink_typechanges() {
     assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
     undo_apply(ours.path(), &undo, false).unwrap();
     let fresh = tmp_with(base);
-    assert_eq!(content_view(ours.path()), content_view(fresh.path()));
+    assert_eq!(tree_view(ours.path()), tree_view(fresh.path()));
 
     // Every failure point of the write phase still rolls back completely.
     for k in 1..40 {

@@ -8,6 +8,7 @@
 //! * Drift: the project has unrelated local edits; with the pre-image the patch still applies
 //!   (at an offset or by a 3-way merge) and both sets of edits survive.
 
+mod common;
 mod gitcmd;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use common::tree_view;
 use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
 use patchbox::patch_write::{write_file_diff, Side};
@@ -28,37 +30,6 @@ fn cases(default: u32) -> u32 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-type View = BTreeMap<Vec<u8>, (char, bool, Vec<u8>)>;
-
-fn content_view(root: &Path) -> View {
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        if rel
-            .components()
-            .next()
-            .is_some_and(|c| c.as_os_str() == ".git")
-        {
-            continue;
-        }
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let key = rel.as_os_str().as_bytes().to_vec();
-        if m.file_type().is_symlink() {
-            let t = fs::read_link(e.path()).unwrap();
-            out.insert(key, ('l', false, t.as_os_str().as_bytes().to_vec()));
-        } else if m.is_file() {
-            out.insert(
-                key,
-                ('f', m.mode() & 0o111 != 0, fs::read(e.path()).unwrap()),
-            );
-        } else if m.is_dir() {
-            out.insert(key, ('d', false, Vec::new()));
-        }
-    }
-    out
 }
 
 fn fingerprint(root: &Path) -> BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)> {
@@ -441,7 +412,7 @@ fn check_round_trip(base: &Tree, head: &Tree, diff_args: &[&str]) -> Result<(), 
     args.extend_from_slice(diff_args);
     args.push("HEAD");
     let patch = git(r, home.path(), &args).stdout;
-    let head_view = content_view(r);
+    let head_view = tree_view(r);
 
     let ours = tempfile::tempdir().unwrap();
     write_tree(ours.path(), base);
@@ -464,7 +435,7 @@ fn check_round_trip(base: &Tree, head: &Tree, diff_args: &[&str]) -> Result<(), 
         String::from_utf8_lossy(&patch)
     );
     prop_assert!(
-        content_view(ours.path()) == head_view,
+        tree_view(ours.path()) == head_view,
         "our result differs from the head tree\n{}\n{}",
         report,
         String::from_utf8_lossy(&patch)
@@ -480,7 +451,7 @@ fn check_round_trip(base: &Tree, head: &Tree, diff_args: &[&str]) -> Result<(), 
         if !stderr.contains("beyond a symbolic link") {
             prop_assert!(out.status.success(), "git apply failed: {}", stderr);
             prop_assert!(
-                content_view(ours.path()) == content_view(theirs.path()),
+                tree_view(ours.path()) == tree_view(theirs.path()),
                 "differs from git apply"
             );
         }
@@ -572,7 +543,7 @@ proptest! {
             .map_err(|e| TestCaseError::fail(format!("{e}\n{}", String::from_utf8_lossy(&patch))))?;
         let expected = if patch.is_empty() { Outcome::AlreadyApplied } else { Outcome::Applied };
         prop_assert_eq!(report.outcome, expected, "{}\n{}", report, String::from_utf8_lossy(&patch));
-        prop_assert!(content_view(project.path()) == content_view(want.path()), "{}", String::from_utf8_lossy(&patch));
+        prop_assert!(tree_view(project.path()) == tree_view(want.path()), "{}", String::from_utf8_lossy(&patch));
         let before = fingerprint(project.path());
         let again = apply_patch(project.path(), &patch, &ApplyOptions::default()).unwrap();
         prop_assert_eq!(again.outcome, Outcome::AlreadyApplied, "{}", again);

@@ -161,3 +161,38 @@ pub fn patch_p1_copy(base: &Path, patch: &[u8], scratch: &Path) -> PathBuf {
     );
     dir
 }
+
+/// What a patch can change, per path (excluding `.git`), directories included: type ('f', 'l'
+/// or 'd'), any exec bit, and contents (a symlink's target). Unlike [`content_view`], an
+/// empty directory left behind shows.
+pub type TreeView = BTreeMap<Vec<u8>, (char, bool, Vec<u8>)>;
+
+/// The [`TreeView`] of the tree at `root`.
+pub fn tree_view(root: &Path) -> TreeView {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap();
+        if rel
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == ".git")
+        {
+            continue;
+        }
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let key = rel.as_os_str().as_bytes().to_vec();
+        if m.file_type().is_symlink() {
+            let t = fs::read_link(e.path()).unwrap();
+            out.insert(key, ('l', false, t.as_os_str().as_bytes().to_vec()));
+        } else if m.is_file() {
+            out.insert(
+                key,
+                ('f', m.mode() & 0o111 != 0, fs::read(e.path()).unwrap()),
+            );
+        } else if m.is_dir() {
+            out.insert(key, ('d', false, Vec::new()));
+        }
+    }
+    out
+}
