@@ -3,9 +3,7 @@
 //! changes on refusal or on a failure at any write step), undo, and the traversal and symlink
 //! attack corpus.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +11,7 @@ use std::process::Command;
 mod common;
 mod gitcmd;
 
-use common::tree_view;
+use common::{exact_fingerprint, tree_view, ExactFingerprint};
 use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome};
 
@@ -21,37 +19,9 @@ use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-type Fingerprint = BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)>;
-
-/// Everything observable: per path (and the root), full mode, contents, mtime.
-fn fingerprint(root: &Path) -> Fingerprint {
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(root) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let content = if m.file_type().is_symlink() {
-            fs::read_link(e.path())
-                .unwrap()
-                .as_os_str()
-                .as_bytes()
-                .to_vec()
-        } else if m.is_file() {
-            fs::read(e.path()).unwrap()
-        } else {
-            Vec::new()
-        };
-        out.insert(
-            rel.as_os_str().as_bytes().to_vec(),
-            (m.mode(), content, m.mtime(), m.mtime_nsec()),
-        );
-    }
-    out
-}
-
 /// Files and symlinks only (directories get new mtimes when entries come and go).
-fn file_fingerprint(root: &Path) -> Fingerprint {
-    fingerprint(root)
+fn file_fingerprint(root: &Path) -> ExactFingerprint {
+    exact_fingerprint(root)
         .into_iter()
         .filter(|(_, v)| v.0 & 0o170000 != 0o040000)
         .collect()
@@ -59,7 +29,7 @@ fn file_fingerprint(root: &Path) -> Fingerprint {
 
 /// Asserts two fingerprints are equal, listing only the differing paths.
 #[track_caller]
-fn assert_same(a: &Fingerprint, b: &Fingerprint, what: &str) {
+fn assert_same(a: &ExactFingerprint, b: &ExactFingerprint, what: &str) {
     if a == b {
         return;
     }
@@ -261,10 +231,10 @@ fn rich_git_patch_matches_git_apply() {
     assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
 
     // A second apply changes nothing and says so.
-    let before = fingerprint(ours.path());
+    let before = exact_fingerprint(ours.path());
     let again = apply_patch(ours.path(), &patch, &opts()).unwrap();
     assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
-    assert_same(&fingerprint(ours.path()), &before, "tree");
+    assert_same(&exact_fingerprint(ours.path()), &before, "tree");
     // No staging directory left behind.
     assert!(!fs::read_dir(ours.path()).unwrap().any(|e| e
         .unwrap()
@@ -389,14 +359,14 @@ fn three_way_merge_with_preimage() {
 
     // Without a pre-image: conflict, nothing written.
     let project = tmp_with(drifted);
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(project.path(), &patch, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
     assert_eq!(report.files[0].status, FileStatus::Conflict);
     assert_eq!(report.files[0].conflicts.len(), 1);
     assert_eq!(report.files[0].conflicts[0].hunk, 1);
     assert_eq!(report.files[1].status, FileStatus::Applied);
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 
     // With it: merged.
     let o = ApplyOptions {
@@ -432,7 +402,7 @@ fn overlapping_edit_is_a_conflict_and_markers_only_when_asked() {
         );
     };
     let project = tmp_with(drifted);
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let o = ApplyOptions {
         preimages: Some(pre.path().to_path_buf()),
         ..opts()
@@ -446,7 +416,7 @@ fn overlapping_edit_is_a_conflict_and_markers_only_when_asked() {
     assert!(f.conflicts[0].reason.contains("lines 10-10"), "{report}");
     assert!(!f.markers_written);
     assert_same(
-        &fingerprint(project.path()),
+        &exact_fingerprint(project.path()),
         &before,
         "refusal must not touch the tree",
     );
@@ -473,7 +443,7 @@ fn overlapping_edit_is_a_conflict_and_markers_only_when_asked() {
     .unwrap();
     assert_eq!(checked.outcome, Outcome::AppliedWithConflicts);
     assert!(!checked.wrote());
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 
     let report = apply_patch(project.path(), &patch, &o_markers).unwrap();
     assert_eq!(report.outcome, Outcome::AppliedWithConflicts, "{report}");
@@ -527,11 +497,11 @@ fn already_applied_detected_without_index_lines() {
     // diff -u style (no index line): detection by reverse application.
     let patch = b"--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,4 @@\n a\n b\n+x\n c\n";
     let project = tmp_with(|r| write(r, "f.txt", "a\nb\nx\nc\n"));
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(project.path(), patch, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
     assert_eq!(report.files[0].status, FileStatus::AlreadyApplied);
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
     // Creation of an identical file, deletion of an absent one.
     let patch = b"diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+n\ndiff --git a/g b/g\ndeleted file mode 100644\n--- a/g\n+++ /dev/null\n@@ -1 +0,0 @@\n-g\n";
     write(project.path(), "n", "n\n");
@@ -582,10 +552,10 @@ fn binary_changed_locally_is_a_conflict() {
         d[2000] ^= 1;
         write(r, "b.bin", d);
     });
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(project.path(), &patch, &opts()).unwrap();
     assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,12 +584,12 @@ fn multi_file_conflict_leaves_tree_byte_identical() {
         base(r);
         write(r, "z.txt", numbered(5, "z").replace("z line 3\n", "mine\n"));
     });
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(project.path(), &patch, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
     assert_eq!(report.count(FileStatus::Applied), 3);
     assert_eq!(report.count(FileStatus::Conflict), 1);
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
 #[test]
@@ -629,7 +599,7 @@ fn failure_at_any_write_step_rolls_back_everything() {
     let mut k = 1;
     loop {
         let project = tmp_with(rich_base);
-        let before = fingerprint(project.path());
+        let before = exact_fingerprint(project.path());
         let o = ApplyOptions {
             fail_after_steps: Some(k),
             ..opts()
@@ -641,7 +611,7 @@ fn failure_at_any_write_step_rolls_back_everything() {
                     !e.to_string().contains("ROLLBACK INCOMPLETE"),
                     "step {k}: {e}"
                 );
-                assert_same(&fingerprint(project.path()), &before, "step {k}");
+                assert_same(&exact_fingerprint(project.path()), &before, "step {k}");
             }
             Ok(report) => {
                 // Past the last step: the apply went through.
@@ -660,7 +630,7 @@ fn check_mode_writes_nothing() {
     let repo = Repo::new(rich_base);
     let patch = repo.diff(rich_change, &["--binary", "-M"]);
     let project = tmp_with(rich_base);
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(
         project.path(),
         &patch,
@@ -673,7 +643,7 @@ fn check_mode_writes_nothing() {
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
     assert!(report.check_only && !report.wrote());
     assert!(report.to_string().contains("would be applied"), "{report}");
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -739,10 +709,10 @@ fn undo_refuses_changed_files_unless_forced() {
     assert_eq!(fs::read(project.path().join("b.txt")).unwrap(), b"bee\n");
 
     // An undo directory that is not empty is refused before anything is written.
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let e = apply_patch(project.path(), patch, &o).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
 #[test]
@@ -832,17 +802,25 @@ impl Attack {
         Attack { project, outside }
     }
 
-    fn snapshot(&self) -> (Fingerprint, Fingerprint) {
+    fn snapshot(&self) -> (ExactFingerprint, ExactFingerprint) {
         (
-            fingerprint(self.project.path()),
-            fingerprint(self.outside.path()),
+            exact_fingerprint(self.project.path()),
+            exact_fingerprint(self.outside.path()),
         )
     }
 
     #[track_caller]
-    fn assert_unchanged(&self, before: &(Fingerprint, Fingerprint)) {
-        assert_same(&fingerprint(self.project.path()), &before.0, "project");
-        assert_same(&fingerprint(self.outside.path()), &before.1, "outside");
+    fn assert_unchanged(&self, before: &(ExactFingerprint, ExactFingerprint)) {
+        assert_same(
+            &exact_fingerprint(self.project.path()),
+            &before.0,
+            "project",
+        );
+        assert_same(
+            &exact_fingerprint(self.outside.path()),
+            &before.1,
+            "outside",
+        );
     }
 }
 
@@ -974,13 +952,13 @@ fn symlinks_created_by_the_patch() {
         fs::read_link(a.project.path().join("evil")).unwrap(),
         a.outside.path()
     );
-    assert_same(&fingerprint(a.outside.path()), &before.1, "tree");
+    assert_same(&exact_fingerprint(a.outside.path()), &before.1, "tree");
 }
 
 #[test]
 fn existing_symlinks_are_replaced_never_written_through() {
     let a = Attack::new();
-    let before_outside = fingerprint(a.outside.path());
+    let before_outside = exact_fingerprint(a.outside.path());
     let target = a.outside.path().join("secret.txt");
     let target_s = target.to_str().unwrap();
 
@@ -993,7 +971,11 @@ fn existing_symlinks_are_replaced_never_written_through() {
     let plain = b"--- a/outfile\n+++ b/outfile\n@@ -1 +1 @@\n-secret\n+overwritten\n";
     let report = apply_patch(a.project.path(), plain, &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
-    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+    assert_same(
+        &exact_fingerprint(a.outside.path()),
+        &before_outside,
+        "tree",
+    );
 
     // Typechange symlink -> file: the link is replaced by a regular file.
     let typechange = format!(
@@ -1007,7 +989,11 @@ fn existing_symlinks_are_replaced_never_written_through() {
         fs::read(a.project.path().join("outfile")).unwrap(),
         b"now a file\n"
     );
-    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+    assert_same(
+        &exact_fingerprint(a.outside.path()),
+        &before_outside,
+        "tree",
+    );
 
     // Deleting a symlink removes the link, not its target.
     let outdir = a.outside.path().to_str().unwrap();
@@ -1017,16 +1003,20 @@ fn existing_symlinks_are_replaced_never_written_through() {
     let report = apply_patch(a.project.path(), del.as_bytes(), &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Applied, "{report}");
     assert!(fs::symlink_metadata(a.project.path().join("outdir")).is_err());
-    assert_same(&fingerprint(a.outside.path()), &before_outside, "tree");
+    assert_same(
+        &exact_fingerprint(a.outside.path()),
+        &before_outside,
+        "tree",
+    );
 }
 
 #[test]
 fn file_in_the_way_of_a_directory_is_a_conflict() {
     let project = tmp_with(|r| write(r, "plain", "x\n"));
-    let before = fingerprint(project.path());
+    let before = exact_fingerprint(project.path());
     let report = apply_patch(project.path(), &new_file_patch("plain/child.txt"), &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
-    assert_same(&fingerprint(project.path()), &before, "tree");
+    assert_same(&exact_fingerprint(project.path()), &before, "tree");
     // A directory with unrelated files in the way of a new file.
     let project = tmp_with(|r| write(r, "d/keep.txt", "keep\n"));
     let report = apply_patch(project.path(), &new_file_patch("d"), &opts()).unwrap();
@@ -1218,10 +1208,10 @@ mod fuzz {
             }
             let patch = lines.join("\n") + "\n";
             let project = tmp_with(fuzz_base);
-            let before = fingerprint(project.path());
+            let before = exact_fingerprint(project.path());
             match apply_patch(project.path(), patch.as_bytes(), &opts()) {
-                Err(_) => prop_assert!(fingerprint(project.path()) == before),
-                Ok(r) if !r.wrote() => prop_assert!(fingerprint(project.path()) == before, "{}", r),
+                Err(_) => prop_assert!(exact_fingerprint(project.path()) == before),
+                Ok(r) if !r.wrote() => prop_assert!(exact_fingerprint(project.path()) == before, "{}", r),
                 Ok(r) => {
                     prop_assert!(r.is_ok());
                     // Whatever was written stays inside the project and the staging area is
@@ -1285,7 +1275,7 @@ fn directory_and_symlink_typechanges() {
     // Every failure point of the write phase still rolls back completely.
     for k in 1..40 {
         let project = tmp_with(base);
-        let before = fingerprint(project.path());
+        let before = exact_fingerprint(project.path());
         let o = ApplyOptions {
             fail_after_steps: Some(k),
             ..opts()
@@ -1296,7 +1286,7 @@ fn directory_and_symlink_typechanges() {
                     !e.to_string().contains("ROLLBACK INCOMPLETE"),
                     "step {k}: {e}"
                 );
-                assert_same(&fingerprint(project.path()), &before, "rollback");
+                assert_same(&exact_fingerprint(project.path()), &before, "rollback");
             }
             Ok(_) => break,
         }

@@ -13,11 +13,10 @@ mod gitcmd;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 
-use common::tree_view;
+use common::{exact_fingerprint, tree_view};
 use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
 use patchbox::patch_write::{write_file_diff, Side};
@@ -30,31 +29,6 @@ fn cases(default: u32) -> u32 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-fn fingerprint(root: &Path) -> BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)> {
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(root) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let content = if m.file_type().is_symlink() {
-            fs::read_link(e.path())
-                .unwrap()
-                .as_os_str()
-                .as_bytes()
-                .to_vec()
-        } else if m.is_file() {
-            fs::read(e.path()).unwrap()
-        } else {
-            Vec::new()
-        };
-        out.insert(
-            rel.as_os_str().as_bytes().to_vec(),
-            (m.mode(), content, m.mtime(), m.mtime_nsec()),
-        );
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,7 +432,7 @@ fn check_round_trip(base: &Tree, head: &Tree, diff_args: &[&str]) -> Result<(), 
     }
 
     // A second apply is harmless and says so.
-    let before = fingerprint(ours.path());
+    let before = exact_fingerprint(ours.path());
     let again = apply_patch(ours.path(), &patch, &ApplyOptions::default())
         .map_err(|e| TestCaseError::fail(format!("second apply failed: {e}")))?;
     prop_assert_eq!(
@@ -469,7 +443,7 @@ fn check_round_trip(base: &Tree, head: &Tree, diff_args: &[&str]) -> Result<(), 
         String::from_utf8_lossy(&patch)
     );
     prop_assert!(
-        fingerprint(ours.path()) == before,
+        exact_fingerprint(ours.path()) == before,
         "second apply changed the tree"
     );
     Ok(())
@@ -544,10 +518,10 @@ proptest! {
         let expected = if patch.is_empty() { Outcome::AlreadyApplied } else { Outcome::Applied };
         prop_assert_eq!(report.outcome, expected, "{}\n{}", report, String::from_utf8_lossy(&patch));
         prop_assert!(tree_view(project.path()) == tree_view(want.path()), "{}", String::from_utf8_lossy(&patch));
-        let before = fingerprint(project.path());
+        let before = exact_fingerprint(project.path());
         let again = apply_patch(project.path(), &patch, &ApplyOptions::default()).unwrap();
         prop_assert_eq!(again.outcome, Outcome::AlreadyApplied, "{}", again);
-        prop_assert!(fingerprint(project.path()) == before);
+        prop_assert!(exact_fingerprint(project.path()) == before);
     }
 }
 

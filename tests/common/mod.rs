@@ -196,3 +196,33 @@ pub fn tree_view(root: &Path) -> TreeView {
     }
     out
 }
+
+/// Everything observable, per path (the root and `.git` included): full mode, contents (a
+/// symlink's target), mtime. Equal before and after means nothing was touched.
+pub type ExactFingerprint = BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)>;
+
+/// The [`ExactFingerprint`] of the tree at `root`.
+pub fn exact_fingerprint(root: &Path) -> ExactFingerprint {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap();
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let content = if m.file_type().is_symlink() {
+            fs::read_link(e.path())
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec()
+        } else if m.is_file() {
+            fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.insert(
+            rel.as_os_str().as_bytes().to_vec(),
+            (m.mode(), content, m.mtime(), m.mtime_nsec()),
+        );
+    }
+    out
+}
