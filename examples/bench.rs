@@ -3,7 +3,10 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
+//!     [--ext4-image] [--skip-large]
 //! ```
+//! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
+//! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
 //! `DIR` is a git project (e.g. `../shared/corpus/linux-tree.sh DIR --git`). The benchmark
 //! also builds a smaller git project of the first `--small` files (default 20,000) of it.
 //! Reference steps, as the reference engine does them: `git ls-files --cached --others
