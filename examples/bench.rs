@@ -82,17 +82,31 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn edit_list(tree: &Path, n: usize) -> Vec<PathBuf> {
+/// The files git tracks in `tree`.
+fn ls_files(tree: &Path) -> Vec<PathBuf> {
     let out = Command::new("git")
         .args(["ls-files", "-z"])
         .current_dir(tree)
         .output()
         .expect("git ls-files");
-    let all: Vec<PathBuf> = out
-        .stdout
+    out.stdout
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())
         .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
+        .collect()
+}
+
+/// Runs `c` quietly; whether it ran and succeeded.
+fn quiet_ok(c: &mut Command) -> bool {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn edit_list(tree: &Path, n: usize) -> Vec<PathBuf> {
+    let all: Vec<PathBuf> = ls_files(tree)
+        .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h"))
         .collect();
     let step = (all.len() / n).max(1);
@@ -156,6 +170,7 @@ struct Figures {
     kept: Vec<PathBuf>,
 }
 
+/// `label` names the round directories too: no spaces (the reference's steps run in a shell).
 fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
     let files = edit_list(tree, 100);
     let script = edit_script(&files, work);
@@ -272,8 +287,8 @@ fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
     }
 }
 
-/// Whether `path` is on an ext4 filesystem without a journal, where for up to 5 minutes
-/// after a deletion (6 while the inode table block is dirty) the inode allocator skips each
+/// Whether `path` is on an ext4 filesystem without a journal, where for 60 s after a
+/// deletion (6 min while the inode's table block is dirty) the inode allocator skips each
 /// deleted inode, making file creation several times slower. A journaled ext4 has an entry
 /// in /proc/fs/jbd2.
 fn journal_less_ext4(path: &Path) -> bool {
@@ -367,13 +382,7 @@ fn rss_child(tree: &Path, work: &Path) {
 /// Copy-on-write: the small project on a loop-mounted XFS image with reflink. Returns
 /// (first create, plain copy, creating the files empty) medians, or why it was skipped.
 fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64, f64), String> {
-    let ok = |c: &mut Command| {
-        c.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ok(Command::new("mkfs.xfs").arg("-V")) {
+    if !quiet_ok(Command::new("mkfs.xfs").arg("-V")) {
         return Err("mkfs.xfs not installed (apt-get install xfsprogs)".into());
     }
     let mnt = work.join("xfs-mnt");
@@ -384,17 +393,7 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64, f64)
         &["mkfs.xfs", "-q", "-m", "reflink=1"],
         small,
     )?;
-    let listed = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(&proj)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let files: Vec<PathBuf> = listed
-        .stdout
-        .split(|&b| b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
-        .collect();
+    let files = ls_files(&proj);
     let (mut ours, mut plain, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let dst = mnt.join(format!("floor-{round}"));
@@ -540,18 +539,14 @@ fn image_with_project(
     let _ = Command::new("umount").arg(&mnt).status();
     let _ = fs::remove_file(&img);
     fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
-    let ok = |c: &mut Command| {
-        c.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ok(Command::new("truncate").arg("-s").arg(size).arg(&img))
-        || !ok(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img))
-        || !ok(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mnt))
+    if !quiet_ok(Command::new("truncate").arg("-s").arg(size).arg(&img))
+        || !quiet_ok(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img))
+        || !quiet_ok(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt),
+        )
     {
         let _ = fs::remove_file(&img);
         return Err(format!(
@@ -657,7 +652,7 @@ fn main() {
 
     // Every step that creates files runs before any tree is deleted (see `bench_tree`).
     let mut l = if skip_large {
-        bench_tree(&small, &work, 1, "large skipped: small again")
+        bench_tree(&small, &work, 1, "small-again")
     } else {
         bench_tree(&tree, &work, rounds, "large")
     };
