@@ -1,5 +1,5 @@
 // Private to the library (not installed): the C++ types the Rust side of the cxx bridge
-// (src/ffi.rs) calls into. The generated header `patchbox/src/ffi.rs.h` includes this file
+// (src/ffi/) calls into. The generated header `patchbox/src/ffi/mod.rs.h` includes this file
 // before it defines the shared structs, so they are only forward-declared here.
 #ifndef PATCHBOX_CPP_BRIDGE_H
 #define PATCHBOX_CPP_BRIDGE_H

@@ -1,5 +1,5 @@
 // Private to the library (not installed): helpers shared by the C++ glue files (sandbox.cpp,
-// apply.cpp) over the cxx bridge (src/ffi.rs): bridge errors -> patchbox::Error, and byte and
+// apply.cpp) over the cxx bridge (src/ffi/): bridge errors -> patchbox::Error, and byte and
 // path conversions.
 #ifndef PATCHBOX_CPP_GLUE_H
 #define PATCHBOX_CPP_GLUE_H
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
-#include "patchbox/src/ffi.rs.h"
+#include "patchbox/src/ffi/mod.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {
@@ -20,7 +20,7 @@ namespace glue {
 
 using Bytes = rust::Slice<const std::uint8_t>;
 
-/// Separates the kind from the message in a bridge error (see src/ffi.rs).
+/// Separates the kind from the message in a bridge error (see src/ffi/).
 constexpr char kKindSeparator = '\x1f';
 
 /// An ErrorKind and its stable name (the Rust `Error::kind()`).

@@ -1,4 +1,4 @@
-// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi.rs): patchbox::Error,
+// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi/): patchbox::Error,
 // the struct conversions, and the callback types the Rust side calls. The helpers shared with
 // apply.cpp (byte/path conversions, rust::Error -> patchbox::Error) are in glue.h.
 #include "patchbox/sandbox.hpp"
@@ -10,7 +10,7 @@
 
 #include "patchbox/cpp/bridge.h"
 #include "patchbox/cpp/glue.h"
-#include "patchbox/src/ffi.rs.h"
+#include "patchbox/src/ffi/mod.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {

@@ -5,27 +5,18 @@
 //! comes back as a git-style patch that `git apply` accepts, or waits in
 //! `pending/<id>.patch`. The user's project is never written except by an explicit apply.
 
-pub mod error;
-pub mod guard;
-pub mod layout;
-pub mod odb;
-pub mod relpath;
-
-pub use error::{Error, Result};
-pub use relpath::RelPath;
 pub mod apply;
-pub mod base;
-pub mod diff;
-pub mod manager;
-pub mod patch_parse;
-pub mod patch_write;
-pub mod pending;
-pub mod recover;
-pub mod select;
-pub mod snapshot;
-
-pub use manager::{
-    Completion, DecideFn, Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
-};
+pub mod error;
 #[cfg(feature = "ffi")]
 pub mod ffi;
+pub mod fs;
+pub mod git;
+pub mod patch;
+pub mod session;
+pub mod tree;
+
+pub use error::{Error, Result};
+pub use fs::RelPath;
+pub use session::manager::{
+    Completion, DecideFn, Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
+};

@@ -1,10 +1,10 @@
-//! Tests of the patch parser (`patchbox::patch_parse`): git and traditional formats, quoting,
+//! Tests of the patch parser (`patchbox::patch::parse`): git and traditional formats, quoting,
 //! binary hunks and the delta decoder, error reporting, and robustness on garbage.
 
 mod gitcmd;
 
 use gitcmd::git;
-use patchbox::patch_parse::{
+use patchbox::patch::parse::{
     apply_delta, git_blob_id, parse_patch, parse_patch_strip, unquote_c_style, BinaryKind,
     BinaryPatch, LineKind,
 };

@@ -19,7 +19,7 @@ use std::path::Path;
 use common::{exact_fingerprint, tree_view};
 use gitcmd::{git, git_apply};
 use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
-use patchbox::patch_write::{write_file_diff, Side};
+use patchbox::patch::write::{write_file_diff, Side};
 use patchbox::RelPath;
 use proptest::prelude::*;
 
@@ -470,7 +470,7 @@ proptest! {
 // This crate's patch writer
 // ---------------------------------------------------------------------------------------------
 
-/// The patch `patchbox::patch_write` writes for `base` → `head`, in path order.
+/// The patch `patchbox::patch::write` writes for `base` → `head`, in path order.
 fn writer_patch(base: &Tree, head: &Tree) -> Vec<u8> {
     let keys: std::collections::BTreeSet<&String> = base.keys().chain(head.keys()).collect();
     let mut out = Vec::new();

@@ -246,7 +246,7 @@ fn kill_9_mid_command_recovers_the_work_as_pending() {
     child.wait().unwrap();
 
     // The tool still runs and holds the session's lock: the session is alive, not pruned.
-    let report = patchbox::recover::prune(&root).unwrap();
+    let report = patchbox::session::recover::prune(&root).unwrap();
     assert!(report.recovered.is_empty());
     let tool_pid: i32 = fs::read_to_string(&pidfile)
         .unwrap()
@@ -256,7 +256,7 @@ fn kill_9_mid_command_recovers_the_work_as_pending() {
     unsafe { libc::kill(tool_pid, libc::SIGKILL) };
     let t = Instant::now();
     let report = loop {
-        let r = patchbox::recover::prune(&root).unwrap();
+        let r = patchbox::session::recover::prune(&root).unwrap();
         if !r.recovered.is_empty() || t.elapsed() > Duration::from_secs(10) {
             break r;
         }

@@ -408,7 +408,7 @@ fn pending_patch_is_written_atomically_and_kept_on_drop() {
     assert!(session.join("pending/p1.patch").exists());
     assert!(!session.join("base").exists());
     assert!(!session.join("d-p1").exists());
-    let listed = patchbox::pending::list(&e.root).unwrap();
+    let listed = patchbox::session::pending::list(&e.root).unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].id.ends_with("/p1"));
 }
@@ -563,10 +563,10 @@ fn missing_project_is_a_clear_error() {
 /// Prunes until something is recovered (or 10 s pass). A dead session's lock can look held
 /// for an instant while another test thread forks a child (the descriptor is shared until
 /// the child's exec closes it); a later prune always gets it.
-fn prune_until_recovered(root: &Path) -> patchbox::recover::PruneReport {
+fn prune_until_recovered(root: &Path) -> patchbox::session::recover::PruneReport {
     let start = std::time::Instant::now();
     loop {
-        let r = patchbox::recover::prune(root).unwrap();
+        let r = patchbox::session::recover::prune(root).unwrap();
         if !r.recovered.is_empty() || start.elapsed() > std::time::Duration::from_secs(10) {
             return r;
         }
@@ -589,7 +589,7 @@ fn dead_session_is_recovered_live_one_untouched() {
     assert_eq!(report.recovered.len(), 1);
     assert!(!dead_dir.join("d-lost").exists());
     assert!(!dead_dir.join("base").exists());
-    let pend = patchbox::pending::list(&e.root).unwrap();
+    let pend = patchbox::session::pending::list(&e.root).unwrap();
     assert_eq!(pend.len(), 1);
     assert!(pend[0].meta.recovered);
     let text = fs::read_to_string(&pend[0].patch_path).unwrap();
@@ -601,8 +601,8 @@ fn dead_session_is_recovered_live_one_untouched() {
         1
     );
     // Pending patches are never pruned.
-    patchbox::recover::prune(&e.root).unwrap();
-    assert_eq!(patchbox::pending::list(&e.root).unwrap().len(), 1);
+    patchbox::session::recover::prune(&e.root).unwrap();
+    assert_eq!(patchbox::session::pending::list(&e.root).unwrap().len(), 1);
 }
 
 #[test]
@@ -620,7 +620,7 @@ fn reaper_waits_for_the_session_then_cleans_it_and_keeps_unfinished_work() {
 
     let root = e.root.clone();
     let id = session.clone();
-    let reaper = std::thread::spawn(move || patchbox::recover::reap(&root, &id).unwrap());
+    let reaper = std::thread::spawn(move || patchbox::session::recover::reap(&root, &id).unwrap());
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!reaper.is_finished(), "the session is still held");
     assert!(open.path.join("a.txt").exists());
@@ -630,7 +630,7 @@ fn reaper_waits_for_the_session_then_cleans_it_and_keeps_unfinished_work() {
     assert_eq!(report.pruned, std::slice::from_ref(&session));
     // The sandbox that was not discarded is recovered, everything else is gone.
     assert_eq!(report.recovered.len(), 1);
-    let pend = patchbox::pending::list(&e.root).unwrap();
+    let pend = patchbox::session::pending::list(&e.root).unwrap();
     assert_eq!(pend.len(), 1);
     assert!(fs::read_to_string(&pend[0].patch_path)
         .unwrap()
@@ -646,11 +646,11 @@ fn reaper_waits_for_the_session_then_cleans_it_and_keeps_unfinished_work() {
         "only the pending store (and the project it belongs to) is left"
     );
     // Reaping a session that is gone, or a name that is no session id.
-    assert!(patchbox::recover::reap(&e.root, &session)
+    assert!(patchbox::session::recover::reap(&e.root, &session)
         .unwrap()
         .pruned
         .is_empty());
-    assert!(patchbox::recover::reap(&e.root, "../x").is_err());
+    assert!(patchbox::session::recover::reap(&e.root, "../x").is_err());
 }
 
 fn git_project(e: &Env) {
@@ -737,7 +737,7 @@ fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
     dead.keep();
     let report = prune_until_recovered(&e.root);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
-    let pend = patchbox::pending::list(&e.root).unwrap();
+    let pend = patchbox::session::pending::list(&e.root).unwrap();
     assert_eq!(pend.len(), 1);
     let patch = fs::read(&pend[0].patch_path).unwrap();
     let applied = git_apply_copy(&e.project, &patch, &e.scratch);
@@ -751,7 +751,7 @@ fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
 
 #[test]
 fn scoped_sandbox_swaps_and_restores_also_when_unwinding() {
-    use patchbox::guard::ScopedSandbox;
+    use patchbox::session::scoped::ScopedSandbox;
     use std::sync::Mutex;
     let log = Mutex::new(Vec::<PathBuf>::new());
     {

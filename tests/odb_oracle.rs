@@ -1,4 +1,4 @@
-//! `patchbox::odb::ObjectStore` against git itself: every object that
+//! `patchbox::git::odb::ObjectStore` against git itself: every object that
 //! `git cat-file --batch-all-objects --batch` prints must be read back byte for byte, from loose
 //! objects, packs with deep `OFS_DELTA` and `REF_DELTA` chains, version 1 indexes, large-offset
 //! tables, mixed stores, alternates (absolute, relative, chained) and linked worktrees. Corrupt
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use patchbox::odb::{object_id, oid_from_hex, oid_to_hex, ObjectKind, ObjectStore};
+use patchbox::git::odb::{object_id, oid_from_hex, oid_to_hex, ObjectKind, ObjectStore};
 use patchbox::Error;
 
 // ---------------------------------------------------------------------------------------------

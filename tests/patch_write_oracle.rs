@@ -1,4 +1,4 @@
-//! Oracle tests for `patchbox::patch_write`.
+//! Oracle tests for `patchbox::patch::write`.
 //!
 //! Each case builds an old and a new tree in temporary directories, walks both, writes the
 //! patch with `write_file_diff` (one call per path, paths sorted by bytes like git) and then
@@ -23,7 +23,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use patchbox::patch_write::{blob_id_hex, is_binary, quote_path, write_file_diff, Side};
+use patchbox::patch::write::{blob_id_hex, is_binary, quote_path, write_file_diff, Side};
 use patchbox::RelPath;
 
 // ---------------------------------------------------------------------------------------------

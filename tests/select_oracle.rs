@@ -12,7 +12,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use patchbox::select::{
+use patchbox::tree::select::{
     read_index, select_project_with, IgnoreRules, Kind, SelectOptions, Selection,
 };
 use patchbox::{Error, RelPath};
@@ -206,7 +206,7 @@ fn check(env: &Env, project: &Path, exclude: &[PathBuf]) -> Selection {
     for w in sel.entries.windows(2) {
         assert!(w[0].rel.as_bytes() < w[1].rel.as_bytes());
     }
-    let mut index: Option<Vec<patchbox::select::IndexEntry>> = None;
+    let mut index: Option<Vec<patchbox::tree::select::IndexEntry>> = None;
     for e in &sel.entries {
         let m = fs::symlink_metadata(project.join(e.rel.as_path())).unwrap();
         match e.kind {
@@ -233,7 +233,7 @@ fn check(env: &Env, project: &Path, exclude: &[PathBuf]) -> Selection {
             // index entry of this path.
             assert!(ix.path.is_empty());
             let from_index = index
-                .get_or_insert_with(|| patchbox::select::read_index(&git.index_file).unwrap())
+                .get_or_insert_with(|| patchbox::tree::select::read_index(&git.index_file).unwrap())
                 .iter()
                 .filter(|x| x.path == full)
                 .map(|x| (x.oid, x.mode))

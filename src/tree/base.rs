@@ -17,13 +17,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::diff::{read_node, BaseSource};
 use crate::error::{Error, IoContext, Result};
-use crate::layout::{self, SessionPath};
-use crate::odb::ObjectStore;
-use crate::relpath::RelPath;
-use crate::select::LStat;
-use crate::snapshot::{Node, NodeKind};
+use crate::fs::relpath::RelPath;
+use crate::fs::session_dir::{self, SessionPath};
+use crate::git::odb::ObjectStore;
+use crate::tree::diff::{read_node, BaseSource};
+use crate::tree::select::LStat;
+use crate::tree::snapshot::{Node, NodeKind};
 
 /// Name of the blob list in a session directory.
 pub const BLOBS_FILE: &str = "base.blobs";
@@ -89,7 +89,7 @@ impl Base {
                 path: self.dir.join(self.nodes[i].rel.as_path()),
                 reason: format!(
                     "blob {} is no longer in the object store",
-                    crate::odb::oid_to_hex(&oid)
+                    crate::git::odb::oid_to_hex(&oid)
                 ),
             }),
         }
@@ -129,7 +129,7 @@ impl Base {
             return Ok(());
         };
         if let Some(parent) = node.rel.parent() {
-            layout::create_dir_all(&base_dir.child(&parent))?;
+            session_dir::create_dir_all(&base_dir.child(&parent))?;
         }
         let mode = match node.kind {
             NodeKind::File { executable: true } => 0o755,
@@ -138,7 +138,7 @@ impl Base {
         // An unchanged project file is copied in the kernel (copy_file_range), never held
         // in memory: a multi-megabyte file costs no resident memory here.
         if let Some(src) = self.open_unchanged_project_file(i, &st) {
-            let copied = layout::write_file_replace_with(&dst, mode, |f, tmp| {
+            let copied = session_dir::write_file_replace_with(&dst, mode, |f, tmp| {
                 std::io::copy(&mut &src, f).ctx("copy", tmp)?;
                 Ok(still_unchanged(&src, &st))
             })?;
@@ -149,7 +149,7 @@ impl Base {
         let Some(data) = self.read_blob(i)? else {
             return Ok(());
         };
-        layout::write_file_replace(&dst, &data, mode)
+        session_dir::write_file_replace(&dst, &data, mode)
     }
 
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path>`.
@@ -157,7 +157,7 @@ impl Base {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, _) = s {
-                out.extend_from_slice(crate::odb::oid_to_hex(oid).as_bytes());
+                out.extend_from_slice(crate::git::odb::oid_to_hex(oid).as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 for &b in n.rel.as_bytes() {
@@ -166,13 +166,13 @@ impl Base {
                 out.push(b'\n');
             }
         }
-        layout::write_scratch(p, &out)
+        session_dir::write_scratch(p, &out)
     }
 
     /// Rebuilds a base from a session directory after a crash: `base/` plus `base.blobs`,
     /// reading blobs from `git_dir`'s object store.
     pub fn load(session_dir: &Path, dir: PathBuf, git_dir: Option<&Path>) -> Result<Base> {
-        let mut nodes: Vec<(Node, BaseSrc)> = crate::snapshot::list_tree(&dir)?
+        let mut nodes: Vec<(Node, BaseSrc)> = crate::tree::snapshot::list_tree(&dir)?
             .into_iter()
             .map(|(n, _)| (n, BaseSrc::Dir))
             .collect();
@@ -197,7 +197,7 @@ impl Base {
             else {
                 return Err(bad());
             };
-            let oid = crate::odb::oid_from_hex(oid).ok_or_else(bad)?;
+            let oid = crate::git::odb::oid_from_hex(oid).ok_or_else(bad)?;
             let kind = match mode {
                 "100755" => NodeKind::File { executable: true },
                 "100644" => NodeKind::File { executable: false },

@@ -60,7 +60,7 @@ const PREALLOC_MAX: u64 = 16 << 20;
 /// The four object types of git.
 ///
 /// ```
-/// use patchbox::odb::ObjectKind;
+/// use patchbox::git::odb::ObjectKind;
 /// assert_eq!(ObjectKind::Blob.as_str(), "blob");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,7 +110,7 @@ impl ObjectKind {
 /// Parses a 40-digit hexadecimal object id (either case).
 ///
 /// ```
-/// use patchbox::odb::{oid_from_hex, oid_to_hex};
+/// use patchbox::git::odb::{oid_from_hex, oid_to_hex};
 /// let hex = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"; // the empty blob
 /// let oid = oid_from_hex(hex).unwrap();
 /// assert_eq!(oid_to_hex(&oid), hex);
@@ -139,7 +139,7 @@ pub fn oid_from_hex(hex: &str) -> Option<[u8; 20]> {
 /// Formats an object id as 40 lowercase hexadecimal digits.
 ///
 /// ```
-/// assert_eq!(patchbox::odb::oid_to_hex(&[0xab; 20]), "ab".repeat(20));
+/// assert_eq!(patchbox::git::odb::oid_to_hex(&[0xab; 20]), "ab".repeat(20));
 /// ```
 pub fn oid_to_hex(oid: &[u8; 20]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -154,7 +154,7 @@ pub fn oid_to_hex(oid: &[u8; 20]) -> String {
 /// The id git gives an object of `kind` with `data`: SHA-1 of `<kind> <len>\0` + data.
 ///
 /// ```
-/// use patchbox::odb::{object_id, oid_to_hex, ObjectKind};
+/// use patchbox::git::odb::{object_id, oid_to_hex, ObjectKind};
 /// assert_eq!(
 ///     oid_to_hex(&object_id(ObjectKind::Blob, b"")),
 ///     "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
@@ -753,7 +753,7 @@ impl Slot {
 /// ```
 /// use std::io::Write;
 /// use std::process::{Command, Stdio};
-/// use patchbox::odb::{oid_from_hex, ObjectStore};
+/// use patchbox::git::odb::{oid_from_hex, ObjectStore};
 ///
 /// let tmp = tempfile::tempdir()?;
 /// let git = |args: &[&str]| {
@@ -809,7 +809,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// let store = patchbox::odb::ObjectStore::open(std::path::Path::new("/src/project/.git"))?;
+    /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new("/src/project/.git"))?;
     /// # Ok(()) }
     /// ```
     pub fn open(git_dir: &Path) -> Result<ObjectStore> {
@@ -854,7 +854,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// let store = patchbox::odb::ObjectStore::open(std::path::Path::new(".git"))?;
+    /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
     /// for dir in store.object_dirs() {
     ///     println!("{}", dir.display());
     /// }
@@ -871,7 +871,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// use patchbox::odb::{oid_from_hex, ObjectStore};
+    /// use patchbox::git::odb::{oid_from_hex, ObjectStore};
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
     /// let oid = oid_from_hex("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391").unwrap();
     /// if let Some(data) = store.read_blob(&oid)? {
@@ -899,7 +899,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// use patchbox::odb::{ObjectKind, ObjectStore};
+    /// use patchbox::git::odb::{ObjectKind, ObjectStore};
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
     /// if let Some((kind, data)) = store.read_object(&[0x12; 20])? {
     ///     println!("{} of {} bytes", kind.as_str(), data.len());
@@ -918,7 +918,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// let store = patchbox::odb::ObjectStore::open(std::path::Path::new(".git"))?;
+    /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
     /// assert!(!store.contains(&[0u8; 20]));
     /// # Ok(()) }
     /// ```

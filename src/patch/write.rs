@@ -30,12 +30,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::patch_parse::split_lines;
+use crate::patch::parse::split_lines;
 
 use sha1::{Digest, Sha1};
 use similar::{Algorithm, DiffOp, DiffTag};
 
-use crate::relpath::RelPath;
+use crate::fs::relpath::RelPath;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
 const CONTEXT: usize = 3;
@@ -67,7 +67,7 @@ const NULL_ID: &str = "0000000000000000000000000000000000000000";
 /// owner's exec bit is set.
 ///
 /// ```
-/// use patchbox::patch_write::Side;
+/// use patchbox::patch::write::Side;
 /// use patchbox::RelPath;
 /// let p = RelPath::new("bin/run.sh").unwrap();
 /// let side = Side { path: &p, mode: 0o100755, data: b"#!/bin/sh\n" };
@@ -108,7 +108,7 @@ fn is_symlink(mode: u32) -> bool {
 /// writes only the `old mode`/`new mode` header.
 ///
 /// ```
-/// use patchbox::patch_write::{write_file_diff, Side};
+/// use patchbox::patch::write::{write_file_diff, Side};
 /// use patchbox::RelPath;
 /// let p = RelPath::new("greeting.txt").unwrap();
 /// let mut out = Vec::new();
@@ -651,7 +651,7 @@ fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
 /// lowercase hex characters.
 ///
 /// ```
-/// use patchbox::patch_write::blob_id_hex;
+/// use patchbox::patch::write::blob_id_hex;
 /// assert_eq!(blob_id_hex(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
 /// assert_eq!(blob_id_hex(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
 /// ```
@@ -669,7 +669,7 @@ pub fn blob_id_hex(data: &[u8]) -> String {
 /// C-style escapes: `\a \b \t \n \v \f \r \" \\`, and three-digit octal for the other bytes.
 ///
 /// ```
-/// use patchbox::patch_write::quote_path;
+/// use patchbox::patch::write::quote_path;
 /// assert_eq!(quote_path("a/", b"src/lib.rs"), b"a/src/lib.rs");
 /// assert_eq!(quote_path("a/", b"has space"), b"a/has space");
 /// assert_eq!(quote_path("a/", "tést".as_bytes()), br#""a/t\303\251st""#);
@@ -709,7 +709,7 @@ pub fn quote_path(prefix: &str, path: &[u8]) -> Vec<u8> {
 /// git's binary heuristic: a NUL byte within the first 8000 bytes.
 ///
 /// ```
-/// use patchbox::patch_write::is_binary;
+/// use patchbox::patch::write::is_binary;
 /// assert!(!is_binary(b"plain text\n"));
 /// assert!(is_binary(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"));
 /// let mut late = vec![b'a'; 8000];

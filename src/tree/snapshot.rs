@@ -1,6 +1,6 @@
 //! Copying a file set into a session directory: the base snapshot and each sandbox.
 //!
-//! Which files to copy is decided by [`crate::select`]; this module only copies, in parallel
+//! Which files to copy is decided by [`crate::tree::select`]; this module only copies, in parallel
 //! on all cores, keeping symlinks as symlinks (never followed), exec bits and mtimes. Regular
 //! files are reflinked where the filesystem can share blocks, else copied in the kernel
 //! (`copy_file_range`). For every copied node it records the copy's own stat data, the
@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 
 use crate::error::{Error, IoContext, Result};
-use crate::layout::{self, SessionPath};
-use crate::relpath::RelPath;
+use crate::fs::relpath::RelPath;
+use crate::fs::session_dir::{self, SessionPath};
 
 /// The type of a node in a tree: what git can store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,7 +156,7 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
         if last_dir.as_ref() == Some(&parent) {
             continue;
         }
-        layout::create_dir_all(&dst_root.child(&parent))?;
+        session_dir::create_dir_all(&dst_root.child(&parent))?;
         last_dir = Some(parent);
     }
 
@@ -249,8 +249,8 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
 pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
     let mut stamp = newest;
     for _ in 0..200 {
-        layout::remove_file(marker)?;
-        layout::write_scratch(marker, b"")?;
+        session_dir::remove_file(marker)?;
+        session_dir::write_scratch(marker, b"")?;
         let m = fs::symlink_metadata(marker.as_path()).ctx("stat marker", marker.as_path())?;
         stamp = (m.ctime(), m.ctime_nsec());
         if stamp > newest {
@@ -260,7 +260,7 @@ pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i6
     }
     // If the clock never advanced (frozen clock, odd filesystem), every node stays racy:
     // slow but correct.
-    layout::remove_file(marker)?;
+    session_dir::remove_file(marker)?;
     Ok(stamp)
 }
 
@@ -279,8 +279,8 @@ fn copy_node(
                 return Ok(Copied::WrongKind);
             }
             let target = fs::read_link(src).ctx("read symlink", src)?;
-            layout::create_symlink(&target, dst)?;
-            layout::set_mtime(dst, (m.mtime(), m.mtime_nsec()))?;
+            session_dir::create_symlink(&target, dst)?;
+            session_dir::set_mtime(dst, (m.mtime(), m.mtime_nsec()))?;
             let d = fs::symlink_metadata(dst.as_path()).ctx("stat copy", dst.as_path())?;
             Ok(Copied::Done(StatKey::from_metadata(&d), 0))
         }
@@ -310,7 +310,7 @@ fn copy_node(
                 if StatKey::from_metadata(&after) != StatKey::from_metadata(&m) {
                     // Written while being copied: the copy may mix old and new content.
                     drop(out);
-                    layout::remove_file(dst)?;
+                    session_dir::remove_file(dst)?;
                     return Ok(Copied::Unverified);
                 }
             }
@@ -334,7 +334,7 @@ fn copy_contents(
     reflink_ok: &AtomicBool,
 ) -> Result<File> {
     use std::os::fd::AsRawFd;
-    let out = layout::create_file_new(dst, mode)?;
+    let out = session_dir::create_file_new(dst, mode)?;
     let (ifd, ofd) = (input.as_raw_fd(), out.as_raw_fd());
     if len == 0 {
         return Ok(out);

@@ -19,20 +19,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::base::{Base, BaseSrc};
-use crate::diff::{self, Manifest, ManifestEntry};
 use crate::error::{Error, IoContext, Result};
-use crate::layout::{self, path_in_session_base, SessionPath};
-use crate::odb::ObjectStore;
-use crate::pending::{self, PendingMeta};
-use crate::recover;
-use crate::relpath::RelPath;
-use crate::select;
-use crate::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
+use crate::fs::relpath::RelPath;
+use crate::fs::session_dir::{self, path_in_session_base, SessionPath};
+use crate::git::odb::ObjectStore;
+use crate::session::layout;
+use crate::session::pending::{self, PendingMeta};
+use crate::session::recover;
+use crate::tree::base::{Base, BaseSrc};
+use crate::tree::diff::{self, Manifest, ManifestEntry};
+use crate::tree::select;
+use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 use std::os::unix::fs::MetadataExt;
-
-/// Name of the base snapshot directory in a session.
-pub const BASE_DIR: &str = "base";
 
 /// A delegation's sandbox, as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -251,7 +249,7 @@ impl SandboxManager {
         &self.root
     }
 
-    /// The chokepoint for this session: see [`layout::path_in_session_base`].
+    /// The chokepoint for this session: see [`session_dir::path_in_session_base`].
     pub fn path_in_session_base(&self, p: &Path) -> Result<SessionPath> {
         path_in_session_base(&self.session_dir, p)
     }
@@ -267,7 +265,7 @@ impl SandboxManager {
     }
 
     /// Takes the base snapshot once. Tracked files that match the git index are recorded
-    /// as blobs of the user's object store instead of being copied (see [`crate::base`]);
+    /// as blobs of the user's object store instead of being copied (see [`crate::tree::base`]);
     /// the rest is copied into `base/`.
     fn ensure_base(&self) -> Result<Arc<SessionBase>> {
         let mut guard = self.base.lock();
@@ -316,9 +314,9 @@ impl SandboxManager {
             .map(|(n, _)| n)
             .collect();
         let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
-        let dir = self.path_in_session_base(Path::new(BASE_DIR))?;
-        layout::remove_tree(&tmp)?;
-        layout::create_dir_new(&tmp)?;
+        let dir = self.path_in_session_base(Path::new(layout::BASE_DIR))?;
+        session_dir::remove_tree(&tmp)?;
+        session_dir::create_dir_new(&tmp)?;
         let out = match snapshot::copy_tree(
             &self.project,
             &to_copy,
@@ -328,7 +326,7 @@ impl SandboxManager {
         ) {
             Ok(o) => o,
             Err(e) => {
-                let _ = layout::remove_tree(&tmp);
+                let _ = session_dir::remove_tree(&tmp);
                 return Err(e);
             }
         };
@@ -351,9 +349,11 @@ impl SandboxManager {
             odb,
             project: Some(self.project.clone()),
         };
-        base.write_blob_list(&self.path_in_session_base(Path::new(crate::base::BLOBS_FILE))?)?;
+        base.write_blob_list(
+            &self.path_in_session_base(Path::new(crate::tree::base::BLOBS_FILE))?,
+        )?;
         release_freed_memory();
-        layout::rename(&tmp, &dir)?;
+        session_dir::rename(&tmp, &dir)?;
         let sb = Arc::new(SessionBase {
             base,
             repo: sel.git,
@@ -417,8 +417,8 @@ impl SandboxManager {
         let base = &sbase.base;
         let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
         let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
-        layout::remove_tree(&tmp)?;
-        layout::create_dir_new(&tmp)?;
+        session_dir::remove_tree(&tmp)?;
+        session_dir::create_dir_new(&tmp)?;
         let made = match chain_from {
             None => self.copy_fresh(base, &tmp),
             Some(prev_info) => self.copy_chained(base, prev_info, &tmp),
@@ -426,16 +426,16 @@ impl SandboxManager {
         let (entries, newest) = match made {
             Ok(x) => x,
             Err(e) => {
-                let _ = layout::remove_tree(&tmp);
+                let _ = session_dir::remove_tree(&tmp);
                 return Err(e);
             }
         };
         let stamp = snapshot::clock_stamp_after(&marker, newest);
-        let renamed = stamp.and_then(|s| layout::rename(&tmp, dir).map(|_| s));
+        let renamed = stamp.and_then(|s| session_dir::rename(&tmp, dir).map(|_| s));
         let stamp = match renamed {
             Ok(s) => s,
             Err(e) => {
-                let _ = layout::remove_tree(&tmp);
+                let _ = session_dir::remove_tree(&tmp);
                 return Err(e);
             }
         };
@@ -521,16 +521,16 @@ impl SandboxManager {
                 // The user changed (or removed) the file since the snapshot: the base
                 // content is the blob.
                 None => {
-                    let data = crate::diff::BaseSource::read(base, *i)?;
+                    let data = crate::tree::diff::BaseSource::read(base, *i)?;
                     let dst = tmp.child(&n.rel);
-                    layout::remove_file(&dst)?;
+                    session_dir::remove_file(&dst)?;
                     let mode = if matches!(n.kind, NodeKind::File { executable: true }) {
                         0o755
                     } else {
                         0o644
                     };
-                    layout::write_file_replace(&dst, &data, mode)?;
-                    layout::set_mtime(&dst, st.mtime)?;
+                    session_dir::write_file_replace(&dst, &data, mode)?;
+                    session_dir::set_mtime(&dst, st.mtime)?;
                     StatKey::from_metadata(
                         &std::fs::symlink_metadata(dst.as_path()).ctx("stat", dst.as_path())?,
                     )
@@ -651,13 +651,13 @@ impl SandboxManager {
         match std::fs::rename(p.as_path(), trash.as_path()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(_) => return layout::remove_tree(&p),
+            Err(_) => return session_dir::remove_tree(&p),
         }
         let in_thread = trash.clone();
         let handle = std::thread::Builder::new()
             .name("patchbox-remove".into())
             .spawn(move || {
-                let _ = layout::remove_tree(&in_thread);
+                let _ = session_dir::remove_tree(&in_thread);
             });
         match handle {
             Ok(h) => {
@@ -667,7 +667,7 @@ impl SandboxManager {
                 Ok(())
             }
             // No thread to be had: remove here.
-            Err(_) => layout::remove_tree(&trash),
+            Err(_) => session_dir::remove_tree(&trash),
         }
     }
 
@@ -744,7 +744,7 @@ impl SandboxManager {
     ) -> std::process::Command {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
-        let mut c = crate::guard::command_in(info, &self.project, program);
+        let mut c = crate::session::scoped::command_in(info, &self.project, program);
         if let Some(fd) = self.lock.lock().as_ref().map(|f| f.as_raw_fd()) {
             // SAFETY: runs in the forked child before exec; fcntl is async-signal-safe and
             // touches only the child's copy of the descriptor table.
@@ -785,7 +785,7 @@ impl SandboxManager {
     /// let session = mgr.session_id().to_string();
     /// mgr.leave_cleanup_to_reaper();
     /// // No reaper was started here: the session is left as it was, for a prune to clean.
-    /// let report = patchbox::recover::reap(root.path(), &session).unwrap();
+    /// let report = patchbox::session::recover::reap(root.path(), &session).unwrap();
     /// assert_eq!(report.pruned, [session.clone()]);
     /// assert!(!root.path().join(&session).exists());
     /// ```
@@ -807,15 +807,15 @@ impl SandboxManager {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         for n in names {
-            if n == BASE_DIR
-                || n == crate::base::BLOBS_FILE
+            if n == layout::BASE_DIR
+                || n == crate::tree::base::BLOBS_FILE
                 || n.starts_with("d-")
                 || n.starts_with(".creating-")
                 || n.starts_with(".clock-")
             {
                 note(
                     self.path_in_session_base(Path::new(&n))
-                        .and_then(|p| layout::remove_tree(&p)),
+                        .and_then(|p| session_dir::remove_tree(&p)),
                 );
             }
         }
@@ -823,21 +823,21 @@ impl SandboxManager {
         if !has_pending {
             note(
                 self.path_in_session_base(Path::new(pending::PENDING_DIR))
-                    .and_then(|p| layout::remove_tree(&p)),
+                    .and_then(|p| session_dir::remove_tree(&p)),
             );
             note(
                 self.path_in_session_base(Path::new(layout::META_FILE))
-                    .and_then(|p| layout::remove_file(&p)),
+                    .and_then(|p| session_dir::remove_file(&p)),
             );
         }
         note(
             self.path_in_session_base(Path::new(layout::LOCK_FILE))
-                .and_then(|p| layout::remove_file(&p)),
+                .and_then(|p| session_dir::remove_file(&p)),
         );
         if !has_pending {
             note(
                 self.path_in_session_base(&self.session_dir)
-                    .and_then(|p| layout::remove_empty_dir(&p).map(|_| ())),
+                    .and_then(|p| session_dir::remove_empty_dir(&p).map(|_| ())),
             );
         }
         match first_err {

@@ -14,9 +14,10 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::layout::{self, path_in_session_base};
-use crate::relpath::RelPath;
-use crate::snapshot::NodeKind;
+use crate::fs::relpath::RelPath;
+use crate::fs::session_dir::{self, path_in_session_base};
+use crate::session::layout;
+use crate::tree::snapshot::NodeKind;
 
 /// Name of the pending directory inside a session.
 pub const PENDING_DIR: &str = "pending";
@@ -106,7 +107,7 @@ pub fn write_pending(
 ) -> Result<PathBuf> {
     layout::validate_delegation_id(&meta.delegation)?;
     let dir = path_in_session_base(session_dir, Path::new(PENDING_DIR))?;
-    layout::create_dir_all(&dir)?;
+    session_dir::create_dir_all(&dir)?;
     let id = &meta.delegation;
     let patch_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.patch")))?;
     if fs::symlink_metadata(patch_path.as_path()).is_ok() {
@@ -119,38 +120,39 @@ pub fn write_pending(
             &dir.as_path()
                 .join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
         )?;
-        layout::create_dir_all(&tmp)?;
+        session_dir::create_dir_all(&tmp)?;
         let filled = (|| {
             for rel in paths {
                 let Some((kind, data)) = read(rel)? else {
                     continue; // added by the patch: no pre-image
                 };
                 if let Some(parent) = rel.parent() {
-                    layout::create_dir_all(&tmp.child(&parent))?;
+                    session_dir::create_dir_all(&tmp.child(&parent))?;
                 }
                 let dst = tmp.child(rel);
                 match kind {
-                    NodeKind::Symlink => {
-                        layout::create_symlink(Path::new(std::ffi::OsStr::from_bytes(&data)), &dst)?
-                    }
-                    NodeKind::File { executable } => layout::write_file_replace(
+                    NodeKind::Symlink => session_dir::create_symlink(
+                        Path::new(std::ffi::OsStr::from_bytes(&data)),
+                        &dst,
+                    )?,
+                    NodeKind::File { executable } => session_dir::write_file_replace(
                         &dst,
                         &data,
                         if executable { 0o755 } else { 0o644 },
                     )?,
                 }
             }
-            layout::remove_tree(&pre)?;
-            layout::rename(&tmp, &pre)
+            session_dir::remove_tree(&pre)?;
+            session_dir::rename(&tmp, &pre)
         })();
         if let Err(e) = filled {
-            let _ = layout::remove_tree(&tmp);
+            let _ = session_dir::remove_tree(&tmp);
             return Err(e);
         }
     }
     let meta_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.meta")))?;
-    layout::write_atomic(&meta_path, &meta.encode())?;
-    layout::write_atomic(&patch_path, patch)?;
+    session_dir::write_atomic(&meta_path, &meta.encode())?;
+    session_dir::write_atomic(&patch_path, patch)?;
     Ok(patch_path.as_path().to_path_buf())
 }
 
@@ -247,27 +249,27 @@ pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
         .join(e.session());
     let d = e.delegation().to_string();
     let pdir = Path::new(PENDING_DIR);
-    layout::remove_file(&path_in_session_base(
+    session_dir::remove_file(&path_in_session_base(
         &session_dir,
         &pdir.join(format!("{d}.patch")),
     )?)?;
-    layout::remove_file(&path_in_session_base(
+    session_dir::remove_file(&path_in_session_base(
         &session_dir,
         &pdir.join(format!("{d}.meta")),
     )?)?;
-    layout::remove_tree(&path_in_session_base(
+    session_dir::remove_tree(&path_in_session_base(
         &session_dir,
         &pdir.join(format!("{d}.pre")),
     )?)?;
     let p = path_in_session_base(&session_dir, pdir)?;
     // A session without its lock file has ended; once its last pending patch is gone, so
     // is the session directory.
-    if layout::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
-        layout::remove_file(&path_in_session_base(
+    if session_dir::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
+        session_dir::remove_file(&path_in_session_base(
             &session_dir,
             Path::new(layout::META_FILE),
         )?)?;
-        layout::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
+        session_dir::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
     }
     Ok(())
 }

@@ -43,7 +43,7 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("a.txt"), "hi").unwrap();
 //! std::fs::create_dir(dir.path().join("empty")).unwrap();
-//! let sel = patchbox::select::select_project(dir.path(), &[]).unwrap();
+//! let sel = patchbox::tree::select::select_project(dir.path(), &[]).unwrap();
 //! let names: Vec<_> = sel.entries.iter().map(|e| e.rel.to_string()).collect();
 //! assert_eq!(names, ["a.txt"]); // empty directories are not entries
 //! ```
@@ -62,7 +62,7 @@ use ignore::Match;
 use sha1::{Digest, Sha1};
 
 use crate::error::{Error, Result};
-use crate::relpath::RelPath;
+use crate::fs::relpath::RelPath;
 
 // ---------------------------------------------------------------------------------------------
 // Public types
@@ -71,7 +71,7 @@ use crate::relpath::RelPath;
 /// What a selected path is on disk. Directories are never entries; symlinks are never followed.
 ///
 /// ```
-/// use patchbox::select::Kind;
+/// use patchbox::tree::select::Kind;
 /// let k = Kind::File { executable: true };
 /// assert_ne!(k, Kind::Symlink);
 /// ```
@@ -92,7 +92,7 @@ pub enum Kind {
 /// entry; comparing them with a fresh `lstat` tells whether the file may have changed.
 ///
 /// ```
-/// use patchbox::select::IndexEntry;
+/// use patchbox::tree::select::IndexEntry;
 /// let e = IndexEntry { path: b"src/lib.rs".to_vec(), mode: 0o100644, ..Default::default() };
 /// assert_eq!(e.stage(), 0);
 /// assert!(!e.is_gitlink());
@@ -267,7 +267,7 @@ pub struct Selection {
 /// A discovered git repository, as seen from the project directory.
 ///
 /// ```
-/// use patchbox::select::{discover_repo_with, SelectOptions};
+/// use patchbox::tree::select::{discover_repo_with, SelectOptions};
 /// let dir = tempfile::tempdir().unwrap();
 /// // Not inside a repository: the ceiling keeps the search from going above the temp dir.
 /// let parent = std::fs::canonicalize(dir.path().parent().unwrap()).unwrap();
@@ -302,7 +302,7 @@ pub struct GitRepo {
 /// system configuration, no ceiling directories.
 ///
 /// ```
-/// use patchbox::select::SelectOptions;
+/// use patchbox::tree::select::SelectOptions;
 /// let opts = SelectOptions { home: Some("/tmp/fake-home".into()), ..Default::default() };
 /// assert!(opts.xdg_config_home.is_none());
 /// ```
@@ -389,7 +389,7 @@ impl SelectOptions {
 /// std::fs::create_dir(dir.path().join("out")).unwrap();
 /// std::fs::write(dir.path().join("out/x"), "").unwrap();
 /// std::fs::write(dir.path().join("y"), "").unwrap();
-/// let sel = patchbox::select::select_project(dir.path(), &[dir.path().join("out")]).unwrap();
+/// let sel = patchbox::tree::select::select_project(dir.path(), &[dir.path().join("out")]).unwrap();
 /// assert_eq!(sel.entries.len(), 1);
 /// assert_eq!(sel.entries[0].rel.as_bytes(), b"y");
 /// ```
@@ -400,7 +400,7 @@ pub fn select_project(project: &Path, exclude: &[PathBuf]) -> Result<Selection> 
 /// [`select_project`] with explicit locations for git's user and system configuration.
 ///
 /// ```
-/// use patchbox::select::{select_project_with, SelectOptions, Kind};
+/// use patchbox::tree::select::{select_project_with, SelectOptions, Kind};
 /// let dir = tempfile::tempdir().unwrap();
 /// std::os::unix::fs::symlink("nowhere", dir.path().join("link")).unwrap();
 /// let sel = select_project_with(dir.path(), &[], &SelectOptions::default()).unwrap();
@@ -520,7 +520,7 @@ pub fn select_project_with(
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
-/// let r = patchbox::select::discover_repo(dir.path());
+/// let r = patchbox::tree::select::discover_repo(dir.path());
 /// assert!(r.is_ok());
 /// ```
 pub fn discover_repo(project: &Path) -> Result<Option<GitRepo>> {
@@ -537,7 +537,7 @@ pub fn discover_repo(project: &Path) -> Result<Option<GitRepo>> {
 /// SHA-256 repository (not supported).
 ///
 /// ```
-/// use patchbox::select::{discover_repo_with, SelectOptions};
+/// use patchbox::tree::select::{discover_repo_with, SelectOptions};
 /// let dir = tempfile::tempdir().unwrap();
 /// let git = dir.path().join(".git");
 /// for d in ["objects", "refs"] { std::fs::create_dir_all(git.join(d)).unwrap(); }
@@ -748,10 +748,10 @@ fn open_repo(
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
 /// // Missing index: nothing tracked.
-/// assert!(patchbox::select::read_index(&dir.path().join("index")).unwrap().is_empty());
+/// assert!(patchbox::tree::select::read_index(&dir.path().join("index")).unwrap().is_empty());
 /// // Garbage: an error, never a panic.
 /// std::fs::write(dir.path().join("bad"), b"DIRC\0\0\0\x02junk").unwrap();
-/// assert!(patchbox::select::read_index(&dir.path().join("bad")).is_err());
+/// assert!(patchbox::tree::select::read_index(&dir.path().join("bad")).is_err());
 /// ```
 pub fn read_index(index_file: &Path) -> Result<Vec<IndexEntry>> {
     let data = match fs::read(index_file) {
@@ -1427,7 +1427,7 @@ fn is_dot_git(name: &[u8], ignore_case: bool) -> bool {
 /// later edits. Outside git nothing is ignored except paths inside a `.git` directory.
 ///
 /// ```
-/// use patchbox::select::IgnoreRules;
+/// use patchbox::tree::select::IgnoreRules;
 /// use patchbox::RelPath;
 /// let dir = tempfile::tempdir().unwrap();
 /// let rules = IgnoreRules::load(dir.path(), None).unwrap();
@@ -1458,7 +1458,7 @@ impl IgnoreRules {
     /// relative to the work tree, `None` for the top).
     ///
     /// ```
-    /// use patchbox::select::{IgnoreRules, GitRepo};
+    /// use patchbox::tree::select::{IgnoreRules, GitRepo};
     /// use patchbox::RelPath;
     /// let wt = tempfile::tempdir().unwrap();
     /// let copy = tempfile::tempdir().unwrap();

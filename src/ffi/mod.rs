@@ -25,9 +25,11 @@ use std::sync::Arc;
 
 use crate::apply::{ApplyOptions, ApplyReport, FileReport, FileStatus, Outcome};
 use crate::error::Error;
-use crate::manager::{Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult};
-use crate::relpath::RelPath;
-use crate::snapshot::{Progress, ProgressFn};
+use crate::fs::relpath::RelPath;
+use crate::session::manager::{
+    Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
+};
+use crate::tree::snapshot::{Progress, ProgressFn};
 
 /// Separates the error kind from the message in a bridge error string.
 pub const KIND_SEPARATOR: char = '\x1f';
@@ -633,7 +635,7 @@ rename to b.txt\n--- a/a.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-one\n+two\n";
     #[test]
     fn non_utf8_ids_are_refused_as_invalid() {
         let id = id_from(b"a\xffb");
-        let e = crate::layout::validate_delegation_id(&id).unwrap_err();
+        let e = crate::session::layout::validate_delegation_id(&id).unwrap_err();
         assert_eq!(e.kind(), "invalid_id");
     }
 }

@@ -90,11 +90,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::patch_parse::{
-    self, git_blob_id, mode_is_executable, mode_is_gitlink, mode_is_symlink, parse_patch_strip,
+use crate::fs::relpath::RelPath;
+use crate::patch::parse::{
+    git_blob_id, mode_is_executable, mode_is_gitlink, mode_is_symlink, parse_patch_strip,
     split_lines, BinaryKind, BinaryPatch, FilePatch, Hunk, LineKind, Patch,
 };
-use crate::relpath::RelPath;
 
 pub use contained::{path_in_project, ProjectPath};
 
@@ -364,7 +364,7 @@ pub fn apply_patch(
 ///
 /// ```
 /// use patchbox::apply::{apply_parsed, ApplyOptions};
-/// use patchbox::patch_parse::parse_patch;
+/// use patchbox::patch::parse::parse_patch;
 /// let project = tempfile::tempdir().unwrap();
 /// let patch = parse_patch(b"diff --git a/x b/x\nnew file mode 100644\nindex 0000000..e69de29\n").unwrap();
 /// let touched: Vec<String> = patch.paths().iter().map(|p| p.to_string()).collect();
@@ -507,7 +507,7 @@ mod contained {
     use std::rc::Rc;
 
     use crate::error::{Error, Result};
-    use crate::relpath::RelPath;
+    use crate::fs::relpath::RelPath;
 
     /// A path inside the project that passed the containment checks of [`path_in_project`].
     ///
@@ -2500,7 +2500,7 @@ impl<'a> Planner<'a> {
             },
         };
         let new_mode = fp.new_mode.or(if is_link {
-            Some(patch_parse::MODE_SYMLINK)
+            Some(crate::patch::parse::MODE_SYMLINK)
         } else {
             None
         });
@@ -2861,7 +2861,7 @@ mod txn {
     use super::contained::{self, ProjectPath, Stamp};
     use super::Target;
     use crate::error::{Error, Result};
-    use crate::relpath::RelPath;
+    use crate::fs::relpath::RelPath;
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
@@ -3353,8 +3353,8 @@ mod undo {
     use super::txn::{self, CommitLog, Prune, TxOp};
     use super::{PlanOp, Target, UndoReport};
     use crate::error::{Error, IoContext, Result};
-    use crate::patch_parse::git_blob_id;
-    use crate::relpath::RelPath;
+    use crate::fs::relpath::RelPath;
+    use crate::patch::parse::git_blob_id;
     use std::collections::{BTreeMap, BTreeSet};
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
@@ -3842,7 +3842,7 @@ mod tests {
             section: Vec::new(),
             lines: lines
                 .iter()
-                .map(|(k, t)| patch_parse::HunkLine {
+                .map(|(k, t)| crate::patch::parse::HunkLine {
                     kind: *k,
                     text: t.as_bytes().to_vec(),
                 })

@@ -28,7 +28,7 @@
 //! allocate to the data actually present.
 //!
 //! ```
-//! use patchbox::patch_parse::parse_patch;
+//! use patchbox::patch::parse::parse_patch;
 //! let text = b"diff --git a/hello.txt b/hello.txt\n\
 //! index 3b18e51..a042389 100644\n\
 //! --- a/hello.txt\n\
@@ -45,7 +45,7 @@
 use std::io::Read;
 
 use crate::error::{Error, Result};
-use crate::relpath::RelPath;
+use crate::fs::relpath::RelPath;
 
 /// Mode of a symbolic link in git (`120000`).
 pub const MODE_SYMLINK: u32 = 0o120000;
@@ -70,7 +70,7 @@ impl Patch {
     /// Every path the patch reads or writes (old and new names), in order, without repeats.
     ///
     /// ```
-    /// use patchbox::patch_parse::parse_patch;
+    /// use patchbox::patch::parse::parse_patch;
     /// let p = parse_patch(b"diff --git a/old b/new\nsimilarity index 100%\nrename from old\nrename to new\n").unwrap();
     /// let names: Vec<_> = p.paths().iter().map(|p| p.to_string()).collect();
     /// assert_eq!(names, ["old", "new"]);
@@ -99,7 +99,7 @@ impl Patch {
 /// line, possibly abbreviated.
 ///
 /// ```
-/// use patchbox::patch_parse::parse_patch;
+/// use patchbox::patch::parse::parse_patch;
 /// let p = parse_patch(b"diff --git a/run.sh b/bin/run.sh\nold mode 100644\nnew mode 100755\n\
 /// similarity index 100%\nrename from run.sh\nrename to bin/run.sh\n").unwrap();
 /// let f = &p.files[0];
@@ -158,7 +158,7 @@ impl FilePatch {
 /// One `@@ -old_start,old_len +new_start,new_len @@` hunk.
 ///
 /// ```
-/// use patchbox::patch_parse::parse_patch;
+/// use patchbox::patch::parse::parse_patch;
 /// let p = parse_patch(b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n").unwrap();
 /// let h = &p.files[0].hunks[0];
 /// assert_eq!(h.header(), "@@ -1,2 +1,2 @@");
@@ -267,7 +267,7 @@ impl BinaryHunk {
     /// The resulting contents when this hunk is applied to `base`.
     ///
     /// ```
-    /// use patchbox::patch_parse::{BinaryHunk, BinaryKind};
+    /// use patchbox::patch::parse::{BinaryHunk, BinaryKind};
     /// let lit = BinaryHunk { kind: BinaryKind::Literal, data: b"new".to_vec() };
     /// assert_eq!(lit.apply(b"old").unwrap(), b"new");
     /// ```
@@ -282,7 +282,7 @@ impl BinaryHunk {
 /// True for a symlink mode (`120000`).
 ///
 /// ```
-/// use patchbox::patch_parse::{mode_is_executable, mode_is_gitlink, mode_is_symlink};
+/// use patchbox::patch::parse::{mode_is_executable, mode_is_gitlink, mode_is_symlink};
 /// assert!(mode_is_symlink(0o120000) && !mode_is_symlink(0o100644));
 /// assert!(mode_is_executable(0o100755) && !mode_is_executable(0o100644));
 /// assert!(mode_is_gitlink(0o160000) && !mode_is_gitlink(0o120000));
@@ -304,7 +304,7 @@ pub fn mode_is_executable(mode: u32) -> bool {
 /// The git blob id (SHA-1 of `blob <len>\0<data>`) of `data`, as 40 lowercase hex digits.
 ///
 /// ```
-/// use patchbox::patch_parse::git_blob_id;
+/// use patchbox::patch::parse::git_blob_id;
 /// assert_eq!(git_blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
 /// ```
 pub fn git_blob_id(data: &[u8]) -> String {
@@ -327,7 +327,7 @@ pub fn git_blob_id(data: &[u8]) -> String {
 /// insert that many literal bytes). Any inconsistency is an [`Error::ApplyFailed`].
 ///
 /// ```
-/// use patchbox::patch_parse::apply_delta;
+/// use patchbox::patch::parse::apply_delta;
 /// // base size 5, result size 8; copy 5 bytes from offset 0; insert "!!!".
 /// let delta = [5u8, 8, 0x80 | 0x10, 5, 3, b'!', b'!', b'!'];
 /// assert_eq!(apply_delta(b"hello", &delta).unwrap(), b"hello!!!");
@@ -426,7 +426,7 @@ pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
 /// an [`Error::PatchParse`].
 ///
 /// ```
-/// use patchbox::patch_parse::parse_patch;
+/// use patchbox::patch::parse::parse_patch;
 /// let err = parse_patch(b"hello\nthis is not a patch\n").unwrap_err();
 /// assert_eq!(err.kind(), "patch_parse");
 /// let err = parse_patch(b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n").unwrap_err();
@@ -442,7 +442,7 @@ pub fn parse_patch(input: &[u8]) -> Result<Patch> {
 /// names without the `a/`/`b/` prefix and lose `strip - 1` components, as in `git apply`.
 ///
 /// ```
-/// use patchbox::patch_parse::parse_patch_strip;
+/// use patchbox::patch::parse::parse_patch_strip;
 /// let text = b"--- file.txt\t2024-01-01 00:00:00\n+++ file.txt\t2024-01-02 00:00:00\n@@ -1 +1 @@\n-a\n+b\n";
 /// let p = parse_patch_strip(text, 0).unwrap();
 /// assert_eq!(p.files[0].path().unwrap().to_string(), "file.txt");
@@ -477,7 +477,7 @@ fn trim_eol(l: &[u8]) -> &[u8] {
 /// input bytes consumed (including both quotes), or `None` if it is not a valid quoted string.
 ///
 /// ```
-/// use patchbox::patch_parse::unquote_c_style;
+/// use patchbox::patch::parse::unquote_c_style;
 /// let (name, used) = unquote_c_style(br#""a/\303\244 \"x\"\tb" rest"#).unwrap();
 /// assert_eq!(name, b"a/\xc3\xa4 \"x\"\tb");
 /// assert_eq!(used, 21);

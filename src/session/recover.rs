@@ -12,13 +12,14 @@ use std::fs;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use crate::base::Base;
-use crate::diff;
 use crate::error::{Error, Result};
-use crate::layout::{self, path_in_session_base};
-use crate::pending::{self, PendingMeta};
-use crate::relpath::RelPath;
-use crate::select;
+use crate::fs::relpath::RelPath;
+use crate::fs::session_dir::{self, path_in_session_base};
+use crate::session::layout;
+use crate::session::pending::{self, PendingMeta};
+use crate::tree::base::Base;
+use crate::tree::diff;
+use crate::tree::select;
 
 /// What [`prune`] did.
 #[derive(Debug, Default)]
@@ -173,7 +174,7 @@ pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
 
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let project = read_project(dir).unwrap_or_default();
-    let base_dir = dir.join(crate::manager::BASE_DIR);
+    let base_dir = dir.join(layout::BASE_DIR);
     let repo = select::discover_repo(&project).ok().flatten();
     let base = if base_dir.is_dir() {
         match Base::load(
@@ -203,7 +204,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         match saved {
             Ok(p) => {
                 report.recovered.extend(p);
-                let r = path_in_session_base(dir, &sb).and_then(|p| layout::remove_tree(&p));
+                let r = path_in_session_base(dir, &sb).and_then(|p| session_dir::remove_tree(&p));
                 if let Err(e) = r {
                     report.errors.push(e.to_string());
                     all_ok = false;
@@ -233,7 +234,8 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         })
         .unwrap_or_default();
     let mut remove = |rel: &str| {
-        let r = path_in_session_base(dir, Path::new(rel)).and_then(|p| layout::remove_tree(&p));
+        let r =
+            path_in_session_base(dir, Path::new(rel)).and_then(|p| session_dir::remove_tree(&p));
         if let Err(e) = r {
             report.errors.push(e.to_string());
         }
@@ -241,8 +243,8 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     for n in &leftovers {
         remove(n);
     }
-    remove(crate::manager::BASE_DIR);
-    remove(crate::base::BLOBS_FILE);
+    remove(layout::BASE_DIR);
+    remove(crate::tree::base::BLOBS_FILE);
     let has_pending = pending::list_session(dir, id)
         .map(|v| !v.is_empty())
         .unwrap_or(true);
@@ -252,7 +254,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     }
     remove(layout::LOCK_FILE);
     if !has_pending {
-        let _ = path_in_session_base(dir, dir).and_then(|p| layout::remove_empty_dir(&p));
+        let _ = path_in_session_base(dir, dir).and_then(|p| session_dir::remove_empty_dir(&p));
     }
     report.pruned.push(id.to_string());
 }

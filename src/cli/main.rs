@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use patchbox::snapshot::Progress;
-use patchbox::{pending, recover, Error, Options, SandboxManager};
+use patchbox::session::{pending, recover};
+use patchbox::tree::snapshot::Progress;
+use patchbox::{Error, Options, SandboxManager};
 
 #[derive(Parser)]
 #[command(
@@ -136,7 +137,7 @@ enum SessionsCmd {
 fn root_or_default(root: Option<PathBuf>) -> Result<PathBuf, Error> {
     match root {
         Some(r) => Ok(r),
-        None => patchbox::layout::default_root(),
+        None => patchbox::session::layout::default_root(),
     }
 }
 
@@ -399,7 +400,7 @@ fn count_files(patch: &[u8]) -> usize {
 }
 
 /// A progress bar on stderr, drawn only on a terminal and only once work has taken a second.
-fn progress_bar() -> Option<Arc<patchbox::snapshot::ProgressFn>> {
+fn progress_bar() -> Option<Arc<patchbox::tree::snapshot::ProgressFn>> {
     if !std::io::stderr().is_terminal() {
         return None;
     }

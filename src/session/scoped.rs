@@ -9,14 +9,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::manager::SandboxInfo;
+use crate::session::manager::SandboxInfo;
 
 /// RAII guard that swaps a tool directory into a sandbox and restores it on drop.
 ///
 /// ```
 /// use std::cell::RefCell;
 /// use std::path::{Path, PathBuf};
-/// use patchbox::guard::ScopedSandbox;
+/// use patchbox::session::scoped::ScopedSandbox;
 /// let cwd = RefCell::new(PathBuf::from("/project"));
 /// {
 ///     let _g = ScopedSandbox::new(
@@ -88,7 +88,7 @@ impl Drop for ScopedSandbox<'_> {
 ///
 /// ```no_run
 /// # fn f(info: &patchbox::SandboxInfo, project: &std::path::Path) {
-/// let status = patchbox::guard::command_in(info, project, "make").status();
+/// let status = patchbox::session::scoped::command_in(info, project, "make").status();
 /// # }
 /// ```
 pub fn command_in(

@@ -12,13 +12,13 @@ use std::fs;
 use std::path::Path;
 
 use crate::error::{IoContext, Result};
-use crate::patch_write::{self, Side};
-use crate::relpath::RelPath;
-use crate::snapshot::{self, Node, NodeKind, StatKey};
+use crate::fs::relpath::RelPath;
+use crate::patch::write::{self as patch_write, Side};
+use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
 
 /// Where the diff reads base content from: a node's pre-image by its index in the base's
 /// node list. The base decides whether that is a copy in `base/` or a blob in the object
-/// store (see [`crate::base`]).
+/// store (see [`crate::tree::base`]).
 pub trait BaseSource: Sync {
     /// The content of base node `i`: a file's bytes or a symlink's target.
     fn read(&self, i: usize) -> Result<Vec<u8>>;

@@ -1,0 +1,19 @@
+//! Containment: the types that prove a path may be written.
+//!
+//! Two chokepoints stand side by side. Inside the library's own session directories a write
+//! takes a [`session_dir::SessionPath`]; inside the user's project (where only an apply ever
+//! writes) it takes a [`project::ProjectPath`]. Both are built from a [`RelPath`], a relative
+//! path with no `..` and no empty or `.` components, so an escape is refused before any
+//! system call.
+//!
+//! ```
+//! use patchbox::fs::RelPath;
+//! assert!(RelPath::new("src/main.rs").is_ok());
+//! assert!(RelPath::new("../etc/passwd").is_err());
+//! assert!(RelPath::new("/etc/passwd").is_err());
+//! ```
+
+pub mod relpath;
+pub mod session_dir;
+
+pub use relpath::RelPath;

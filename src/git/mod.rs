@@ -1,0 +1,3 @@
+//! Read-only git: the object store. Nothing here writes to a repository.
+
+pub mod odb;

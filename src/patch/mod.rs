@@ -1,0 +1,4 @@
+//! Git-style patches: the model, the parser and the writer.
+
+pub mod parse;
+pub mod write;

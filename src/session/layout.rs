@@ -1,0 +1,161 @@
+//! The on-disk layout of sessions: where the root is, how sessions and delegations are named,
+//! and how a session directory is created and claimed.
+//!
+//! ```text
+//! <root>/                       default $HOME/.entropic/sandbox, or PATCHBOX_ROOT
+//!   <session-id>/               ULID: unique and time-sortable
+//!     session.lock              flock held for the session's lifetime
+//!     session.meta              project path, for recovery after a crash
+//!     base/                     snapshot of the project
+//!     d-<delegation-id>/        one sandbox per delegation
+//!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
+//! ```
+//!
+//! Writes inside a session go through the chokepoint of [`crate::fs::session_dir`]; the only
+//! writes this module makes outside an existing session directory are creating the root and
+//! the new session directory itself.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::fs::session_dir::{self, path_in_session_base};
+use crate::fs::RelPath;
+
+/// Name of the snapshot directory in a session directory.
+pub const BASE_DIR: &str = "base";
+
+/// Longest accepted delegation id, in bytes.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The sandbox root used when none is given: `$PATCHBOX_ROOT`, else
+/// `$HOME/.entropic/sandbox` (`$HOME` is honoured).
+///
+/// ```
+/// let root = patchbox::session::layout::default_root().unwrap();
+/// assert!(root.is_absolute());
+/// ```
+pub fn default_root() -> Result<PathBuf> {
+    if let Some(r) = std::env::var_os("PATCHBOX_ROOT").filter(|r| !r.is_empty()) {
+        return Ok(PathBuf::from(r));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(dirs::home_dir)
+        .ok_or_else(|| {
+            Error::io(
+                "find home directory",
+                "$HOME",
+                std::io::Error::new(std::io::ErrorKind::NotFound, "HOME is not set"),
+            )
+        })?;
+    Ok(home.join(".entropic").join("sandbox"))
+}
+
+/// A fresh session id: a ULID, so ids sort by creation time and never collide.
+pub fn new_session_id() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+/// True when `name` looks like a session directory name (a ULID).
+pub fn is_session_id(name: &str) -> bool {
+    name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
+}
+
+/// Checks a delegation id: `[A-Za-z0-9._-]`, 1 to [`MAX_ID_LEN`] bytes, not `.` or `..`.
+///
+/// ```
+/// use patchbox::session::layout::validate_delegation_id;
+/// assert!(validate_delegation_id("task-1.2_b").is_ok());
+/// assert!(validate_delegation_id("../x").is_err());
+/// assert!(validate_delegation_id("..").is_err());
+/// assert!(validate_delegation_id("").is_err());
+/// ```
+pub fn validate_delegation_id(id: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(Error::InvalidId {
+            id: id.to_string(),
+            reason,
+        })
+    };
+    if id.is_empty() {
+        return bad("empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return bad("longer than 128 bytes");
+    }
+    if id == "." || id == ".." {
+        return bad("'.' and '..' are not ids");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return bad("only A-Z a-z 0-9 . _ - are allowed");
+    }
+    Ok(())
+}
+
+/// A session directory this process created and holds the lock of.
+#[derive(Debug)]
+pub struct NewSession {
+    /// The session id (a ULID).
+    pub id: String,
+    /// The canonical session directory.
+    pub dir: PathBuf,
+    /// The open, exclusively `flock`ed `session.lock`; the session is alive while it is held.
+    pub lock: File,
+}
+
+/// Name of the lock file in a session directory.
+pub const LOCK_FILE: &str = "session.lock";
+/// Name of the file recording the project path of a session.
+pub const META_FILE: &str = "session.meta";
+
+/// Creates `root` if needed and a new session directory in it, locked and recorded.
+///
+/// These are the only writes outside an existing session directory. The directory is
+/// prepared under a hidden temporary name and renamed into place once locked, so a pruner
+/// never sees a session without its lock.
+pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
+    fs::create_dir_all(root).ctx("create sandbox root", root)?;
+    let root = root.canonicalize().ctx("resolve sandbox root", root)?;
+    let id = new_session_id();
+    let tmp = root.join(format!(".{id}.tmp"));
+    fs::create_dir(&tmp).ctx("create session directory", &tmp)?;
+    let tmp_dir = path_in_session_base(&tmp, &tmp)?;
+    let lock = session_dir::open_lock_file(&tmp_dir.child(&RelPath::new(LOCK_FILE)?))?;
+    lock.try_lock().map_err(|e| {
+        Error::io(
+            "lock session",
+            &tmp,
+            std::io::Error::other(format!("{e:?}")),
+        )
+    })?;
+    use std::os::unix::ffi::OsStrExt;
+    session_dir::write_atomic(
+        &tmp_dir.child(&RelPath::new(META_FILE)?),
+        project.as_os_str().as_bytes(),
+    )?;
+    let dir = root.join(&id);
+    fs::rename(&tmp, &dir).ctx("create session directory", &dir)?;
+    Ok(NewSession { id, dir, lock })
+}
+
+/// Opens the sessions lock of an existing session and tries to take it: `Ok(Some(file))`
+/// means the session is dead (its owner is gone) and is now held by the caller; `Ok(None)`
+/// means it is alive (or has no lock file: already cleaned up).
+pub fn try_claim_session(session_dir: &Path) -> Result<Option<File>> {
+    let p = session_dir.join(LOCK_FILE);
+    let f = match OpenOptions::new().read(true).write(true).open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open lock file", &p, e)),
+    };
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock session", &p, e)),
+    }
+}
