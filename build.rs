@@ -1,4 +1,4 @@
-//! Build script. With the `ffi` feature it compiles the cxx bridge (`src/ffi/mod.rs`) and the C++
+//! Build script. With the `ffi` feature it compiles the cxx bridges (`src/ffi/`) and the C++
 //! glue (`cpp/*.cpp`, against the public headers in `include/`) into this crate, so the Rust
 //! staticlib `libpatchbox.a` is the whole C++ library: CMake links just that archive. Without
 //! the feature it does nothing, and a pure-Rust build needs no C++ toolchain.
@@ -23,7 +23,7 @@ mod cpp {
             .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
             .collect();
         glue.sort();
-        cxx_build::bridge("src/ffi/mod.rs")
+        cxx_build::bridges(["src/ffi/apply.rs", "src/ffi/error.rs", "src/ffi/sandbox.rs"])
             .files(&glue)
             .include("include")
             .include("include/patchbox/compat")
@@ -31,7 +31,7 @@ mod cpp {
             .flag_if_supported("-Wall")
             .flag_if_supported("-Wextra")
             .compile("patchbox-cxx");
-        for p in ["src/ffi/mod.rs", "cpp", "include"] {
+        for p in ["src/ffi", "cpp", "include"] {
             println!("cargo:rerun-if-changed={p}");
         }
         println!("cargo:rerun-if-env-changed=CXXFLAGS");

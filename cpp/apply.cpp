@@ -1,11 +1,11 @@
 // The C++ glue of patchbox::apply_patch / patchbox::undo_apply (include/patchbox/apply.hpp)
-// over the cxx bridge (src/ffi/): options in, reports out, rust::Error -> patchbox::Error.
+// over its cxx bridge (src/ffi/apply.rs): options in, reports out, rust::Error -> patchbox::Error.
 #include "patchbox/apply.hpp"
 
 #include <utility>
 
 #include "patchbox/cpp/glue.h"
-#include "patchbox/src/ffi/mod.rs.h"
+#include "patchbox/src/ffi/apply.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {

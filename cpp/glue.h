@@ -1,9 +1,10 @@
 // Private to the library (not installed): helpers shared by the C++ glue files (sandbox.cpp,
-// apply.cpp) over the cxx bridge (src/ffi/): bridge errors -> patchbox::Error, and byte and
+// apply.cpp, error.cpp) over the cxx bridges (src/ffi/): bridge errors -> patchbox::Error, and byte and
 // path conversions.
 #ifndef PATCHBOX_CPP_GLUE_H
 #define PATCHBOX_CPP_GLUE_H
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
-#include "patchbox/src/ffi/mod.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {
@@ -44,6 +44,11 @@ inline constexpr KindName kKinds[] = {
     {ErrorKind::Callback, "callback"},
     {ErrorKind::Internal, "internal"},
 };
+
+// Every ErrorKind before Internal (the last) has its row; the C++ tests check these names
+// against the Rust library's Error::KINDS.
+static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == static_cast<std::size_t>(ErrorKind::Internal) + 1,
+              "kKinds must list every ErrorKind");
 
 inline ErrorKind kind_from(std::string_view name) {
   for (const auto& k : kKinds) {
@@ -95,7 +100,9 @@ inline std::filesystem::path path_of(const rust::Vec<std::uint8_t>& v) {
   return std::filesystem::path(str_of(v));
 }
 
-inline std::vector<std::filesystem::path> paths_of(const rust::Vec<bridge::FfiPath>& v) {
+/// Paths out of a bridge vector of byte paths (`FfiPath`, `FfiRelPath`: any struct with `bytes`).
+template <class BytePath>
+std::vector<std::filesystem::path> paths_of(const rust::Vec<BytePath>& v) {
   std::vector<std::filesystem::path> out;
   out.reserve(v.size());
   for (const auto& p : v) out.push_back(path_of(p.bytes));

@@ -1,5 +1,5 @@
-// The C++ glue of patchbox::SandboxManager over the cxx bridge (src/ffi/): patchbox::Error,
-// the struct conversions, and the callback types the Rust side calls. The helpers shared with
+// The C++ glue of patchbox::SandboxManager over its cxx bridge (src/ffi/sandbox.rs): the
+// struct conversions, and the callback types the Rust side calls. The helpers shared with
 // apply.cpp (byte/path conversions, rust::Error -> patchbox::Error) are in glue.h.
 #include "patchbox/sandbox.hpp"
 
@@ -10,7 +10,7 @@
 
 #include "patchbox/cpp/bridge.h"
 #include "patchbox/cpp/glue.h"
-#include "patchbox/src/ffi/mod.rs.h"
+#include "patchbox/src/ffi/sandbox.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {
@@ -48,20 +48,6 @@ SandboxResult result_in(const FfiResult& r) {
 }
 
 }  // namespace
-
-// ---- Error ---------------------------------------------------------------------------------
-
-const char* to_string(ErrorKind kind) noexcept {
-  for (const auto& k : glue::kKinds) {
-    if (k.kind == kind) return k.name;
-  }
-  return "internal";
-}
-
-Error::Error(ErrorKind kind, const std::string& message)
-    : std::runtime_error(message), kind_(kind) {}
-
-Error::~Error() = default;
 
 // ---- the types Rust calls back -------------------------------------------------------------
 
@@ -173,16 +159,18 @@ Completion SandboxManager::complete_sandbox(const SandboxInfo& info,
     auto seen = decider.take_seen();
     out.result = seen ? std::move(*seen) : result_in(c.result);
     switch (c.routed) {
-      case 0:
-        out.routed = Completion::Accepted;
+      case bridge::FfiRouted::Accepted:
+        out.routed = Completion::Routed::Accepted;
         break;
-      case 1:
-        out.routed = Completion::Pending;
+      case bridge::FfiRouted::Pending:
+        out.routed = Completion::Routed::Pending;
         out.pending_path = path_of(c.pending_path);
         break;
-      default:
-        out.routed = Completion::Unchanged;
+      case bridge::FfiRouted::Unchanged:
+        out.routed = Completion::Routed::Unchanged;
         break;
+      default:
+        throw Error(ErrorKind::Internal, "unknown routing from the library");
     }
     return out;
   });

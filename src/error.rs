@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 /// Everything that can go wrong in patchbox.
 ///
 /// Each variant names the operation and, where there is one, the path. The C++ bridge maps the
-/// variant to `patchbox::Error::Kind` through [`Error::kind`].
+/// variant to the C++ `patchbox::ErrorKind` through [`Error::kind`]; [`Error::KINDS`] lists
+/// every kind name, and a C++ test checks that `ErrorKind` has exactly these (plus
+/// `Internal`).
 ///
 /// ```
 /// use patchbox::Error;
@@ -108,7 +110,24 @@ impl Error {
         }
     }
 
-    /// A short stable name for the variant, used by the CLI and the C++ bridge.
+    /// Every name [`Error::kind`] can return, in declaration order. The C++ `ErrorKind` has
+    /// one value per name here, plus `Internal` (checked by the C++ tests through the bridge).
+    pub const KINDS: &'static [&'static str] = &[
+        "io",
+        "containment",
+        "invalid_id",
+        "id_in_use",
+        "unknown_sandbox",
+        "not_a_directory",
+        "git",
+        "patch_parse",
+        "apply_failed",
+        "pending",
+        "callback",
+    ];
+
+    /// A short stable name for the variant, used by the CLI and the C++ bridge; one of
+    /// [`Error::KINDS`].
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Io { .. } => "io",
@@ -137,5 +156,78 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, op: &'static str, path: &Path) -> Result<T> {
         self.map_err(|e| Error::io(op, path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each variant. The `match` is exhaustive, so a new variant does not
+    /// compile until it is added here, and then [`kinds_are_listed_once`] checks its kind.
+    fn one_of_each() -> Vec<Error> {
+        let all = vec![
+            Error::io("op", "/p", std::io::Error::other("x")),
+            Error::Containment {
+                path: "/p".into(),
+                base: "/b".into(),
+                reason: "r",
+            },
+            Error::InvalidId {
+                id: "x".into(),
+                reason: "r",
+            },
+            Error::IdInUse { id: "x".into() },
+            Error::UnknownSandbox { path: "/p".into() },
+            Error::NotADirectory { path: "/p".into() },
+            Error::Git {
+                path: "/p".into(),
+                reason: "r".into(),
+            },
+            Error::PatchParse {
+                line: 1,
+                reason: "r".into(),
+            },
+            Error::ApplyFailed("r".into()),
+            Error::Pending {
+                id: "x".into(),
+                reason: "r".into(),
+            },
+            Error::Callback("r".into()),
+        ];
+        for e in &all {
+            match e {
+                Error::Io { .. }
+                | Error::Containment { .. }
+                | Error::InvalidId { .. }
+                | Error::IdInUse { .. }
+                | Error::UnknownSandbox { .. }
+                | Error::NotADirectory { .. }
+                | Error::Git { .. }
+                | Error::PatchParse { .. }
+                | Error::ApplyFailed(_)
+                | Error::Pending { .. }
+                | Error::Callback(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn kinds_are_listed_once() {
+        let kinds: Vec<&str> = one_of_each().iter().map(Error::kind).collect();
+        assert_eq!(
+            kinds,
+            Error::KINDS,
+            "one kind per variant, in declaration order"
+        );
+        let mut unique = kinds.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), kinds.len(), "kind names are distinct");
+        assert!(
+            !kinds.contains(&"internal"),
+            "'internal' is the C++ side's own"
+        );
     }
 }

@@ -133,13 +133,13 @@ int main(int argc, char** argv) {
 
       patchbox::Completion done = mgr.complete_sandbox(sb, review);
       switch (done.routed) {
-        case patchbox::Completion::Accepted:
+        case patchbox::Completion::Routed::Accepted:
           std::cout << "  accepted; apply it with `git apply`:\n" << done.result.patch;
           break;
-        case patchbox::Completion::Pending:
+        case patchbox::Completion::Routed::Pending:
           std::cout << "  rejected; left pending at " << done.pending_path->string() << "\n";
           break;
-        case patchbox::Completion::Unchanged:
+        case patchbox::Completion::Routed::Unchanged:
           std::cout << "  changed nothing\n";
           break;
       }

@@ -2,12 +2,14 @@
 /// @brief patchbox::Error, the one exception type of patchbox's C++ API, and its ErrorKind.
 ///
 /// Included by `<patchbox/sandbox.hpp>` and `<patchbox/apply.hpp>`; there is no need to
-/// include it directly.
+/// include it directly. The kinds mirror the Rust `patchbox::Error` variants one to one (see
+/// library_error_kinds()).
 #ifndef PATCHBOX_ERROR_HPP
 #define PATCHBOX_ERROR_HPP
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 /// patchbox's C++ API.
 namespace patchbox {
@@ -33,6 +35,13 @@ enum class ErrorKind {
 /// The stable lower-case name of a kind, as the Rust `Error::kind()` and the CLI spell it
 /// (`"io"`, `"containment"`, `"invalid_id"`, …, `"internal"`).
 const char* to_string(ErrorKind kind) noexcept;
+
+/// The kind names the linked Rust library can report (its `Error::KINDS`), in its order.
+///
+/// Each has an ErrorKind whose to_string() is that name; ErrorKind::Internal is the C++ side's
+/// own. The library's tests check the two lists agree, so a kind added on one side only fails
+/// them.
+std::vector<std::string> library_error_kinds();
 
 /// The one exception type patchbox throws.
 class Error : public std::runtime_error {

@@ -7,8 +7,8 @@
 /// user's project is never written by a SandboxManager.
 ///
 /// Applying a patch to the project, once the user consents, is the consumer side:
-/// patchbox::apply_patch() and patchbox::undo_apply() in `<patchbox/apply.hpp>`, which this
-/// header includes (as it does `<patchbox/error.hpp>`, home of patchbox::Error).
+/// patchbox::apply_patch() and patchbox::undo_apply() in `<patchbox/apply.hpp>` (include it
+/// where you apply). This header includes `<patchbox/error.hpp>`, home of patchbox::Error.
 ///
 /// Link the CMake target `patchbox::patchbox`. Every failure throws patchbox::Error. One
 /// SandboxManager may be used from any number of threads at once.
@@ -32,7 +32,6 @@
 #include <string>
 #include <vector>
 
-#include "patchbox/apply.hpp"
 #include "patchbox/error.hpp"
 
 /// patchbox's C++ API.
@@ -100,7 +99,7 @@ enum class Decision {
 /// The outcome of SandboxManager::complete_sandbox.
 struct Completion {
   /// Where a completed delegation's work went.
-  enum Routed {
+  enum class Routed {
     Accepted,  ///< Accepted: the patch is in `result`.
     Pending,   ///< Stored as a pending patch at `pending_path`.
     Unchanged, ///< The delegation changed nothing; there was nothing to route.
@@ -108,8 +107,8 @@ struct Completion {
   /// What the delegation changed.
   SandboxResult result;
   /// Where it went.
-  Routed routed = Unchanged;
-  /// The pending patch file when `routed == Pending`.
+  Routed routed = Routed::Unchanged;
+  /// The pending patch file when `routed == Routed::Pending`.
   std::optional<std::filesystem::path> pending_path;
 };
 

@@ -389,7 +389,7 @@ TEST_F(Core, CompleteSandboxRoutesByDecision) {
     return Decision::Accept;
   });
   EXPECT_EQ(seen, 1);
-  EXPECT_EQ(c.routed, Completion::Accepted);
+  EXPECT_EQ(c.routed, Completion::Routed::Accepted);
   EXPECT_FALSE(c.pending_path.has_value());
   EXPECT_TRUE(contains(c.result.patch, "+acc\n"));
   EXPECT_FALSE(fs::exists(acc.path));
@@ -410,7 +410,7 @@ TEST_F(Core, CompleteSandboxRoutesByDecision) {
     SCOPED_TRACE(k.id);
     SandboxInfo sb = changed(k.id);
     Completion d = mgr.complete_sandbox(sb, k.decide);
-    EXPECT_EQ(d.routed, Completion::Pending);
+    EXPECT_EQ(d.routed, Completion::Routed::Pending);
     ASSERT_TRUE(d.pending_path.has_value());
     EXPECT_EQ(*d.pending_path, mgr.session_base() / "pending" / (k.id + ".patch"));
     EXPECT_EQ(read_file(*d.pending_path), d.result.patch);
@@ -426,7 +426,7 @@ TEST_F(Core, CompleteSandboxRoutesByDecision) {
     return Decision::Accept;
   });
   EXPECT_FALSE(asked);
-  EXPECT_EQ(u.routed, Completion::Unchanged);
+  EXPECT_EQ(u.routed, Completion::Routed::Unchanged);
   EXPECT_TRUE(u.result.patch.empty());
   EXPECT_FALSE(fs::exists(same.path));
 
@@ -452,6 +452,18 @@ TEST(ErrorKinds, HaveStableNames) {
   patchbox::Error e(ErrorKind::Io, "boom");
   EXPECT_EQ(e.kind(), ErrorKind::Io);
   EXPECT_STREQ(e.what(), "boom");
+}
+
+// The kinds are defined once, by the Rust library (Error::KINDS); ErrorKind must mirror them:
+// every value before Internal names one library kind, in the same order, and none is missing.
+TEST(ErrorKinds, AgreeWithTheLibrary) {
+  const std::vector<std::string> library = patchbox::library_error_kinds();
+  std::vector<std::string> header;
+  for (int k = 0; k < static_cast<int>(ErrorKind::Internal); ++k) {
+    header.emplace_back(patchbox::to_string(static_cast<ErrorKind>(k)));
+  }
+  EXPECT_EQ(header, library);
+  EXPECT_STREQ(patchbox::to_string(ErrorKind::Internal), "internal");
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ TEST(Threads, EightThreadsShareOneManager) {
           const bool accept = (t + k) % 2 == 0;
           Completion c = mgr.complete_sandbox(
               sb, [&](const SandboxResult&) { return accept ? Decision::Accept : Decision::Reject; });
-          if (c.routed != (accept ? Completion::Accepted : Completion::Pending)) {
+          if (c.routed != (accept ? Completion::Routed::Accepted : Completion::Routed::Pending)) {
             failures.add(id + ": wrong routing");
           }
           if (!accept) ++pending;

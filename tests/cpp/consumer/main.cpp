@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     patchbox::SandboxInfo sb = mgr.create_sandbox("consumer");
     std::ofstream(sb.path / "a.txt") << "two\n";
     patchbox::Completion done = mgr.complete_sandbox(sb);  // no callback: pending
-    if (done.routed != patchbox::Completion::Pending || !done.pending_path) return 1;
+    if (done.routed != patchbox::Completion::Routed::Pending || !done.pending_path) return 1;
     if (done.result.patch.find("+two\n") == std::string::npos) return 1;
     std::cout << "patch pending at " << done.pending_path->string() << "\n";
     try {
