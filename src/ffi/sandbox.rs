@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{core, guarded, guarded_or_default, internal, path_bytes, path_from};
-use crate::session::manager::{
-    Decision, Options, Routed, SandboxInfo, SandboxManager, SandboxResult,
-};
+use crate::session::delegation::{Decision, Routed, SandboxInfo, SandboxResult};
+use crate::session::manager::{Options, SandboxManager};
 use crate::tree::snapshot::{Progress, ProgressFn};
 
 #[cxx::bridge(namespace = "patchbox::bridge")]
@@ -113,7 +112,7 @@ unsafe impl Send for bridge::ProgressSink {}
 // SAFETY: see the `Send` impl above.
 unsafe impl Sync for bridge::ProgressSink {}
 
-/// The C++ `SandboxManager`'s Rust half: the manager, until [`Manager::close`] drops it.
+/// The C++ `SandboxManager`'s Rust half: the manager, until `Manager::close` drops it.
 pub struct Manager {
     inner: Option<SandboxManager>,
 }

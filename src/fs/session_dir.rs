@@ -16,7 +16,7 @@ use crate::fs::relpath::RelPath;
 /// A path proven to lie inside a session directory, with no symlink between the session
 /// directory and it (the path itself included).
 ///
-/// Only [`path_in_session_base`] and [`SessionPath::child`] build one; the write helpers of
+/// Only [`path_in_session_base`] and `SessionPath::child` (crate-private) build one; the write helpers of
 /// this module accept nothing else.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionPath(PathBuf);

@@ -9,7 +9,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::session::manager::SandboxInfo;
+use crate::session::delegation::SandboxInfo;
+
+/// The engine's swap function, boxed.
+type SwapFn<'a> = Box<dyn FnMut(&Path) + 'a>;
 
 /// RAII guard that swaps a tool directory into a sandbox and restores it on drop.
 ///
@@ -28,8 +31,6 @@ use crate::session::manager::SandboxInfo;
 /// }
 /// assert_eq!(*cwd.borrow(), PathBuf::from("/project"));
 /// ```
-type SwapFn<'a> = Box<dyn FnMut(&Path) + 'a>;
-
 pub struct ScopedSandbox<'a> {
     swap: Option<SwapFn<'a>>,
     sandbox: PathBuf,
