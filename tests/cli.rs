@@ -506,3 +506,92 @@ fn pending_apply_merges_against_stored_preimages_and_removes_the_patch() {
         .unwrap();
     assert!(list.stdout.is_empty(), "applied pending patch is removed");
 }
+
+/// The pending patches under `root` as (entry id, patch bytes).
+fn pending_patches(root: &Path) -> Vec<(String, Vec<u8>)> {
+    patchbox::session::pending::list(root)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.id.clone(), fs::read(&e.patch_path).unwrap()))
+        .collect()
+}
+
+/// A patch that cannot be delivered where it was asked for is kept pending, the exit status
+/// says so (74), and stderr says where it went.
+#[test]
+fn undeliverable_patch_is_kept_pending_with_a_nonzero_exit() {
+    let (_tmp, project, root) = setup();
+    // stdout closed early (`| head -c 10`): the patch is far longer than what is read.
+    let mut child = bin()
+        .arg("run")
+        .arg("--project")
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .args(["--", "sh", "-c", "seq 1 200000 > big.txt"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("kept as pending patch"), "{err}");
+    let kept = pending_patches(&root);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(String::from_utf8_lossy(&kept[0].1).contains("+200000\n"));
+
+    // --out into a directory that does not exist: the same, and no partial file anywhere.
+    let out = run(
+        &project,
+        &root,
+        &["--out", "/nonexistent/dir/x.patch"],
+        "echo z >> a.txt",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("/nonexistent/dir/x.patch"), "{err}");
+    let kept = pending_patches(&root);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept
+        .iter()
+        .any(|(_, p)| String::from_utf8_lossy(p).contains("+z")));
+}
+
+/// Ids the pending store would not list are refused before the tool runs; a second pending
+/// patch under one id is stored beside the first.
+#[test]
+fn hidden_ids_are_refused_and_repeated_ids_kept_apart() {
+    let (tmp, project, root) = setup();
+    let marker = tmp.path().join("ran");
+    let out = run(
+        &project,
+        &root,
+        &["--pending", "--id", ".hidden"],
+        &format!("touch '{}'; echo x >> a.txt", marker.display()),
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("must not start with '.'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!marker.exists(), "the tool must not run");
+    for text in ["first", "second"] {
+        let out = run(
+            &project,
+            &root,
+            &["--pending", "--id", "d1"],
+            &format!("echo {text} >> a.txt"),
+        );
+        assert!(out.status.success());
+    }
+    let kept = pending_patches(&root);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    for text in ["+first", "+second"] {
+        assert!(kept
+            .iter()
+            .any(|(_, p)| String::from_utf8_lossy(p).contains(text)));
+    }
+}

@@ -394,10 +394,11 @@ fn pending_patch_is_written_atomically_and_kept_on_drop() {
         assert_eq!(p, session.join("pending/p1.patch"));
         assert_eq!(fs::read(&p).unwrap(), res.patch);
         assert!(session.join("pending/p1.pre/a.txt").exists());
-        assert!(matches!(
-            mgr.write_pending_patch("p1", b"other"),
-            Err(Error::IdInUse { .. })
-        ));
+        // A second patch of the same id is kept beside the first, never over it.
+        let second = mgr.write_pending_patch("p1", b"other").unwrap();
+        assert_eq!(second, session.join("pending/p1.2.patch"));
+        assert_eq!(fs::read(&second).unwrap(), b"other");
+        assert_eq!(fs::read(&p).unwrap(), res.patch);
         let leftovers: Vec<_> = fs::read_dir(session.join("pending"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -408,9 +409,12 @@ fn pending_patch_is_written_atomically_and_kept_on_drop() {
     assert!(session.join("pending/p1.patch").exists());
     assert!(!session.join("base").exists());
     assert!(!session.join("d-p1").exists());
+    // d-p1 was never discarded, but its exact patch is already pending: nothing is added.
     let listed = patchbox::session::pending::list(&e.root).unwrap();
-    assert_eq!(listed.len(), 1);
+    assert_eq!(listed.len(), 2);
     assert!(listed[0].id.ends_with("/p1"));
+    assert!(listed[1].id.ends_with("/p1.2"));
+    assert_eq!(listed[1].meta.delegation, "p1");
 }
 
 #[test]
@@ -423,10 +427,50 @@ fn drop_without_pending_removes_the_session() {
         session = mgr.session_base().to_path_buf();
         assert!(session.is_dir(), "session dir exists from construction");
         let sb = mgr.create_sandbox("x", None).unwrap();
-        write(&sb.path, "a.txt", b"changed\n");
+        fs::read(sb.path.join("a.txt")).unwrap(); // looked at, changed nothing
     }
     assert!(!session.exists());
     assert_eq!(fs::read_dir(&e.root).unwrap().count(), 0);
+}
+
+/// A sandbox neither completed nor discarded when the manager goes (an engine unwinding from
+/// an exception, say) is stored as a pending patch marked abandoned: the calm path keeps the
+/// work a crash would have kept.
+#[test]
+fn drop_keeps_abandoned_work_as_pending() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let root = e.root.clone();
+    let project = e.project.clone();
+    let unwound = std::thread::spawn(move || {
+        let mgr = SandboxManager::with_options(
+            &project,
+            Options {
+                root: Some(root),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let sb = mgr.create_sandbox("x", None).unwrap();
+        fs::write(sb.path.join("a.txt"), b"changed\n").unwrap();
+        fs::write(sb.path.join("new.txt"), b"new\n").unwrap();
+        panic!("the engine fails mid-delegation");
+    })
+    .join();
+    assert!(unwound.is_err(), "the thread panicked");
+    let listed = patchbox::session::pending::list(&e.root).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].meta.abandoned && !listed[0].meta.recovered);
+    assert_eq!(listed[0].meta.delegation, "x");
+    let patch = fs::read(&listed[0].patch_path).unwrap();
+    let text = String::from_utf8_lossy(&patch);
+    assert!(text.contains("+changed") && text.contains("+new"), "{text}");
+    // The patch applies to the untouched project, by git's own rules.
+    let applied = git_apply_copy(&e.project, &patch, &e.scratch);
+    assert_eq!(fs::read(applied.join("a.txt")).unwrap(), b"changed\n");
+    assert_eq!(fs::read(applied.join("new.txt")).unwrap(), b"new\n");
+    let session = listed[0].patch_path.parent().unwrap().parent().unwrap();
+    assert!(!session.join("base").exists() && !session.join("d-x").exists());
 }
 
 #[test]

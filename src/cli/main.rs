@@ -460,17 +460,26 @@ fn run(
         .status()
         .map_err(|e| Error::io("run command", Path::new(program), e))?;
     let res = mgr.finalize_sandbox(&sb)?;
-    if to_pending {
+    let delivered = if to_pending {
         if res.patch.is_empty() {
             eprintln!("patchbox: no changes; nothing stored");
+            Ok(())
         } else {
-            mgr.write_pending_patch(id, &res.patch)?;
-            eprintln!("{}/{}", mgr.session_id(), id);
+            mgr.write_pending_patch(id, &res.patch).map(|p| {
+                eprintln!("{}/{}", mgr.session_id(), pending_name(&p));
+            })
         }
-    } else if let Some(out) = out {
-        std::fs::write(&out, &res.patch).map_err(|e| Error::io("write patch", &out, e))?;
+    } else if let Some(out) = &out {
+        write_file_atomic(out, &res.patch)
     } else {
-        let _ = std::io::stdout().lock().write_all(&res.patch);
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(&res.patch)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| Error::io("write patch", "<stdout>", e))
+    };
+    if let Err(e) = delivered {
+        return Ok(keep_undelivered(mgr, &sb, id, &res.patch, to_pending, &e));
     }
     mgr.discard_sandbox(&sb)?;
     // Deleting the sandbox's files is left to a detached `sessions reap`, which waits for the
@@ -486,6 +495,85 @@ fn run(
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Exit status of `run` when the patch could not be delivered where asked (EX_IOERR); the
+/// work is then kept (pending, or the sandbox itself) and stderr says where.
+const EXIT_UNDELIVERED: u8 = 74;
+
+/// `run` could not deliver its patch: keeps the work and says where. The patch goes to the
+/// pending store (unless that is what just failed); when it cannot be stored either, the whole
+/// session is kept, sandbox included, for the next start or `sessions prune` to recover.
+fn keep_undelivered(
+    mgr: SandboxManager,
+    sb: &patchbox::SandboxInfo,
+    id: &str,
+    patch: &[u8],
+    pending_failed: bool,
+    why: &Error,
+) -> ExitCode {
+    eprintln!("patchbox: could not deliver the patch: {why}");
+    if !pending_failed {
+        if let Ok(p) = mgr.write_pending_patch(id, patch) {
+            eprintln!(
+                "patchbox: kept as pending patch {}/{} ({})",
+                mgr.session_id(),
+                pending_name(&p),
+                p.display()
+            );
+            let _ = mgr.discard_sandbox(sb);
+            return ExitCode::from(EXIT_UNDELIVERED);
+        }
+    }
+    let session = mgr.keep();
+    eprintln!(
+        "patchbox: the sandbox is kept at {} (session {}); `patchbox sessions prune` recovers \
+         it into a pending patch",
+        sb.path.display(),
+        session.display()
+    );
+    ExitCode::from(EXIT_UNDELIVERED)
+}
+
+/// The pending entry's name (`<id>` or `<id>.<n>`) from its patch file's path.
+fn pending_name(patch_file: &Path) -> String {
+    patch_file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Writes `data` to `path` whole or not at all: a temporary file beside it, fsync, rename.
+fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        Error::io(
+            "write patch",
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        )
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io("write patch", path, e)
+    })
 }
 
 /// Starts `patchbox sessions reap SESSION` in its own process group (a Ctrl-C meant for the

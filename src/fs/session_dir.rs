@@ -167,6 +167,17 @@ pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
 /// fsynced, renamed over `p`, and the directory is fsynced. A crash leaves either the old
 /// file or the complete new one, never a partial one.
 pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
+    write_atomic_with(p, data, true).map(|_| ())
+}
+
+/// [`write_atomic`] that never replaces: `Ok(false)` (and nothing written) when `p` exists,
+/// also when another writer creates it at the same moment. For files whose presence is a
+/// record nobody may overwrite (pending patches).
+pub fn write_atomic_new(p: &SessionPath, data: &[u8]) -> Result<bool> {
+    write_atomic_with(p, data, false)
+}
+
+fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool) -> Result<bool> {
     let dir = p.0.parent().unwrap_or(Path::new("/"));
     let name =
         p.0.file_name()
@@ -182,15 +193,46 @@ pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
             .ctx("create temporary file", &tmp)?;
         f.write_all(data).ctx("write", &tmp)?;
         f.sync_all().ctx("fsync", &tmp)?;
-        fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)?;
+        if replace {
+            fs::rename(&tmp, &p.0).ctx("rename into place", &p.0)?;
+        } else if !rename_noreplace_raw(&tmp, &p.0)? {
+            return Ok(false);
+        }
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .ctx("fsync directory", dir)
+            .ctx("fsync directory", dir)?;
+        Ok(true)
     })();
-    if result.is_err() {
+    if !matches!(result, Ok(true)) {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Renames `from` to `to` unless `to` exists, atomically (`renameat2` with
+/// `RENAME_NOREPLACE`): `Ok(false)` when it exists, so whatever another writer put there is
+/// never replaced.
+pub fn rename_noreplace(from: &SessionPath, to: &SessionPath) -> Result<bool> {
+    rename_noreplace_raw(&from.0, &to.0)
+}
+
+fn rename_noreplace_raw(from: &Path, to: &Path) -> Result<bool> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        // A filesystem without RENAME_NOREPLACE: for a file, link(2) is just as exclusive.
+        Err(Errno::INVAL | Errno::NOSYS) if !from.is_dir() => match fs::hard_link(from, to) {
+            Ok(()) => {
+                fs::remove_file(from).ctx("remove after linking", from)?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::io("link into place", to, e)),
+        },
+        Err(e) => Err(Error::io("rename without replacing", to, e.into())),
+    }
 }
 
 /// Creates or truncates `p` and writes `data`, without fsync: for scratch files whose loss in

@@ -63,13 +63,15 @@ pub fn is_session_id(name: &str) -> bool {
     name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
 }
 
-/// Checks a delegation id: `[A-Za-z0-9._-]`, 1 to [`MAX_ID_LEN`] bytes, not `.` or `..`.
+/// Checks a delegation id: `[A-Za-z0-9._-]`, 1 to [`MAX_ID_LEN`] bytes, not starting with
+/// `.` (so not `.` or `..` either).
 ///
 /// ```
 /// use patchbox::session::layout::validate_delegation_id;
 /// assert!(validate_delegation_id("task-1.2_b").is_ok());
 /// assert!(validate_delegation_id("../x").is_err());
 /// assert!(validate_delegation_id("..").is_err());
+/// assert!(validate_delegation_id(".hidden").is_err());
 /// assert!(validate_delegation_id("").is_err());
 /// ```
 pub fn validate_delegation_id(id: &str) -> Result<()> {
@@ -85,8 +87,10 @@ pub fn validate_delegation_id(id: &str) -> Result<()> {
     if id.len() > MAX_ID_LEN {
         return bad("longer than 128 bytes");
     }
-    if id == "." || id == ".." {
-        return bad("'.' and '..' are not ids");
+    if id.starts_with('.') {
+        // Names starting with '.' are the library's own temporary files: the pending store's
+        // listing passes over them, so such an id would make its work invisible.
+        return bad("must not start with '.'");
     }
     if !id
         .bytes()

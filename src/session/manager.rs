@@ -77,7 +77,9 @@ enum Slot {
 /// One engine session's sandboxes.
 ///
 /// Creating it creates the session directory `<root>/<session-id>/` and locks it for the
-/// manager's lifetime; dropping it removes `base/` and every `d-*/`, keeping pending patches.
+/// manager's lifetime; dropping it stores the work of sandboxes neither completed nor discarded
+/// as pending patches marked abandoned, then removes `base/` and every `d-*/`, keeping pending
+/// patches.
 ///
 /// ```
 /// # fn main() -> patchbox::Result<()> {
@@ -600,14 +602,15 @@ impl SandboxManager {
         }
     }
 
-    /// Stores `patch` as the pending patch of `delegation_id`, atomically (temporary file,
-    /// fsync, rename, directory fsync). When the delegation was finalized by this manager,
+    /// Stores `patch` as a pending patch of `delegation_id`, atomically (temporary file,
+    /// fsync, rename, directory fsync), and returns the patch file. A second pending patch of
+    /// the same id gets the next free name (`<id>.2.patch`, …): none is ever overwritten. When the delegation was finalized by this manager,
     /// the base versions of the files it touched are kept beside it for 3-way merging.
     pub fn write_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<PathBuf> {
         self.write_pending_inner(delegation_id, patch, false)
     }
 
-    fn write_pending_inner(&self, id: &str, patch: &[u8], recovered: bool) -> Result<PathBuf> {
+    fn write_pending_inner(&self, id: &str, patch: &[u8], abandoned: bool) -> Result<PathBuf> {
         layout::validate_delegation_id(id)?;
         let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
             Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
@@ -619,7 +622,8 @@ impl SandboxManager {
             delegation: id.to_string(),
             project: self.project.clone(),
             created: now_secs(),
-            recovered,
+            recovered: false,
+            abandoned,
         };
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
@@ -723,6 +727,41 @@ impl SandboxManager {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Stores the work of every sandbox neither completed nor discarded as a pending patch
+    /// marked abandoned (the patch a crash recovery would store; an unchanged sandbox, or one
+    /// whose exact patch the engine already stored as pending, stores nothing). False when
+    /// some work could not be stored.
+    fn save_abandoned(&self) -> bool {
+        let open: Vec<SandboxInfo> = self
+            .sandboxes
+            .lock()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(sb) => Some(sb.info.clone()),
+                Slot::Creating => None,
+            })
+            .collect();
+        let mut all_saved = true;
+        for info in open {
+            let saved = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+                let res = self.finalize_sandbox(&info)?;
+                let stored = pending::find_identical(
+                    &self.session_dir,
+                    &self.session_id,
+                    &info.delegation_id,
+                    &res.patch,
+                    false,
+                )?;
+                if !res.patch.is_empty() && stored.is_none() {
+                    self.write_pending_inner(&info.delegation_id, &res.patch, true)?;
+                }
+                Ok(())
+            }));
+            all_saved &= matches!(saved, Ok(Ok(())));
+        }
+        all_saved
+    }
+
     fn cleanup(&self) -> Result<()> {
         let mut first_err = None;
         let mut note = |r: Result<()>| {
@@ -786,7 +825,9 @@ impl Drop for SandboxManager {
         for h in self.removals.lock().drain(..) {
             let _ = h.join();
         }
-        if !self.keep.load(std::sync::atomic::Ordering::SeqCst) {
+        // Work not stored is never removed: when a sandbox's work cannot be saved, the whole
+        // session stays for the next start or prune to recover, as after a crash.
+        if !self.keep.load(std::sync::atomic::Ordering::SeqCst) && self.save_abandoned() {
             // Drop cannot report; a failure leaves files that the next prune recovers.
             let _ = self.cleanup();
         }

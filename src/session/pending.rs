@@ -39,6 +39,9 @@ pub struct PendingMeta {
     pub created: u64,
     /// True when it was recovered from a session that died before finishing.
     pub recovered: bool,
+    /// True when its manager ended (dropped, unwinding included) with the sandbox neither
+    /// completed nor discarded: the work was kept as a crash would have kept it.
+    pub abandoned: bool,
 }
 
 impl PendingMeta {
@@ -51,8 +54,8 @@ impl PendingMeta {
             .map(|b| format!("{b:02x}"))
             .collect();
         format!(
-            "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\n",
-            self.session, self.delegation, hex, self.created, self.recovered
+            "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\nabandoned={}\n",
+            self.session, self.delegation, hex, self.created, self.recovered, self.abandoned
         )
         .into_bytes()
     }
@@ -74,6 +77,7 @@ impl PendingMeta {
                 }
                 "created" => m.created = v.parse().unwrap_or(0),
                 "recovered" => m.recovered = v == "true",
+                "abandoned" => m.abandoned = v == "true",
                 _ => {}
             }
         }
@@ -94,66 +98,132 @@ pub struct PendingEntry {
     pub meta: PendingMeta,
 }
 
-/// Stores `patch` as the pending patch of `meta.delegation` in `session_dir`.
+/// Longest suffix [`write_pending`] adds to a delegation id to make a free name (`.1000`).
+const MAX_SUFFIX: usize = 5;
+
+/// Stores `patch` as a pending patch of `meta.delegation` in `session_dir` and returns the
+/// patch file's path.
+///
+/// The entry is named after the delegation, `<id>.patch`; when that name is taken (the
+/// reference engine names every top-level delegation `d1`), the next free one of `<id>.2`,
+/// `<id>.3`, … — nothing is ever overwritten, also against a concurrent writer: each file of
+/// the entry is put in place with a rename that refuses to replace. The `.meta` is written
+/// first (it claims the name), then the pre-images, then the patch file, whose presence is
+/// what makes the entry exist.
 ///
 /// `preimages`: the paths whose base versions to keep beside it, and a reader giving each
-/// one's base node (`None`: the path is new). Refuses to overwrite an existing pending patch
-/// of the same id: nothing is ever lost.
+/// one's base node (`None`: the path is new).
 pub fn write_pending(
     session_dir: &Path,
     meta: &PendingMeta,
     patch: &[u8],
     preimages: Option<(&[RelPath], PreimageFn<'_>)>,
 ) -> Result<PathBuf> {
-    layout::validate_delegation_id(&meta.delegation)?;
+    let id = &meta.delegation;
+    layout::validate_delegation_id(id)?;
+    if id.len() + MAX_SUFFIX > layout::MAX_ID_LEN {
+        // Refused up front, so a long id never finds its names exhausted later.
+        return Err(Error::InvalidId {
+            id: id.clone(),
+            reason: "too long to store as a pending patch (at most 123 bytes)",
+        });
+    }
     let dir = path_in_session_base(session_dir, Path::new(PENDING_DIR))?;
     session_dir::create_dir_all(&dir)?;
-    let id = &meta.delegation;
-    let patch_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.patch")))?;
-    if fs::symlink_metadata(patch_path.as_path()).is_ok() {
-        return Err(Error::IdInUse { id: id.clone() });
-    }
-    if let Some((paths, read)) = preimages {
-        let pre = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.pre")))?;
-        let tmp = path_in_session_base(
-            session_dir,
-            &dir.as_path()
-                .join(format!(".{id}.pre.{}.tmp", ulid::Ulid::new())),
-        )?;
-        session_dir::create_dir_all(&tmp)?;
-        let filled = (|| {
-            for rel in paths {
-                let Some((kind, data)) = read(rel)? else {
-                    continue; // added by the patch: no pre-image
-                };
-                if let Some(parent) = rel.parent() {
-                    session_dir::create_dir_all(&tmp.child(&parent))?;
-                }
-                let dst = tmp.child(rel);
-                match kind {
-                    NodeKind::Symlink => session_dir::create_symlink(
-                        Path::new(std::ffi::OsStr::from_bytes(&data)),
-                        &dst,
-                    )?,
-                    NodeKind::File { executable } => session_dir::write_file_replace(
-                        &dst,
-                        &data,
-                        if executable { 0o755 } else { 0o644 },
-                    )?,
+    let at = |name: String| path_in_session_base(session_dir, &dir.as_path().join(name));
+    let pre_tmp = match preimages {
+        Some((paths, read)) => Some(fill_preimages(
+            &at(format!(".{id}.pre.{}.tmp", ulid::Ulid::new()))?,
+            paths,
+            read,
+        )?),
+        None => None,
+    };
+    let encoded = meta.encode();
+    let result = (|| {
+        for n in 1..=1000u32 {
+            let stem = if n == 1 {
+                id.clone()
+            } else {
+                format!("{id}.{n}")
+            };
+            let (meta_path, pre_path, patch_path) = (
+                at(format!("{stem}.meta"))?,
+                at(format!("{stem}.pre"))?,
+                at(format!("{stem}.patch"))?,
+            );
+            let taken = |p: &session_dir::SessionPath| fs::symlink_metadata(p.as_path()).is_ok();
+            if taken(&patch_path) || taken(&meta_path) || taken(&pre_path) {
+                continue;
+            }
+            if !session_dir::write_atomic_new(&meta_path, &encoded)? {
+                continue;
+            }
+            // From here the name is ours; a lost race on a later file gives it back.
+            if let Some(tmp) = &pre_tmp {
+                if !session_dir::rename_noreplace(tmp, &pre_path)? {
+                    session_dir::remove_file(&meta_path)?;
+                    continue;
                 }
             }
-            session_dir::remove_tree(&pre)?;
-            session_dir::rename(&tmp, &pre)
-        })();
-        if let Err(e) = filled {
-            let _ = session_dir::remove_tree(&tmp);
-            return Err(e);
+            if !session_dir::write_atomic_new(&patch_path, patch)? {
+                if let Some(tmp) = &pre_tmp {
+                    session_dir::rename(&pre_path, tmp)?;
+                }
+                session_dir::remove_file(&meta_path)?;
+                continue;
+            }
+            return Ok(patch_path.as_path().to_path_buf());
+        }
+        Err(Error::Pending {
+            id: id.clone(),
+            reason: "no free name left to store it (1,000 pending patches of this id)".into(),
+        })
+    })();
+    if let Some(tmp) = &pre_tmp {
+        // Gone already when it was renamed into place.
+        let _ = session_dir::remove_tree(tmp);
+    }
+    result
+}
+
+/// Writes the base versions of `paths` into the new directory `tmp` and returns it.
+fn fill_preimages(
+    tmp: &session_dir::SessionPath,
+    paths: &[RelPath],
+    read: PreimageFn<'_>,
+) -> Result<session_dir::SessionPath> {
+    session_dir::create_dir_all(tmp)?;
+    let filled = (|| {
+        for rel in paths {
+            let Some((kind, data)) = read(rel)? else {
+                continue; // added by the patch: no pre-image
+            };
+            if let Some(parent) = rel.parent() {
+                session_dir::create_dir_all(&tmp.child(&parent))?;
+            }
+            let dst = tmp.child(rel);
+            match kind {
+                NodeKind::Symlink => session_dir::create_symlink(
+                    Path::new(std::ffi::OsStr::from_bytes(&data)),
+                    &dst,
+                )?,
+                NodeKind::File { executable } => session_dir::write_file_replace(
+                    &dst,
+                    &data,
+                    if executable { 0o755 } else { 0o644 },
+                )?,
+            }
+        }
+        Ok(())
+    })();
+    match filled {
+        Ok(()) => Ok(tmp.clone()),
+        Err(e) => {
+            let _ = session_dir::remove_tree(tmp);
+            Err(e)
         }
     }
-    let meta_path = path_in_session_base(session_dir, &dir.as_path().join(format!("{id}.meta")))?;
-    session_dir::write_atomic(&meta_path, &meta.encode())?;
-    session_dir::write_atomic(&patch_path, patch)?;
-    Ok(patch_path.as_path().to_path_buf())
 }
 
 /// Lists every pending patch under `root`, oldest session first.
@@ -212,6 +282,27 @@ pub fn list_session(session_dir: &Path, session: &str) -> Result<Vec<PendingEntr
         .collect())
 }
 
+/// The pending patch of `delegation` in this session whose bytes are exactly `patch`, if one
+/// is stored (`recovered`: only among recovered ones). Storing the same work twice adds
+/// nothing: recovery and a manager's drop check here first.
+pub fn find_identical(
+    session_dir: &Path,
+    session: &str,
+    delegation: &str,
+    patch: &[u8],
+    recovered: bool,
+) -> Result<Option<PathBuf>> {
+    for e in list_session(session_dir, session)? {
+        if e.meta.delegation == delegation
+            && (!recovered || e.meta.recovered)
+            && fs::read(&e.patch_path).is_ok_and(|p| p == patch)
+        {
+            return Ok(Some(e.patch_path));
+        }
+    }
+    Ok(None)
+}
+
 /// Finds one pending patch by its full id `<session>/<delegation>`, or by a delegation id
 /// that only one pending patch has.
 pub fn find(root: &Path, id: &str) -> Result<PendingEntry> {
@@ -249,29 +340,38 @@ pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
         .join(e.session());
     let d = e.delegation().to_string();
     let pdir = Path::new(PENDING_DIR);
+    // The patch file is the entry: once it is gone, the rest is tidying up.
     session_dir::remove_file(&path_in_session_base(
         &session_dir,
         &pdir.join(format!("{d}.patch")),
     )?)?;
-    session_dir::remove_file(&path_in_session_base(
-        &session_dir,
-        &pdir.join(format!("{d}.meta")),
-    )?)?;
-    session_dir::remove_tree(&path_in_session_base(
-        &session_dir,
-        &pdir.join(format!("{d}.pre")),
-    )?)?;
-    let p = path_in_session_base(&session_dir, pdir)?;
-    // A session without its lock file has ended; once its last pending patch is gone, so
-    // is the session directory.
-    if session_dir::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
+    let tidy = || -> Result<()> {
         session_dir::remove_file(&path_in_session_base(
             &session_dir,
-            Path::new(layout::META_FILE),
+            &pdir.join(format!("{d}.meta")),
         )?)?;
-        session_dir::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
+        session_dir::remove_tree(&path_in_session_base(
+            &session_dir,
+            &pdir.join(format!("{d}.pre")),
+        )?)?;
+        let p = path_in_session_base(&session_dir, pdir)?;
+        // A session without its lock file has ended; once its last pending patch is gone, so
+        // is the session directory.
+        if session_dir::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
+            session_dir::remove_file(&path_in_session_base(
+                &session_dir,
+                Path::new(layout::META_FILE),
+            )?)?;
+            session_dir::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
+        }
+        Ok(())
+    };
+    match tidy() {
+        // The session's own cleanup (its manager, a reaper or a prune) saw the last patch go
+        // and removed the session first: nothing is left to tidy.
+        Err(_) if !session_dir.exists() => Ok(()),
+        r => r,
     }
-    Ok(())
 }
 
 impl PendingEntry {

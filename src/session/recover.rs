@@ -278,7 +278,7 @@ fn recover_one(
     let patch = diff::render_patch(base, sb, &d.changes)?;
     let touched: Vec<RelPath> = d.changes.iter().map(|c| c.rel.clone()).collect();
     let read = |rel: &RelPath| base.preimage(rel);
-    let mut meta = PendingMeta {
+    let meta = PendingMeta {
         session: session.to_string(),
         delegation: d_id.to_string(),
         project: project.to_path_buf(),
@@ -287,23 +287,13 @@ fn recover_one(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         recovered: true,
+        abandoned: false,
     };
-    // A pending patch of the same id may exist already: keep both.
-    for n in 0..1000 {
-        if n > 0 {
-            meta.delegation = format!("{d_id}.recovered{n}");
-            if layout::validate_delegation_id(&meta.delegation).is_err() {
-                break;
-            }
-        }
-        match pending::write_pending(dir, &meta, &patch, Some((&touched, &read))) {
-            Ok(p) => return Ok(Some(p)),
-            Err(Error::IdInUse { .. }) => continue,
-            Err(e) => return Err(e),
-        }
+    // A recovery interrupted after storing this patch and before removing the sandbox has
+    // stored it already: once is enough.
+    if let Some(p) = pending::find_identical(dir, session, d_id, &patch, true)? {
+        return Ok(Some(p));
     }
-    Err(Error::Pending {
-        id: d_id.to_string(),
-        reason: "no free pending id to store recovered work".to_string(),
-    })
+    // A pending patch of the same id may exist already: write_pending keeps both.
+    pending::write_pending(dir, &meta, &patch, Some((&touched, &read))).map(Some)
 }

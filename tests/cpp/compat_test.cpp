@@ -69,8 +69,54 @@ TEST_F(Compat, TheDestructorRemovesTheSessionWithoutPendingPatches) {
     ASSERT_TRUE(sb);
     write_file(sb->path / "a.txt", "two\n");
     ASSERT_TRUE(mgr.finalize_sandbox(*sb));
+    mgr.discard_sandbox(*sb);
   }
   EXPECT_FALSE(fs::exists(session));
+}
+
+// A sandbox neither discarded nor stored when the manager goes keeps its work as a pending
+// patch (marked abandoned), as a crash would.
+TEST_F(Compat, TheDestructorKeepsAbandonedWork) {
+  fs::path session;
+  {
+    SandboxManager mgr(project.path());
+    session = mgr.session_base();
+    std::optional<SandboxInfo> sb = mgr.create_sandbox("d1");
+    ASSERT_TRUE(sb);
+    write_file(sb->path / "a.txt", "two\n");
+  }
+  ASSERT_TRUE(fs::exists(session / "pending" / "d1.patch"));
+  EXPECT_NE(read_file(session / "pending" / "d1.patch").find("+two"), std::string::npos);
+  EXPECT_NE(read_file(session / "pending" / "d1.meta").find("abandoned=true"), std::string::npos);
+  fs::remove_all(session);
+}
+
+// The reference engine names every top-level delegation "d1": two default-deny delegations
+// of one session both keep their patches, under distinct names.
+TEST_F(Compat, TwoPendingPatchesOfOneIdBothSurvive) {
+  fs::path session;
+  std::vector<fs::path> stored;
+  {
+    SandboxManager mgr(project.path());
+    session = mgr.session_base();
+    for (const char* text : {"first\n", "second\n"}) {
+      std::optional<SandboxInfo> sb = mgr.create_sandbox("d1");
+      ASSERT_TRUE(sb);
+      write_file(sb->path / "a.txt", text);
+      std::optional<SandboxResult> r = mgr.finalize_sandbox(*sb);
+      ASSERT_TRUE(r);
+      std::optional<fs::path> p = mgr.write_pending_patch("d1", r->patch);
+      ASSERT_TRUE(p);
+      stored.push_back(*p);
+      mgr.discard_sandbox(*sb);
+    }
+  }
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0], session / "pending" / "d1.patch");
+  EXPECT_EQ(stored[1], session / "pending" / "d1.2.patch");
+  EXPECT_NE(read_file(stored[0]).find("+first"), std::string::npos);
+  EXPECT_NE(read_file(stored[1]).find("+second"), std::string::npos);
+  fs::remove_all(session);
 }
 
 TEST_F(Compat, TheDestructorKeepsPendingPatches) {

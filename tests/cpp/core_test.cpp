@@ -312,6 +312,7 @@ TEST_F(Core, DestructorRemovesTheWholeSessionWithoutPendingPatches) {
     SandboxInfo a = mgr.create_sandbox("a");
     write_file(a.path / "a.txt", "changed\n");
     mgr.finalize_sandbox(a);
+    mgr.discard_sandbox(a);  // not discarded, its work would be kept as abandoned
   }
   EXPECT_FALSE(fs::exists(session));
   EXPECT_TRUE(fs::is_empty(root.path()));

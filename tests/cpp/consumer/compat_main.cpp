@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     if (!r || r->files_touched.size() != 1) return 1;
     std::cout << r->patch;
     if (mgr.create_sandbox("../x")) return 1;
+    mgr.discard_sandbox(*sb);  // not discarded, its work would be kept as abandoned
   }
   return fs::exists(session) ? 1 : 0;  // no pending patch: the session is gone
 }
