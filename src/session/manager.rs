@@ -750,7 +750,6 @@ impl SandboxManager {
                     &self.session_id,
                     &info.delegation_id,
                     &res.patch,
-                    false,
                 )?;
                 if !res.patch.is_empty() && stored.is_none() {
                     self.write_pending_inner(&info.delegation_id, &res.patch, true)?;

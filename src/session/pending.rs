@@ -226,6 +226,31 @@ fn fill_preimages(
     }
 }
 
+/// Removes what an interrupted [`write_pending`] leaves in a session's `pending/`: its
+/// temporary files (names starting with `.`) and a `.meta` or `.pre/` whose `.patch` never
+/// arrived. Only for a session nobody writes any more (a dead one, claimed by its caller): in
+/// a live one these are a writer's work in progress.
+pub fn tidy_dead_session(session_dir: &Path) -> Result<()> {
+    let dir = session_dir.join(PENDING_DIR);
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list pending", &dir, e)),
+    };
+    let names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    for n in &names {
+        let stem = n.strip_suffix(".meta").or_else(|| n.strip_suffix(".pre"));
+        let orphan = stem.is_some_and(|s| !names.contains(&format!("{s}.patch")));
+        if n.starts_with('.') || orphan {
+            session_dir::remove_tree(&path_in_session_base(session_dir, &dir.join(n))?)?;
+        }
+    }
+    Ok(())
+}
+
 /// Lists every pending patch under `root`, oldest session first.
 pub fn list(root: &Path) -> Result<Vec<PendingEntry>> {
     let mut out = Vec::new();
@@ -283,20 +308,16 @@ pub fn list_session(session_dir: &Path, session: &str) -> Result<Vec<PendingEntr
 }
 
 /// The pending patch of `delegation` in this session whose bytes are exactly `patch`, if one
-/// is stored (`recovered`: only among recovered ones). Storing the same work twice adds
-/// nothing: recovery and a manager's drop check here first.
+/// is stored. Storing the same work twice adds nothing: recovery and a manager's drop check
+/// here first (a crash between storing a patch and removing its sandbox leaves both).
 pub fn find_identical(
     session_dir: &Path,
     session: &str,
     delegation: &str,
     patch: &[u8],
-    recovered: bool,
 ) -> Result<Option<PathBuf>> {
     for e in list_session(session_dir, session)? {
-        if e.meta.delegation == delegation
-            && (!recovered || e.meta.recovered)
-            && fs::read(&e.patch_path).is_ok_and(|p| p == patch)
-        {
+        if e.meta.delegation == delegation && fs::read(&e.patch_path).is_ok_and(|p| p == patch) {
             return Ok(Some(e.patch_path));
         }
     }

@@ -233,6 +233,9 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                 .collect()
         })
         .unwrap_or_default();
+    if let Err(e) = pending::tidy_dead_session(dir) {
+        report.errors.push(format!("session {id}: {e}"));
+    }
     let mut remove = |rel: &str| {
         let r =
             path_in_session_base(dir, Path::new(rel)).and_then(|p| session_dir::remove_tree(&p));
@@ -289,9 +292,9 @@ fn recover_one(
         recovered: true,
         abandoned: false,
     };
-    // A recovery interrupted after storing this patch and before removing the sandbox has
-    // stored it already: once is enough.
-    if let Some(p) = pending::find_identical(dir, session, d_id, &patch, true)? {
+    // Stored already (by the session itself, or by a recovery interrupted before it removed
+    // the sandbox): once is enough.
+    if let Some(p) = pending::find_identical(dir, session, d_id, &patch)? {
         return Ok(Some(p));
     }
     // A pending patch of the same id may exist already: write_pending keeps both.
