@@ -28,8 +28,9 @@
 //! rmdir <hex path> <perm octal> <mtime s> <mtime ns>
 //! ```
 
+use super::plan::PlanOp;
 use super::txn::{self, CommitLog, Prune, Target, TxOp};
-use super::{PlanOp, UndoReport};
+use super::UndoReport;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::RelPath;
