@@ -1,0 +1,675 @@
+//! The plan: every file patch resolved in memory before anything is written.
+//!
+//! The planner goes through the patch in order over a virtual view of the project: `disk`
+//! caches what the project held before the patch (read through the project chokepoint),
+//! `overlay` what earlier file patches of the same patch made of a path ([`VState`]). Each
+//! file patch gets a [`FileReport`]; then `validate` checks what only the whole patch can
+//! tell (parents must be directories, a directory is replaced only if the patch empties it),
+//! `outcome` sums up, and `ops` lists what the write phase must change.
+//!
+//! The invariant kept: planning never writes. Every path a file patch names goes through
+//! the chokepoint first (`checked` for what it writes, `checked_source` for what it only
+//! reads or removes), so an unsafe path is a refused file, not a read outside the project;
+//! and the caller asks for `ops` only when `outcome` says the whole patch may be written.
+//!
+//! What each kind of file patch expects at its paths (creation, deletion, modification,
+//! rename, copy) is in `kinds`; how a file's new contents are obtained from what is there
+//! (binary data, hunks with drift, the 3-way merge) is in `resolve`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::txn::Target;
+use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
+use crate::error::{Error, Result};
+use crate::fs::project::{self, Data, Entry, ProjectPath};
+use crate::fs::relpath::RelPath;
+use crate::patch::parse::{
+    git_blob_id, mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch,
+    Patch,
+};
+
+mod kinds;
+mod resolve;
+
+/// The planned state of a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum VState {
+    Absent,
+    File { data: Data, perm: u32 },
+    Symlink(Vec<u8>),
+    Dir,
+    Other,
+}
+
+impl VState {
+    fn of(e: &Entry) -> VState {
+        match e {
+            Entry::Absent => VState::Absent,
+            Entry::File { data, perm, .. } => VState::File {
+                data: data.clone(),
+                perm: *perm,
+            },
+            Entry::Symlink { target, .. } => VState::Symlink(target.clone()),
+            Entry::Dir { .. } => VState::Dir,
+            Entry::Other { .. } => VState::Other,
+        }
+    }
+
+    fn exists(&self) -> bool {
+        !matches!(self, VState::Absent)
+    }
+
+    /// Same type, contents and execute bit.
+    fn same_as(&self, other: &VState) -> bool {
+        match (self, other) {
+            (VState::File { data: a, perm: p }, VState::File { data: b, perm: q }) => {
+                a == b && (p & 0o111 != 0) == (q & 0o111 != 0)
+            }
+            _ => self == other,
+        }
+    }
+}
+
+/// One planned change: what is there now, what it becomes.
+pub(super) struct PlanOp {
+    pub(super) rel: RelPath,
+    pub(super) before: Entry,
+    pub(super) after: Target,
+}
+
+/// How a file's new contents were obtained.
+enum How {
+    Applied(String),
+    Merged(String),
+    Already(String),
+}
+
+/// Resolution of one file's contents.
+enum Res {
+    Done(VState, How),
+    Conflict {
+        detail: String,
+        conflicts: Vec<HunkConflict>,
+        /// The contents with conflict markers, when they can be written.
+        marked: Option<VState>,
+    },
+    Refuse(String),
+}
+
+fn conflict(detail: impl Into<String>) -> Res {
+    Res::Conflict {
+        detail: detail.into(),
+        conflicts: Vec::new(),
+        marked: None,
+    }
+}
+
+/// A blob id from an `index` line that can be compared with our SHA-1 ids.
+fn usable_oid(o: &Option<String>) -> Option<&str> {
+    o.as_deref()
+        .filter(|o| o.len() >= 4 && o.len() <= 40 && o.bytes().any(|c| c != b'0'))
+}
+
+fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
+    usable_oid(o).map(|o| git_blob_id(data).starts_with(o))
+}
+
+/// Whether a symlink at `link` with `target` would point outside the project (lexically).
+fn symlink_escapes(link: &RelPath, target: &[u8]) -> bool {
+    if target.starts_with(b"/") {
+        return true;
+    }
+    let mut depth = link.as_path().components().count().saturating_sub(1);
+    for c in target.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                if depth == 0 {
+                    return true;
+                }
+                depth -= 1;
+            }
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
+fn perm_for(cur: Option<u32>, old_mode: Option<u32>, new_mode: Option<u32>) -> u32 {
+    let want_exec = new_mode.map(mode_is_executable);
+    match cur {
+        None => {
+            if want_exec == Some(true) {
+                0o755
+            } else {
+                0o644
+            }
+        }
+        Some(p) => {
+            let changes = match (old_mode, new_mode) {
+                (Some(o), Some(n)) => mode_is_executable(o) != mode_is_executable(n),
+                _ => false,
+            };
+            match want_exec {
+                Some(true) if changes => p | ((p & 0o444) >> 2),
+                Some(false) if changes => p & !0o111,
+                _ => p,
+            }
+        }
+    }
+}
+
+fn offsets_note(offsets: &[isize]) -> String {
+    let notes: Vec<String> = offsets
+        .iter()
+        .enumerate()
+        .filter(|(_, &o)| o != 0)
+        .map(|(k, o)| format!("hunk #{} at offset {o:+}", k + 1))
+        .collect();
+    notes.join(", ")
+}
+
+pub(super) struct Planner<'a> {
+    root: PathBuf,
+    opts: &'a ApplyOptions,
+    patch: &'a Patch,
+    disk: BTreeMap<RelPath, Entry>,
+    overlay: BTreeMap<RelPath, VState>,
+    owner: BTreeMap<RelPath, usize>,
+    new_symlinks: BTreeSet<RelPath>,
+    /// Paths the patch removes: where one is a symlink in the project, it may become a
+    /// directory (see [`project::check_with`]).
+    pub(super) gone_symlinks: BTreeSet<RelPath>,
+    pub(super) reports: Vec<FileReport>,
+    /// Reports whose conflict could not be written with markers.
+    unmarkable: BTreeSet<usize>,
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn new(root: PathBuf, opts: &'a ApplyOptions, patch: &'a Patch) -> Self {
+        Planner {
+            root,
+            opts,
+            patch,
+            disk: BTreeMap::new(),
+            overlay: BTreeMap::new(),
+            owner: BTreeMap::new(),
+            new_symlinks: BTreeSet::new(),
+            gone_symlinks: BTreeSet::new(),
+            reports: Vec::new(),
+            unmarkable: BTreeSet::new(),
+        }
+    }
+
+    /// The chokepoint for a path the patch writes.
+    fn checked(&self, rel: &RelPath) -> Result<ProjectPath> {
+        let (syms, gone) = (&self.new_symlinks, &self.gone_symlinks);
+        project::check_with(&self.root, rel, &|a| syms.contains(a), &|a| {
+            gone.contains(a)
+        })
+    }
+
+    /// The chokepoint for a path the patch only reads or removes (a deletion, the source of a
+    /// rename or copy): symlinks the patch creates later do not matter for it.
+    fn checked_source(&self, rel: &RelPath) -> Result<ProjectPath> {
+        let gone = &self.gone_symlinks;
+        project::check_with(&self.root, rel, &|_| false, &|a| gone.contains(a))
+    }
+
+    /// The project's entry before the patch (cached).
+    fn original(&mut self, rel: &RelPath) -> Result<&Entry> {
+        if !self.disk.contains_key(rel) {
+            // Below a symlink the patch deletes there is nothing yet (and nothing to read).
+            let mut below_gone = false;
+            let mut a = rel.parent();
+            while let Some(anc) = a {
+                if self.gone_symlinks.contains(&anc)
+                    && matches!(self.original(&anc)?, Entry::Symlink { .. })
+                {
+                    below_gone = true;
+                }
+                a = anc.parent();
+            }
+            let e = if below_gone {
+                Entry::Absent
+            } else {
+                project::read(&self.checked_source(rel)?)?
+            };
+            self.disk.insert(rel.clone(), e);
+        }
+        // Just inserted if it was missing.
+        self.disk
+            .get(rel)
+            .ok_or_else(|| Error::ApplyFailed("internal: entry cache".into()))
+    }
+
+    /// The entry as earlier file patches of this patch left it.
+    fn current(&mut self, rel: &RelPath) -> Result<VState> {
+        if let Some(v) = self.overlay.get(rel) {
+            return Ok(v.clone());
+        }
+        Ok(VState::of(self.original(rel)?))
+    }
+
+    pub(super) fn plan(&mut self) -> Result<()> {
+        let patch = self.patch;
+        for fp in &patch.files {
+            if let (Some(p), Some(m)) = (&fp.new_path, fp.new_mode) {
+                if mode_is_symlink(m) {
+                    self.new_symlinks.insert(p.clone());
+                }
+            }
+            // Paths the patch removes (deleted, or renamed away): if one is a symlink in the
+            // project, paths below it are a directory the patch creates.
+            if let Some(p) = &fp.old_path {
+                if fp.new_path.is_none() || (fp.is_rename && fp.new_path.as_ref() != Some(p)) {
+                    self.gone_symlinks.insert(p.clone());
+                }
+            }
+        }
+        for fp in &patch.files {
+            let idx = self.reports.len();
+            let report = self.file(fp, idx)?;
+            self.reports.push(report);
+        }
+        self.validate()
+    }
+
+    fn report(fp: &FilePatch, status: FileStatus, detail: impl Into<String>) -> FileReport {
+        FileReport {
+            path: fp.path().cloned().unwrap_or_else(unnamed_path),
+            old_path: if fp.is_rename || fp.is_copy {
+                fp.old_path.clone()
+            } else {
+                None
+            },
+            status,
+            detail: detail.into(),
+            conflicts: Vec::new(),
+            markers_written: false,
+        }
+    }
+
+    fn file(&mut self, fp: &FilePatch, idx: usize) -> Result<FileReport> {
+        // Safety first: every path the file patch names. The new path is written; the old
+        // one only read or removed unless it is also the new one.
+        let names = [
+            (&fp.old_path, fp.old_path != fp.new_path),
+            (&fp.new_path, false),
+        ];
+        let mut source_gone = false;
+        for (p, source_only) in names {
+            let Some(p) = p else { continue };
+            let checked = if source_only {
+                self.checked_source(p)
+            } else {
+                self.checked(p)
+            };
+            match checked {
+                Ok(_) => {}
+                // A deletion (or rename/copy source) below a symlink that this same patch puts
+                // in place (applying it a second time): nothing can be there once the patch
+                // is applied.
+                Err(Error::Containment { .. })
+                    if source_only && self.below_patched_symlink(p)? =>
+                {
+                    if fp.new_path.is_none() {
+                        return Ok(Self::report(
+                            fp,
+                            FileStatus::AlreadyApplied,
+                            "already gone: a parent is the symlink this patch creates",
+                        ));
+                    }
+                    source_gone = true;
+                }
+                Err(Error::Containment { reason, .. }) => {
+                    return Ok(Self::report(
+                        fp,
+                        FileStatus::Refused,
+                        format!("{p}: {reason}"),
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if fp.old_mode.is_some_and(mode_is_gitlink) || fp.new_mode.is_some_and(mode_is_gitlink) {
+            return Ok(Self::report(
+                fp,
+                FileStatus::Refused,
+                "submodule changes are not supported",
+            ));
+        }
+        if fp.binary == Some(BinaryPatch::NoData) {
+            return Ok(Self::report(
+                fp,
+                FileStatus::Refused,
+                "binary change without data (make the patch with 'git diff --binary')",
+            ));
+        }
+        let res = match (&fp.old_path, &fp.new_path) {
+            (None, Some(new)) => self.create(fp, new)?,
+            (Some(old), None) => self.delete(fp, old)?,
+            (Some(old), Some(new)) => self.modify(fp, old, new, source_gone)?,
+            (None, None) => Res::Refuse("file patch without a path".into()),
+        };
+        // A file patch followed, in the same input, by later patches of the same file (a
+        // series): if the last of them is already applied, so is this one.
+        let res = match res {
+            Res::Conflict { .. } if self.superseded(fp)? => {
+                let t = fp.new_path.as_ref().or(fp.old_path.as_ref());
+                match t {
+                    Some(t) => Res::Done(
+                        self.current(t)?,
+                        How::Already(
+                            "superseded by a later patch of the same file, already applied".into(),
+                        ),
+                    ),
+                    None => res,
+                }
+            }
+            res => res,
+        };
+        let mut report = Self::report(fp, FileStatus::Applied, "");
+        match res {
+            Res::Done(state, how) => {
+                let (status, detail) = match how {
+                    How::Applied(d) => (FileStatus::Applied, d),
+                    How::Merged(d) => (FileStatus::Merged, d),
+                    How::Already(d) => (FileStatus::AlreadyApplied, d),
+                };
+                let target = fp.new_path.as_ref().or(fp.old_path.as_ref());
+                let already = status == FileStatus::AlreadyApplied;
+                let moved = self.moves_away(fp)?;
+                if let Some(t) = target {
+                    let changed = !self.current(t)?.same_as(&state) || moved;
+                    if changed {
+                        self.vacate_source(fp, idx, moved);
+                        self.overlay.insert(t.clone(), state);
+                        self.owner.insert(t.clone(), idx);
+                        report.status = if already { FileStatus::Applied } else { status };
+                    } else {
+                        report.status = FileStatus::AlreadyApplied;
+                    }
+                }
+                report.detail = detail;
+            }
+            Res::Conflict {
+                detail,
+                conflicts,
+                marked,
+            } => {
+                report.status = FileStatus::Conflict;
+                report.detail = detail;
+                report.conflicts = conflicts;
+                match (marked, fp.new_path.as_ref()) {
+                    (Some(state), Some(t)) if self.opts.conflict_markers => {
+                        let moved = self.moves_away(fp)?;
+                        self.vacate_source(fp, idx, moved);
+                        self.overlay.insert(t.clone(), state);
+                        self.owner.insert(t.clone(), idx);
+                        report.markers_written = true;
+                    }
+                    _ => {
+                        self.unmarkable.insert(idx);
+                    }
+                }
+            }
+            Res::Refuse(why) => {
+                report.status = FileStatus::Refused;
+                report.detail = why;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether later file patches continue `fp` (each one's old blob id is the previous one's
+    /// new blob id) and the last of the chain is what the project holds now.
+    fn superseded(&mut self, fp: &FilePatch) -> Result<bool> {
+        let (Some(mut path), Some(mut want)) = (fp.new_path.clone(), usable_oid(&fp.new_oid))
+        else {
+            return Ok(false);
+        };
+        let same = |a: &str, b: &str| a.starts_with(b) || b.starts_with(a);
+        let patch = self.patch;
+        let here = self.reports.len();
+        for later in patch.files.iter().skip(here + 1) {
+            let (Some(o), Some(lo)) = (&later.old_path, usable_oid(&later.old_oid)) else {
+                continue;
+            };
+            if *o != path || !same(lo, want) {
+                continue;
+            }
+            let (Some(n), Some(ln)) = (&later.new_path, usable_oid(&later.new_oid)) else {
+                return Ok(false);
+            };
+            let holds = match self.current(n)? {
+                VState::File { data, .. } => git_blob_id(&data).starts_with(ln),
+                VState::Symlink(t) => git_blob_id(&t).starts_with(ln),
+                _ => false,
+            };
+            if holds {
+                return Ok(true);
+            }
+            path = n.clone();
+            want = ln;
+        }
+        Ok(false)
+    }
+
+    /// Whether an ancestor of `rel` is a symlink in the project at a path this patch writes
+    /// (so the patch's result has no directory there).
+    fn below_patched_symlink(&mut self, rel: &RelPath) -> Result<bool> {
+        let patch = self.patch;
+        let mut a = rel.parent();
+        while let Some(anc) = a {
+            if patch
+                .files
+                .iter()
+                .any(|f| f.new_path.as_ref() == Some(&anc))
+            {
+                let pp = project::check_with(&self.root, &anc, &|_| false, &|_| false);
+                if let Ok(pp) = pp {
+                    if matches!(project::read(&pp)?, Entry::Symlink { .. }) {
+                        return Ok(true);
+                    }
+                }
+            }
+            a = anc.parent();
+        }
+        Ok(false)
+    }
+
+    /// Whether applying `fp` removes its old path (a rename whose source still exists).
+    fn moves_away(&mut self, fp: &FilePatch) -> Result<bool> {
+        match (&fp.old_path, &fp.new_path) {
+            (Some(old), Some(new)) if fp.is_rename && old != new => match self.current(old) {
+                Ok(v) => Ok(matches!(v, VState::File { .. } | VState::Symlink(_))),
+                // Below a symlink: there is no source in the project to move away.
+                Err(Error::Containment { .. }) => Ok(false),
+                Err(e) => Err(e),
+            },
+            _ => Ok(false),
+        }
+    }
+
+    fn vacate_source(&mut self, fp: &FilePatch, idx: usize, moved: bool) {
+        if let (true, Some(old)) = (moved, &fp.old_path) {
+            self.overlay.insert(old.clone(), VState::Absent);
+            self.owner.insert(old.clone(), idx);
+        }
+    }
+
+    /// Checks a new symlink target.
+    fn symlink_ok(&self, link: &RelPath, target: &[u8]) -> Option<String> {
+        if target.is_empty() || target.contains(&0) {
+            return Some("symlink target is empty or contains a NUL byte".into());
+        }
+        if !self.opts.allow_outside_symlinks && symlink_escapes(link, target) {
+            return Some(format!(
+                "symlink target {:?} points outside the project",
+                String::from_utf8_lossy(target)
+            ));
+        }
+        None
+    }
+
+    fn state_for(
+        &self,
+        link: &RelPath,
+        mode: Option<u32>,
+        content: Vec<u8>,
+        perm: u32,
+    ) -> std::result::Result<VState, String> {
+        if mode.is_some_and(mode_is_symlink) {
+            if let Some(why) = self.symlink_ok(link, &content) {
+                return Err(why);
+            }
+            Ok(VState::Symlink(content))
+        } else {
+            Ok(VState::File {
+                data: Arc::new(content),
+                perm,
+            })
+        }
+    }
+
+    /// Whole-patch checks once every file is resolved: parents must be directories, and a
+    /// directory can only be replaced by a file if the patch empties it.
+    fn validate(&mut self) -> Result<()> {
+        let finals: Vec<(RelPath, VState)> = self
+            .overlay
+            .iter()
+            .filter(|(_, v)| matches!(v, VState::File { .. } | VState::Symlink(_)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (path, _) in finals {
+            let mut problem = None;
+            let mut anc = path.parent();
+            while let Some(a) = anc {
+                let st = self.current(&a)?;
+                if matches!(st, VState::File { .. } | VState::Symlink(_) | VState::Other) {
+                    problem = Some(format!("{a} is not a directory"));
+                }
+                anc = a.parent();
+            }
+            if problem.is_none() && matches!(self.original(&path)?, Entry::Dir { .. }) {
+                let pp = self.checked(&path)?;
+                let leaves = project::list_leaves(&pp)?;
+                let kept: Vec<&RelPath> = leaves
+                    .iter()
+                    .filter(|l| self.overlay.get(*l) != Some(&VState::Absent))
+                    .collect();
+                if !kept.is_empty() {
+                    problem = Some(format!(
+                        "the directory {path} is in the way (it holds {} file(s) the patch does not delete)",
+                        kept.len()
+                    ));
+                }
+            }
+            if let Some(why) = problem {
+                if let Some(&idx) = self.owner.get(&path) {
+                    if let Some(r) = self.reports.get_mut(idx) {
+                        r.status = FileStatus::Conflict;
+                        r.detail = why;
+                        r.markers_written = false;
+                        self.unmarkable.insert(idx);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn outcome(&self) -> Outcome {
+        let refused = self.reports.iter().any(|r| r.status == FileStatus::Refused);
+        let conflicts = self
+            .reports
+            .iter()
+            .any(|r| r.status == FileStatus::Conflict);
+        if refused || (conflicts && (!self.opts.conflict_markers || !self.unmarkable.is_empty())) {
+            Outcome::Refused
+        } else if conflicts {
+            Outcome::AppliedWithConflicts
+        } else if self
+            .reports
+            .iter()
+            .all(|r| r.status == FileStatus::AlreadyApplied)
+        {
+            Outcome::AlreadyApplied
+        } else {
+            Outcome::Applied
+        }
+    }
+
+    /// The changes to write: every planned path whose final state differs from the project.
+    pub(super) fn ops(&mut self) -> Result<Vec<PlanOp>> {
+        let planned: Vec<(RelPath, VState)> = self
+            .overlay
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut ops = Vec::new();
+        for (rel, fin) in planned {
+            let before = self.original(&rel)?.clone();
+            let before_state = VState::of(&before);
+            if before_state == fin {
+                continue;
+            }
+            let after = match fin {
+                VState::Absent => {
+                    // Only files and symlinks are removed; directories go when emptied.
+                    if !matches!(before_state, VState::File { .. } | VState::Symlink(_)) {
+                        continue;
+                    }
+                    Target::Absent
+                }
+                VState::File { data, perm } => Target::File {
+                    data,
+                    perm,
+                    mtime: None,
+                },
+                VState::Symlink(t) => Target::Symlink {
+                    target: t,
+                    mtime: None,
+                },
+                VState::Dir | VState::Other => continue,
+            };
+            ops.push(PlanOp { rel, before, after });
+        }
+        Ok(ops)
+    }
+}
+
+#[cold]
+fn unnamed_path() -> RelPath {
+    // A FilePatch without any path cannot come from the parser; name it for the report.
+    match RelPath::new("unnamed") {
+        Ok(p) => p,
+        Err(_) => RelPath::new("x").unwrap_or_else(|_| std::process::abort()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        let r = RelPath::new("a/b/link").unwrap();
+        assert!(!symlink_escapes(&r, b"../x"));
+        assert!(!symlink_escapes(&r, b"../../x"));
+        assert!(symlink_escapes(&r, b"../../../x"));
+        assert!(symlink_escapes(&r, b"/etc/passwd"));
+        assert!(!symlink_escapes(&r, b"c/../../d"));
+    }
+
+    #[test]
+    fn perms() {
+        assert_eq!(perm_for(Some(0o644), Some(0o100644), Some(0o100755)), 0o755);
+        assert_eq!(perm_for(Some(0o755), Some(0o100755), Some(0o100644)), 0o644);
+        assert_eq!(perm_for(Some(0o600), Some(0o100644), Some(0o100644)), 0o600);
+        assert_eq!(perm_for(None, None, Some(0o100755)), 0o755);
+    }
+}

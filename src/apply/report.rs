@@ -1,0 +1,241 @@
+//! What an apply is asked to do ([`ApplyOptions`]) and what it answers ([`ApplyReport`],
+//! [`UndoReport`]).
+//!
+//! The invariant these types carry: a conflict or a refusal is data, reported per file in
+//! patch order, never an `Err`; [`Outcome`] alone says whether anything was (or, in check
+//! mode, would be) written, and [`Outcome::Refused`] always means nothing was. Their
+//! `Display` impls are the human-readable summary the CLI and the C++ bridge show.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::fs::relpath::RelPath;
+
+/// How to apply a patch.
+///
+/// ```
+/// use patchbox::apply::ApplyOptions;
+/// let opts = ApplyOptions { check: true, ..ApplyOptions::default() };
+/// assert_eq!(opts.strip, 1);
+/// assert!(!opts.conflict_markers);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    /// Only report what would happen; write nothing.
+    pub check: bool,
+    /// A directory holding the original versions of the files (same relative paths), e.g. a
+    /// session's `base/`: enables 3-way merging when the project has drifted.
+    pub preimages: Option<PathBuf>,
+    /// Write conflicting text files with conflict markers (and apply the rest) instead of
+    /// refusing the whole patch. Conflicts that cannot be expressed with markers (binary
+    /// files, symlinks, creations over different files, deletions of changed files) still
+    /// refuse the patch.
+    pub conflict_markers: bool,
+    /// Where to record what the apply replaced, for [`undo_apply`](super::undo_apply). Must
+    /// not exist yet or be an empty directory. Nothing is recorded when nothing is written.
+    pub undo_dir: Option<PathBuf>,
+    /// Leading path components to strip from patch names (`-p`); 1 for `a/` and `b/`.
+    pub strip: usize,
+    /// Allow the patch to create symlinks that point outside the project (absolute targets
+    /// or too many `..`). Off by default: such a symlink is refused.
+    pub allow_outside_symlinks: bool,
+    /// Testing aid: make the write phase fail after this many file system steps, to exercise
+    /// the rollback.
+    #[doc(hidden)]
+    pub fail_after_steps: Option<usize>,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            check: false,
+            preimages: None,
+            conflict_markers: false,
+            undo_dir: None,
+            strip: 1,
+            allow_outside_symlinks: false,
+            fail_after_steps: None,
+        }
+    }
+}
+
+/// What happened (or, in check mode, would happen) to one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileStatus {
+    /// Applied with exact context (possibly at an offset).
+    Applied,
+    /// Applied by a 3-way merge with the pre-image: the project had non-overlapping edits.
+    Merged,
+    /// The project already has the patch's result for this file; nothing to do.
+    AlreadyApplied,
+    /// The patch's changes overlap local changes (see [`FileReport::conflicts`]).
+    Conflict,
+    /// Refused for safety or because the change is not supported (see the detail).
+    Refused,
+}
+
+impl fmt::Display for FileStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileStatus::Applied => "applied",
+            FileStatus::Merged => "merged",
+            FileStatus::AlreadyApplied => "already applied",
+            FileStatus::Conflict => "conflict",
+            FileStatus::Refused => "refused",
+        })
+    }
+}
+
+/// One hunk that could not be applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HunkConflict {
+    /// 1-based index of the hunk within its file patch.
+    pub hunk: usize,
+    /// The hunk header, `@@ -a,b +c,d @@`.
+    pub header: String,
+    /// Why it conflicts, with line numbers in the project file where known.
+    pub reason: String,
+}
+
+/// The result for one file patch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileReport {
+    /// The file (its new path; the old one for a deletion).
+    pub path: RelPath,
+    /// The source path of a rename or copy.
+    pub old_path: Option<RelPath>,
+    /// What happened.
+    pub status: FileStatus,
+    /// Human-readable detail: offsets used, merge notes, the reason for a refusal.
+    pub detail: String,
+    /// For [`FileStatus::Conflict`]: the conflicting hunks.
+    pub conflicts: Vec<HunkConflict>,
+    /// True when the file was (or in check mode would be) written with conflict markers.
+    pub markers_written: bool,
+}
+
+/// The overall result of an apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Every file was applied or already applied; something was written (in check mode:
+    /// would be).
+    Applied,
+    /// Written, but some text files contain conflict markers
+    /// ([`ApplyOptions::conflict_markers`]).
+    AppliedWithConflicts,
+    /// Every file already had the patch's result (or the patch was empty); nothing written.
+    AlreadyApplied,
+    /// Nothing was written: some file conflicts or was refused.
+    Refused,
+}
+
+/// The result of [`apply_patch`](super::apply_patch): one [`FileReport`] per file patch, in
+/// patch order.
+///
+/// Its `Display` is a human-readable summary, one line per file and a closing line.
+///
+/// ```
+/// use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
+/// let project = tempfile::tempdir().unwrap();
+/// std::fs::write(project.path().join("f.txt"), "a\nmine\nc\n").unwrap();
+/// let patch = "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+theirs\n c\n";
+/// let report = apply_patch(project.path(), patch.as_bytes(), &ApplyOptions::default()).unwrap();
+/// assert_eq!(report.outcome, Outcome::Refused);
+/// assert!(!report.is_ok() && !report.wrote());
+/// let f = &report.files[0];
+/// assert_eq!(f.status, FileStatus::Conflict);
+/// assert_eq!(f.conflicts[0].hunk, 1);
+/// assert!(report.to_string().contains("nothing was written"));
+/// assert_eq!(std::fs::read_to_string(project.path().join("f.txt")).unwrap(), "a\nmine\nc\n");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// Per file patch, in order.
+    pub files: Vec<FileReport>,
+    /// Overall outcome.
+    pub outcome: Outcome,
+    /// True when made with [`ApplyOptions::check`]: nothing was written.
+    pub check_only: bool,
+    /// The undo record written, if any.
+    pub undo_dir: Option<PathBuf>,
+    /// Non-fatal notes (e.g. a staging directory that could not be cleaned up).
+    pub warnings: Vec<String>,
+}
+
+impl ApplyReport {
+    /// True unless the patch was refused (conflicts without markers, or refused files).
+    pub fn is_ok(&self) -> bool {
+        self.outcome != Outcome::Refused
+    }
+
+    /// True when the project was modified by this call.
+    pub fn wrote(&self) -> bool {
+        !self.check_only
+            && matches!(
+                self.outcome,
+                Outcome::Applied | Outcome::AppliedWithConflicts
+            )
+    }
+
+    /// Number of files with the given status.
+    pub fn count(&self, status: FileStatus) -> usize {
+        self.files.iter().filter(|f| f.status == status).count()
+    }
+}
+
+impl fmt::Display for ApplyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.files {
+            let name = match &r.old_path {
+                Some(o) if *o != r.path => format!("{o} => {}", r.path),
+                _ => r.path.to_string(),
+            };
+            write!(f, "{:<16}{name}", r.status.to_string())?;
+            if !r.detail.is_empty() {
+                write!(f, ": {}", r.detail)?;
+            }
+            writeln!(f)?;
+            for c in &r.conflicts {
+                writeln!(f, "    hunk #{} {}: {}", c.hunk, c.header, c.reason)?;
+            }
+        }
+        for w in &self.warnings {
+            writeln!(f, "warning: {w}")?;
+        }
+        let n = |s| self.count(s);
+        let verb = if self.check_only { "would be" } else { "was" };
+        match self.outcome {
+            Outcome::Applied => write!(
+                f,
+                "patch {verb} applied: {} applied, {} merged, {} already applied",
+                n(FileStatus::Applied),
+                n(FileStatus::Merged),
+                n(FileStatus::AlreadyApplied)
+            ),
+            Outcome::AppliedWithConflicts => write!(
+                f,
+                "patch {verb} applied with conflict markers in {} file(s)",
+                n(FileStatus::Conflict)
+            ),
+            Outcome::AlreadyApplied => write!(f, "patch already applied: nothing to do"),
+            Outcome::Refused => write!(
+                f,
+                "patch refused, nothing {} written: {} conflict(s), {} refused",
+                if self.check_only { "would be" } else { "was" },
+                n(FileStatus::Conflict),
+                n(FileStatus::Refused)
+            ),
+        }
+    }
+}
+
+/// The result of [`undo_apply`](super::undo_apply).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UndoReport {
+    /// Paths restored to their state before the apply.
+    pub restored: Vec<RelPath>,
+    /// Paths that had changed since the apply and were overwritten anyway (`force`).
+    pub overwritten: Vec<RelPath>,
+    /// The record had already been used; nothing was done.
+    pub already_undone: bool,
+}

@@ -1,0 +1,415 @@
+//! Undo records: what an apply replaced, kept so that [`undo_apply`](super::undo_apply) can
+//! restore it.
+//!
+//! The invariant kept: a record is complete and on disk before the project is touched (it is
+//! written while the new contents are staged, and synced), it names the exact state the apply
+//! left (so an undo refuses, unless forced, when a path changed since), and an undo goes
+//! through the same write phase as an apply, so it is atomic too. A record is used once: a
+//! second undo finds the `undone` marker and does nothing.
+//!
+//! Layout of an undo directory:
+//!
+//! ```text
+//! record          text: header, then one line per changed path and directory
+//! blobs/<n>       original contents of replaced files
+//! undone          present once the record has been used
+//! ```
+//!
+//! Record lines (paths and link targets hex-encoded, so any bytes survive):
+//!
+//! ```text
+//! patchbox-undo 1
+//! project <hex path>
+//! entry <hex path> <before> <after>
+//!     before: absent | dir | link:<hex target>:<mtime s>:<mtime ns>
+//!             | file:<perm octal>:<mtime s>:<mtime ns>:<blob n>
+//!     after:  absent | link:<hex target> | file:<perm octal>:<sha1 of contents>
+//! mkdir <hex path>
+//! rmdir <hex path> <perm octal> <mtime s> <mtime ns>
+//! ```
+
+use super::plan::PlanOp;
+use super::txn::{self, CommitLog, Prune, Target, TxOp};
+use super::UndoReport;
+use crate::error::{Error, IoContext, Result};
+use crate::fs::project::{self, Entry};
+use crate::fs::relpath::RelPath;
+use crate::patch::parse::git_blob_id;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+const HEADER: &str = "patchbox-undo 1";
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn bad(dir: &Path, why: &str) -> Error {
+    Error::ApplyFailed(format!("undo record {}: {why}", dir.display()))
+}
+
+fn write_synced(path: &Path, data: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).ctx("create", path)?;
+    f.write_all(data).ctx("write", path)?;
+    f.sync_all().ctx("sync", path)
+}
+
+/// Writes the record for `ops` (before the write phase). Returns each op's stamp as the
+/// write phase must find it: a file kept by a hard link has a new ctime.
+pub(super) fn write_record(
+    dir: &Path,
+    root: &Path,
+    ops: &[PlanOp],
+) -> Result<Vec<Option<project::Stamp>>> {
+    if dir.exists() {
+        let mut it =
+            std::fs::read_dir(dir).map_err(|e| Error::io("read undo directory", dir, e))?;
+        if it.next().is_some() {
+            return Err(bad(dir, "directory exists and is not empty"));
+        }
+    }
+    let blobs = dir.join("blobs");
+    std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create undo directory", &blobs, e))?;
+    let mut text = format!("{HEADER}\nproject {}\n", hex(root.as_os_str().as_bytes()));
+    let mut stamps = Vec::with_capacity(ops.len());
+    let mut copied = false;
+    for (n, op) in ops.iter().enumerate() {
+        stamps.push(op.before.stamp());
+        let before = match &op.before {
+            Entry::Absent => "absent".to_string(),
+            Entry::Dir { .. } => "dir".to_string(),
+            Entry::Other { .. } => return Err(bad(dir, "cannot record a special file")),
+            Entry::Symlink { target, stamp } => {
+                format!("link:{}:{}:{}", hex(target), stamp.mtime.0, stamp.mtime.1)
+            }
+            Entry::File { data, perm, stamp } => {
+                let blob = blobs.join(n.to_string());
+                match keep_original(root, op, stamp, &blob)? {
+                    Some(now) => stamps[n] = Some(now),
+                    None => {
+                        write_plain(&blob, data)?;
+                        copied = true;
+                    }
+                }
+                format!("file:{perm:o}:{}:{}:{n}", stamp.mtime.0, stamp.mtime.1)
+            }
+        };
+        let after = match &op.after {
+            Target::Absent => "absent".to_string(),
+            Target::Symlink { target, .. } => format!("link:{}", hex(target)),
+            Target::File { data, perm, .. } => format!("file:{perm:o}:{}", git_blob_id(data)),
+        };
+        text.push_str(&format!(
+            "entry {} {before} {after}\n",
+            hex(op.rel.as_bytes())
+        ));
+    }
+    let tmp = dir.join("record.tmp");
+    write_plain(&tmp, text.as_bytes())?;
+    let rec = dir.join("record");
+    std::fs::rename(&tmp, &rec).map_err(|e| Error::io("rename", &rec, e))?;
+    // The record must be durable before the project changes. On the project's own
+    // filesystem the write phase's sync (after staging, before any original is touched)
+    // covers it; elsewhere one sync of that filesystem does.
+    let same_fs = std::fs::metadata(dir)
+        .ok()
+        .zip(std::fs::metadata(root).ok())
+        .is_some_and(|(a, b)| a.dev() == b.dev());
+    if !same_fs || copied {
+        project::sync_fs(dir)?;
+    }
+    Ok(stamps)
+}
+
+/// Keeps the original of a replaced file in the record by hard-linking it (no copy):
+/// the apply puts a new file in its place and never writes the old one. Only a file with
+/// no other links is shared that way (an edit through another link would change the
+/// record). Returns the file's stamp after linking, or `None` when it must be copied.
+fn keep_original(
+    root: &Path,
+    op: &PlanOp,
+    before: &project::Stamp,
+    blob: &Path,
+) -> Result<Option<project::Stamp>> {
+    let p = project::check(root, &op.rel, &|_| false)?;
+    let Some((now, links)) = project::link_out(&p, blob)? else {
+        return Ok(None);
+    };
+    let same = now.dev == before.dev
+        && now.ino == before.ino
+        && now.mode == before.mode
+        && now.size == before.size
+        && now.mtime == before.mtime;
+    if !same || links != 2 {
+        // Replaced, edited or linked elsewhere since it was read: the write phase would
+        // refuse it anyway.
+        std::fs::remove_file(blob).map_err(|e| Error::io("remove", blob, e))?;
+        return Err(Error::ApplyFailed(format!(
+            "{} changed while the patch was being applied; nothing was changed",
+            op.rel
+        )));
+    }
+    Ok(Some(now))
+}
+
+fn write_plain(path: &Path, data: &[u8]) -> Result<()> {
+    std::fs::write(path, data).map_err(|e| Error::io("write", path, e))
+}
+
+/// Appends the directory changes made by the write phase.
+pub(super) fn append_dirs(dir: &Path, log: &CommitLog) -> Result<()> {
+    let rec = dir.join("record");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rec)
+        .map_err(|e| Error::io("open", &rec, e))?;
+    let mut text = String::new();
+    for d in &log.created_dirs {
+        text.push_str(&format!("mkdir {}\n", hex(d.as_bytes())));
+    }
+    for (d, perm, t) in &log.removed_dirs {
+        text.push_str(&format!(
+            "rmdir {} {perm:o} {} {}\n",
+            hex(d.as_bytes()),
+            t.0,
+            t.1
+        ));
+    }
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io("write", &rec, e))?;
+    f.sync_all().map_err(|e| Error::io("sync", &rec, e))
+}
+
+enum Before {
+    Absent,
+    Dir,
+    Link(Vec<u8>, (i64, i64)),
+    File {
+        perm: u32,
+        mtime: (i64, i64),
+        blob: usize,
+    },
+}
+
+enum After {
+    Absent,
+    Link(Vec<u8>),
+    File { perm: u32, sha1: String },
+}
+
+struct Record {
+    project: Vec<u8>,
+    entries: Vec<(RelPath, Before, After)>,
+    mkdirs: BTreeSet<RelPath>,
+    rmdirs: BTreeMap<RelPath, (u32, (i64, i64))>,
+}
+
+fn parse(dir: &Path, text: &str) -> Result<Record> {
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return Err(bad(dir, "not an undo record"));
+    }
+    let project = lines
+        .next()
+        .and_then(|l| l.strip_prefix("project "))
+        .and_then(unhex)
+        .ok_or_else(|| bad(dir, "missing project line"))?;
+    let mut rec = Record {
+        project,
+        entries: Vec::new(),
+        mkdirs: BTreeSet::new(),
+        rmdirs: BTreeMap::new(),
+    };
+    let path = |s: &str| -> Result<RelPath> {
+        let b = unhex(s).ok_or_else(|| bad(dir, "bad path"))?;
+        RelPath::from_bytes(&b)
+    };
+    let num = |s: &str| s.parse::<i64>().map_err(|_| bad(dir, "bad number"));
+    let perm = |s: &str| u32::from_str_radix(s, 8).map_err(|_| bad(dir, "bad mode"));
+    for line in lines {
+        let f: Vec<&str> = line.split(' ').collect();
+        match f.as_slice() {
+            ["entry", p, before, after] => {
+                let b: Vec<&str> = before.split(':').collect();
+                let before = match b.as_slice() {
+                    ["absent"] => Before::Absent,
+                    ["dir"] => Before::Dir,
+                    ["link", t, s, ns] => Before::Link(
+                        unhex(t).ok_or_else(|| bad(dir, "bad link"))?,
+                        (num(s)?, num(ns)?),
+                    ),
+                    ["file", m, s, ns, blob] => Before::File {
+                        perm: perm(m)?,
+                        mtime: (num(s)?, num(ns)?),
+                        blob: blob.parse().map_err(|_| bad(dir, "bad blob"))?,
+                    },
+                    _ => return Err(bad(dir, "bad entry")),
+                };
+                let a: Vec<&str> = after.split(':').collect();
+                let after = match a.as_slice() {
+                    ["absent"] => After::Absent,
+                    ["link", t] => After::Link(unhex(t).ok_or_else(|| bad(dir, "bad link"))?),
+                    ["file", m, sha] => After::File {
+                        perm: perm(m)?,
+                        sha1: sha.to_string(),
+                    },
+                    _ => return Err(bad(dir, "bad entry")),
+                };
+                rec.entries.push((path(p)?, before, after));
+            }
+            ["mkdir", p] => {
+                rec.mkdirs.insert(path(p)?);
+            }
+            ["rmdir", p, m, s, ns] => {
+                rec.rmdirs.insert(path(p)?, (perm(m)?, (num(s)?, num(ns)?)));
+            }
+            [""] => {}
+            _ => return Err(bad(dir, "unknown line")),
+        }
+    }
+    Ok(rec)
+}
+
+fn matches_after(cur: &Entry, after: &After) -> bool {
+    match (cur, after) {
+        (Entry::Absent, After::Absent) => true,
+        (Entry::Symlink { target, .. }, After::Link(t)) => target == t,
+        (Entry::File { data, perm, .. }, After::File { perm: p, sha1 }) => {
+            perm == p && git_blob_id(data) == *sha1
+        }
+        _ => false,
+    }
+}
+
+pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoReport> {
+    let root = super::project_root(project_dir)?;
+    let rec_path = dir.join("record");
+    let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
+    let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
+    let rec = parse(dir, &text)?;
+    if dir.join("undone").exists() {
+        return Ok(UndoReport {
+            already_undone: true,
+            ..UndoReport::default()
+        });
+    }
+    if rec.project != root.as_os_str().as_bytes() && !force {
+        return Err(bad(dir, "it was made for another project directory"));
+    }
+    let none = |_: &RelPath| false;
+    let planning = project::DirScope::enter(&root)?;
+    // Paths the undo removes: a symlink among them may have a directory restored in its
+    // place (the apply turned a directory into a symlink).
+    let removed: BTreeSet<RelPath> = rec
+        .entries
+        .iter()
+        .filter(|(_, b, _)| matches!(b, Before::Absent | Before::Dir))
+        .map(|(r, _, _)| r.clone())
+        .collect();
+    let gone = |a: &RelPath| removed.contains(a);
+    let mut report = UndoReport::default();
+    let mut ops = Vec::new();
+    let mut changed = Vec::new();
+    for (rel, before, after) in &rec.entries {
+        let p = project::check_with(&root, rel, &none, &gone)?;
+        let below_removed_link = {
+            let mut a = rel.parent();
+            let mut hit = false;
+            while let Some(anc) = a {
+                if removed.contains(&anc) {
+                    let ap = project::check(&root, &anc, &none)?;
+                    hit |= matches!(project::read(&ap)?, Entry::Symlink { .. });
+                }
+                a = anc.parent();
+            }
+            hit
+        };
+        let cur = if below_removed_link {
+            Entry::Absent
+        } else {
+            project::read(&p)?
+        };
+        // A directory the apply created where this path's old file or link was: it goes
+        // once the restored entries below it are gone.
+        let created_dir = matches!(cur, Entry::Dir { .. })
+            && matches!(after, After::Absent)
+            && rec.mkdirs.contains(rel);
+        if !created_dir && !matches_after(&cur, after) {
+            changed.push(rel.clone());
+        }
+        let target = match before {
+            Before::Absent | Before::Dir => Target::Absent,
+            Before::Link(t, mtime) => Target::Symlink {
+                target: t.clone(),
+                mtime: Some(*mtime),
+            },
+            Before::File { perm, mtime, blob } => {
+                let bp = dir.join("blobs").join(blob.to_string());
+                let data = std::fs::read(&bp).map_err(|e| Error::io("read undo blob", &bp, e))?;
+                Target::File {
+                    data: Arc::new(data),
+                    perm: *perm,
+                    mtime: Some(*mtime),
+                }
+            }
+        };
+        if matches!(target, Target::Absent) && matches!(cur, Entry::Absent) {
+            report.restored.push(rel.clone());
+            continue;
+        }
+        if !created_dir && matches!(cur, Entry::Dir { .. } | Entry::Other { .. }) {
+            return Err(Error::ApplyFailed(format!(
+                "cannot undo: {rel} is now a directory or special file"
+            )));
+        }
+        ops.push(TxOp {
+            path: p,
+            expect: cur.stamp(),
+            before_is_dir: created_dir,
+            after: target,
+        });
+        report.restored.push(rel.clone());
+    }
+    if !changed.is_empty() {
+        if !force {
+            let names: Vec<String> = changed.iter().map(|p| p.to_string()).collect();
+            return Err(Error::ApplyFailed(format!(
+                "cannot undo: changed since the apply: {} (use force to overwrite)",
+                names.join(", ")
+            )));
+        }
+        report.overwritten = changed;
+    }
+    drop(planning);
+    if !ops.is_empty() {
+        txn::commit(
+            &root,
+            &ops,
+            &Prune::Only(rec.mkdirs.clone()),
+            &rec.rmdirs,
+            None,
+            txn::NO_RECORD,
+        )?;
+    }
+    let marker = dir.join("undone");
+    write_synced(&marker, b"")?;
+    Ok(report)
+}

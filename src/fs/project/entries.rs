@@ -1,0 +1,563 @@
+//! What is at a path in the project, and every read and write of it.
+//!
+//! Each helper takes a [`ProjectPath`] (or, for the reads, a root and a [`RelPath`]) and
+//! reaches the parent directory through `parent_of`: one `openat(O_NOFOLLOW | O_DIRECTORY)`
+//! per component from the project root (or from the deepest directory already opened in
+//! this phase's `DirScope`), then acts on the last component relative to that descriptor
+//! with `*at` calls that never follow a symlink there either. The invariant kept: a write
+//! lands inside the directory the walk reached, never through a symlink, so a parent swapped
+//! for a symlink after the check makes the call fail with [`Error::Containment`] instead of
+//! writing elsewhere. Files are created with `O_EXCL` and renamed without replacing, so
+//! nothing already there is overwritten in place.
+
+use std::ffi::{CStr, CString};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{
+    cached, comps, cstring, evict, fd_result, fstatat, is_missing, is_symlink_error, open_root,
+    openat_dir, rc, refuse, remember, root_fd, timespec, ProjectPath,
+};
+use crate::error::{Error, Result};
+use crate::fs::relpath::RelPath;
+
+/// File contents, shared between the apply planner's views of a file and the write phase: a
+/// large file is held once, not once per view.
+pub(crate) type Data = Arc<Vec<u8>>;
+
+// ---- metadata ----
+
+/// Identity and change stamp of a directory entry, to detect changes between the check
+/// and the write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: i64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+#[allow(clippy::unnecessary_cast)]
+fn stamp_of(st: &libc::stat) -> Stamp {
+    Stamp {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        mode: st.st_mode as u32,
+        size: st.st_size as i64,
+        mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+    }
+}
+
+/// What is at a path, read without following a symlink at any component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    Absent,
+    File { data: Data, perm: u32, stamp: Stamp },
+    Symlink { target: Vec<u8>, stamp: Stamp },
+    Dir { stamp: Stamp },
+    Other { stamp: Stamp },
+}
+
+impl Entry {
+    pub(crate) fn stamp(&self) -> Option<Stamp> {
+        match self {
+            Entry::Absent => None,
+            Entry::File { stamp, .. }
+            | Entry::Symlink { stamp, .. }
+            | Entry::Dir { stamp }
+            | Entry::Other { stamp } => Some(*stamp),
+        }
+    }
+}
+
+/// The opened parent directory of a path and the last component's name, or `None` if a
+/// parent directory does not exist.
+fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
+    let cs = comps(rel);
+    let Some((last, dirs)) = cs.split_last() else {
+        return Err(refuse(root, rel, "path is empty"));
+    };
+    // Start below the deepest directory already open in this scope.
+    let mut key = PathBuf::new();
+    let mut keys = Vec::with_capacity(dirs.len());
+    for c in dirs {
+        key.push(std::ffi::OsStr::from_bytes(c));
+        keys.push(key.clone());
+    }
+    let mut start = 0;
+    let mut dir = None;
+    for (i, k) in keys.iter().enumerate().rev() {
+        if let Some(fd) = cached(root, k) {
+            dir = Some(fd);
+            start = i + 1;
+            break;
+        }
+    }
+    let mut dir = match dir {
+        Some(d) => d,
+        None => root_fd(root)?,
+    };
+    let mut here = root.to_path_buf();
+    for (c, k) in dirs.iter().zip(&keys).skip(start) {
+        here.push(std::ffi::OsStr::from_bytes(c));
+        let name = cstring(c).map_err(|e| Error::io("open directory", &here, e))?;
+        match openat_dir(dir.as_fd(), &name) {
+            Ok(d) => {
+                dir = Rc::new(d);
+                remember(root, k, &dir);
+            }
+            // With O_DIRECTORY | O_NOFOLLOW a symlink gives ELOOP or ENOTDIR depending on
+            // the system: look at what is there.
+            Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
+                return Err(refuse(root, rel, "path goes through a symlink"))
+            }
+            Err(e) if is_missing(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open directory", &here, e)),
+        }
+    }
+    let name = cstring(last).map_err(|e| Error::io("open", root.join(rel.as_path()), e))?;
+    Ok(Some((dir, name)))
+}
+
+fn need_parent(p: &ProjectPath, op: &'static str) -> Result<(Rc<OwnedFd>, CString)> {
+    parent_of(&p.root, &p.rel)?.ok_or_else(|| {
+        Error::io(
+            op,
+            p.to_path_buf(),
+            io::Error::new(io::ErrorKind::NotFound, "parent directory does not exist"),
+        )
+    })
+}
+
+// ---- reads ----
+
+/// The stamp of the entry at `p`, `None` if absent.
+pub(crate) fn stamp(p: &ProjectPath) -> Result<Option<Stamp>> {
+    let Some((dir, name)) = parent_of(&p.root, &p.rel)? else {
+        return Ok(None);
+    };
+    match fstatat(dir.as_fd(), &name) {
+        Ok(st) => Ok(Some(stamp_of(&st))),
+        Err(e) if is_missing(&e) => Ok(None),
+        Err(e) => Err(Error::io("inspect", p.to_path_buf(), e)),
+    }
+}
+
+/// Reads the entry at `p` in the project.
+pub(crate) fn read(p: &ProjectPath) -> Result<Entry> {
+    read_in(&p.root, &p.rel)
+}
+
+/// Reads the entry at `rel` below `root` (the project, or a pre-image tree), never
+/// following a symlink.
+pub(crate) fn read_in(root: &Path, rel: &RelPath) -> Result<Entry> {
+    let full = root.join(rel.as_path());
+    let Some((dir, name)) = parent_of(root, rel)? else {
+        return Ok(Entry::Absent);
+    };
+    let st = match fstatat(dir.as_fd(), &name) {
+        Ok(st) => st,
+        Err(e) if is_missing(&e) => return Ok(Entry::Absent),
+        Err(e) => return Err(Error::io("inspect", &full, e)),
+    };
+    let stamp = stamp_of(&st);
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => {
+            // SAFETY: valid fd and name.
+            let fd = fd_result(unsafe {
+                libc::openat(
+                    dir.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
+                )
+            })
+            .map_err(|e| Error::io("open", &full, e))?;
+            let mut f = std::fs::File::from(fd);
+            let mut data = Vec::new();
+            f.read_to_end(&mut data)
+                .map_err(|e| Error::io("read", &full, e))?;
+            Ok(Entry::File {
+                data: std::sync::Arc::new(data),
+                perm: stamp.mode & 0o7777,
+                stamp,
+            })
+        }
+        libc::S_IFLNK => {
+            let mut buf = vec![0u8; 256];
+            loop {
+                // SAFETY: buf is valid for buf.len() bytes.
+                let n = unsafe {
+                    libc::readlinkat(
+                        dir.as_raw_fd(),
+                        name.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
+                };
+                if n < 0 {
+                    return Err(Error::io("read link", &full, io::Error::last_os_error()));
+                }
+                let n = n as usize;
+                if n < buf.len() {
+                    buf.truncate(n);
+                    return Ok(Entry::Symlink { target: buf, stamp });
+                }
+                if buf.len() >= 1 << 20 {
+                    return Err(Error::io(
+                        "read link",
+                        &full,
+                        io::Error::new(io::ErrorKind::InvalidData, "link target too long"),
+                    ));
+                }
+                buf.resize(buf.len() * 4, 0);
+            }
+        }
+        libc::S_IFDIR => Ok(Entry::Dir { stamp }),
+        _ => Ok(Entry::Other { stamp }),
+    }
+}
+
+/// Every non-directory entry below the directory `p` (recursively), as project paths.
+pub(crate) fn list_leaves(p: &ProjectPath) -> Result<Vec<RelPath>> {
+    let mut out = Vec::new();
+    let Some((dir, name)) = parent_of(&p.root, &p.rel)? else {
+        return Ok(out);
+    };
+    let fd = openat_dir(dir.as_fd(), &name)
+        .map_err(|e| Error::io("open directory", p.to_path_buf(), e))?;
+    walk_leaves(fd, p.rel.clone(), &p.root, &mut out, 0)?;
+    Ok(out)
+}
+
+fn walk_leaves(
+    fd: OwnedFd,
+    rel: RelPath,
+    root: &Path,
+    out: &mut Vec<RelPath>,
+    depth: usize,
+) -> Result<()> {
+    let full = root.join(rel.as_path());
+    if depth > 256 {
+        return Err(Error::io(
+            "list directory",
+            &full,
+            io::Error::new(io::ErrorKind::InvalidData, "directory tree too deep"),
+        ));
+    }
+    let dupfd = fd
+        .try_clone()
+        .map_err(|e| Error::io("list directory", &full, e))?;
+    // SAFETY: fdopendir takes ownership of the descriptor on success.
+    let dirp = unsafe { libc::fdopendir(dupfd.into_raw_fd()) };
+    if dirp.is_null() {
+        return Err(Error::io(
+            "list directory",
+            &full,
+            io::Error::last_os_error(),
+        ));
+    }
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: dirp is a valid DIR*; readdir returns NULL at the end.
+        let ent = unsafe { libc::readdir(dirp) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: d_name is NUL-terminated within the dirent.
+        let n = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
+        let b = n.to_bytes();
+        if b != b"." && b != b".." {
+            names.push(n.to_owned());
+        }
+    }
+    // SAFETY: dirp is valid and closed once.
+    unsafe { libc::closedir(dirp) };
+    for n in names {
+        let child = rel.join(&RelPath::from_bytes(n.to_bytes()).map_err(|_| {
+            Error::io(
+                "list directory",
+                &full,
+                io::Error::from(io::ErrorKind::InvalidData),
+            )
+        })?);
+        let st = match fstatat(fd.as_fd(), &n) {
+            Ok(st) => st,
+            Err(e) if is_missing(&e) => continue,
+            Err(e) => return Err(Error::io("inspect", root.join(child.as_path()), e)),
+        };
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let sub = openat_dir(fd.as_fd(), &n)
+                .map_err(|e| Error::io("open directory", root.join(child.as_path()), e))?;
+            walk_leaves(sub, child, root, out, depth + 1)?;
+        } else {
+            out.push(child);
+        }
+    }
+    Ok(())
+}
+
+// ---- writes (all take a ProjectPath) ----
+
+/// Creates a new regular file (never replacing anything) with `data` and `perm`,
+/// optionally setting its mtime (not synced: see [`sync_fs`]).
+pub(crate) fn create_file(
+    p: &ProjectPath,
+    data: &[u8],
+    perm: u32,
+    mtime: Option<(i64, i64)>,
+) -> Result<()> {
+    let full = p.to_path_buf();
+    let (dir, name) = need_parent(p, "create")?;
+    // SAFETY: valid fd and name.
+    let fd = fd_result(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    })
+    .map_err(|e| Error::io("create", &full, e))?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(data)
+        .map_err(|e| Error::io("write", &full, e))?;
+    // SAFETY: valid fd.
+    rc(unsafe { libc::fchmod(f.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
+        .map_err(|e| Error::io("set mode", &full, e))?;
+    if let Some(t) = mtime {
+        let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
+        // SAFETY: valid fd and two timespecs.
+        rc(unsafe { libc::futimens(f.as_raw_fd(), ts.as_ptr()) })
+            .map_err(|e| Error::io("set mtime", &full, e))?;
+    }
+    // Not synced one by one: the commit syncs the filesystem once after staging
+    // (`sync_fs`), which costs one journal commit instead of one per file.
+    Ok(())
+}
+
+/// Flushes the project's filesystem (`syncfs`): staged contents reach the disk before
+/// any of them replaces an original, so a crash leaves old or new files, never torn ones.
+/// Also used for the filesystem of an undo record kept elsewhere (`root` is then its
+/// directory).
+pub(crate) fn sync_fs(root: &Path) -> Result<()> {
+    let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
+    // SAFETY: valid fd.
+    rc(unsafe { libc::syncfs(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
+}
+
+/// Creates a symlink at `p` pointing to `target`.
+pub(crate) fn create_symlink(p: &ProjectPath, target: &[u8]) -> Result<()> {
+    let full = p.to_path_buf();
+    let (dir, name) = need_parent(p, "create symlink")?;
+    let t = cstring(target).map_err(|e| Error::io("create symlink", &full, e))?;
+    // SAFETY: valid strings and fd.
+    rc(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })
+        .map_err(|e| Error::io("create symlink", &full, e))
+}
+
+/// Renames `from` to `to`, failing if `to` exists. Symlinks are moved, not followed.
+pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<()> {
+    let (fd1, n1) = need_parent(from, "rename")?;
+    let (fd2, n2) = need_parent(to, "rename")?;
+    evict(&from.root, &from.rel);
+    evict(&to.root, &to.rel);
+    let err = |e| Error::io("rename", to.to_path_buf(), e);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: valid fds and names.
+        let r = unsafe {
+            libc::renameat2(
+                fd1.as_raw_fd(),
+                n1.as_ptr(),
+                fd2.as_raw_fd(),
+                n2.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        match rc(r) {
+            Ok(()) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    // Fallback: check, then rename (a small window, but never through a symlink).
+    match fstatat(fd2.as_fd(), &n2) {
+        Ok(_) => return Err(err(io::Error::from_raw_os_error(libc::EEXIST))),
+        Err(e) if is_missing(&e) => {}
+        Err(e) => return Err(err(e)),
+    }
+    // SAFETY: valid fds and names.
+    rc(unsafe { libc::renameat(fd1.as_raw_fd(), n1.as_ptr(), fd2.as_raw_fd(), n2.as_ptr()) })
+        .map_err(err)
+}
+
+/// Removes the file or symlink at `p`.
+pub(crate) fn remove_file(p: &ProjectPath) -> Result<()> {
+    let (dir, name) = need_parent(p, "remove")?;
+    // SAFETY: valid fd and name.
+    rc(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })
+        .map_err(|e| Error::io("remove", p.to_path_buf(), e))
+}
+
+/// Creates the directory `p`, with `perm` if given (else 0777 minus the umask).
+pub(crate) fn make_dir(p: &ProjectPath, perm: Option<u32>) -> Result<()> {
+    let full = p.to_path_buf();
+    let (dir, name) = need_parent(p, "create directory")?;
+    // SAFETY: valid fd and name.
+    rc(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) })
+        .map_err(|e| Error::io("create directory", &full, e))?;
+    if let Some(perm) = perm {
+        let d =
+            openat_dir(dir.as_fd(), &name).map_err(|e| Error::io("open directory", &full, e))?;
+        // SAFETY: valid fd.
+        rc(unsafe { libc::fchmod(d.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
+            .map_err(|e| Error::io("set mode", &full, e))?;
+    }
+    Ok(())
+}
+
+/// Removes the directory `p` if it is empty; `Ok(false)` if it is not.
+pub(crate) fn remove_dir_if_empty(p: &ProjectPath) -> Result<bool> {
+    let (dir, name) = need_parent(p, "remove directory")?;
+    // SAFETY: valid fd and name.
+    match rc(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
+        Ok(()) => {
+            evict(&p.root, &p.rel);
+            Ok(true)
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => {
+            Ok(false)
+        }
+        Err(e) => Err(Error::io("remove directory", p.to_path_buf(), e)),
+    }
+}
+
+/// Sets the mtime of the entry at `p` (not following a symlink).
+pub(crate) fn set_mtime(p: &ProjectPath, t: (i64, i64)) -> Result<()> {
+    let (dir, name) = need_parent(p, "set mtime")?;
+    let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
+    // SAFETY: valid fd, name and timespecs.
+    rc(unsafe {
+        libc::utimensat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map_err(|e| Error::io("set mtime", p.to_path_buf(), e))
+}
+
+/// Syncs the project root directory.
+pub(crate) fn sync_root(root: &Path) -> Result<()> {
+    let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
+    // SAFETY: valid fd.
+    rc(unsafe { libc::fsync(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
+}
+
+/// Hard-links the regular file at `p` to `dest` (outside the project: an undo record),
+/// so the record keeps the original without copying it. Returns the file's stamp after
+/// linking (its ctime changed) and its link count, or `None` where the filesystem cannot
+/// link there (another filesystem, no hard links): the caller copies instead.
+pub(crate) fn link_out(p: &ProjectPath, dest: &Path) -> Result<Option<(Stamp, u64)>> {
+    let (dir, name) = need_parent(p, "link")?;
+    // A file with other links is left alone (its ctime too): the caller copies it.
+    let st = fstatat(dir.as_fd(), &name).map_err(|e| Error::io("inspect", p.to_path_buf(), e))?;
+    if st.st_nlink != 1 {
+        return Ok(None);
+    }
+    let d = cstring(dest.as_os_str().as_bytes()).map_err(|e| Error::io("link", dest, e))?;
+    // SAFETY: valid fds and NUL-terminated names; flags 0 never follows a symlink at
+    // `name` (linkat links the entry itself).
+    let r = unsafe {
+        libc::linkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_FDCWD,
+            d.as_ptr(),
+            0,
+        )
+    };
+    if let Err(e) = rc(r) {
+        return match e.raw_os_error() {
+            Some(libc::EXDEV | libc::EPERM | libc::EMLINK | libc::ENOTSUP | libc::ENOSYS) => {
+                Ok(None)
+            }
+            _ => Err(Error::io("link", dest, e)),
+        };
+    }
+    let st = fstatat(dir.as_fd(), &name).map_err(|e| Error::io("inspect", p.to_path_buf(), e))?;
+    #[allow(clippy::unnecessary_cast)]
+    Ok(Some((stamp_of(&st), st.st_nlink as u64)))
+}
+
+/// The project root's stamp.
+pub(crate) fn root_stamp(root: &Path) -> Result<Stamp> {
+    let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    rc(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })
+        .map_err(|e| Error::io("inspect", root, e))?;
+    Ok(stamp_of(&st))
+}
+
+/// Restores the project root's mtime (after a rollback).
+pub(crate) fn set_root_mtime(root: &Path, t: (i64, i64)) -> Result<()> {
+    let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
+    let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
+    // SAFETY: valid fd and timespecs.
+    rc(unsafe { libc::futimens(fd.as_raw_fd(), ts.as_ptr()) })
+        .map_err(|e| Error::io("set mtime", root, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::project::path_in_project;
+
+    /// A parent directory swapped for a symlink after the check: every write helper walks
+    /// the path again with `O_NOFOLLOW` and refuses.
+    #[test]
+    fn swapped_parent_is_refused_at_write_time() {
+        let project = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = project.path();
+        std::fs::create_dir(root.join("d")).unwrap();
+        std::fs::write(root.join("d/old"), b"old").unwrap();
+        let x = path_in_project(root, &RelPath::new("d/x").unwrap()).unwrap();
+        let old = path_in_project(root, &RelPath::new("d/old").unwrap()).unwrap();
+        let top = path_in_project(root, &RelPath::new("top").unwrap()).unwrap();
+        std::fs::rename(root.join("d"), root.join("d.real")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("d")).unwrap();
+        std::fs::write(outside.path().join("old"), b"outside").unwrap();
+
+        let is_containment = |r: Result<()>| matches!(r, Err(Error::Containment { .. }));
+        assert!(is_containment(create_file(&x, b"pwned", 0o644, None)));
+        assert!(is_containment(create_symlink(&x, b"/etc")));
+        assert!(is_containment(make_dir(&x, None)));
+        assert!(is_containment(remove_file(&old)));
+        assert!(is_containment(set_mtime(&old, (0, 0))));
+        assert!(is_containment(rename_noreplace(&old, &top)));
+        std::fs::write(root.join("top"), b"top").unwrap();
+        assert!(is_containment(rename_noreplace(&top, &x)));
+        assert!(matches!(read(&old), Err(Error::Containment { .. })));
+        let names: Vec<_> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("old")]);
+        assert_eq!(
+            std::fs::read(outside.path().join("old")).unwrap(),
+            b"outside"
+        );
+        // The chokepoint itself now refuses the path too.
+        assert!(path_in_project(root, &RelPath::new("d/x").unwrap()).is_err());
+    }
+}
