@@ -223,8 +223,11 @@ fn kill_9_mid_command_recovers_the_work_as_pending() {
     let live_sb = live.create_sandbox("live", None).unwrap();
     write(&live_sb.path, "a.txt", b"live edit\n");
 
-    let ready = tmp.path().join("ready");
-    let pidfile = tmp.path().join("child.pid");
+    // The tool reports through a directory its confinement lets it write.
+    let signals = tmp.path().join("signals");
+    fs::create_dir_all(&signals).unwrap();
+    let ready = signals.join("ready");
+    let pidfile = signals.join("child.pid");
     let script = format!(
         "echo recovered-work > new.txt; echo more >> a.txt; echo $$ > {}; touch {}; exec sleep 60",
         pidfile.display(),
@@ -236,6 +239,8 @@ fn kill_9_mid_command_recovers_the_work_as_pending() {
         .arg(&project)
         .arg("--root")
         .arg(&root)
+        .arg("--allow-write")
+        .arg(&signals)
         .args(["--id", "crashy", "--", "sh", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -594,4 +599,42 @@ fn hidden_ids_are_refused_and_repeated_ids_kept_apart() {
             .iter()
             .any(|(_, p)| String::from_utf8_lossy(p).contains(text)));
     }
+}
+
+/// `run` confines its command (where the kernel has Landlock): writing the project fails and
+/// changes nothing; `--allow-write` and `--no-confine` widen it.
+#[test]
+fn run_confines_the_command() {
+    let (tmp, project, root) = setup();
+    let probe = patchbox::session::confine::probe();
+    if probe != patchbox::session::confine::Confinement::Enforced {
+        eprintln!("skipped: no Landlock here ({probe:?})");
+        return;
+    }
+    let before = fingerprint(&project, true);
+    let out = run(
+        &project,
+        &root,
+        &[],
+        &format!("echo bad >> '{}/a.txt'", project.display()),
+    );
+    assert!(
+        !out.status.success(),
+        "the write into the project must fail"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    assert_eq!(fingerprint(&project, true), before);
+    let extra = tmp.path().join("extra");
+    fs::create_dir_all(&extra).unwrap();
+    let target = extra.join("x");
+    let write_extra = format!("echo ok > '{}'", target.display());
+    let out = run(&project, &root, &[], &write_extra);
+    assert!(!out.status.success() && !target.exists());
+    let allow = ["--allow-write", extra.to_str().unwrap()];
+    assert!(run(&project, &root, &allow, &write_extra).status.success());
+    fs::remove_file(&target).unwrap();
+    assert!(run(&project, &root, &["--no-confine"], &write_extra)
+        .status
+        .success());
+    assert!(target.exists());
 }

@@ -862,3 +862,84 @@ fn progress_is_reported_while_snapshotting() {
         "{seen:?}"
     );
 }
+
+/// Tools started with `command()` are confined with Landlock: they write their sandbox, their
+/// TMPDIR and the directories the caller adds, and nothing else — not the project, not
+/// through an absolute symlink into it.
+#[test]
+fn confined_tools_cannot_write_outside_their_sandbox() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    symlink(e.project.join("a.txt"), e.project.join("abs-link")).unwrap();
+    let cache = e.scratch.join("cache");
+    let elsewhere = e.scratch.join("elsewhere");
+    fs::create_dir_all(&cache).unwrap();
+    fs::create_dir_all(&elsewhere).unwrap();
+    let mgr = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            writable_dirs: vec![cache.clone()],
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    if mgr.confinement() != patchbox::session::confine::Confinement::Enforced {
+        eprintln!("skipped: no Landlock here ({:?})", mgr.confinement());
+        return;
+    }
+    let before = fingerprint(&e.project, true);
+    let sb = mgr.create_sandbox("x", None).unwrap();
+    assert_eq!(mgr.symlinks_into_project(), [PathBuf::from("abs-link")]);
+    let sh = |script: &str| {
+        mgr.command(&sb, "sh")
+            .args(["-c", script])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(sh("echo sandbox >> a.txt"));
+    assert!(sh("echo tmp > \"$TMPDIR/t\" && test -s \"$TMPDIR/t\""));
+    assert!(sh(&format!("echo cache > '{}/c'", cache.display())));
+    assert!(!sh(&format!("echo bad >> '{}/a.txt'", e.project.display())));
+    assert!(!sh(&format!("echo bad > '{}/new'", e.project.display())));
+    assert!(!sh("echo through-link >> abs-link"));
+    assert!(!sh(&format!("echo bad > '{}/x'", elsewhere.display())));
+    assert!(!sh(&format!("mkdir '{}/d'", e.root.display())));
+    assert_eq!(
+        fingerprint(&e.project, true),
+        before,
+        "the project was written"
+    );
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(
+        res.files_touched,
+        [PathBuf::from("a.txt")],
+        "TMPDIR is not in the patch"
+    );
+    mgr.discard_sandbox(&sb).unwrap();
+
+    // Opting out: the tool writes where it likes (here a scratch directory).
+    let free = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            no_confine: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        free.confinement(),
+        patchbox::session::confine::Confinement::Off
+    );
+    let sb = free.create_sandbox("y", None).unwrap();
+    let ok = free
+        .command(&sb, "sh")
+        .args(["-c", &format!("echo free > '{}/x'", elsewhere.display())])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}

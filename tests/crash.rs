@@ -281,6 +281,7 @@ fn kill_9_during_run_pending_git_project() {
 /// once the tool is done.
 fn dead_session(project: &Path, root: &Path, ready: &Path) {
     let script = format!("{TOOL}; touch '{}'; exec sleep 60", ready.display());
+    let signals = ready.parent().unwrap();
     let _ = fs::remove_file(ready);
     let mut child = bin()
         .arg("run")
@@ -288,6 +289,8 @@ fn dead_session(project: &Path, root: &Path, ready: &Path) {
         .arg(project)
         .arg("--root")
         .arg(root)
+        .arg("--allow-write")
+        .arg(signals)
         .args(["--id", "job", "--", "sh", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -313,7 +316,8 @@ fn kill_9_during_recovery() {
     let project = tmp.path().join("project");
     let root = tmp.path().join("root");
     let scratch = tmp.path().join("scratch");
-    let ready = tmp.path().join("ready");
+    let ready = tmp.path().join("signals").join("ready");
+    fs::create_dir_all(ready.parent().unwrap()).unwrap();
     make_project(&project, 300, true);
     let before = fingerprint(&project, true);
     // The window: one uninterrupted recovery.
@@ -349,7 +353,7 @@ fn kill_9_during_recovery() {
             );
             assert_root_is_clean(&root);
             assert_eq!(fingerprint(&project, true), before, "the project changed");
-            assert_nothing_outside(tmp.path(), &["project", "root", "scratch", "ready"]);
+            assert_nothing_outside(tmp.path(), &["project", "root", "scratch", "signals"]);
         });
         if checked.is_err() {
             failures += 1;

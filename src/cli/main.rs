@@ -42,6 +42,13 @@ enum Cmd {
         /// Write the patch to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Do not confine CMD: by default (where the kernel has Landlock) it may write only
+        /// in its sandbox, its TMPDIR and the --allow-write directories.
+        #[arg(long)]
+        no_confine: bool,
+        /// A directory the confined CMD may write too (a cache, say); repeatable.
+        #[arg(long, value_name = "DIR")]
+        allow_write: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(required = true, last = true)]
         cmd: Vec<std::ffi::OsString>,
@@ -166,8 +173,21 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             id,
             pending,
             out,
+            no_confine,
+            allow_write,
             cmd,
-        } => run(project, root, &id, pending, out, &cmd),
+        } => run(
+            project,
+            root,
+            &id,
+            pending,
+            out,
+            Confine {
+                off: no_confine,
+                writable: allow_write,
+            },
+            &cmd,
+        ),
         Cmd::Apply {
             project,
             check,
@@ -428,12 +448,19 @@ fn progress_bar() -> Option<Arc<patchbox::tree::snapshot::ProgressFn>> {
     }))
 }
 
+/// `run`'s confinement flags.
+struct Confine {
+    off: bool,
+    writable: Vec<PathBuf>,
+}
+
 fn run(
     project: Option<PathBuf>,
     root: Option<PathBuf>,
     id: &str,
     to_pending: bool,
     out: Option<PathBuf>,
+    confine: Confine,
     cmd: &[std::ffi::OsString],
 ) -> Result<ExitCode, Error> {
     let project = project_or_cwd(project)?;
@@ -442,10 +469,27 @@ fn run(
         Options {
             root,
             progress: progress_bar(),
+            no_confine: confine.off,
+            writable_dirs: confine.writable,
             ..Options::default()
         },
     )?;
+    if let patchbox::session::confine::Confinement::Unavailable(why) = mgr.confinement() {
+        eprintln!("patchbox: the command runs unconfined ({why})");
+    }
     let sb = mgr.create_sandbox(id, None)?;
+    for link in mgr.symlinks_into_project() {
+        eprintln!(
+            "patchbox: {} is an absolute symlink into the project: writing through it would \
+             change the project{}",
+            link.display(),
+            if mgr.confinement() == patchbox::session::confine::Confinement::Enforced {
+                " (refused: the command is confined)"
+            } else {
+                ""
+            }
+        );
+    }
     let stderr = std::io::stderr()
         .as_fd_clone()
         .map_err(|e| Error::io("duplicate stderr", "<stderr>", e))?;

@@ -180,6 +180,7 @@ fn new_manager(
             root: (!root.is_empty()).then(|| path_from(root)),
             progress,
             no_prune_on_start: !prune_on_start,
+            ..Options::default()
         };
         let mgr = core(SandboxManager::with_options(
             path_from(project_dir),

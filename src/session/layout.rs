@@ -8,6 +8,7 @@
 //!     session.meta              project path, for recovery after a crash
 //!     base/                     snapshot of the project
 //!     d-<delegation-id>/        one sandbox per delegation
+//!     tmp-<delegation-id>/      the TMPDIR of its confined tools (when /tmp holds the project)
 //!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
 //! ```
 //!
@@ -24,6 +25,10 @@ use crate::fs::RelPath;
 
 /// Name of the snapshot directory in a session directory.
 pub const BASE_DIR: &str = "base";
+
+/// Prefix of a confined tool's private temporary directory in the session directory
+/// (`tmp-<delegation>`): outside the sandbox, so never in a patch.
+pub const TMP_PREFIX: &str = "tmp-";
 
 /// Longest accepted delegation id, in bytes.
 pub const MAX_ID_LEN: usize = 128;

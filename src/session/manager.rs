@@ -23,6 +23,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base, SessionPath};
 use crate::git::odb::ObjectStore;
+use crate::session::confine::{self, Confinement};
 use crate::session::delegation::{
     Completion, DecideFn, Decision, Routed, SandboxInfo, SandboxResult,
 };
@@ -44,6 +45,12 @@ pub struct Options {
     pub progress: Option<Arc<ProgressFn>>,
     /// Skip recovering dead sessions at start (they are still recovered by `prune`).
     pub no_prune_on_start: bool,
+    /// Run tools started by [`SandboxManager::command`] without Landlock confinement (see
+    /// [`crate::session::confine`]). Off by default: a confined tool writes only under its
+    /// sandbox, its `TMPDIR` and [`Options::writable_dirs`].
+    pub no_confine: bool,
+    /// More directories confined tools may write (a tool's caches, say).
+    pub writable_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for Options {
@@ -52,6 +59,8 @@ impl std::fmt::Debug for Options {
             .field("root", &self.root)
             .field("progress", &self.progress.is_some())
             .field("no_prune_on_start", &self.no_prune_on_start)
+            .field("no_confine", &self.no_confine)
+            .field("writable_dirs", &self.writable_dirs)
             .finish()
     }
 }
@@ -60,6 +69,8 @@ struct SessionBase {
     base: Base,
     repo: Option<select::GitRepo>,
     skipped: Vec<(PathBuf, String)>,
+    /// Absolute symlinks of the project that point into it.
+    links_into_project: Vec<PathBuf>,
 }
 
 struct Sandbox {
@@ -112,6 +123,10 @@ pub struct SandboxManager {
     /// Cleanup left to another process ([`SandboxManager::leave_cleanup_to_reaper`]).
     handed_off: std::sync::atomic::AtomicBool,
     removals: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Confine tools started by [`SandboxManager::command`] (see [`Options::no_confine`]).
+    confine: bool,
+    /// Extra directories confined tools may write.
+    writable_dirs: Vec<PathBuf>,
 }
 
 impl SandboxManager {
@@ -151,6 +166,8 @@ impl SandboxManager {
             keep: std::sync::atomic::AtomicBool::new(false),
             handed_off: std::sync::atomic::AtomicBool::new(false),
             removals: Mutex::new(Vec::new()),
+            confine: !options.no_confine,
+            writable_dirs: options.writable_dirs,
         };
         if !options.no_prune_on_start {
             // Recovery problems must not stop the engine from working; they are retried by
@@ -192,6 +209,18 @@ impl SandboxManager {
             .lock()
             .as_ref()
             .map(|b| b.skipped.clone())
+            .unwrap_or_default()
+    }
+
+    /// Absolute symlinks in the snapshot that resolve into the project (relative to the
+    /// project), found when the snapshot was taken; empty before the first sandbox. A tool
+    /// writing through one in its sandbox would change the user's file, and the change would
+    /// be in no patch: confined tools ([`SandboxManager::command`]) cannot.
+    pub fn symlinks_into_project(&self) -> Vec<PathBuf> {
+        self.base
+            .lock()
+            .as_ref()
+            .map(|b| b.links_into_project.clone())
             .unwrap_or_default()
     }
 
@@ -285,10 +314,21 @@ impl SandboxManager {
         )?;
         release_freed_memory();
         session_dir::rename(&tmp, &dir)?;
+        let links_into_project = base
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Symlink)
+            .filter(|n| {
+                std::fs::read_link(self.project.join(n.rel.as_path()))
+                    .is_ok_and(|t| t.is_absolute() && t.starts_with(&self.project))
+            })
+            .map(|n| n.rel.as_path().to_path_buf())
+            .collect();
         let sb = Arc::new(SessionBase {
             base,
             repo: sel.git,
             skipped,
+            links_into_project,
         });
         *guard = Some(sb.clone());
         Ok(sb)
@@ -573,6 +613,12 @@ impl SandboxManager {
             }
             map.remove(&info.delegation_id);
         }
+        // The confined tools' private TMPDIR goes with the sandbox.
+        session_dir::remove_tree(&self.path_in_session_base(Path::new(&format!(
+            "{}{}",
+            layout::TMP_PREFIX,
+            info.delegation_id
+        )))?)?;
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
         // name at once (so the id is free and the tree is gone from view) and deleted by a
         // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which
@@ -666,10 +712,25 @@ impl SandboxManager {
         Ok(Completion { result, routed })
     }
 
+    /// Whether tools started by [`SandboxManager::command`] are confined on this machine.
+    pub fn confinement(&self) -> Confinement {
+        if self.confine {
+            confine::probe()
+        } else {
+            Confinement::Off
+        }
+    }
+
     /// A `Command` for `program` that runs in the sandbox (working directory, and
     /// `PATCHBOX_SANDBOX` / `PATCHBOX_PROJECT` in its environment) and inherits the session
     /// lock: should this process die, the session stays alive until the tool exits too, so
     /// recovery never snapshots a sandbox that is still being written.
+    ///
+    /// Unless [`Options::no_confine`] is set, the tool's process tree is confined with
+    /// Landlock where the kernel has it ([`SandboxManager::confinement`] says): it may write
+    /// only under the sandbox, its `TMPDIR` (a private directory of the session when the
+    /// system's temporary directory holds the project) and [`Options::writable_dirs`]; a
+    /// write anywhere else, the user's project above all, fails with a permission error.
     pub fn command(
         &self,
         info: &SandboxInfo,
@@ -678,6 +739,30 @@ impl SandboxManager {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
         let mut c = crate::session::scoped::command_in(info, &self.project, program);
+        if self.confine {
+            // A failure to make the private TMPDIR leaves the tool without one; it is still
+            // confined (writes to it fail, nothing else does).
+            let tmp = self
+                .path_in_session_base(Path::new(&format!(
+                    "{}{}",
+                    layout::TMP_PREFIX,
+                    info.delegation_id
+                )))
+                .and_then(|p| session_dir::create_dir_all(&p).map(|()| p));
+            if let Ok(tmp) = &tmp {
+                c.env("TMPDIR", tmp.as_path());
+            }
+            let private = tmp.map(|t| t.as_path().to_path_buf()).unwrap_or_default();
+            let writable = confine::writable_dirs(
+                &info.path,
+                &private,
+                &[&self.project, &self.root],
+                &self.writable_dirs,
+            );
+            if confine::probe() == Confinement::Enforced {
+                confine::confine(&mut c, &writable);
+            }
+        }
         if let Some(fd) = self.lock.lock().as_ref().map(|f| f.as_raw_fd()) {
             // SAFETY: runs in the forked child before exec; fcntl is async-signal-safe and
             // touches only the child's copy of the descriptor table.
@@ -777,6 +862,7 @@ impl SandboxManager {
             if n == layout::BASE_DIR
                 || n == crate::tree::base::BLOBS_FILE
                 || n.starts_with("d-")
+                || n.starts_with(layout::TMP_PREFIX)
                 || n.starts_with(".creating-")
                 || n.starts_with(".clock-")
             {

@@ -1,6 +1,7 @@
 //! The engine-session layer: the manager, the scoped sandbox swap, the pending store, and
 //! recovery of crashed sessions.
 
+pub mod confine;
 pub mod delegation;
 pub mod layout;
 pub mod manager;

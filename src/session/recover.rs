@@ -114,6 +114,7 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
         Err(e) => return Err(Error::io("resolve sandbox root", root, e)),
     };
+    remove_dead_half_made_sessions(&root, &mut report);
     for id in session_ids(&root)? {
         let dir = root.join(&id);
         match layout::try_claim_session(&dir) {
@@ -130,6 +131,37 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
         }
     }
     Ok(report)
+}
+
+/// Removes the `.<session-id>.tmp` directories of sessions whose creator died while making
+/// them (see [`layout::create_session`]): they hold no work yet. One whose creator still holds
+/// its lock is being made, and is left alone.
+fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
+    let Ok(rd) = fs::read_dir(root) else { return };
+    for e in rd.filter_map(|e| e.ok()) {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let half_made = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .is_some_and(layout::is_session_id);
+        if !half_made {
+            continue;
+        }
+        let dir = root.join(&name);
+        match layout::try_claim_session(&dir) {
+            Ok(Some(_lock)) => {
+                let r = path_in_session_base(&dir, &dir).and_then(|p| session_dir::remove_tree(&p));
+                if let Err(e) = r {
+                    report.errors.push(e.to_string());
+                }
+            }
+            // Being made right now, or already gone.
+            Ok(None) => {}
+            Err(e) => report.errors.push(e.to_string()),
+        }
+    }
 }
 
 /// Waits until no process holds the session `id` under `root`, then recovers and cleans it
@@ -229,6 +261,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                     n.starts_with(".creating-")
                         || n.starts_with(".clock-")
                         || n.starts_with(".trash-")
+                        || n.starts_with(layout::TMP_PREFIX)
                 })
                 .collect()
         })
