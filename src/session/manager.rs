@@ -129,7 +129,7 @@ impl std::fmt::Debug for Options {
 
 struct SessionBase {
     base: Base,
-    repo: Option<select::GitRepo>,
+    repo: Option<crate::git::repo::GitRepo>,
     skipped: Vec<(PathBuf, String)>,
 }
 
@@ -491,8 +491,9 @@ impl SandboxManager {
             None,
         )?;
         let pb = offset_progress(dir_nodes.len() as u64);
-        let verify =
-            |i: usize, m: &std::fs::Metadata| select::LStat::from_metadata(m) == blob_info[i].1;
+        let verify = |i: usize, m: &std::fs::Metadata| {
+            crate::git::index::LStat::from_metadata(m) == blob_info[i].1
+        };
         let b = snapshot::copy_tree(
             &self.project,
             &blob_nodes,
@@ -597,7 +598,9 @@ impl SandboxManager {
             Some(&sb.manifest),
             &|rel| {
                 rules
-                    .get_or_init(|| select::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
+                    .get_or_init(|| {
+                        crate::git::ignore::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref())
+                    })
                     .as_ref()
                     .is_ok_and(|r| r.is_ignored(rel, false))
             },

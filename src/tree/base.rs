@@ -20,9 +20,9 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionPath};
+use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
 use crate::tree::diff::{read_node, BaseSource};
-use crate::tree::select::LStat;
 use crate::tree::snapshot::{Node, NodeKind};
 
 /// Name of the blob list in a session directory.
