@@ -91,9 +91,10 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
+use crate::git::oid::blob_id_hex;
 use crate::patch::parse::{
-    git_blob_id, mode_is_executable, mode_is_gitlink, mode_is_symlink, parse_patch_strip,
-    split_lines, BinaryKind, BinaryPatch, FilePatch, Hunk, LineKind, Patch,
+    mode_is_executable, mode_is_gitlink, mode_is_symlink, parse_patch_strip, split_lines,
+    BinaryKind, BinaryPatch, FilePatch, Hunk, LineKind, Patch,
 };
 
 pub use contained::{path_in_project, ProjectPath};
@@ -1786,7 +1787,7 @@ fn usable_oid(o: &Option<String>) -> Option<&str> {
 }
 
 fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
-    usable_oid(o).map(|o| git_blob_id(data).starts_with(o))
+    usable_oid(o).map(|o| blob_id_hex(data).starts_with(o))
 }
 
 /// Whether a symlink at `link` with `target` would point outside the project (lexically).
@@ -2118,8 +2119,8 @@ impl<'a> Planner<'a> {
                 return Ok(false);
             };
             let holds = match self.current(n)? {
-                VState::File { data, .. } => git_blob_id(&data).starts_with(ln),
-                VState::Symlink(t) => git_blob_id(&t).starts_with(ln),
+                VState::File { data, .. } => blob_id_hex(&data).starts_with(ln),
+                VState::Symlink(t) => blob_id_hex(&t).starts_with(ln),
                 _ => false,
             };
             if holds {
@@ -2370,7 +2371,7 @@ impl<'a> Planner<'a> {
             return Some(b);
         }
         if let Some(h) = self.source_oid_hint(old) {
-            return Some(git_blob_id(data).starts_with(&h));
+            return Some(blob_id_hex(data).starts_with(&h));
         }
         if let (Some(pre), _) = self.preimage(fp, old) {
             return Some(pre == *data);
@@ -3354,7 +3355,7 @@ mod undo {
     use super::{PlanOp, Target, UndoReport};
     use crate::error::{Error, IoContext, Result};
     use crate::fs::relpath::RelPath;
-    use crate::patch::parse::git_blob_id;
+    use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
     use std::collections::{BTreeMap, BTreeSet};
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
@@ -3362,24 +3363,6 @@ mod undo {
     use std::path::Path;
 
     const HEADER: &str = "patchbox-undo 1";
-
-    fn hex(b: &[u8]) -> String {
-        let mut s = String::with_capacity(b.len() * 2);
-        for x in b {
-            s.push_str(&format!("{x:02x}"));
-        }
-        s
-    }
-
-    fn unhex(s: &str) -> Option<Vec<u8>> {
-        if !s.len().is_multiple_of(2) {
-            return None;
-        }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-            .collect()
-    }
 
     fn bad(dir: &Path, why: &str) -> Error {
         Error::ApplyFailed(format!("undo record {}: {why}", dir.display()))
@@ -3435,7 +3418,7 @@ mod undo {
             let after = match &op.after {
                 Target::Absent => "absent".to_string(),
                 Target::Symlink { target, .. } => format!("link:{}", hex(target)),
-                Target::File { data, perm, .. } => format!("file:{perm:o}:{}", git_blob_id(data)),
+                Target::File { data, perm, .. } => format!("file:{perm:o}:{}", blob_id_hex(data)),
             };
             text.push_str(&format!(
                 "entry {} {before} {after}\n",
@@ -3613,7 +3596,7 @@ mod undo {
             (Entry::Absent, After::Absent) => true,
             (Entry::Symlink { target, .. }, After::Link(t)) => target == t,
             (Entry::File { data, perm, .. }, After::File { perm: p, sha1 }) => {
-                perm == p && git_blob_id(data) == *sha1
+                perm == p && blob_id_hex(data) == *sha1
             }
             _ => false,
         }

@@ -4,4 +4,5 @@ pub mod config;
 pub mod ignore;
 pub mod index;
 pub mod odb;
+pub mod oid;
 pub mod repo;

@@ -301,25 +301,6 @@ pub fn mode_is_executable(mode: u32) -> bool {
     mode & 0o170000 == 0o100000 && mode & 0o111 != 0
 }
 
-/// The git blob id (SHA-1 of `blob <len>\0<data>`) of `data`, as 40 lowercase hex digits.
-///
-/// ```
-/// use patchbox::patch::parse::git_blob_id;
-/// assert_eq!(git_blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
-/// ```
-pub fn git_blob_id(data: &[u8]) -> String {
-    use sha1::{Digest, Sha1};
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", data.len()).as_bytes());
-    h.update(data);
-    let digest = h.finalize();
-    let mut s = String::with_capacity(40);
-    for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
 /// Applies a git binary delta (as found in `delta <size>` hunks) to `base`.
 ///
 /// The delta starts with the base size and the result size (little-endian base-128 varints),

@@ -9,7 +9,7 @@
 //!
 //! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`]);
 //! * the extended header lines `new file mode`, `deleted file mode`, `old mode`/`new mode`
-//!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`]), so that
+//!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`](crate::git::oid::blob_id_hex)), so that
 //!   `git apply --3way` can find the preimage blobs;
 //! * unified hunks with three lines of context computed with Myers' algorithm (the `similar`
 //!   crate) over lines that keep their terminators, so CRLF survives, with
@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 
 use crate::patch::parse::split_lines;
 
-use sha1::{Digest, Sha1};
 use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
+use crate::git::oid::blob_id_hex;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
 const CONTEXT: usize = 3;
@@ -645,21 +645,6 @@ fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
         }
         out.extend_from_slice(&digits);
     }
-}
-
-/// The git blob id of `data`: SHA-1 of `"blob <len>\0"` followed by the data, as 40
-/// lowercase hex characters.
-///
-/// ```
-/// use patchbox::patch::write::blob_id_hex;
-/// assert_eq!(blob_id_hex(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
-/// assert_eq!(blob_id_hex(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
-/// ```
-pub fn blob_id_hex(data: &[u8]) -> String {
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", data.len()).as_bytes());
-    h.update(data);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// git's quoting of a path in patch headers (`core.quotePath=true`).

@@ -89,7 +89,7 @@ impl Base {
                 path: self.dir.join(self.nodes[i].rel.as_path()),
                 reason: format!(
                     "blob {} is no longer in the object store",
-                    crate::git::odb::oid_to_hex(&oid)
+                    crate::git::oid::to_hex(&oid)
                 ),
             }),
         }
@@ -157,7 +157,7 @@ impl Base {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, _) = s {
-                out.extend_from_slice(crate::git::odb::oid_to_hex(oid).as_bytes());
+                out.extend_from_slice(crate::git::oid::to_hex(oid).as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 for &b in n.rel.as_bytes() {
@@ -197,7 +197,7 @@ impl Base {
             else {
                 return Err(bad());
             };
-            let oid = crate::git::odb::oid_from_hex(oid).ok_or_else(bad)?;
+            let oid = crate::git::oid::oid_from_hex(oid).ok_or_else(bad)?;
             let kind = match mode {
                 "100755" => NodeKind::File { executable: true },
                 "100644" => NodeKind::File { executable: false },

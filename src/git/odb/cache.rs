@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::ObjectKind;
+use crate::git::oid::ObjectKind;
 
 /// Total bytes kept by the reconstructed-object cache.
 const CACHE_BUDGET: usize = 16 << 20;

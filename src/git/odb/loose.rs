@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 
 use flate2::bufread::ZlibDecoder;
 
-use super::{git_err, oid_to_hex, stream_err, ObjectKind, PREALLOC_MAX};
+use super::{git_err, stream_err, PREALLOC_MAX};
 use crate::error::{Error, IoContext, Result};
+use crate::git::oid::{to_hex, ObjectKind};
 
 pub(super) fn loose_path(objects: &Path, oid: &[u8; 20]) -> PathBuf {
-    let hex = oid_to_hex(oid);
+    let hex = to_hex(oid);
     objects.join(&hex[..2]).join(&hex[2..])
 }
 

@@ -40,9 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use sha1::{Digest, Sha1};
 
 use crate::error::{Error, IoContext, Result};
+use crate::git::oid::{object_id, to_hex, ObjectKind};
 use cache::{Cache, Obj};
 use loose::{loose_path, read_loose};
 use pack::{apply_delta, Entry, EntryKind, Pack};
@@ -57,119 +57,6 @@ const MAX_ALTERNATE_DEPTH: u32 = 5;
 /// Upper bound for a speculative allocation made from a size read out of the repository; the
 /// buffer grows past it only as real data arrives.
 const PREALLOC_MAX: u64 = 16 << 20;
-
-/// The four object types of git.
-///
-/// ```
-/// use patchbox::git::odb::ObjectKind;
-/// assert_eq!(ObjectKind::Blob.as_str(), "blob");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectKind {
-    /// A commit.
-    Commit,
-    /// A tree (directory listing).
-    Tree,
-    /// A blob (file content).
-    Blob,
-    /// An annotated tag.
-    Tag,
-}
-
-impl ObjectKind {
-    /// The name git uses in object headers (`"blob"`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::Commit => "commit",
-            ObjectKind::Tree => "tree",
-            ObjectKind::Blob => "blob",
-            ObjectKind::Tag => "tag",
-        }
-    }
-
-    fn from_name(name: &[u8]) -> Option<ObjectKind> {
-        match name {
-            b"commit" => Some(ObjectKind::Commit),
-            b"tree" => Some(ObjectKind::Tree),
-            b"blob" => Some(ObjectKind::Blob),
-            b"tag" => Some(ObjectKind::Tag),
-            _ => None,
-        }
-    }
-
-    fn from_pack_type(t: u8) -> Option<ObjectKind> {
-        match t {
-            1 => Some(ObjectKind::Commit),
-            2 => Some(ObjectKind::Tree),
-            3 => Some(ObjectKind::Blob),
-            4 => Some(ObjectKind::Tag),
-            _ => None,
-        }
-    }
-}
-
-/// Parses a 40-digit hexadecimal object id (either case).
-///
-/// ```
-/// use patchbox::git::odb::{oid_from_hex, oid_to_hex};
-/// let hex = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"; // the empty blob
-/// let oid = oid_from_hex(hex).unwrap();
-/// assert_eq!(oid_to_hex(&oid), hex);
-/// assert!(oid_from_hex("xyz").is_none());
-/// ```
-pub fn oid_from_hex(hex: &str) -> Option<[u8; 20]> {
-    let b = hex.as_bytes();
-    if b.len() != 40 {
-        return None;
-    }
-    let nib = |c: u8| -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    };
-    let mut out = [0u8; 20];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = (nib(b[2 * i])? << 4) | nib(b[2 * i + 1])?;
-    }
-    Some(out)
-}
-
-/// Formats an object id as 40 lowercase hexadecimal digits.
-///
-/// ```
-/// assert_eq!(patchbox::git::odb::oid_to_hex(&[0xab; 20]), "ab".repeat(20));
-/// ```
-pub fn oid_to_hex(oid: &[u8; 20]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(40);
-    for &b in oid {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
-}
-
-/// The id git gives an object of `kind` with `data`: SHA-1 of `<kind> <len>\0` + data.
-///
-/// ```
-/// use patchbox::git::odb::{object_id, oid_to_hex, ObjectKind};
-/// assert_eq!(
-///     oid_to_hex(&object_id(ObjectKind::Blob, b"")),
-///     "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
-/// );
-/// ```
-pub fn object_id(kind: ObjectKind, data: &[u8]) -> [u8; 20] {
-    let mut h = Sha1::new();
-    h.update(kind.as_str().as_bytes());
-    h.update(b" ");
-    h.update(data.len().to_string().as_bytes());
-    h.update([0u8]);
-    h.update(data);
-    h.finalize().into()
-}
 
 fn git_err(path: &Path, reason: impl Into<String>) -> Error {
     Error::Git {
@@ -229,7 +116,8 @@ impl Slot {
 /// ```
 /// use std::io::Write;
 /// use std::process::{Command, Stdio};
-/// use patchbox::git::odb::{oid_from_hex, ObjectStore};
+/// use patchbox::git::odb::ObjectStore;
+/// use patchbox::git::oid::oid_from_hex;
 ///
 /// let tmp = tempfile::tempdir()?;
 /// let git = |args: &[&str]| {
@@ -347,7 +235,8 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// use patchbox::git::odb::{oid_from_hex, ObjectStore};
+    /// use patchbox::git::odb::ObjectStore;
+    /// use patchbox::git::oid::oid_from_hex;
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
     /// let oid = oid_from_hex("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391").unwrap();
     /// if let Some(data) = store.read_blob(&oid)? {
@@ -361,11 +250,7 @@ impl ObjectStore {
             Some((ObjectKind::Blob, data)) => Ok(Some(data)),
             Some((kind, _)) => Err(git_err(
                 &self.git_dir,
-                format!(
-                    "object {} is a {}, not a blob",
-                    oid_to_hex(oid),
-                    kind.as_str()
-                ),
+                format!("object {} is a {}, not a blob", to_hex(oid), kind.as_str()),
             )),
         }
     }
@@ -375,7 +260,7 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
-    /// use patchbox::git::odb::{ObjectKind, ObjectStore};
+    /// use patchbox::git::odb::ObjectStore;
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
     /// if let Some((kind, data)) = store.read_object(&[0x12; 20])? {
     ///     println!("{} of {} bytes", kind.as_str(), data.len());
@@ -423,7 +308,7 @@ impl ObjectStore {
         if depth > MAX_CROSS_DEPTH {
             return Err(git_err(
                 &self.git_dir,
-                format!("delta bases of {} nest too deeply", oid_to_hex(oid)),
+                format!("delta bases of {} nest too deeply", to_hex(oid)),
             ));
         }
         if let Some(o) = self.try_read(oid, depth)? {
@@ -440,7 +325,7 @@ impl ObjectStore {
                     idx_path,
                     format!(
                         "object {} not found, and this pack is unreadable: {reason}",
-                        oid_to_hex(oid)
+                        to_hex(oid)
                     ),
                 ));
             }
@@ -506,7 +391,7 @@ impl ObjectStore {
                         None => {
                             return Err(pack.corrupt(
                                 cur,
-                                format!("delta base {} is missing", oid_to_hex(&base_oid)),
+                                format!("delta base {} is missing", to_hex(&base_oid)),
                             ))
                         }
                     }
@@ -590,8 +475,8 @@ fn verify(path: &Path, oid: &[u8; 20], kind: ObjectKind, data: &[u8]) -> Result<
             path,
             format!(
                 "object {} hashes to {} (corrupt data)",
-                oid_to_hex(oid),
-                oid_to_hex(&got)
+                to_hex(oid),
+                to_hex(&got)
             ),
         ));
     }
@@ -756,17 +641,6 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<ObjectStore>();
         check::<Arc<ObjectStore>>();
-    }
-
-    #[test]
-    fn hex_round_trip() {
-        let mut oid = [0u8; 20];
-        for (i, b) in oid.iter_mut().enumerate() {
-            *b = (i * 13) as u8;
-        }
-        assert_eq!(oid_from_hex(&oid_to_hex(&oid)), Some(oid));
-        assert_eq!(oid_from_hex(&oid_to_hex(&oid).to_uppercase()), Some(oid));
-        assert!(oid_from_hex(&"g".repeat(40)).is_none());
     }
 
     #[test]

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use flate2::bufread::ZlibDecoder;
 
 use super::idx::Idx;
-use super::{git_err, read_at_most, stream_err, ObjectKind, PREALLOC_MAX};
+use super::{git_err, read_at_most, stream_err, PREALLOC_MAX};
 use crate::error::{Error, IoContext, Result};
+use crate::git::oid::ObjectKind;
 
 /// One `.idx` + `.pack` pair with its open file handles.
 pub(super) struct Pack {
