@@ -1,6 +1,7 @@
 //! Read-only git: the object store. Nothing here writes to a repository.
 
 pub mod config;
+pub mod delta;
 pub mod ignore;
 pub mod index;
 pub mod odb;

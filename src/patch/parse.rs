@@ -46,6 +46,7 @@ use std::io::Read;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
+use crate::git::delta::{self, DeltaError};
 
 /// Mode of a symbolic link in git (`120000`).
 pub const MODE_SYMLINK: u32 = 0o120000;
@@ -303,9 +304,8 @@ pub fn mode_is_executable(mode: u32) -> bool {
 
 /// Applies a git binary delta (as found in `delta <size>` hunks) to `base`.
 ///
-/// The delta starts with the base size and the result size (little-endian base-128 varints),
-/// followed by copy opcodes (high bit set: copy a range of `base`) and insert opcodes (1–127:
-/// insert that many literal bytes). Any inconsistency is an [`Error::ApplyFailed`].
+/// The decoding is [`crate::git::delta::apply`]'s; here a result is limited to 1 GiB and any
+/// inconsistency is an [`Error::ApplyFailed`].
 ///
 /// ```
 /// use patchbox::patch::parse::apply_delta;
@@ -315,90 +315,12 @@ pub fn mode_is_executable(mode: u32) -> bool {
 /// assert!(apply_delta(b"hell", &delta).is_err());
 /// ```
 pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
-    fn bad(why: &str) -> Error {
-        Error::ApplyFailed(format!("corrupt binary delta: {why}"))
-    }
-    fn varint(d: &[u8], pos: &mut usize) -> Result<u64> {
-        let mut v: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let b = *d.get(*pos).ok_or_else(|| bad("truncated header"))?;
-            *pos += 1;
-            if shift > 56 {
-                return Err(bad("size too large"));
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-    }
-    let mut pos = 0usize;
-    let src_size = varint(delta, &mut pos)?;
-    if src_size != base.len() as u64 {
-        return Err(Error::ApplyFailed(format!(
-            "binary delta expects a {src_size}-byte original, the file has {} bytes",
-            base.len()
-        )));
-    }
-    let dst_size = varint(delta, &mut pos)?;
-    if dst_size > MAX_BINARY_SIZE {
-        return Err(bad("result too large"));
-    }
-    let dst_size = dst_size as usize;
-    // Never trust the declared size for the allocation: each op can add at most 64 KiB per
-    // byte of delta, so cap the initial reservation.
-    let mut out: Vec<u8> = Vec::with_capacity(dst_size.min(delta.len().saturating_mul(16) + 64));
-    while pos < delta.len() {
-        let cmd = delta[pos];
-        pos += 1;
-        if cmd & 0x80 != 0 {
-            let mut off: u64 = 0;
-            let mut size: u64 = 0;
-            for (i, bit) in [0x01u8, 0x02, 0x04, 0x08].iter().enumerate() {
-                if cmd & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
-                    pos += 1;
-                    off |= u64::from(b) << (8 * i);
-                }
-            }
-            for (i, bit) in [0x10u8, 0x20, 0x40].iter().enumerate() {
-                if cmd & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
-                    pos += 1;
-                    size |= u64::from(b) << (8 * i);
-                }
-            }
-            if size == 0 {
-                size = 0x10000;
-            }
-            let end = off.checked_add(size).ok_or_else(|| bad("copy overflows"))?;
-            if end > base.len() as u64 {
-                return Err(bad("copy outside the original"));
-            }
-            if out.len() as u64 + size > dst_size as u64 {
-                return Err(bad("result longer than declared"));
-            }
-            out.extend_from_slice(&base[off as usize..end as usize]);
-        } else if cmd != 0 {
-            let n = usize::from(cmd);
-            let lit = delta
-                .get(pos..pos + n)
-                .ok_or_else(|| bad("truncated insert"))?;
-            if out.len() + n > dst_size {
-                return Err(bad("result longer than declared"));
-            }
-            out.extend_from_slice(lit);
-            pos += n;
-        } else {
-            return Err(bad("opcode 0 is reserved"));
-        }
-    }
-    if out.len() != dst_size {
-        return Err(bad("result shorter than declared"));
-    }
-    Ok(out)
+    delta::apply(base, delta, MAX_BINARY_SIZE).map_err(|e| match e {
+        DeltaError::BaseSize { expected, actual } => Error::ApplyFailed(format!(
+            "binary delta expects a {expected}-byte original, the file has {actual} bytes"
+        )),
+        DeltaError::Corrupt(why) => Error::ApplyFailed(format!("corrupt binary delta: {why}")),
+    })
 }
 
 /// Parses `input` with `-p1` path stripping (the `a/` and `b/` prefixes), like `git apply`.

@@ -42,10 +42,11 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, IoContext, Result};
+use crate::git::delta;
 use crate::git::oid::{object_id, to_hex, ObjectKind};
 use cache::{Cache, Obj};
 use loose::{loose_path, read_loose};
-use pack::{apply_delta, Entry, EntryKind, Pack};
+use pack::{Entry, EntryKind, Pack};
 
 /// Longest delta chain that is followed before the data is declared corrupt (git's own
 /// `pack-objects --depth` is capped at 4095).
@@ -400,7 +401,7 @@ impl ObjectStore {
         };
         for (eoff, e) in chain.iter().rev() {
             let delta = pack.inflate(*eoff, e.data_pos, e.size)?;
-            let out = apply_delta(&data, &delta).map_err(|r| pack.corrupt(*eoff, r))?;
+            let out = delta::apply(&data, &delta, u64::MAX).map_err(|e| pack.corrupt(*eoff, e))?;
             data = Arc::new(out);
             self.cache
                 .lock()
