@@ -24,7 +24,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use patchbox::git::oid::blob_id_hex;
-use patchbox::patch::write::{is_binary, quote_path, write_file_diff, Side};
+use patchbox::git::quote::quote_path;
+use patchbox::patch::write::{is_binary, write_file_diff, Side};
 use patchbox::RelPath;
 
 // ---------------------------------------------------------------------------------------------

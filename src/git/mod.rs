@@ -6,4 +6,5 @@ pub mod ignore;
 pub mod index;
 pub mod odb;
 pub mod oid;
+pub mod quote;
 pub mod repo;

@@ -47,6 +47,7 @@ use std::io::Read;
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::git::delta::{self, DeltaError};
+use crate::git::quote::unquote_c_style;
 
 /// Mode of a symbolic link in git (`120000`).
 pub const MODE_SYMLINK: u32 = 0o120000;
@@ -374,61 +375,6 @@ pub(crate) fn split_lines(data: &[u8]) -> Vec<&[u8]> {
 fn trim_eol(l: &[u8]) -> &[u8] {
     let l = l.strip_suffix(b"\n").unwrap_or(l);
     l.strip_suffix(b"\r").unwrap_or(l)
-}
-
-/// Decodes a git C-quoted string starting at `s[0] == '"'`. Returns the bytes and the number of
-/// input bytes consumed (including both quotes), or `None` if it is not a valid quoted string.
-///
-/// ```
-/// use patchbox::patch::parse::unquote_c_style;
-/// let (name, used) = unquote_c_style(br#""a/\303\244 \"x\"\tb" rest"#).unwrap();
-/// assert_eq!(name, b"a/\xc3\xa4 \"x\"\tb");
-/// assert_eq!(used, 21);
-/// ```
-pub fn unquote_c_style(s: &[u8]) -> Option<(Vec<u8>, usize)> {
-    if s.first() != Some(&b'"') {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut i = 1;
-    while i < s.len() {
-        let c = s[i];
-        match c {
-            b'"' => return Some((out, i + 1)),
-            b'\\' => {
-                let e = *s.get(i + 1)?;
-                i += 2;
-                let v = match e {
-                    b'a' => 7,
-                    b'b' => 8,
-                    b't' => b'\t',
-                    b'n' => b'\n',
-                    b'v' => 11,
-                    b'f' => 12,
-                    b'r' => b'\r',
-                    b'"' => b'"',
-                    b'\\' => b'\\',
-                    b'0'..=b'3' => {
-                        let d1 = *s.get(i)?;
-                        let d2 = *s.get(i + 1)?;
-                        if !(b'0'..=b'7').contains(&d1) || !(b'0'..=b'7').contains(&d2) {
-                            return None;
-                        }
-                        i += 2;
-                        ((e - b'0') << 6) | ((d1 - b'0') << 3) | (d2 - b'0')
-                    }
-                    _ => return None,
-                };
-                out.push(v);
-            }
-            b'\n' => return None,
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    None
 }
 
 /// Removes `n` leading components (and the slashes after each), like git's `-p<n>`.

@@ -7,7 +7,7 @@
 //! `git diff` would require a repository and a `git` binary on every machine, so this module
 //! writes the same format itself, following what `git diff --binary` (git 2.39) emits:
 //!
-//! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`]);
+//! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`](crate::git::quote::quote_path));
 //! * the extended header lines `new file mode`, `deleted file mode`, `old mode`/`new mode`
 //!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`](crate::git::oid::blob_id_hex)), so that
 //!   `git apply --3way` can find the preimage blobs;
@@ -36,6 +36,7 @@ use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
+use crate::git::quote::quote_path;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
 const CONTEXT: usize = 3;
@@ -647,50 +648,6 @@ fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
     }
 }
 
-/// git's quoting of a path in patch headers (`core.quotePath=true`).
-///
-/// Returns `prefix` followed by `path`. When the path contains `"`, `\`, a control character,
-/// DEL or any byte `>= 0x80`, the whole token (prefix included) is put in double quotes with
-/// C-style escapes: `\a \b \t \n \v \f \r \" \\`, and three-digit octal for the other bytes.
-///
-/// ```
-/// use patchbox::patch::write::quote_path;
-/// assert_eq!(quote_path("a/", b"src/lib.rs"), b"a/src/lib.rs");
-/// assert_eq!(quote_path("a/", b"has space"), b"a/has space");
-/// assert_eq!(quote_path("a/", "tést".as_bytes()), br#""a/t\303\251st""#);
-/// assert_eq!(quote_path("b/", b"x\ty\"z"), br#""b/x\ty\"z""#);
-/// ```
-pub fn quote_path(prefix: &str, path: &[u8]) -> Vec<u8> {
-    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x7f;
-    let full: Vec<u8> = prefix.bytes().chain(path.iter().copied()).collect();
-    if !full.iter().any(|&b| needs(b)) {
-        return full;
-    }
-    let mut out = Vec::with_capacity(full.len() + 8);
-    out.push(b'"');
-    for &b in &full {
-        let esc = match b {
-            0x07 => Some(b'a'),
-            0x08 => Some(b'b'),
-            b'\t' => Some(b't'),
-            b'\n' => Some(b'n'),
-            0x0b => Some(b'v'),
-            0x0c => Some(b'f'),
-            b'\r' => Some(b'r'),
-            b'"' => Some(b'"'),
-            b'\\' => Some(b'\\'),
-            _ => None,
-        };
-        match esc {
-            Some(c) => out.extend_from_slice(&[b'\\', c]),
-            None if needs(b) => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
-            None => out.push(b),
-        }
-    }
-    out.push(b'"');
-    out
-}
-
 /// git's binary heuristic: a NUL byte within the first 8000 bytes.
 ///
 /// ```
@@ -923,11 +880,5 @@ mod tests {
             }),
         );
         assert!(out.starts_with(b"diff --git a/f b/f\nnew file mode 100644\n"));
-    }
-
-    #[test]
-    fn patch_write_quote_octal_and_del() {
-        assert_eq!(quote_path("a/", b"\xff\x7f\x01"), br#""a/\377\177\001""#);
-        assert_eq!(quote_path("a/", b"back\\slash"), br#""a/back\\slash""#);
     }
 }

@@ -44,6 +44,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::error::{Error, IoContext, Result};
 use crate::git::delta;
 use crate::git::oid::{object_id, to_hex, ObjectKind};
+use crate::git::quote::unquote_c_style;
 use cache::{Cache, Obj};
 use loose::{loose_path, read_loose};
 use pack::{Entry, EntryKind, Pack};
@@ -567,9 +568,9 @@ fn collect_object_dirs(
             continue;
         }
         let bytes = if line[0] == b'"' {
-            match unquote_c(line) {
-                Some(b) => b,
-                None => return Err(git_err(&alt_file, "badly quoted entry")),
+            match unquote_c_style(line) {
+                Some((b, used)) if used == line.len() => b,
+                _ => return Err(git_err(&alt_file, "badly quoted entry")),
             }
         } else {
             line.to_vec()
@@ -584,58 +585,9 @@ fn collect_object_dirs(
     Ok(())
 }
 
-/// Undoes git's C-style quoting of a path (`"a\tb\\c\303\251"`).
-fn unquote_c(s: &[u8]) -> Option<Vec<u8>> {
-    let inner = s.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    let mut out = Vec::with_capacity(inner.len());
-    let mut i = 0;
-    while i < inner.len() {
-        let c = inner[i];
-        i += 1;
-        if c != b'\\' {
-            out.push(c);
-            continue;
-        }
-        let e = *inner.get(i)?;
-        i += 1;
-        out.push(match e {
-            b'a' => 7,
-            b'b' => 8,
-            b'f' => 12,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'v' => 11,
-            b'\\' => b'\\',
-            b'"' => b'"',
-            b'0'..=b'3' => {
-                let d = inner.get(i..i + 2)?;
-                if !d.iter().all(|x| (b'0'..=b'7').contains(x)) {
-                    return None;
-                }
-                i += 2;
-                ((e - b'0') << 6) | ((d[0] - b'0') << 3) | (d[1] - b'0')
-            }
-            _ => return None,
-        });
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unquote() {
-        assert_eq!(
-            unquote_c(br#""a\tb\\c\303\251\"""#).unwrap(),
-            b"a\tb\\c\xc3\xa9\""
-        );
-        assert!(unquote_c(br#""a\q""#).is_none());
-        assert!(unquote_c(br#""a\3""#).is_none());
-        assert!(unquote_c(b"\"abc").is_none());
-    }
 
     #[test]
     fn store_is_send_and_sync() {
