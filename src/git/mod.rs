@@ -1,5 +1,6 @@
 //! Read-only git: the object store. Nothing here writes to a repository.
 
+pub mod base85;
 pub mod config;
 pub mod delta;
 pub mod ignore;

@@ -46,6 +46,7 @@ use std::io::Read;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
+use crate::git::base85;
 use crate::git::delta::{self, DeltaError};
 use crate::git::quote::unquote_c_style;
 
@@ -388,48 +389,6 @@ fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
         }
     }
     Some(s)
-}
-
-/// Decodes one git base85 line into `out`. The line excludes the newline.
-fn decode_base85_line(line: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), &'static str> {
-    const ALPHABET: &[u8; 85] =
-        b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
-    fn digit(c: u8) -> Option<u32> {
-        ALPHABET.iter().position(|&a| a == c).map(|p| p as u32)
-    }
-    let (&len_ch, enc) = line.split_first().ok_or("empty line")?;
-    let byte_len = match len_ch {
-        b'A'..=b'Z' => usize::from(len_ch - b'A') + 1,
-        b'a'..=b'z' => usize::from(len_ch - b'a') + 27,
-        _ => return Err("bad length character"),
-    };
-    if enc.is_empty() || enc.len() % 5 != 0 {
-        return Err("line length is not a multiple of 5");
-    }
-    let max = enc.len() / 5 * 4;
-    if byte_len > max || byte_len + 4 <= max {
-        return Err("length character does not match the line");
-    }
-    let mut left = byte_len;
-    for group in enc.chunks(5) {
-        let mut acc: u32 = 0;
-        for (k, &c) in group.iter().enumerate() {
-            let d = digit(c).ok_or("invalid base85 character")?;
-            if k == 4 {
-                acc = acc
-                    .checked_mul(85)
-                    .and_then(|a| a.checked_add(d))
-                    .ok_or("base85 overflow")?;
-            } else {
-                acc = acc * 85 + d;
-            }
-        }
-        let bytes = acc.to_be_bytes();
-        let n = left.min(4);
-        out.extend_from_slice(&bytes[..n]);
-        left -= n;
-    }
-    Ok(())
 }
 
 /// A file name as read from a header: `None` is `/dev/null`.
@@ -1066,7 +1025,7 @@ impl<'a> Parser<'a> {
                 *i += 1;
                 break;
             }
-            decode_base85_line(l, &mut deflated)
+            base85::decode_line(l, &mut deflated)
                 .map_err(|why| Self::err(*i, format!("corrupt binary patch: {why}")))?;
             *i += 1;
         }
@@ -1304,18 +1263,6 @@ fn timestamp_suffix(v: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base85_roundtrip_known() {
-        // "hello" deflated by git: just check decode of a line encoding 4 zero bytes.
-        let mut out = Vec::new();
-        decode_base85_line(b"D00000", &mut out).unwrap();
-        assert_eq!(out, [0, 0, 0, 0]);
-        let mut out = Vec::new();
-        assert!(decode_base85_line(b"E00000", &mut out).is_err());
-        assert!(decode_base85_line(b"D0000", &mut out).is_err());
-        assert!(decode_base85_line(b"D~~~~~", &mut out).is_err());
-    }
 
     #[test]
     fn strip() {

@@ -35,6 +35,7 @@ use crate::patch::parse::split_lines;
 use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
+use crate::git::base85;
 use crate::git::oid::blob_id_hex;
 use crate::git::quote::quote_path;
 
@@ -569,13 +570,7 @@ fn push_lines(out: &mut Vec<u8>, prefix: u8, lines: &[&[u8]], range: std::ops::R
 fn write_binary_literal(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(format!("literal {}\n", data.len()).as_bytes());
     let deflated = zlib_deflate(data);
-    for chunk in deflated.chunks(52) {
-        // chunk.len() is 1..=52, so the length character is 'A'..='Z' or 'a'..='z'.
-        let n = chunk.len() as u8;
-        out.push(if n <= 26 { b'A' + n - 1 } else { b'a' + n - 27 });
-        encode_base85(out, chunk);
-        out.push(b'\n');
-    }
+    base85::encode_lines(out, &deflated);
     out.push(b'\n');
 }
 
@@ -625,27 +620,6 @@ fn adler32(data: &[u8]) -> u32 {
         b %= MOD;
     }
     (b << 16) | a
-}
-
-/// git's base85 alphabet (base85.c).
-const BASE85: &[u8; 85] =
-    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
-
-/// Encodes `data` as git does: each group of four bytes (the last one zero-padded) as a
-/// big-endian number written in five base85 digits, most significant first.
-fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
-    for group in data.chunks(4) {
-        let mut acc: u32 = 0;
-        for i in 0..4 {
-            acc = (acc << 8) | u32::from(group.get(i).copied().unwrap_or(0));
-        }
-        let mut digits = [0u8; 5];
-        for d in digits.iter_mut().rev() {
-            *d = BASE85[(acc % 85) as usize];
-            acc /= 85;
-        }
-        out.extend_from_slice(&digits);
-    }
 }
 
 /// git's binary heuristic: a NUL byte within the first 8000 bytes.
@@ -743,10 +717,7 @@ mod tests {
 
     #[test]
     fn patch_write_base85_matches_git() {
-        // From `git diff --binary` on an empty blob and on the bytes 00 01 02.
-        let mut out = Vec::new();
-        encode_base85(&mut out, &[0x78, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
-        assert_eq!(out, b"cmV?d00001");
+        // From `git diff --binary` on an empty blob.
         let mut lit = Vec::new();
         write_binary_literal(&mut lit, b"");
         assert_eq!(lit, b"literal 0\nHcmV?d00001\n\n");
