@@ -53,9 +53,9 @@ pub struct GitRepo {
 
 /// Where to find git's user and system configuration.
 ///
-/// [`select_project`] uses [`SelectOptions::from_env`]; tests and embedders that must not look
-/// at the real home directory build one explicitly. `Default` means: no home, no global or
-/// system configuration, no ceiling directories.
+/// [`select_project`](crate::tree::select::select_project) uses [`SelectOptions::from_env`];
+/// tests and embedders that must not look at the real home directory build one explicitly.
+/// `Default` means: no home, no global or system configuration, no ceiling directories.
 ///
 /// ```
 /// use patchbox::git::repo::SelectOptions;

@@ -7,9 +7,9 @@
 //! `git diff` would require a repository and a `git` binary on every machine, so this module
 //! writes the same format itself, following what `git diff --binary` (git 2.39) emits:
 //!
-//! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`](crate::git::quote::quote_path));
+//! * the `diff --git a/P b/P` header with git's C-style path quoting ([`quote_path`]);
 //! * the extended header lines `new file mode`, `deleted file mode`, `old mode`/`new mode`
-//!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`](crate::git::oid::blob_id_hex)), so that
+//!   and `index <old>..<new>[ <mode>]` with full 40-hex blob ids ([`blob_id_hex`]), so that
 //!   `git apply --3way` can find the preimage blobs;
 //! * unified hunks with three lines of context computed with Myers' algorithm (the `similar`
 //!   crate) over lines that keep their terminators, so CRLF survives, with
