@@ -22,7 +22,10 @@ use parking_lot::Mutex;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base, SessionPath};
+use crate::git::ignore::IgnoreRules;
+use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
+use crate::git::repo::GitRepo;
 use crate::session::layout;
 use crate::session::pending::{self, PendingMeta};
 use crate::session::recover;
@@ -129,7 +132,7 @@ impl std::fmt::Debug for Options {
 
 struct SessionBase {
     base: Base,
-    repo: Option<crate::git::repo::GitRepo>,
+    repo: Option<GitRepo>,
     skipped: Vec<(PathBuf, String)>,
 }
 
@@ -491,9 +494,7 @@ impl SandboxManager {
             None,
         )?;
         let pb = offset_progress(dir_nodes.len() as u64);
-        let verify = |i: usize, m: &std::fs::Metadata| {
-            crate::git::index::LStat::from_metadata(m) == blob_info[i].1
-        };
+        let verify = |i: usize, m: &std::fs::Metadata| LStat::from_metadata(m) == blob_info[i].1;
         let b = snapshot::copy_tree(
             &self.project,
             &blob_nodes,
@@ -598,9 +599,7 @@ impl SandboxManager {
             Some(&sb.manifest),
             &|rel| {
                 rules
-                    .get_or_init(|| {
-                        crate::git::ignore::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref())
-                    })
+                    .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
                     .as_ref()
                     .is_ok_and(|r| r.is_ignored(rel, false))
             },

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base};
+use crate::git::ignore::IgnoreRules;
+use crate::git::repo::{discover_repo, GitRepo};
 use crate::session::layout;
 use crate::session::pending::{self, PendingMeta};
 use crate::tree::base::Base;
@@ -174,7 +176,7 @@ pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let project = read_project(dir).unwrap_or_default();
     let base_dir = dir.join(layout::BASE_DIR);
-    let repo = crate::git::repo::discover_repo(&project).ok().flatten();
+    let repo = discover_repo(&project).ok().flatten();
     let base = if base_dir.is_dir() {
         match Base::load(
             dir,
@@ -265,9 +267,9 @@ fn recover_one(
     project: &Path,
     base: &Base,
     sb: &Path,
-    repo: Option<&crate::git::repo::GitRepo>,
+    repo: Option<&GitRepo>,
 ) -> Result<Option<PathBuf>> {
-    let rules = crate::git::ignore::IgnoreRules::load(sb, repo)?;
+    let rules = IgnoreRules::load(sb, repo)?;
     let d = diff::diff_trees(&base.nodes, base, sb, None, &|rel| {
         rules.is_ignored(rel, false)
     })?;
