@@ -4,9 +4,10 @@
 mod gitcmd;
 
 use gitcmd::git;
+use patchbox::git::oid::blob_id_hex as git_blob_id;
+use patchbox::git::quote::unquote_c_style;
 use patchbox::patch::parse::{
-    apply_delta, git_blob_id, parse_patch, parse_patch_strip, unquote_c_style, BinaryKind,
-    BinaryPatch, LineKind,
+    apply_delta, parse_patch, parse_patch_strip, BinaryKind, BinaryPatch, LineKind,
 };
 use patchbox::Error;
 use proptest::prelude::*;

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use patchbox::git::odb::{object_id, oid_from_hex, oid_to_hex, ObjectKind, ObjectStore};
+use patchbox::git::odb::ObjectStore;
+use patchbox::git::oid::{object_id, oid_from_hex, to_hex as oid_to_hex, ObjectKind};
 use patchbox::Error;
 
 // ---------------------------------------------------------------------------------------------

@@ -23,7 +23,9 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use patchbox::patch::write::{blob_id_hex, is_binary, quote_path, write_file_diff, Side};
+use patchbox::git::oid::blob_id_hex;
+use patchbox::git::quote::quote_path;
+use patchbox::patch::write::{is_binary, write_file_diff, Side};
 use patchbox::RelPath;
 
 // ---------------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use patchbox::tree::select::{
-    read_index, select_project_with, IgnoreRules, Kind, SelectOptions, Selection,
-};
+use patchbox::git::ignore::IgnoreRules;
+use patchbox::git::index::read_index;
+use patchbox::git::repo::SelectOptions;
+use patchbox::tree::select::{select_project_with, Kind, Selection};
 use patchbox::{Error, RelPath};
 
 struct Env {
@@ -206,7 +207,7 @@ fn check(env: &Env, project: &Path, exclude: &[PathBuf]) -> Selection {
     for w in sel.entries.windows(2) {
         assert!(w[0].rel.as_bytes() < w[1].rel.as_bytes());
     }
-    let mut index: Option<Vec<patchbox::tree::select::IndexEntry>> = None;
+    let mut index: Option<Vec<patchbox::git::index::IndexEntry>> = None;
     for e in &sel.entries {
         let m = fs::symlink_metadata(project.join(e.rel.as_path())).unwrap();
         match e.kind {
@@ -233,7 +234,7 @@ fn check(env: &Env, project: &Path, exclude: &[PathBuf]) -> Selection {
             // index entry of this path.
             assert!(ix.path.is_empty());
             let from_index = index
-                .get_or_insert_with(|| patchbox::tree::select::read_index(&git.index_file).unwrap())
+                .get_or_insert_with(|| patchbox::git::index::read_index(&git.index_file).unwrap())
                 .iter()
                 .filter(|x| x.path == full)
                 .map(|x| (x.oid, x.mode))

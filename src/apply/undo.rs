@@ -34,7 +34,7 @@ use super::UndoReport;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::RelPath;
-use crate::patch::parse::git_blob_id;
+use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -43,24 +43,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 const HEADER: &str = "patchbox-undo 1";
-
-fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
 
 fn bad(dir: &Path, why: &str) -> Error {
     Error::ApplyFailed(format!("undo record {}: {why}", dir.display()))
@@ -115,7 +97,7 @@ pub(super) fn write_record(
         let after = match &op.after {
             Target::Absent => "absent".to_string(),
             Target::Symlink { target, .. } => format!("link:{}", hex(target)),
-            Target::File { data, perm, .. } => format!("file:{perm:o}:{}", git_blob_id(data)),
+            Target::File { data, perm, .. } => format!("file:{perm:o}:{}", blob_id_hex(data)),
         };
         text.push_str(&format!(
             "entry {} {before} {after}\n",
@@ -293,7 +275,7 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
         (Entry::Absent, After::Absent) => true,
         (Entry::Symlink { target, .. }, After::Link(t)) => target == t,
         (Entry::File { data, perm, .. }, After::File { perm: p, sha1 }) => {
-            perm == p && git_blob_id(data) == *sha1
+            perm == p && blob_id_hex(data) == *sha1
         }
         _ => false,
     }

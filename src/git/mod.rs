@@ -1,3 +1,45 @@
-//! Read-only git: the object store. Nothing here writes to a repository.
+//! Read-only git: everything the library knows about git repositories and git's formats,
+//! native (no `git` process) and never writing to a repository.
+//!
+//! - [`repo`]: finding the repository of a project directory, and what its configuration
+//!   (read by the crate-private `config` module) says about ignore files and case.
+//! - [`index`]: the index file, with the stat data that lets unchanged tracked files be
+//!   trusted without reading them.
+//! - [`ignore`]: git's exclude rules (`.gitignore`, `info/exclude`, `core.excludesFile`).
+//! - [`odb`]: the object store (loose objects, packs, alternates), read by object id.
+//! - The formats shared with patches: object ids and hex ([`oid`]), deltas ([`delta`]),
+//!   C-style path quoting ([`quote`]) and base85 ([`base85`]).
+//!
+//! ```
+//! use std::process::Command;
+//! use patchbox::git::{oid, repo};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let status = Command::new("git")
+//!     .args(["init", "-q"])
+//!     .current_dir(dir.path())
+//!     .env("GIT_CONFIG_NOSYSTEM", "1")
+//!     .env("HOME", dir.path())
+//!     .status()?;
+//! assert!(status.success());
+//! std::fs::create_dir(dir.path().join("src"))?;
+//!
+//! let found = repo::discover_repo_with(&dir.path().join("src"), &repo::SelectOptions::default())?
+//!     .expect("a repository");
+//! assert_eq!(found.work_tree, std::fs::canonicalize(dir.path())?);
+//! assert_eq!(found.prefix.unwrap().as_bytes(), b"src");
+//!
+//! // The id `git hash-object` gives an empty file.
+//! assert_eq!(oid::blob_id_hex(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+pub mod base85;
+pub(crate) mod config;
+pub mod delta;
+pub mod ignore;
+pub mod index;
 pub mod odb;
+pub mod oid;
+pub mod quote;
+pub mod repo;

@@ -46,6 +46,9 @@ use std::io::Read;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
+use crate::git::base85;
+use crate::git::delta::{self, DeltaError};
+use crate::git::quote::unquote_c_style;
 
 /// Mode of a symbolic link in git (`120000`).
 pub const MODE_SYMLINK: u32 = 0o120000;
@@ -301,30 +304,10 @@ pub fn mode_is_executable(mode: u32) -> bool {
     mode & 0o170000 == 0o100000 && mode & 0o111 != 0
 }
 
-/// The git blob id (SHA-1 of `blob <len>\0<data>`) of `data`, as 40 lowercase hex digits.
-///
-/// ```
-/// use patchbox::patch::parse::git_blob_id;
-/// assert_eq!(git_blob_id(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
-/// ```
-pub fn git_blob_id(data: &[u8]) -> String {
-    use sha1::{Digest, Sha1};
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", data.len()).as_bytes());
-    h.update(data);
-    let digest = h.finalize();
-    let mut s = String::with_capacity(40);
-    for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
 /// Applies a git binary delta (as found in `delta <size>` hunks) to `base`.
 ///
-/// The delta starts with the base size and the result size (little-endian base-128 varints),
-/// followed by copy opcodes (high bit set: copy a range of `base`) and insert opcodes (1–127:
-/// insert that many literal bytes). Any inconsistency is an [`Error::ApplyFailed`].
+/// The decoding is [`crate::git::delta::apply`]'s; here a result is limited to 1 GiB and any
+/// inconsistency is an [`Error::ApplyFailed`].
 ///
 /// ```
 /// use patchbox::patch::parse::apply_delta;
@@ -334,90 +317,12 @@ pub fn git_blob_id(data: &[u8]) -> String {
 /// assert!(apply_delta(b"hell", &delta).is_err());
 /// ```
 pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
-    fn bad(why: &str) -> Error {
-        Error::ApplyFailed(format!("corrupt binary delta: {why}"))
-    }
-    fn varint(d: &[u8], pos: &mut usize) -> Result<u64> {
-        let mut v: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let b = *d.get(*pos).ok_or_else(|| bad("truncated header"))?;
-            *pos += 1;
-            if shift > 56 {
-                return Err(bad("size too large"));
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-    }
-    let mut pos = 0usize;
-    let src_size = varint(delta, &mut pos)?;
-    if src_size != base.len() as u64 {
-        return Err(Error::ApplyFailed(format!(
-            "binary delta expects a {src_size}-byte original, the file has {} bytes",
-            base.len()
-        )));
-    }
-    let dst_size = varint(delta, &mut pos)?;
-    if dst_size > MAX_BINARY_SIZE {
-        return Err(bad("result too large"));
-    }
-    let dst_size = dst_size as usize;
-    // Never trust the declared size for the allocation: each op can add at most 64 KiB per
-    // byte of delta, so cap the initial reservation.
-    let mut out: Vec<u8> = Vec::with_capacity(dst_size.min(delta.len().saturating_mul(16) + 64));
-    while pos < delta.len() {
-        let cmd = delta[pos];
-        pos += 1;
-        if cmd & 0x80 != 0 {
-            let mut off: u64 = 0;
-            let mut size: u64 = 0;
-            for (i, bit) in [0x01u8, 0x02, 0x04, 0x08].iter().enumerate() {
-                if cmd & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
-                    pos += 1;
-                    off |= u64::from(b) << (8 * i);
-                }
-            }
-            for (i, bit) in [0x10u8, 0x20, 0x40].iter().enumerate() {
-                if cmd & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| bad("truncated copy"))?;
-                    pos += 1;
-                    size |= u64::from(b) << (8 * i);
-                }
-            }
-            if size == 0 {
-                size = 0x10000;
-            }
-            let end = off.checked_add(size).ok_or_else(|| bad("copy overflows"))?;
-            if end > base.len() as u64 {
-                return Err(bad("copy outside the original"));
-            }
-            if out.len() as u64 + size > dst_size as u64 {
-                return Err(bad("result longer than declared"));
-            }
-            out.extend_from_slice(&base[off as usize..end as usize]);
-        } else if cmd != 0 {
-            let n = usize::from(cmd);
-            let lit = delta
-                .get(pos..pos + n)
-                .ok_or_else(|| bad("truncated insert"))?;
-            if out.len() + n > dst_size {
-                return Err(bad("result longer than declared"));
-            }
-            out.extend_from_slice(lit);
-            pos += n;
-        } else {
-            return Err(bad("opcode 0 is reserved"));
-        }
-    }
-    if out.len() != dst_size {
-        return Err(bad("result shorter than declared"));
-    }
-    Ok(out)
+    delta::apply(base, delta, MAX_BINARY_SIZE).map_err(|e| match e {
+        DeltaError::BaseSize { expected, actual } => Error::ApplyFailed(format!(
+            "binary delta expects a {expected}-byte original, the file has {actual} bytes"
+        )),
+        DeltaError::Corrupt(why) => Error::ApplyFailed(format!("corrupt binary delta: {why}")),
+    })
 }
 
 /// Parses `input` with `-p1` path stripping (the `a/` and `b/` prefixes), like `git apply`.
@@ -473,61 +378,6 @@ fn trim_eol(l: &[u8]) -> &[u8] {
     l.strip_suffix(b"\r").unwrap_or(l)
 }
 
-/// Decodes a git C-quoted string starting at `s[0] == '"'`. Returns the bytes and the number of
-/// input bytes consumed (including both quotes), or `None` if it is not a valid quoted string.
-///
-/// ```
-/// use patchbox::patch::parse::unquote_c_style;
-/// let (name, used) = unquote_c_style(br#""a/\303\244 \"x\"\tb" rest"#).unwrap();
-/// assert_eq!(name, b"a/\xc3\xa4 \"x\"\tb");
-/// assert_eq!(used, 21);
-/// ```
-pub fn unquote_c_style(s: &[u8]) -> Option<(Vec<u8>, usize)> {
-    if s.first() != Some(&b'"') {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut i = 1;
-    while i < s.len() {
-        let c = s[i];
-        match c {
-            b'"' => return Some((out, i + 1)),
-            b'\\' => {
-                let e = *s.get(i + 1)?;
-                i += 2;
-                let v = match e {
-                    b'a' => 7,
-                    b'b' => 8,
-                    b't' => b'\t',
-                    b'n' => b'\n',
-                    b'v' => 11,
-                    b'f' => 12,
-                    b'r' => b'\r',
-                    b'"' => b'"',
-                    b'\\' => b'\\',
-                    b'0'..=b'3' => {
-                        let d1 = *s.get(i)?;
-                        let d2 = *s.get(i + 1)?;
-                        if !(b'0'..=b'7').contains(&d1) || !(b'0'..=b'7').contains(&d2) {
-                            return None;
-                        }
-                        i += 2;
-                        ((e - b'0') << 6) | ((d1 - b'0') << 3) | (d2 - b'0')
-                    }
-                    _ => return None,
-                };
-                out.push(v);
-            }
-            b'\n' => return None,
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    None
-}
-
 /// Removes `n` leading components (and the slashes after each), like git's `-p<n>`.
 fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
     let mut s = name;
@@ -539,48 +389,6 @@ fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
         }
     }
     Some(s)
-}
-
-/// Decodes one git base85 line into `out`. The line excludes the newline.
-fn decode_base85_line(line: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), &'static str> {
-    const ALPHABET: &[u8; 85] =
-        b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
-    fn digit(c: u8) -> Option<u32> {
-        ALPHABET.iter().position(|&a| a == c).map(|p| p as u32)
-    }
-    let (&len_ch, enc) = line.split_first().ok_or("empty line")?;
-    let byte_len = match len_ch {
-        b'A'..=b'Z' => usize::from(len_ch - b'A') + 1,
-        b'a'..=b'z' => usize::from(len_ch - b'a') + 27,
-        _ => return Err("bad length character"),
-    };
-    if enc.is_empty() || enc.len() % 5 != 0 {
-        return Err("line length is not a multiple of 5");
-    }
-    let max = enc.len() / 5 * 4;
-    if byte_len > max || byte_len + 4 <= max {
-        return Err("length character does not match the line");
-    }
-    let mut left = byte_len;
-    for group in enc.chunks(5) {
-        let mut acc: u32 = 0;
-        for (k, &c) in group.iter().enumerate() {
-            let d = digit(c).ok_or("invalid base85 character")?;
-            if k == 4 {
-                acc = acc
-                    .checked_mul(85)
-                    .and_then(|a| a.checked_add(d))
-                    .ok_or("base85 overflow")?;
-            } else {
-                acc = acc * 85 + d;
-            }
-        }
-        let bytes = acc.to_be_bytes();
-        let n = left.min(4);
-        out.extend_from_slice(&bytes[..n]);
-        left -= n;
-    }
-    Ok(())
 }
 
 /// A file name as read from a header: `None` is `/dev/null`.
@@ -1217,7 +1025,7 @@ impl<'a> Parser<'a> {
                 *i += 1;
                 break;
             }
-            decode_base85_line(l, &mut deflated)
+            base85::decode_line(l, &mut deflated)
                 .map_err(|why| Self::err(*i, format!("corrupt binary patch: {why}")))?;
             *i += 1;
         }
@@ -1455,18 +1263,6 @@ fn timestamp_suffix(v: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base85_roundtrip_known() {
-        // "hello" deflated by git: just check decode of a line encoding 4 zero bytes.
-        let mut out = Vec::new();
-        decode_base85_line(b"D00000", &mut out).unwrap();
-        assert_eq!(out, [0, 0, 0, 0]);
-        let mut out = Vec::new();
-        assert!(decode_base85_line(b"E00000", &mut out).is_err());
-        assert!(decode_base85_line(b"D0000", &mut out).is_err());
-        assert!(decode_base85_line(b"D~~~~~", &mut out).is_err());
-    }
 
     #[test]
     fn strip() {

@@ -32,10 +32,12 @@ use std::time::{Duration, Instant};
 
 use crate::patch::parse::split_lines;
 
-use sha1::{Digest, Sha1};
 use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
+use crate::git::base85;
+use crate::git::oid::blob_id_hex;
+use crate::git::quote::quote_path;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
 const CONTEXT: usize = 3;
@@ -568,13 +570,7 @@ fn push_lines(out: &mut Vec<u8>, prefix: u8, lines: &[&[u8]], range: std::ops::R
 fn write_binary_literal(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(format!("literal {}\n", data.len()).as_bytes());
     let deflated = zlib_deflate(data);
-    for chunk in deflated.chunks(52) {
-        // chunk.len() is 1..=52, so the length character is 'A'..='Z' or 'a'..='z'.
-        let n = chunk.len() as u8;
-        out.push(if n <= 26 { b'A' + n - 1 } else { b'a' + n - 27 });
-        encode_base85(out, chunk);
-        out.push(b'\n');
-    }
+    base85::encode_lines(out, &deflated);
     out.push(b'\n');
 }
 
@@ -624,86 +620,6 @@ fn adler32(data: &[u8]) -> u32 {
         b %= MOD;
     }
     (b << 16) | a
-}
-
-/// git's base85 alphabet (base85.c).
-const BASE85: &[u8; 85] =
-    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
-
-/// Encodes `data` as git does: each group of four bytes (the last one zero-padded) as a
-/// big-endian number written in five base85 digits, most significant first.
-fn encode_base85(out: &mut Vec<u8>, data: &[u8]) {
-    for group in data.chunks(4) {
-        let mut acc: u32 = 0;
-        for i in 0..4 {
-            acc = (acc << 8) | u32::from(group.get(i).copied().unwrap_or(0));
-        }
-        let mut digits = [0u8; 5];
-        for d in digits.iter_mut().rev() {
-            *d = BASE85[(acc % 85) as usize];
-            acc /= 85;
-        }
-        out.extend_from_slice(&digits);
-    }
-}
-
-/// The git blob id of `data`: SHA-1 of `"blob <len>\0"` followed by the data, as 40
-/// lowercase hex characters.
-///
-/// ```
-/// use patchbox::patch::write::blob_id_hex;
-/// assert_eq!(blob_id_hex(b""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
-/// assert_eq!(blob_id_hex(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
-/// ```
-pub fn blob_id_hex(data: &[u8]) -> String {
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", data.len()).as_bytes());
-    h.update(data);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// git's quoting of a path in patch headers (`core.quotePath=true`).
-///
-/// Returns `prefix` followed by `path`. When the path contains `"`, `\`, a control character,
-/// DEL or any byte `>= 0x80`, the whole token (prefix included) is put in double quotes with
-/// C-style escapes: `\a \b \t \n \v \f \r \" \\`, and three-digit octal for the other bytes.
-///
-/// ```
-/// use patchbox::patch::write::quote_path;
-/// assert_eq!(quote_path("a/", b"src/lib.rs"), b"a/src/lib.rs");
-/// assert_eq!(quote_path("a/", b"has space"), b"a/has space");
-/// assert_eq!(quote_path("a/", "tést".as_bytes()), br#""a/t\303\251st""#);
-/// assert_eq!(quote_path("b/", b"x\ty\"z"), br#""b/x\ty\"z""#);
-/// ```
-pub fn quote_path(prefix: &str, path: &[u8]) -> Vec<u8> {
-    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x7f;
-    let full: Vec<u8> = prefix.bytes().chain(path.iter().copied()).collect();
-    if !full.iter().any(|&b| needs(b)) {
-        return full;
-    }
-    let mut out = Vec::with_capacity(full.len() + 8);
-    out.push(b'"');
-    for &b in &full {
-        let esc = match b {
-            0x07 => Some(b'a'),
-            0x08 => Some(b'b'),
-            b'\t' => Some(b't'),
-            b'\n' => Some(b'n'),
-            0x0b => Some(b'v'),
-            0x0c => Some(b'f'),
-            b'\r' => Some(b'r'),
-            b'"' => Some(b'"'),
-            b'\\' => Some(b'\\'),
-            _ => None,
-        };
-        match esc {
-            Some(c) => out.extend_from_slice(&[b'\\', c]),
-            None if needs(b) => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
-            None => out.push(b),
-        }
-    }
-    out.push(b'"');
-    out
 }
 
 /// git's binary heuristic: a NUL byte within the first 8000 bytes.
@@ -801,10 +717,7 @@ mod tests {
 
     #[test]
     fn patch_write_base85_matches_git() {
-        // From `git diff --binary` on an empty blob and on the bytes 00 01 02.
-        let mut out = Vec::new();
-        encode_base85(&mut out, &[0x78, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
-        assert_eq!(out, b"cmV?d00001");
+        // From `git diff --binary` on an empty blob.
         let mut lit = Vec::new();
         write_binary_literal(&mut lit, b"");
         assert_eq!(lit, b"literal 0\nHcmV?d00001\n\n");
@@ -938,11 +851,5 @@ mod tests {
             }),
         );
         assert!(out.starts_with(b"diff --git a/f b/f\nnew file mode 100644\n"));
-    }
-
-    #[test]
-    fn patch_write_quote_octal_and_del() {
-        assert_eq!(quote_path("a/", b"\xff\x7f\x01"), br#""a/\377\177\001""#);
-        assert_eq!(quote_path("a/", b"back\\slash"), br#""a/back\\slash""#);
     }
 }

@@ -22,7 +22,10 @@ use parking_lot::Mutex;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base, SessionPath};
+use crate::git::ignore::IgnoreRules;
+use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
+use crate::git::repo::GitRepo;
 use crate::session::confine::{self, Confinement};
 use crate::session::delegation::{
     Completion, DecideFn, Decision, Routed, SandboxInfo, SandboxResult,
@@ -67,7 +70,7 @@ impl std::fmt::Debug for Options {
 
 struct SessionBase {
     base: Base,
-    repo: Option<select::GitRepo>,
+    repo: Option<GitRepo>,
     skipped: Vec<(PathBuf, String)>,
     /// Absolute symlinks of the project that point into it.
     links_into_project: Vec<PathBuf>,
@@ -462,8 +465,7 @@ impl SandboxManager {
             None,
         )?;
         let pb = offset_progress(dir_nodes.len() as u64);
-        let verify =
-            |i: usize, m: &std::fs::Metadata| select::LStat::from_metadata(m) == blob_info[i].1;
+        let verify = |i: usize, m: &std::fs::Metadata| LStat::from_metadata(m) == blob_info[i].1;
         let b = snapshot::copy_tree(
             &self.project,
             &blob_nodes,
@@ -568,7 +570,7 @@ impl SandboxManager {
             Some(&sb.manifest),
             &|rel| {
                 rules
-                    .get_or_init(|| select::IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
+                    .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
                     .as_ref()
                     .is_ok_and(|r| r.is_ignored(rel, false))
             },

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base};
+use crate::git::oid::{from_hex, to_hex};
 use crate::session::layout;
 use crate::tree::snapshot::NodeKind;
 
@@ -46,13 +47,7 @@ pub struct PendingMeta {
 
 impl PendingMeta {
     fn encode(&self) -> Vec<u8> {
-        let hex: String = self
-            .project
-            .as_os_str()
-            .as_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = to_hex(self.project.as_os_str().as_bytes());
         format!(
             "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\nabandoned={}\n",
             self.session, self.delegation, hex, self.created, self.recovered, self.abandoned
@@ -70,9 +65,8 @@ impl PendingMeta {
                 "session" => m.session = v.to_string(),
                 "delegation" => m.delegation = v.to_string(),
                 "project_hex" => {
-                    let bytes: Vec<u8> = (0..v.len() / 2)
-                        .filter_map(|i| u8::from_str_radix(v.get(2 * i..2 * i + 2)?, 16).ok())
-                        .collect();
+                    // A damaged value leaves the project unknown (empty), never a wrong path.
+                    let bytes = from_hex(v).unwrap_or_default();
                     m.project = PathBuf::from(std::ffi::OsString::from_vec(bytes));
                 }
                 "created" => m.created = v.parse().unwrap_or(0),

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base};
+use crate::git::ignore::IgnoreRules;
+use crate::git::repo::{discover_repo, GitRepo};
 use crate::session::layout;
 use crate::session::pending::{self, PendingMeta};
 use crate::tree::base::Base;
 use crate::tree::diff;
-use crate::tree::select;
 
 /// What [`prune`] did.
 #[derive(Debug, Default)]
@@ -207,7 +208,7 @@ pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     let project = read_project(dir).unwrap_or_default();
     let base_dir = dir.join(layout::BASE_DIR);
-    let repo = select::discover_repo(&project).ok().flatten();
+    let repo = discover_repo(&project).ok().flatten();
     let base = if base_dir.is_dir() {
         match Base::load(
             dir,
@@ -302,9 +303,9 @@ fn recover_one(
     project: &Path,
     base: &Base,
     sb: &Path,
-    repo: Option<&select::GitRepo>,
+    repo: Option<&GitRepo>,
 ) -> Result<Option<PathBuf>> {
-    let rules = select::IgnoreRules::load(sb, repo)?;
+    let rules = IgnoreRules::load(sb, repo)?;
     let d = diff::diff_trees(&base.nodes, base, sb, None, &|rel| {
         rules.is_ignored(rel, false)
     })?;

@@ -20,9 +20,10 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionPath};
+use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
+use crate::git::oid::{from_hex, oid_from_hex, to_hex};
 use crate::tree::diff::{read_node, BaseSource};
-use crate::tree::select::LStat;
 use crate::tree::snapshot::{Node, NodeKind};
 
 /// Name of the blob list in a session directory.
@@ -87,10 +88,7 @@ impl Base {
             Some(d) => Ok(Some(d)),
             None => Err(Error::Git {
                 path: self.dir.join(self.nodes[i].rel.as_path()),
-                reason: format!(
-                    "blob {} is no longer in the object store",
-                    crate::git::odb::oid_to_hex(&oid)
-                ),
+                reason: format!("blob {} is no longer in the object store", to_hex(&oid)),
             }),
         }
     }
@@ -157,12 +155,9 @@ impl Base {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, _) = s {
-                out.extend_from_slice(crate::git::odb::oid_to_hex(oid).as_bytes());
+                out.extend_from_slice(to_hex(oid).as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                for &b in n.rel.as_bytes() {
-                    out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-                }
+                out.extend_from_slice(to_hex(n.rel.as_bytes()).as_bytes());
                 out.push(b'\n');
             }
         }
@@ -197,16 +192,13 @@ impl Base {
             else {
                 return Err(bad());
             };
-            let oid = crate::git::odb::oid_from_hex(oid).ok_or_else(bad)?;
+            let oid = oid_from_hex(oid).ok_or_else(bad)?;
             let kind = match mode {
                 "100755" => NodeKind::File { executable: true },
                 "100644" => NodeKind::File { executable: false },
                 _ => return Err(bad()),
             };
-            let bytes: Vec<u8> = (0..path.len() / 2)
-                .map(|i| u8::from_str_radix(path.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|_| bad())?;
+            let bytes = from_hex(path).ok_or_else(bad)?;
             if have.contains(&bytes) {
                 continue; // materialized: the copy in base/ is the same content
             }

@@ -5,3 +5,4 @@ pub mod base;
 pub mod diff;
 pub mod select;
 pub mod snapshot;
+pub mod walk;

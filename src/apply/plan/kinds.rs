@@ -15,9 +15,8 @@ use std::sync::Arc;
 use super::{conflict, oid_matches, perm_for, usable_oid, How, Planner, Res, VState};
 use crate::error::Result;
 use crate::fs::relpath::RelPath;
-use crate::patch::parse::{
-    git_blob_id, mode_is_symlink, split_lines, BinaryKind, BinaryPatch, FilePatch,
-};
+use crate::git::oid::blob_id_hex;
+use crate::patch::parse::{mode_is_symlink, split_lines, BinaryKind, BinaryPatch, FilePatch};
 use crate::patch::place::apply_hunks;
 
 impl Planner<'_> {
@@ -183,7 +182,7 @@ impl Planner<'_> {
             return Some(b);
         }
         if let Some(h) = self.source_oid_hint(old) {
-            return Some(git_blob_id(data).starts_with(&h));
+            return Some(blob_id_hex(data).starts_with(&h));
         }
         if let (Some(pre), _) = self.preimage(fp, old) {
             return Some(pre == *data);

@@ -25,9 +25,9 @@ use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::project::{self, Data, Entry, ProjectPath};
 use crate::fs::relpath::RelPath;
+use crate::git::oid::blob_id_hex;
 use crate::patch::parse::{
-    git_blob_id, mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch,
-    Patch,
+    mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch,
 };
 
 mod kinds;
@@ -113,7 +113,7 @@ fn usable_oid(o: &Option<String>) -> Option<&str> {
 }
 
 fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
-    usable_oid(o).map(|o| git_blob_id(data).starts_with(o))
+    usable_oid(o).map(|o| blob_id_hex(data).starts_with(o))
 }
 
 /// Whether a symlink at `link` with `target` would point outside the project (lexically).
@@ -445,8 +445,8 @@ impl<'a> Planner<'a> {
                 return Ok(false);
             };
             let holds = match self.current(n)? {
-                VState::File { data, .. } => git_blob_id(&data).starts_with(ln),
-                VState::Symlink(t) => git_blob_id(&t).starts_with(ln),
+                VState::File { data, .. } => blob_id_hex(&data).starts_with(ln),
+                VState::Symlink(t) => blob_id_hex(&t).starts_with(ln),
                 _ => false,
             };
             if holds {

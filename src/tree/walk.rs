@@ -1,0 +1,467 @@
+//! The parallel directory walk behind [`select_project`](crate::tree::select::select_project).
+//!
+//! Directories are read by a small pool of threads sharing a job stack; only regular files are
+//! `lstat`ed (for the executable bit), nothing is opened except `.gitignore` files, and no file
+//! content is read. In a git work tree each entry is looked up in the index (tracked files are
+//! always taken) and otherwise tested against the exclude rules; an excluded directory is not
+//! descended unless it holds tracked files, and then only those are taken.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crate::fs::relpath::RelPath;
+use crate::git::ignore::{
+    as_path, chain_iter, excluded_by, is_dot_git, load_gitignore_file, Level, Rules,
+};
+use crate::git::index::{IndexEntry, LStat};
+use crate::git::repo::{is_git_dir, read_gitfile};
+use crate::tree::select::Kind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Not a git project: everything except `.git`.
+    All,
+    /// Tracked files plus untracked files that are not excluded.
+    Untracked,
+    /// Inside an excluded directory that holds tracked files: only those.
+    TrackedOnly,
+}
+
+pub(crate) struct DirJob {
+    pub(crate) abs: PathBuf,
+    /// Work-tree-relative path of the directory with a trailing `/` (empty for the top);
+    /// project-relative outside git.
+    pub(crate) rel: Vec<u8>,
+    pub(crate) mode: Mode,
+    pub(crate) levels: Option<Arc<Level>>,
+    /// An untracked directory: if it holds a repository, report it instead of listing it.
+    pub(crate) check_nested: bool,
+}
+
+/// A fast non-cryptographic hasher (FxHash's mixing) for path keys; hash flooding is not a
+/// concern for paths from the user's own index.
+#[derive(Default)]
+struct PathHasher(u64);
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type PathMap<'a, V> = HashMap<&'a [u8], V, std::hash::BuildHasherDefault<PathHasher>>;
+
+/// The tracked paths, for O(1) lookups during the walk.
+pub(crate) struct TrackedIndex<'a> {
+    entries: &'a [IndexEntry],
+    /// Work-tree-relative path → position in `entries`.
+    files: PathMap<'a, usize>,
+    /// Every directory with tracked entries below it (no trailing slash).
+    dirs: PathMap<'a, ()>,
+}
+
+impl<'a> TrackedIndex<'a> {
+    pub(crate) fn new(entries: &'a [IndexEntry]) -> Self {
+        let mut files = PathMap::with_capacity_and_hasher(entries.len(), Default::default());
+        let mut dirs = PathMap::with_capacity_and_hasher(entries.len() / 8, Default::default());
+        for (i, e) in entries.iter().enumerate() {
+            files.insert(e.path.as_slice(), i);
+            // Deepest parent first: once one is known, all above it are too.
+            for (pos, _) in e.path.iter().enumerate().rev().filter(|(_, &b)| b == b'/') {
+                if dirs.insert(&e.path[..pos], ()).is_some() {
+                    break;
+                }
+            }
+        }
+        TrackedIndex {
+            entries,
+            files,
+            dirs,
+        }
+    }
+}
+
+pub(crate) struct GitCtx<'a> {
+    pub(crate) tracked: &'a TrackedIndex<'a>,
+    pub(crate) rules: &'a Rules,
+    pub(crate) ignore_case: bool,
+}
+
+impl GitCtx<'_> {
+    fn excluded(&self, levels: Option<&Arc<Level>>, path: &[u8], is_dir: bool) -> bool {
+        excluded_by(chain_iter(levels), self.rules, path, is_dir)
+    }
+}
+
+pub(crate) struct WalkCtx<'a> {
+    pub(crate) git: Option<GitCtx<'a>>,
+    pub(crate) exclude: &'a [PathBuf],
+    /// Bytes to strip from a job's `rel` to get the project-relative path.
+    pub(crate) strip: usize,
+}
+
+pub(crate) struct Found {
+    /// Project-relative; built in the workers so the conversion runs in parallel.
+    pub(crate) rel: RelPath,
+    pub(crate) kind: Kind,
+    pub(crate) idx: Option<usize>,
+    pub(crate) stat: Option<LStat>,
+}
+
+#[derive(Default)]
+pub(crate) struct WalkOut {
+    pub(crate) found: Vec<Found>,
+    pub(crate) skipped: Vec<(Vec<u8>, &'static str)>,
+}
+
+/// Mode and ignore levels at the project directory, walking down from the work tree top the
+/// way git's `treat_leading_path` does.
+pub(crate) fn leading_path(
+    git: &GitCtx,
+    work_tree: &Path,
+    prefix: &[u8],
+) -> (Mode, Option<Arc<Level>>) {
+    let mut mode = Mode::Untracked;
+    let mut levels: Option<Arc<Level>> = None;
+    let mut dir_start = 0;
+    for (i, &b) in prefix.iter().enumerate() {
+        if b != b'/' {
+            continue;
+        }
+        // Load the .gitignore of the directory that contains this component.
+        if mode == Mode::Untracked {
+            let f = work_tree
+                .join(as_path(&prefix[..dir_start]))
+                .join(".gitignore");
+            if let Some(gi) = load_gitignore_file(&f, true, git.ignore_case) {
+                levels = Some(Arc::new(Level {
+                    gi,
+                    base: dir_start,
+                    parent: levels,
+                }));
+            }
+        }
+        let dir = &prefix[..i];
+        let excluded = mode == Mode::TrackedOnly || git.excluded(levels.as_ref(), dir, true);
+        if excluded {
+            mode = Mode::TrackedOnly;
+        }
+        dir_start = i + 1;
+    }
+    (mode, levels)
+}
+
+fn file_kind_reason(ft: &fs::FileType) -> &'static str {
+    if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "device"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// Does this directory listing hold a `.git` that makes the directory a repository?
+fn holds_repo(abs: &Path) -> bool {
+    let dotgit = abs.join(".git");
+    match fs::metadata(&dotgit) {
+        Ok(m) if m.is_dir() => is_git_dir(&dotgit),
+        Ok(m) if m.is_file() => read_gitfile(&dotgit).is_ok_and(|t| is_git_dir(&t)),
+        _ => false,
+    }
+}
+
+fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<DirJob>) {
+    let proj_rel = |rel: &[u8]| rel.get(ctx.strip..).unwrap_or(&[]).to_vec();
+    let strip_slash = |r: &[u8]| r.strip_suffix(b"/").unwrap_or(r).to_vec();
+    let rd = match fs::read_dir(&job.abs) {
+        Ok(rd) => rd,
+        Err(_) => {
+            out.skipped
+                .push((proj_rel(&strip_slash(&job.rel)), "unreadable"));
+            return;
+        }
+    };
+    let mut ents = Vec::new();
+    for e in rd {
+        match e {
+            Ok(e) => {
+                let name = e.file_name();
+                ents.push((e, name));
+            }
+            Err(_) => {
+                out.skipped
+                    .push((proj_rel(&strip_slash(&job.rel)), "unreadable"));
+                return;
+            }
+        }
+    }
+    let ignore_case = ctx.git.as_ref().is_some_and(|g| g.ignore_case);
+    if job.check_nested
+        && ents
+            .iter()
+            .any(|(_, n)| is_dot_git(n.as_bytes(), ignore_case))
+        && holds_repo(&job.abs)
+    {
+        out.skipped
+            .push((proj_rel(&strip_slash(&job.rel)), "nested repository"));
+        return;
+    }
+    let mut levels = job.levels;
+    if let (Some(git), Mode::Untracked) = (&ctx.git, job.mode) {
+        let has_gitignore = ents.iter().any(|(e, n)| {
+            n.as_bytes() == b".gitignore" && e.file_type().is_ok_and(|t| t.is_file())
+        });
+        if has_gitignore {
+            if let Some(gi) =
+                load_gitignore_file(&job.abs.join(".gitignore"), true, git.ignore_case)
+            {
+                levels = Some(Arc::new(Level {
+                    gi,
+                    base: job.rel.len(),
+                    parent: levels,
+                }));
+            }
+        }
+    }
+    for (e, name) in ents {
+        let nb = name.as_bytes();
+        if is_dot_git(nb, ignore_case) {
+            continue;
+        }
+        let Ok(ft) = e.file_type() else {
+            continue; // vanished
+        };
+        let mut rel = Vec::with_capacity(job.rel.len() + nb.len() + 1);
+        rel.extend_from_slice(&job.rel);
+        rel.extend_from_slice(nb);
+        let git = match &ctx.git {
+            None => {
+                if ft.is_dir() {
+                    let abs = job.abs.join(&name);
+                    if ctx.exclude.contains(&abs) {
+                        continue;
+                    }
+                    rel.push(b'/');
+                    push.push(DirJob {
+                        abs,
+                        rel,
+                        mode: Mode::All,
+                        levels: None,
+                        check_nested: false,
+                    });
+                } else {
+                    emit(ctx, &e, &ft, rel, None, out);
+                }
+                continue;
+            }
+            Some(g) => g,
+        };
+        let hit = git.tracked.files.get(rel.as_slice()).copied();
+        if ft.is_dir() {
+            let abs = job.abs.join(&name);
+            if ctx.exclude.contains(&abs) {
+                continue;
+            }
+            if let Some(i) = hit {
+                if git
+                    .tracked
+                    .entries
+                    .get(i)
+                    .is_some_and(IndexEntry::is_gitlink)
+                {
+                    out.skipped.push((proj_rel(&rel), "submodule"));
+                    continue;
+                }
+            }
+            let mut dir_slash = rel.clone();
+            dir_slash.push(b'/');
+            let has_tracked = git.tracked.dirs.contains_key(rel.as_slice());
+            let excluded =
+                || job.mode == Mode::TrackedOnly || git.excluded(levels.as_ref(), &rel, true);
+            let (mode, check_nested) = if has_tracked {
+                (
+                    if excluded() {
+                        Mode::TrackedOnly
+                    } else {
+                        Mode::Untracked
+                    },
+                    false,
+                )
+            } else if excluded() {
+                continue;
+            } else {
+                (Mode::Untracked, true)
+            };
+            push.push(DirJob {
+                abs,
+                rel: dir_slash,
+                mode,
+                levels: if mode == Mode::Untracked {
+                    levels.clone()
+                } else {
+                    None
+                },
+                check_nested,
+            });
+            continue;
+        }
+        match hit {
+            Some(i)
+                if git
+                    .tracked
+                    .entries
+                    .get(i)
+                    .is_some_and(IndexEntry::is_gitlink) =>
+            {
+                out.skipped.push((proj_rel(&rel), "submodule"));
+            }
+            Some(i) => emit(ctx, &e, &ft, rel, Some(i), out),
+            None => {
+                if job.mode == Mode::TrackedOnly || git.excluded(levels.as_ref(), &rel, false) {
+                    continue;
+                }
+                emit(ctx, &e, &ft, rel, None, out);
+            }
+        }
+    }
+}
+
+/// Records a non-directory entry: a file (lstat for the exec bit), a symlink, or a skip.
+fn emit(
+    ctx: &WalkCtx,
+    e: &fs::DirEntry,
+    ft: &fs::FileType,
+    mut rel: Vec<u8>,
+    idx: Option<usize>,
+    out: &mut WalkOut,
+) {
+    rel.drain(..ctx.strip.min(rel.len()));
+    let Ok(rp) = RelPath::from_bytes(&rel) else {
+        return; // readdir never yields "", "." or ".."
+    };
+    if ft.is_symlink() {
+        out.found.push(Found {
+            rel: rp,
+            kind: Kind::Symlink,
+            idx,
+            stat: None,
+        });
+    } else if ft.is_file() {
+        match e.metadata() {
+            Ok(m) if m.is_file() => out.found.push(Found {
+                rel: rp,
+                kind: Kind::File {
+                    executable: m.mode() & 0o100 != 0,
+                },
+                idx,
+                stat: Some(LStat::from_metadata(&m)),
+            }),
+            Ok(m) if m.file_type().is_symlink() => out.found.push(Found {
+                rel: rp,
+                kind: Kind::Symlink,
+                idx,
+                stat: None,
+            }),
+            Ok(m) => out.skipped.push((rel, file_kind_reason(&m.file_type()))),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {} // vanished
+            Err(_) => out.skipped.push((rel, "unreadable")),
+        }
+    } else {
+        out.skipped.push((rel, file_kind_reason(ft)));
+    }
+}
+
+struct Queue {
+    jobs: Vec<DirJob>,
+    active: usize,
+}
+
+pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    if threads == 1 {
+        let mut out = WalkOut::default();
+        let mut stack = vec![root];
+        while let Some(job) = stack.pop() {
+            process_dir(ctx, job, &mut out, &mut stack);
+        }
+        return out;
+    }
+    let queue = Mutex::new(Queue {
+        jobs: vec![root],
+        active: 0,
+    });
+    let cv = Condvar::new();
+    let worker = || {
+        let mut out = WalkOut::default();
+        let mut pushed = Vec::new();
+        loop {
+            let job = {
+                let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    if let Some(j) = q.jobs.pop() {
+                        q.active += 1;
+                        break Some(j);
+                    }
+                    if q.active == 0 {
+                        break None;
+                    }
+                    q = cv.wait(q).unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            let Some(job) = job else {
+                cv.notify_all();
+                return out;
+            };
+            process_dir(ctx, job, &mut out, &mut pushed);
+            let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            q.active -= 1;
+            let n = pushed.len();
+            q.jobs.append(&mut pushed);
+            if n > 1 || (q.active == 0 && q.jobs.is_empty()) {
+                cv.notify_all();
+            } else if n == 1 {
+                cv.notify_one();
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
+        let mut all = WalkOut::default();
+        for h in handles {
+            match h.join() {
+                Ok(mut o) => {
+                    all.found.append(&mut o.found);
+                    all.skipped.append(&mut o.skipped);
+                }
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+        all
+    })
+}
