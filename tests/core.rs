@@ -770,6 +770,64 @@ fn user_edits_after_the_snapshot_do_not_leak_into_later_sandboxes() {
     assert!(mgr.finalize_sandbox(&first).unwrap().patch.is_empty());
 }
 
+/// Recovery of a crashed session is exact: an untouched sandbox recovers nothing, a changed
+/// one recovers exactly the patch finalize gives, with pre-images of the touched files only —
+/// with or without the manifest kept beside the sandbox (without it, by content).
+#[test]
+fn recovery_is_exact_with_and_without_the_kept_manifest() {
+    for keep_manifest in [true, false] {
+        let e = env();
+        git_project(&e);
+        for i in 0..30 {
+            write(
+                &e.project,
+                &format!("many/f{i}.txt"),
+                format!("{i}\n").as_bytes(),
+            );
+        }
+        git_commit_all(&e.project);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        common::git(&e.project, &["update-index", "--really-refresh"]);
+        let dead = manager(&e);
+        let untouched = dead.create_sandbox("untouched", None).unwrap();
+        let _ = untouched;
+        let sb = dead.create_sandbox("changed", None).unwrap();
+        write(&sb.path, "a.txt", b"alpha\nmore\n");
+        write(&sb.path, "many/new.txt", b"new\n");
+        fs::remove_file(sb.path.join("dir/b.txt")).unwrap();
+        let want = dead.finalize_sandbox(&sb).unwrap().patch;
+        let session = dead.keep();
+        if !keep_manifest {
+            for id in ["untouched", "changed"] {
+                fs::remove_file(session.join(format!(".manifest-{id}"))).unwrap();
+            }
+        }
+        let report = prune_until_recovered(&e.root);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let pend = patchbox::session::pending::list(&e.root).unwrap();
+        assert_eq!(
+            pend.len(),
+            1,
+            "only the changed sandbox is recovered: {pend:?}"
+        );
+        assert_eq!(pend[0].meta.delegation, "changed");
+        assert_eq!(fs::read(&pend[0].patch_path).unwrap(), want);
+        let pre = pend[0].preimages.as_ref().unwrap();
+        let mut kept: Vec<String> = walkdir::WalkDir::new(pre)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().strip_prefix(pre).unwrap().display().to_string())
+            .collect();
+        kept.sort();
+        assert_eq!(
+            kept,
+            ["a.txt", "dir/b.txt"],
+            "pre-images of touched files only"
+        );
+    }
+}
+
 #[test]
 fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
     let e = env();

@@ -147,6 +147,22 @@ fn assert_root_is_clean(root: &Path) {
     for s in rd {
         let s = s.unwrap();
         let name = s.file_name().into_string().unwrap();
+        // A session killed while being created (`.<id>.tmp`) holds no work; prune removes it
+        // once it is a minute old.
+        let half_made = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .is_some_and(patchbox::session::layout::is_session_id);
+        if half_made {
+            for e in fs::read_dir(s.path()).unwrap() {
+                let n = e.unwrap().file_name().into_string().unwrap();
+                assert!(
+                    n == "session.lock" || n.starts_with(".session.meta."),
+                    "a half-made session holds {n}"
+                );
+            }
+            continue;
+        }
         assert!(
             patchbox::session::layout::is_session_id(&name),
             "stray entry in the root: {name}"
@@ -347,9 +363,19 @@ fn kill_9_during_recovery() {
         let checked = std::panic::catch_unwind(|| {
             settle(&root);
             let patches = assert_pending_apply(&project, &root, &scratch);
-            assert_eq!(
-                patches, expected,
-                "the recovered work differs or is missing"
+            let text = |v: &[Vec<u8>]| -> Vec<String> {
+                v.iter()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect()
+            };
+            assert!(
+                patches == expected,
+                "the recovered work differs or is missing: {} patch(es) {:?}",
+                patches.len(),
+                text(&patches)
+                    .iter()
+                    .map(|p| p.lines().filter(|l| l.starts_with("diff --git")).count())
+                    .collect::<Vec<_>>()
             );
             assert_root_is_clean(&root);
             assert_eq!(fingerprint(&project, true), before, "the project changed");

@@ -260,7 +260,29 @@ pub fn write_file_replace_with(
     fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
 ) -> Result<bool> {
     let dir = p.0.parent().unwrap_or(Path::new("/"));
-    let tmp = dir.join(format!(".tmp-{}", ulid::Ulid::new()));
+    replace_through(p, dir, mode, fill)
+}
+
+/// [`write_file_replace_with`] with the temporary file made in `scratch` (a directory of the
+/// same session, so on the same filesystem) instead of beside `p`. For trees in which every
+/// name is taken for content (the base snapshot): a crash must not leave a temporary file
+/// there that recovery would read as a project file.
+pub fn write_file_replace_via(
+    p: &SessionPath,
+    scratch: &SessionPath,
+    mode: u32,
+    fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
+) -> Result<bool> {
+    replace_through(p, &scratch.0, mode, fill)
+}
+
+fn replace_through(
+    p: &SessionPath,
+    tmp_dir: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
+) -> Result<bool> {
+    let tmp = tmp_dir.join(format!(".tmp-{}", ulid::Ulid::new()));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)

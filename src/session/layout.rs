@@ -26,6 +26,14 @@ use crate::fs::RelPath;
 /// Name of the snapshot directory in a session directory.
 pub const BASE_DIR: &str = "base";
 
+/// The session's scratch directory: temporary files of writes into `base/` are made here, so
+/// a crash never leaves one in the snapshot.
+pub const SCRATCH_DIR: &str = ".scratch";
+
+/// Prefix of the file keeping a sandbox's manifest (`.manifest-<delegation>`): the stat data
+/// recorded when it was made, which recovery diffs against as finalize does.
+pub const MANIFEST_PREFIX: &str = ".manifest-";
+
 /// Prefix of a confined tool's private temporary directory in the session directory
 /// (`tmp-<delegation>`): outside the sandbox, so never in a patch.
 pub const TMP_PREFIX: &str = "tmp-";

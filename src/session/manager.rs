@@ -88,6 +88,17 @@ enum Slot {
     Ready(Arc<Sandbox>),
 }
 
+/// How long the recovery a manager starts with may start new sessions.
+const STARTUP_RECOVERY_TIME: std::time::Duration = std::time::Duration::from_secs(20);
+/// How many dead sessions the recovery a manager starts with recovers at most.
+const STARTUP_RECOVERY_SESSIONS: usize = 16;
+
+/// The state of the recovery a manager starts with.
+enum Recovery {
+    Running(std::thread::JoinHandle<recover::PruneReport>),
+    Done(recover::PruneReport),
+}
+
 /// One engine session's sandboxes.
 ///
 /// Creating it creates the session directory `<root>/<session-id>/` and locks it for the
@@ -126,6 +137,8 @@ pub struct SandboxManager {
     /// Cleanup left to another process ([`SandboxManager::leave_cleanup_to_reaper`]).
     handed_off: std::sync::atomic::AtomicBool,
     removals: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The recovery of dead sessions started by the constructor, if any.
+    recovery: Mutex<Option<Recovery>>,
     /// Confine tools started by [`SandboxManager::command`] (see [`Options::no_confine`]).
     confine: bool,
     /// Extra directories confined tools may write.
@@ -169,13 +182,35 @@ impl SandboxManager {
             keep: std::sync::atomic::AtomicBool::new(false),
             handed_off: std::sync::atomic::AtomicBool::new(false),
             removals: Mutex::new(Vec::new()),
+            recovery: Mutex::new(None),
             confine: !options.no_confine,
             writable_dirs: options.writable_dirs,
         };
         if !options.no_prune_on_start {
-            // Recovery problems must not stop the engine from working; they are retried by
-            // the next start or an explicit prune.
-            let _ = recover::prune(&mgr.root);
+            // Off the caller's path and bounded: an engine starts at once, whatever crashed
+            // sessions the root holds. Problems are reported by startup_recovery(); what is
+            // left is recovered by the next start or an explicit prune.
+            let root = mgr.root.clone();
+            let spawned = std::thread::Builder::new()
+                .name("patchbox-recover".into())
+                .spawn(move || {
+                    recover::prune_within(
+                        &root,
+                        Some(STARTUP_RECOVERY_TIME),
+                        STARTUP_RECOVERY_SESSIONS,
+                    )
+                    .unwrap_or_else(|e| recover::PruneReport {
+                        errors: vec![e.to_string()],
+                        ..Default::default()
+                    })
+                });
+            *mgr.recovery.lock() = Some(match spawned {
+                Ok(h) => Recovery::Running(h),
+                Err(e) => Recovery::Done(recover::PruneReport {
+                    errors: vec![format!("start the recovery thread: {e}")],
+                    ..Default::default()
+                }),
+            });
         }
         Ok(mgr)
     }
@@ -404,12 +439,22 @@ impl SandboxManager {
                 return Err(e);
             }
         };
-        let stamp = snapshot::clock_stamp_after(&marker, newest);
-        let renamed = stamp.and_then(|s| session_dir::rename(&tmp, dir).map(|_| s));
-        let stamp = match renamed {
-            Ok(s) => s,
+        // The manifest is kept beside the sandbox before the sandbox appears under its name,
+        // so recovery of a crashed session diffs by stat data as finalize does (without it,
+        // recovery compares by content: slower, as exact).
+        let manifest_file =
+            self.path_in_session_base(Path::new(&format!("{}{id}", layout::MANIFEST_PREFIX)))?;
+        let made = snapshot::clock_stamp_after(&marker, newest).and_then(|stamp| {
+            let manifest = Manifest::new(entries, stamp);
+            session_dir::write_scratch(&manifest_file, &manifest.encode())?;
+            session_dir::rename(&tmp, dir)?;
+            Ok(manifest)
+        });
+        let manifest = match made {
+            Ok(m) => m,
             Err(e) => {
                 let _ = session_dir::remove_tree(&tmp);
+                let _ = session_dir::remove_file(&manifest_file);
                 return Err(e);
             }
         };
@@ -419,7 +464,7 @@ impl SandboxManager {
                 delegation_id: id.to_string(),
                 base_dir: base.dir.clone(),
             },
-            manifest: Manifest::new(entries, stamp),
+            manifest,
             last_touched: Mutex::new(Vec::new()),
         })
     }
@@ -581,8 +626,10 @@ impl SandboxManager {
         // The sandbox listing is gone; the patch may need room for large files.
         release_freed_memory();
         let base_dir = self.path_in_session_base(&base.dir)?;
+        let scratch = self.path_in_session_base(Path::new(layout::SCRATCH_DIR))?;
+        session_dir::create_dir_all(&scratch)?;
         for i in d.changes.iter().filter_map(|c| c.base_index) {
-            base.materialize(&base_dir, i)?;
+            base.materialize(&base_dir, &scratch, i)?;
         }
         let patch = diff::render_patch(base, &sb.info.path, &d.changes)?;
         *sb.last_touched.lock() = d.changes.iter().map(|c| c.rel.clone()).collect();
@@ -615,12 +662,13 @@ impl SandboxManager {
             }
             map.remove(&info.delegation_id);
         }
-        // The confined tools' private TMPDIR goes with the sandbox.
-        session_dir::remove_tree(&self.path_in_session_base(Path::new(&format!(
-            "{}{}",
-            layout::TMP_PREFIX,
-            info.delegation_id
-        )))?)?;
+        // The confined tools' private TMPDIR and the manifest go with the sandbox.
+        for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
+            session_dir::remove_tree(
+                &self
+                    .path_in_session_base(Path::new(&format!("{prefix}{}", info.delegation_id)))?,
+            )?;
+        }
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
         // name at once (so the id is free and the tree is gone from view) and deleted by a
         // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which
@@ -712,6 +760,23 @@ impl SandboxManager {
         };
         self.discard_sandbox(info)?;
         Ok(Completion { result, routed })
+    }
+
+    /// What the recovery of dead sessions started by the constructor did, waiting for it to
+    /// end if it still runs; `None` when it was not started ([`Options::no_prune_on_start`]).
+    /// It is bounded (at most 16 sessions and 20 s); the sessions it left are listed as
+    /// deferred and are recovered by the next start or `sessions prune`.
+    pub fn startup_recovery(&self) -> Option<recover::PruneReport> {
+        let mut slot = self.recovery.lock();
+        let report = match slot.take()? {
+            Recovery::Running(h) => h.join().unwrap_or_else(|_| recover::PruneReport {
+                errors: vec!["the recovery thread panicked".into()],
+                ..Default::default()
+            }),
+            Recovery::Done(r) => r,
+        };
+        *slot = Some(Recovery::Done(report.clone()));
+        Some(report)
     }
 
     /// Whether tools started by [`SandboxManager::command`] are confined on this machine.
@@ -860,11 +925,36 @@ impl SandboxManager {
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
+        // Sandboxes leave view first, each in one rename: a process killed while deleting
+        // must not leave a half-deleted sandbox (or a sandbox without its base) that the
+        // next recovery would take for work.
+        let names: Vec<String> = names
+            .into_iter()
+            .map(|n| {
+                if !n.starts_with("d-") {
+                    return n;
+                }
+                let trash = format!(".trash-{}", ulid::Ulid::new());
+                let moved = self.path_in_session_base(Path::new(&n)).and_then(|from| {
+                    session_dir::rename(&from, &self.path_in_session_base(Path::new(&trash))?)
+                });
+                match moved {
+                    Ok(()) => trash,
+                    Err(e) => {
+                        note(Err(e));
+                        n
+                    }
+                }
+            })
+            .collect();
         for n in names {
             if n == layout::BASE_DIR
                 || n == crate::tree::base::BLOBS_FILE
                 || n.starts_with("d-")
+                || n.starts_with(".trash-")
                 || n.starts_with(layout::TMP_PREFIX)
+                || n.starts_with(layout::MANIFEST_PREFIX)
+                || n == layout::SCRATCH_DIR
                 || n.starts_with(".creating-")
                 || n.starts_with(".clock-")
             {
@@ -912,6 +1002,9 @@ impl Drop for SandboxManager {
         for h in self.removals.lock().drain(..) {
             let _ = h.join();
         }
+        // The recovery thread works on other sessions; it is waited for so that no work of
+        // this library outlives its manager.
+        let _ = self.startup_recovery();
         // Work not stored is never removed: when a sandbox's work cannot be saved, the whole
         // session stays for the next start or prune to recover, as after a crash.
         if !self.keep.load(std::sync::atomic::Ordering::SeqCst) && self.save_abandoned() {

@@ -23,7 +23,7 @@ use crate::tree::base::Base;
 use crate::tree::diff;
 
 /// What [`prune`] did.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PruneReport {
     /// Dead sessions whose sandboxes were removed.
     pub pruned: Vec<String>,
@@ -33,6 +33,9 @@ pub struct PruneReport {
     pub live: Vec<String>,
     /// Problems met; the affected sandboxes were left in place.
     pub errors: Vec<String>,
+    /// Dead sessions left for a later prune because the bound of [`prune_within`] was
+    /// reached.
+    pub deferred: Vec<String>,
 }
 
 /// A session found under a root.
@@ -109,6 +112,18 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionStatus>> {
 
 /// Recovers and cleans every dead session under `root`; live sessions are untouched.
 pub fn prune(root: &Path) -> Result<PruneReport> {
+    prune_within(root, None, usize::MAX)
+}
+
+/// [`prune`] within a bound: no dead session is started after `time` has passed or once
+/// `max_sessions` have been recovered; the rest are listed as deferred, for a later prune.
+/// (A manager recovers this way at start, on a thread of its own.)
+pub fn prune_within(
+    root: &Path,
+    time: Option<std::time::Duration>,
+    max_sessions: usize,
+) -> Result<PruneReport> {
+    let start = std::time::Instant::now();
     let mut report = PruneReport::default();
     let root = match root.canonicalize() {
         Ok(r) => r,
@@ -118,7 +133,10 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
     remove_dead_half_made_sessions(&root, &mut report);
     for id in session_ids(&root)? {
         let dir = root.join(&id);
+        let out_of_bound =
+            report.pruned.len() >= max_sessions || time.is_some_and(|t| start.elapsed() >= t);
         match layout::try_claim_session(&dir) {
+            Ok(Some(_)) if out_of_bound => report.deferred.push(id),
             Ok(Some(lock)) => {
                 recover_session(&dir, &id, &mut report);
                 drop(lock);
@@ -134,6 +152,9 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
     Ok(report)
 }
 
+/// How old a half-made session directory must be before a pruner may take it for dead.
+const HALF_MADE_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Removes the `.<session-id>.tmp` directories of sessions whose creator died while making
 /// them (see [`layout::create_session`]): they hold no work yet. One whose creator still holds
 /// its lock is being made, and is left alone.
@@ -143,11 +164,19 @@ fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
         let Ok(name) = e.file_name().into_string() else {
             continue;
         };
-        let half_made = name
+        let Some(id) = name
             .strip_prefix('.')
             .and_then(|n| n.strip_suffix(".tmp"))
-            .is_some_and(layout::is_session_id);
-        if !half_made {
+            .and_then(|n| ulid::Ulid::from_string(n).ok())
+        else {
+            continue;
+        };
+        // Its creator makes it in milliseconds, but opens its lock file before it can lock
+        // it: only a directory whose id (a creation time) is a minute old is claimed.
+        let age = std::time::SystemTime::now()
+            .duration_since(id.datetime())
+            .unwrap_or_default();
+        if age < HALF_MADE_GRACE {
             continue;
         }
         let dir = root.join(&name);
@@ -237,7 +266,16 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         match saved {
             Ok(p) => {
                 report.recovered.extend(p);
-                let r = path_in_session_base(dir, &sb).and_then(|p| session_dir::remove_tree(&p));
+                // Out of view in one step, then deleted: a recovery killed while deleting
+                // must not leave a half-deleted sandbox for the next one to take for work.
+                let r = path_in_session_base(dir, &sb).and_then(|p| {
+                    let trash = path_in_session_base(
+                        dir,
+                        Path::new(&format!(".trash-{}", ulid::Ulid::new())),
+                    )?;
+                    session_dir::rename(&p, &trash)?;
+                    session_dir::remove_tree(&trash)
+                });
                 if let Err(e) = r {
                     report.errors.push(e.to_string());
                     all_ok = false;
@@ -263,6 +301,8 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                         || n.starts_with(".clock-")
                         || n.starts_with(".trash-")
                         || n.starts_with(layout::TMP_PREFIX)
+                        || n.starts_with(layout::MANIFEST_PREFIX)
+                        || n == layout::SCRATCH_DIR
                 })
                 .collect()
         })
@@ -306,7 +346,12 @@ fn recover_one(
     repo: Option<&GitRepo>,
 ) -> Result<Option<PathBuf>> {
     let rules = IgnoreRules::load(sb, repo)?;
-    let d = diff::diff_trees(&base.nodes, base, sb, None, &|rel| {
+    // The manifest kept beside the sandbox lets the diff trust stat data as finalize does;
+    // without a whole one, everything is compared by content.
+    let manifest = fs::read(dir.join(format!("{}{d_id}", layout::MANIFEST_PREFIX)))
+        .ok()
+        .and_then(|b| diff::Manifest::decode(&b));
+    let d = diff::diff_trees(&base.nodes, base, sb, manifest.as_ref(), &|rel| {
         rules.is_ignored(rel, false)
     })?;
     if d.changes.is_empty() {

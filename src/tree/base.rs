@@ -13,6 +13,7 @@
 //! written to `base.blobs` in the session, so crash recovery can rebuild the base.
 
 use std::fs;
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -116,8 +117,15 @@ impl Base {
     }
 
     /// Makes sure the pre-image of node `i` exists as a file in `base/` (for consumers that
-    /// merge against `base_dir`). Safe to race: written to a temporary name, then renamed.
-    pub fn materialize(&self, base_dir: &SessionPath, i: usize) -> Result<()> {
+    /// merge against `base_dir`). Safe to race: written to a temporary file in `scratch` (a
+    /// directory of the session outside `base/`, so a crash leaves nothing in `base/` that
+    /// could be taken for a project file), then renamed into place.
+    pub fn materialize(
+        &self,
+        base_dir: &SessionPath,
+        scratch: &SessionPath,
+        i: usize,
+    ) -> Result<()> {
         let node = &self.nodes[i];
         let dst = base_dir.child(&node.rel);
         if fs::symlink_metadata(dst.as_path()).is_ok() {
@@ -136,7 +144,7 @@ impl Base {
         // An unchanged project file is copied in the kernel (copy_file_range), never held
         // in memory: a multi-megabyte file costs no resident memory here.
         if let Some(src) = self.open_unchanged_project_file(i, &st) {
-            let copied = session_dir::write_file_replace_with(&dst, mode, |f, tmp| {
+            let copied = session_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
                 std::io::copy(&mut &src, f).ctx("copy", tmp)?;
                 Ok(still_unchanged(&src, &st))
             })?;
@@ -147,18 +155,23 @@ impl Base {
         let Some(data) = self.read_blob(i)? else {
             return Ok(());
         };
-        session_dir::write_file_replace(&dst, &data, mode)
+        session_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
+            f.write_all(&data).ctx("write", tmp)?;
+            Ok(true)
+        })
+        .map(|_| ())
     }
 
-    /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path>`.
+    /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
+    /// (the size lets recovery compare without reading; lists from before it had no size).
     pub fn write_blob_list(&self, p: &SessionPath) -> Result<()> {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
-            if let BaseSrc::Blob(oid, _) = s {
+            if let BaseSrc::Blob(oid, st) = s {
                 out.extend_from_slice(to_hex(oid).as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
                 out.extend_from_slice(to_hex(n.rel.as_bytes()).as_bytes());
-                out.push(b'\n');
+                out.extend_from_slice(format!(" {}\n", st.size).as_bytes());
             }
         }
         session_dir::write_scratch(p, &out)
@@ -192,6 +205,10 @@ impl Base {
             else {
                 return Err(bad());
             };
+            let size = match parts.next() {
+                Some(v) => Some(v.parse::<u64>().map_err(|_| bad())?),
+                None => None,
+            };
             let oid = oid_from_hex(oid).ok_or_else(bad)?;
             let kind = match mode {
                 "100755" => NodeKind::File { executable: true },
@@ -203,7 +220,11 @@ impl Base {
                 continue; // materialized: the copy in base/ is the same content
             }
             let rel = RelPath::from_bytes(&bytes)?;
-            nodes.push((Node { rel, kind }, BaseSrc::Blob(oid, LStat::default())));
+            let st = LStat {
+                size: size.unwrap_or(u64::MAX),
+                ..LStat::default()
+            };
+            nodes.push((Node { rel, kind }, BaseSrc::Blob(oid, st)));
         }
         nodes.sort_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
         let any_blob = nodes.iter().any(|(_, s)| matches!(s, BaseSrc::Blob(..)));
@@ -217,6 +238,21 @@ impl Base {
             }
             _ => None,
         };
+        if let Some(odb) = &odb {
+            // A list written before sizes were recorded: learn them from the blobs, so the
+            // diff never takes an unknown size for a changed file.
+            for (_, src) in nodes.iter_mut() {
+                if let BaseSrc::Blob(oid, st) = src {
+                    if st.size == u64::MAX {
+                        let data = odb.read_blob(oid)?.ok_or_else(|| Error::Git {
+                            path: list.clone(),
+                            reason: format!("blob {} is missing", to_hex(oid)),
+                        })?;
+                        st.size = data.len() as u64;
+                    }
+                }
+            }
+        }
         let (nodes, srcs) = nodes.into_iter().unzip();
         Ok(Base {
             dir,

@@ -37,6 +37,9 @@ pub struct ManifestEntry {
     pub same_as_base: bool,
 }
 
+/// First bytes of an encoded [`Manifest`] (format version 1).
+const MANIFEST_MAGIC: &[u8] = b"patchbox-manifest-1\n";
+
 /// The recorded state of a sandbox right after it was created, sorted by path bytes.
 #[derive(Clone, Debug, Default)]
 pub struct Manifest {
@@ -50,6 +53,78 @@ impl Manifest {
     pub fn new(mut entries: Vec<ManifestEntry>, stamp: (i64, i64)) -> Manifest {
         entries.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
         Manifest { entries, stamp }
+    }
+
+    /// The manifest as bytes, for keeping it beside the sandbox: crash recovery then diffs by
+    /// stat data as finalize does, instead of reading every file.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.entries.len() * 64);
+        out.extend_from_slice(MANIFEST_MAGIC);
+        for v in [self.stamp.0, self.stamp.1] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        for e in &self.entries {
+            let path = e.rel.as_bytes();
+            out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            out.extend_from_slice(path);
+            out.extend_from_slice(&e.key.ino.to_le_bytes());
+            out.extend_from_slice(&e.key.size.to_le_bytes());
+            for v in [e.key.mtime.0, e.key.mtime.1, e.key.ctime.0, e.key.ctime.1] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(&e.key.mode.to_le_bytes());
+            out.push(u8::from(e.same_as_base));
+        }
+        out
+    }
+
+    /// Reads what [`Manifest::encode`] wrote; `None` when the bytes are not a whole manifest
+    /// (then the caller compares by content).
+    pub fn decode(data: &[u8]) -> Option<Manifest> {
+        struct Cursor<'a>(&'a [u8]);
+        impl Cursor<'_> {
+            fn take(&mut self, n: usize) -> Option<&[u8]> {
+                let (head, rest) = (self.0.get(..n)?, self.0.get(n..)?);
+                self.0 = rest;
+                Some(head)
+            }
+            fn u64(&mut self) -> Option<u64> {
+                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+            }
+            fn i64(&mut self) -> Option<i64> {
+                Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+            }
+            fn u32(&mut self) -> Option<u32> {
+                Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+            }
+        }
+        let mut c = Cursor(data);
+        if c.take(MANIFEST_MAGIC.len())? != MANIFEST_MAGIC {
+            return None;
+        }
+        let stamp = (c.i64()?, c.i64()?);
+        let n = usize::try_from(c.u64()?).ok()?;
+        // Each entry takes at least 57 bytes: a count beyond that is damage, not a manifest.
+        let mut entries = Vec::with_capacity(n.min(data.len() / 57));
+        for _ in 0..n {
+            let len = c.u32()? as usize;
+            let rel = RelPath::from_bytes(c.take(len)?).ok()?;
+            let key = StatKey {
+                ino: c.u64()?,
+                size: c.u64()?,
+                mtime: (c.i64()?, c.i64()?),
+                ctime: (c.i64()?, c.i64()?),
+                mode: c.u32()?,
+            };
+            let same_as_base = c.take(1)?[0] == 1;
+            entries.push(ManifestEntry {
+                rel,
+                key,
+                same_as_base,
+            });
+        }
+        c.0.is_empty().then(|| Manifest::new(entries, stamp))
     }
 
     fn lookup(&self, rel: &RelPath) -> Option<&ManifestEntry> {
@@ -227,4 +302,46 @@ pub fn render_patch(src: &dyn BaseSource, head_dir: &Path, changes: &[Change]) -
         patch_write::write_file_diff(&mut out, old, new);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trips_and_refuses_damage() {
+        let key = |n: i64| StatKey {
+            ino: n as u64,
+            size: 3,
+            mtime: (n, 5),
+            ctime: (n + 1, -1),
+            mode: 0o100644,
+        };
+        let m = Manifest::new(
+            vec![
+                ManifestEntry {
+                    rel: RelPath::new("b/c").unwrap(),
+                    key: key(7),
+                    same_as_base: false,
+                },
+                ManifestEntry {
+                    rel: RelPath::new("a").unwrap(),
+                    key: key(9),
+                    same_as_base: true,
+                },
+            ],
+            (100, 200),
+        );
+        let bytes = m.encode();
+        let back = Manifest::decode(&bytes).unwrap();
+        assert_eq!(back.encode(), bytes);
+        assert!(back.trusted_same(&RelPath::new("a").unwrap(), &key(9)));
+        assert!(!back.trusted_same(&RelPath::new("b/c").unwrap(), &key(7)));
+        for cut in [0, 5, bytes.len() - 1] {
+            assert!(Manifest::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Manifest::decode(&longer).is_none());
+    }
 }
