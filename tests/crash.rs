@@ -555,4 +555,40 @@ fn enospc_during_snapshot_and_pending_write_keeps_the_work() {
     assert!(String::from_utf8_lossy(&patches[0]).contains("+yyyy"));
     assert_root_is_clean(&root);
     assert_eq!(fingerprint(&project, true), before);
+    for e in patchbox::session::pending::list(&root).unwrap() {
+        patchbox::session::pending::drop_pending(&root, &e.id).unwrap();
+    }
+
+    // Finalize runs out of space: in a clean git project the snapshot copies nothing (the
+    // files are blobs of the user's repository), the sandbox fits, but the pre-image finalize
+    // writes into base/ does not. The error is clear, the work stays for recovery.
+    let git_project = tmp.path().join("git-project");
+    let line = "0123456789".repeat(6) + "\n";
+    write(&git_project, "big.txt", line.repeat(20_000).as_bytes());
+    git_init(&git_project);
+    git_commit_all(&git_project);
+    std::thread::sleep(Duration::from_millis(20));
+    common::git(&git_project, &["update-index", "--really-refresh"]);
+    let before = fingerprint(&git_project, true);
+    fs_root.resize("1800k");
+    let out = bin()
+        .arg("run")
+        .arg("--project")
+        .arg(&git_project)
+        .arg("--root")
+        .arg(&root)
+        .args(["--pending", "--id", "fin", "--", "sh", "-c", "echo tail >> big.txt"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains(".scratch"), "the failure is finalize's pre-image: {err}");
+    assert_eq!(fingerprint(&git_project, true), before);
+    fs_root.resize("16m");
+    settle(&root);
+    let patches = assert_pending_apply(&git_project, &root, &scratch);
+    assert_eq!(patches.len(), 1);
+    assert!(String::from_utf8_lossy(&patches[0]).contains("+tail"));
+    assert_root_is_clean(&root);
 }
