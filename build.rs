@@ -23,14 +23,19 @@ mod cpp {
             .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
             .collect();
         glue.sort();
-        cxx_build::bridges(["src/ffi/apply.rs", "src/ffi/error.rs", "src/ffi/sandbox.rs"])
-            .files(&glue)
-            .include("include")
-            .include("include/patchbox/compat")
-            .std("c++17")
-            .flag_if_supported("-Wall")
-            .flag_if_supported("-Wextra")
-            .compile("patchbox-cxx");
+        cxx_build::bridges([
+            "src/ffi/apply.rs",
+            "src/ffi/error.rs",
+            "src/ffi/sandbox.rs",
+            "src/ffi/store.rs",
+        ])
+        .files(&glue)
+        .include("include")
+        .include("include/patchbox/compat")
+        .std("c++17")
+        .flag_if_supported("-Wall")
+        .flag_if_supported("-Wextra")
+        .compile("patchbox-cxx");
         for p in ["src/ffi", "cpp", "include"] {
             println!("cargo:rerun-if-changed={p}");
         }

@@ -138,4 +138,14 @@ UndoReport undo_apply(const std::filesystem::path& project_dir,
   });
 }
 
+ApplyReport apply_pending(const std::filesystem::path& root, const std::string& id,
+                          const ApplyOptions& options,
+                          const std::optional<std::filesystem::path>& project) {
+  return call([&] {
+    static const std::filesystem::path kNone;
+    return report_of(bridge::apply_pending(bytes(root), id, bytes(project ? *project : kNone),
+                                           options_in(options)));
+  });
+}
+
 }  // namespace patchbox

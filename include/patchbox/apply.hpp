@@ -26,8 +26,8 @@
 /// path), for a bad project directory (ErrorKind::NotADirectory), or when writing failed
 /// (ErrorKind::Io, ErrorKind::ApplyFailed; the project has then been rolled back).
 ///
-/// Included by `<patchbox/sandbox.hpp>`; a consumer that only applies patches may include
-/// just this header. Link the CMake target `patchbox::patchbox`. The functions are
+/// Stands alone: a consumer that only applies patches includes just this header
+/// (`<patchbox/sandbox.hpp>` does not include it). Link the CMake target `patchbox::patchbox`. The functions are
 /// thread-safe, but concurrent applies to the same project are detected, not locked out.
 ///
 /// @code
@@ -191,6 +191,16 @@ struct UndoReport {
 ///   @p force) or the record is unusable, ErrorKind::Io, ErrorKind::NotADirectory, …
 UndoReport undo_apply(const std::filesystem::path& project_dir,
                       const std::filesystem::path& undo_dir, bool force = false);
+
+/// Applies the pending patch @p id (see `<patchbox/store.hpp>`) to its project, or to
+/// @p project when given, merging 3-way against the pre-images stored with it unless
+/// @p options names others. Once applied for real (not ApplyOptions::check; Outcome::Applied
+/// or Outcome::AlreadyApplied) the pending patch is removed; conflicts and refusals keep it.
+/// An empty @p root is the default root.
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), and as apply_patch().
+ApplyReport apply_pending(const std::filesystem::path& root, const std::string& id,
+                          const ApplyOptions& options = {},
+                          const std::optional<std::filesystem::path>& project = std::nullopt);
 
 }  // namespace patchbox
 

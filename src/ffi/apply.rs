@@ -91,6 +91,12 @@ mod bridge {
             options: &FfiApplyOptions,
         ) -> Result<FfiApplyReport>;
         fn undo_apply(project_dir: &[u8], undo_dir: &[u8], force: bool) -> Result<FfiUndoReport>;
+        fn apply_pending(
+            root: &[u8],
+            id: &str,
+            project: &[u8],
+            options: &FfiApplyOptions,
+        ) -> Result<FfiApplyReport>;
     }
 }
 
@@ -205,6 +211,27 @@ fn undo_apply(
             overwritten: rel_paths_out(r.overwritten),
             already_undone: r.already_undone,
         })
+    })
+}
+
+/// [`crate::session::pending::apply_pending`]; an empty `project` is the patch's own, and
+/// `options.has_preimages == false` uses the pre-images stored with the patch.
+fn apply_pending(
+    root: &[u8],
+    id: &str,
+    project: &[u8],
+    options: &bridge::FfiApplyOptions,
+) -> Result<bridge::FfiApplyReport, String> {
+    guarded(|| {
+        let root = core(super::store::root_from(root))?;
+        let project = (!project.is_empty()).then(|| path_from(project));
+        let r = core(crate::session::pending::apply_pending(
+            &root,
+            id,
+            project.as_deref(),
+            &apply_options_in(options),
+        ))?;
+        Ok(apply_report_out(r))
     })
 }
 

@@ -2,7 +2,8 @@
 //!
 //! One `#[cxx::bridge]` per public header it serves: [`sandbox`] for `<patchbox/sandbox.hpp>`
 //! (the [`SandboxManager`](crate::SandboxManager) and its callbacks), [`apply`] for
-//! `<patchbox/apply.hpp>` (`apply_patch`, `undo_apply`), and [`error`] for
+//! `<patchbox/apply.hpp>` (`apply_patch`, `undo_apply`, `apply_pending`), [`store`] for
+//! `<patchbox/store.hpp>` (pending patches and sessions under the root), and [`error`] for
 //! `<patchbox/error.hpp>` (the error kind names). The C++ glue is in `cpp/`; `build.rs`
 //! compiles both into this crate, so the Rust staticlib is the whole C++ library. Rules every
 //! bridge keeps:
@@ -29,6 +30,7 @@ use crate::error::Error;
 pub mod apply;
 pub mod error;
 pub mod sandbox;
+pub mod store;
 
 /// Separates the error kind from the message in a bridge error string.
 pub const KIND_SEPARATOR: char = '\x1f';

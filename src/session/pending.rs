@@ -13,6 +13,7 @@ use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base};
@@ -343,6 +344,37 @@ pub fn find(root: &Path, id: &str) -> Result<PendingEntry> {
             reason: format!("{n} pending patches match; use the full <session>/<delegation> id"),
         }),
     }
+}
+
+/// The bytes of the pending patch `id` (see [`find`] for the forms `id` may take).
+pub fn read(root: &Path, id: &str) -> Result<Vec<u8>> {
+    let e = find(root, id)?;
+    fs::read(&e.patch_path).ctx("read pending patch", &e.patch_path)
+}
+
+/// Applies the pending patch `id` to its project (or to `project` when given), merging 3-way
+/// against the pre-images stored with it unless `options` names others; once it is applied
+/// for real (not in check mode, outcome applied or already applied) it is removed from the
+/// store. Conflicts and refusals are in the report and keep the patch pending.
+pub fn apply_pending(
+    root: &Path,
+    id: &str,
+    project: Option<&Path>,
+    options: &ApplyOptions,
+) -> Result<ApplyReport> {
+    let e = find(root, id)?;
+    let patch = fs::read(&e.patch_path).ctx("read pending patch", &e.patch_path)?;
+    let project = project.unwrap_or(&e.meta.project);
+    let mut options = options.clone();
+    if options.preimages.is_none() {
+        options.preimages = e.preimages.clone();
+    }
+    let report = apply::apply_patch(project, &patch, &options)?;
+    let applied = matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied);
+    if applied && !options.check {
+        drop_pending(root, &e.id)?;
+    }
+    Ok(report)
 }
 
 /// Removes a pending patch (and its meta and pre-images); the session directory goes too

@@ -1,0 +1,91 @@
+/// @file patchbox/store.hpp
+/// @brief What patchbox keeps under its root, reached without a shell: pending patches
+/// (list, read, drop) and sessions (list, prune). Applying a pending patch is
+/// patchbox::apply_pending() in `<patchbox/apply.hpp>`.
+///
+/// Every function takes the sandbox root; an empty path means the default root
+/// (`$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`). Pending patches are named
+/// `<session-id>/<name>`, where the name is the delegation id, or `<id>.2`, `<id>.3`, … for
+/// later patches of the same id in one session; a bare name that only one pending patch has
+/// works too. Failures throw patchbox::Error (e.g. ErrorKind::Pending for an unknown or
+/// ambiguous id). Thread-safe; safe against engines working under the same root at once.
+///
+/// @code
+/// for (const patchbox::PendingPatch& p : patchbox::list_pending({})) {
+///   std::cout << p.id << (p.recovered ? " (recovered)" : "") << '\n';
+///   std::string text = patchbox::read_pending({}, p.id);
+/// }
+/// patchbox::PruneReport r = patchbox::prune_sessions({});  // recover dead sessions' work
+/// @endcode
+#ifndef PATCHBOX_STORE_HPP
+#define PATCHBOX_STORE_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "patchbox/error.hpp"
+
+/// patchbox's C++ API.
+namespace patchbox {
+
+/// A pending patch: a delegation's work waiting for the user's review.
+struct PendingPatch {
+  std::string id;                       ///< `<session-id>/<name>`, unique under the root.
+  std::filesystem::path patch_path;     ///< The patch file.
+  /// The base versions of the files it touches (for 3-way merging), when stored.
+  std::optional<std::filesystem::path> preimages;
+  std::string session;                  ///< The session that produced it.
+  std::string delegation;               ///< The delegation that produced it.
+  std::filesystem::path project;        ///< The project it applies to.
+  std::uint64_t created = 0;            ///< When it was stored (seconds since the epoch).
+  bool recovered = false;  ///< Recovered from a session that died before finishing.
+  bool abandoned = false;  ///< Kept when its manager ended with the sandbox still open.
+};
+
+/// Every pending patch under @p root, oldest session first.
+/// @throws Error (ErrorKind::Io when the root cannot be read).
+std::vector<PendingPatch> list_pending(const std::filesystem::path& root);
+
+/// The bytes of the pending patch @p id.
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Io.
+std::string read_pending(const std::filesystem::path& root, const std::string& id);
+
+/// Removes the pending patch @p id (with its pre-images); the session directory goes too
+/// when nothing else is left in it.
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Io.
+void drop_pending(const std::filesystem::path& root, const std::string& id);
+
+/// A session found under the root.
+struct SessionStatus {
+  std::string id;  ///< The session id (a ULID).
+  bool live = false;  ///< Whether its engine still holds it.
+  std::optional<std::filesystem::path> project;  ///< The project it snapshots, if known.
+  std::vector<std::string> sandboxes;  ///< Its sandboxes (`d-<id>`).
+  std::size_t pending = 0;             ///< How many pending patches it holds.
+};
+
+/// The sessions under @p root and whether each is alive.
+/// @throws Error (ErrorKind::Io).
+std::vector<SessionStatus> list_sessions(const std::filesystem::path& root);
+
+/// What prune_sessions() did.
+struct PruneReport {
+  std::vector<std::string> pruned;  ///< Dead sessions whose sandboxes were removed.
+  std::vector<std::filesystem::path> recovered;  ///< Pending patches written from their work.
+  std::vector<std::string> live;    ///< Sessions left alone because they are alive.
+  std::vector<std::string> errors;  ///< Problems met; the affected sandboxes stay.
+  std::vector<std::string> deferred;  ///< Dead sessions left for a later prune.
+};
+
+/// Recovers every dead session under @p root (its unfinished delegations become pending
+/// patches marked recovered), then removes its sandboxes. Live sessions are untouched.
+/// @throws Error (ErrorKind::Io).
+PruneReport prune_sessions(const std::filesystem::path& root);
+
+}  // namespace patchbox
+
+#endif  // PATCHBOX_STORE_HPP

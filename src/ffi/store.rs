@@ -1,0 +1,133 @@
+//! The bridge behind `<patchbox/store.hpp>`: what the library keeps under its root, for
+//! engines that reach it without a shell — pending patches (list, read, drop), and sessions
+//! (list, prune). Applying a pending patch is in [`super::apply`], beside `apply_patch`.
+
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use super::{core, guarded, path_from};
+use crate::session::{layout, pending, recover};
+
+#[cxx::bridge(namespace = "patchbox::bridge")]
+mod bridge {
+    /// `pending::PendingEntry` across the bridge; an absent pre-image directory is
+    /// `has_preimages == false`.
+    struct FfiPending {
+        id: String,
+        patch_path: Vec<u8>,
+        has_preimages: bool,
+        preimages: Vec<u8>,
+        session: String,
+        delegation: String,
+        project: Vec<u8>,
+        created: u64,
+        recovered: bool,
+        abandoned: bool,
+    }
+
+    /// `recover::SessionStatus` across the bridge; an unknown project is empty.
+    struct FfiSession {
+        id: String,
+        live: bool,
+        project: Vec<u8>,
+        sandboxes: Vec<String>,
+        pending: usize,
+    }
+
+    /// `recover::PruneReport` across the bridge.
+    struct FfiPruneReport {
+        pruned: Vec<String>,
+        recovered: Vec<FfiStorePath>,
+        live: Vec<String>,
+        errors: Vec<String>,
+        deferred: Vec<String>,
+    }
+
+    /// A path as raw bytes.
+    struct FfiStorePath {
+        bytes: Vec<u8>,
+    }
+
+    extern "Rust" {
+        fn list_pending(root: &[u8]) -> Result<Vec<FfiPending>>;
+        fn read_pending(root: &[u8], id: &str) -> Result<Vec<u8>>;
+        fn drop_pending(root: &[u8], id: &str) -> Result<()>;
+        fn list_sessions(root: &[u8]) -> Result<Vec<FfiSession>>;
+        fn prune_sessions(root: &[u8]) -> Result<FfiPruneReport>;
+    }
+}
+
+/// The root named by C++ (empty: the default root).
+pub(super) fn root_from(root: &[u8]) -> crate::Result<PathBuf> {
+    if root.is_empty() {
+        layout::default_root()
+    } else {
+        Ok(path_from(root))
+    }
+}
+
+fn bytes(p: PathBuf) -> Vec<u8> {
+    p.into_os_string().into_vec()
+}
+
+fn list_pending(root: &[u8]) -> Result<Vec<bridge::FfiPending>, String> {
+    guarded(|| {
+        let list = core(root_from(root).and_then(|r| pending::list(&r)))?;
+        Ok(list
+            .into_iter()
+            .map(|e| bridge::FfiPending {
+                session: e.session().to_string(),
+                id: e.id,
+                patch_path: bytes(e.patch_path),
+                has_preimages: e.preimages.is_some(),
+                preimages: e.preimages.map(bytes).unwrap_or_default(),
+                delegation: e.meta.delegation,
+                project: bytes(e.meta.project),
+                created: e.meta.created,
+                recovered: e.meta.recovered,
+                abandoned: e.meta.abandoned,
+            })
+            .collect())
+    })
+}
+
+fn read_pending(root: &[u8], id: &str) -> Result<Vec<u8>, String> {
+    guarded(|| core(root_from(root).and_then(|r| pending::read(&r, id))))
+}
+
+fn drop_pending(root: &[u8], id: &str) -> Result<(), String> {
+    guarded(|| core(root_from(root).and_then(|r| pending::drop_pending(&r, id))))
+}
+
+fn list_sessions(root: &[u8]) -> Result<Vec<bridge::FfiSession>, String> {
+    guarded(|| {
+        let list = core(root_from(root).and_then(|r| recover::list_sessions(&r)))?;
+        Ok(list
+            .into_iter()
+            .map(|s| bridge::FfiSession {
+                id: s.id,
+                live: s.live,
+                project: s.project.map(bytes).unwrap_or_default(),
+                sandboxes: s.sandboxes,
+                pending: s.pending,
+            })
+            .collect())
+    })
+}
+
+fn prune_sessions(root: &[u8]) -> Result<bridge::FfiPruneReport, String> {
+    guarded(|| {
+        let r = core(root_from(root).and_then(|r| recover::prune(&r)))?;
+        Ok(bridge::FfiPruneReport {
+            pruned: r.pruned,
+            recovered: r
+                .recovered
+                .into_iter()
+                .map(|p| bridge::FfiStorePath { bytes: bytes(p) })
+                .collect(),
+            live: r.live,
+            errors: r.errors,
+            deferred: r.deferred,
+        })
+    })
+}

@@ -1,0 +1,102 @@
+// <patchbox/store.hpp> and apply_pending(): an engine reaches its pending work without a
+// shell — list, read, apply, drop pending patches; list and prune sessions.
+#include <patchbox/store.hpp>  // first: the header stands alone
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <patchbox/apply.hpp>
+#include <patchbox/sandbox.hpp>
+
+#include "expect_error.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using patchbox::Decision;
+using patchbox::ErrorKind;
+using patchbox::Options;
+using patchbox::SandboxManager;
+using testutil::contains;
+using testutil::read_file;
+using testutil::TempDir;
+using testutil::write_file;
+
+class Store : public ::testing::Test {
+ protected:
+  void SetUp() override { write_file(project / "a.txt", "one\n"); }
+
+  Options options() const {
+    Options o;
+    o.root = root.path();
+    return o;
+  }
+
+  /// A pending patch of delegation @p id that appends @p line to a.txt.
+  void leave_pending(SandboxManager& mgr, const std::string& id, const std::string& line) {
+    auto sb = mgr.create_sandbox(id);
+    write_file(sb.path / "a.txt", read_file(sb.path / "a.txt") + line);
+    auto done = mgr.complete_sandbox(sb, [](const patchbox::SandboxResult&) {
+      return Decision::Reject;
+    });
+    ASSERT_EQ(done.routed, patchbox::Completion::Routed::Pending);
+  }
+
+  TempDir project{"pb-store-project"};
+  TempDir root{"pb-store-root"};
+};
+
+TEST_F(Store, ListReadApplyAndDropPendingPatches) {
+  SandboxManager mgr(project.path(), options());
+  leave_pending(mgr, "d1", "two\n");
+  leave_pending(mgr, "d1", "three\n");  // same id: kept beside the first
+
+  auto list = patchbox::list_pending(root.path());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, mgr.session_id() + "/d1");
+  EXPECT_EQ(list[1].id, mgr.session_id() + "/d1.2");
+  EXPECT_EQ(list[1].delegation, "d1");
+  EXPECT_EQ(list[0].session, mgr.session_id());
+  EXPECT_EQ(list[0].project, mgr.project_dir());
+  EXPECT_FALSE(list[0].recovered || list[0].abandoned);
+  ASSERT_TRUE(list[0].preimages.has_value());
+  EXPECT_TRUE(contains(patchbox::read_pending(root.path(), list[0].id), "+two\n"));
+  EXPECT_TRUE(contains(patchbox::read_pending(root.path(), list[1].id), "+three\n"));
+
+  // Check mode writes nothing and keeps the patch; a real apply removes it.
+  patchbox::ApplyOptions check;
+  check.check = true;
+  EXPECT_TRUE(patchbox::apply_pending(root.path(), list[0].id, check).ok());
+  EXPECT_EQ(read_file(project / "a.txt"), "one\n");
+  EXPECT_EQ(patchbox::list_pending(root.path()).size(), 2u);
+  EXPECT_TRUE(patchbox::apply_pending(root.path(), list[0].id).ok());
+  EXPECT_EQ(read_file(project / "a.txt"), "one\ntwo\n");
+  EXPECT_EQ(patchbox::list_pending(root.path()).size(), 1u);
+
+  patchbox::drop_pending(root.path(), list[1].id);
+  EXPECT_TRUE(patchbox::list_pending(root.path()).empty());
+  EXPECT_PB_ERROR(patchbox::read_pending(root.path(), list[1].id), ErrorKind::Pending);
+  EXPECT_PB_ERROR(patchbox::drop_pending(root.path(), "nope"), ErrorKind::Pending);
+}
+
+TEST_F(Store, SessionsAreListedAndLiveOnesSurviveAPrune) {
+  SandboxManager mgr(project.path(), options());
+  auto sb = mgr.create_sandbox("work");
+  auto sessions = patchbox::list_sessions(root.path());
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions[0].id, mgr.session_id());
+  EXPECT_TRUE(sessions[0].live);
+  ASSERT_TRUE(sessions[0].project.has_value());
+  EXPECT_EQ(*sessions[0].project, mgr.project_dir());
+  EXPECT_EQ(sessions[0].sandboxes, std::vector<std::string>{"d-work"});
+
+  patchbox::PruneReport r = patchbox::prune_sessions(root.path());
+  EXPECT_EQ(r.live, std::vector<std::string>{mgr.session_id()});
+  EXPECT_TRUE(r.pruned.empty() && r.errors.empty());
+  EXPECT_TRUE(fs::is_directory(sb.path));
+}
+
+}  // namespace
