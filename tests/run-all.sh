@@ -9,6 +9,9 @@ echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -q -- -D warnings
 
+echo "== docs (docs.rs style: every public item documented, no broken links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -q
+
 echo "== Rust tests"
 cargo test --all-features -q 2>&1 | tee "${TMPDIR:-/tmp}/patchbox-cargo-test.log"
 
