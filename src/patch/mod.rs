@@ -1,5 +1,25 @@
 //! Git-style patches: the model, the parser and the writer, and the line algorithms that
 //! apply one (placing hunks, the 3-way merge).
+//!
+//! - [`parse`]: git-style and traditional unified patches into a [`parse::Patch`] of file
+//!   patches (hunks, modes, renames, binary literals and deltas).
+//! - [`write`]: the patch of one file change, as `git diff --binary` writes it.
+//! - Crate-private: `line_diff` (the writer's line diff), `place` (finding where a hunk
+//!   applies), `merge3` (the 3-way line merge).
+//!
+//! ```
+//! use patchbox::patch::{parse::parse_patch, write::{write_file_diff, Side}};
+//! use patchbox::RelPath;
+//! let path = RelPath::new("hello.txt")?;
+//! let old = Side { path: &path, mode: 0o100644, data: b"hello\n" };
+//! let new = Side { path: &path, mode: 0o100644, data: b"hello\nworld\n" };
+//! let mut text = Vec::new();
+//! write_file_diff(&mut text, Some(old), Some(new));
+//! let patch = parse_patch(&text)?;
+//! assert_eq!(patch.files.len(), 1);
+//! assert_eq!(patch.paths()[0].to_string(), "hello.txt");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub(crate) mod line_diff;
 pub(crate) mod merge3;

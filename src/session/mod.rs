@@ -1,5 +1,30 @@
 //! The engine-session layer: the manager, the scoped sandbox swap, the pending store, and
 //! recovery of crashed sessions.
+//!
+//! - [`manager`]: [`SandboxManager`](crate::SandboxManager), one per engine session: the base
+//!   snapshot, sandboxes (fresh or chained), finalize into a patch, completion routing.
+//! - [`delegation`]: what an engine holds and gets back ([`SandboxInfo`](crate::SandboxInfo),
+//!   [`SandboxResult`](crate::SandboxResult), routing).
+//! - [`scoped`]: [`ScopedSandbox`](crate::ScopedSandbox), pointing an engine's tools at a
+//!   sandbox for a scope; [`confine`]: Landlock confinement of the tools it runs.
+//! - [`pending`]: the pending store; [`recover`]: liveness, prune, crash recovery, the reaper;
+//!   [`layout`]: the names on disk.
+//!
+//! ```
+//! use patchbox::{Options, SandboxManager};
+//! let project = tempfile::tempdir()?;
+//! std::fs::write(project.path().join("a.txt"), "one\n")?;
+//! let root = tempfile::tempdir()?;
+//! let opts = Options { root: Some(root.path().into()), ..Options::default() };
+//! let mgr = SandboxManager::with_options(project.path(), opts)?;
+//! let sb = mgr.create_sandbox("task", None)?;
+//! std::fs::write(sb.path.join("a.txt"), "two\n")?;
+//! let pending = mgr.write_pending_patch("task", &mgr.finalize_sandbox(&sb)?.patch)?;
+//! mgr.discard_sandbox(&sb)?;
+//! let listed = patchbox::session::pending::list(root.path())?;
+//! assert_eq!(listed[0].patch_path, pending);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod confine;
 pub mod delegation;
