@@ -47,9 +47,11 @@
 //! on the same file system durable), one after the renames, plus an `fsync` of the record's
 //! marker and its directory. A `syncfs` is a superset of `fsync` of each file and directory.
 //!
-//! Known limits: a crash between creating the staging directory and writing `begin` leaves
-//! the root's mtime changed (recovery removes the directory but has no mtime to restore);
-//! after a power loss in STAGING, `begin` may be lost while an undo record kept elsewhere
+//! The staging directory's name also carries the root's mtime from before it was made
+//! (`.patchbox-txn-<ulid>.<s>.<ns>`), so even a crash before `begin` is written ends with
+//! the root's mtime restored.
+//!
+//! Known limits: after a power loss in STAGING, `begin` may be lost while an undo record kept elsewhere
 //! survives: such a record never gets its `applied` marker, is never offered for undo, and is
 //! pruned by age (see [`store`](super::store)).
 
@@ -573,6 +575,18 @@ fn recover_one(
             }
         }
     }
+    // STAGING. Without a readable `begin` (a crash right after the staging directory was
+    // made) the root's mtime comes from the directory's name.
+    let begin = begin.or_else(|| {
+        let name = stage_rel.as_path().to_str()?;
+        Some(Begin {
+            dirs: Dirs {
+                root_mtime: txn::root_mtime_from_name(name)?,
+                dirs: Vec::new(),
+            },
+            record: None,
+        })
+    });
     roll_back(root, stage, stage_rel, begin.as_ref(), None, "intent")?;
     Ok(RecoveryAction::RolledBack)
 }

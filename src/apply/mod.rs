@@ -236,7 +236,10 @@ pub fn apply_parsed(
         &tx_ops,
         &txn::Prune::EmptiedParents,
         &BTreeMap::new(),
-        opts.fail_after_steps,
+        txn::Fault {
+            fail_after: opts.fail_after_steps,
+            crash_after: opts.crash_after_steps,
+        },
         record,
         &finish,
     )?;

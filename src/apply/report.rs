@@ -44,6 +44,10 @@ pub struct ApplyOptions {
     /// the rollback.
     #[doc(hidden)]
     pub fail_after_steps: Option<usize>,
+    /// Testing aid: make the write phase stop dead after this many steps, leaving what a
+    /// kill -9 would leave (nothing rolled back), for [`recover_project`](super::recover_project).
+    #[doc(hidden)]
+    pub crash_after_steps: Option<usize>,
 }
 
 impl Default for ApplyOptions {
@@ -56,6 +60,7 @@ impl Default for ApplyOptions {
             strip: 1,
             allow_outside_symlinks: false,
             fail_after_steps: None,
+            crash_after_steps: None,
         }
     }
 }

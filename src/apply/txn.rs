@@ -88,6 +88,24 @@ enum Step {
     Placed(ProjectPath),
 }
 
+/// `.patchbox-txn-<ulid>.<root mtime s>.<ns>`.
+fn stage_name(root_mtime: (i64, i64)) -> String {
+    format!(
+        "{STAGE_PREFIX}{}.{}.{}",
+        ulid::Ulid::new(),
+        root_mtime.0,
+        root_mtime.1
+    )
+}
+
+/// The root's mtime from a staging directory's name.
+pub(crate) fn root_mtime_from_name(name: &str) -> Option<(i64, i64)> {
+    let mut it = name.rsplitn(3, '.');
+    let ns = it.next()?.parse().ok()?;
+    let s = it.next()?.parse().ok()?;
+    Some((s, ns))
+}
+
 fn is_dir_mode(mode: u32) -> bool {
     mode & 0o170000 == 0o040000
 }
@@ -129,6 +147,14 @@ pub(crate) const NO_RECORD: Option<fn(&Dirs) -> Stamps> = None;
 /// The stamp each op must find at write time.
 pub(crate) type Stamps = Result<Vec<Option<Stamp>>>;
 
+/// Test faults: fail (and roll back) after the n-th step, or stop dead after it, as a
+/// kill -9 would (nothing rolled back; recovery's job).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Fault {
+    pub fail_after: Option<usize>,
+    pub crash_after: Option<usize>,
+}
+
 /// Records a completed write step (and injects test failures).
 type Tick<'t> = dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()> + 't;
 
@@ -142,7 +168,7 @@ pub(crate) fn commit<F>(
     ops: &[TxOp],
     prune: &Prune,
     dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
-    fail_after: Option<usize>,
+    fault: Fault,
     record: Option<F>,
     finish: &Finish,
 ) -> Result<CommitLog>
@@ -152,14 +178,15 @@ where
     let none = |_: &RelPath| false;
     // The write phase walks the project afresh: nothing opened while planning is reused.
     let _scope = project::DirScope::enter(root)?;
-    let stage_rel = RelPath::new(format!("{STAGE_PREFIX}{}", ulid::Ulid::new()))?;
-    let stage = project::check(root, &stage_rel, &none)?;
-
-    // Directory modes and mtimes to restore if we roll back (and for the undo record).
+    // Directory modes and mtimes to restore if we roll back (and for the undo record). The
+    // root's is in the staging directory's name too: creating it changes the root's mtime
+    // before `begin` can say what it was.
     let mut dirs = Dirs {
         root_mtime: project::root_stamp(root)?.mtime,
         dirs: Vec::new(),
     };
+    let stage_rel = RelPath::new(stage_name(dirs.root_mtime))?;
+    let stage = project::check(root, &stage_rel, &none)?;
     let mut wanted: BTreeSet<RelPath> = BTreeSet::new();
     for op in ops {
         wanted.extend(ancestors(op.path.rel()));
@@ -191,12 +218,14 @@ where
 
     let mut journal: Vec<Step> = Vec::new();
     let mut log = CommitLog::default();
+    let crashed = std::cell::Cell::new(false);
     let result = run(
         root,
         ops,
         prune,
         dir_restore,
-        fail_after,
+        fault,
+        &crashed,
         &stage,
         &stage_rel,
         &mut journal,
@@ -221,6 +250,7 @@ where
             }
             Ok(log)
         }
+        Err(e) if crashed.get() => Err(e),
         Err(e) => {
             let failures = roll_back_journal(root, &stage_rel, &journal, &begin, &dir_mtimes);
             if failures.is_empty() {
@@ -472,7 +502,8 @@ fn run<F>(
     ops: &[TxOp],
     prune: &Prune,
     dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
-    fail_after: Option<usize>,
+    fault: Fault,
+    crashed: &std::cell::Cell<bool>,
     stage: &ProjectPath,
     stage_rel: &RelPath,
     journal: &mut Vec<Step>,
@@ -488,7 +519,13 @@ where
     let mut tick = |journal: &mut Vec<Step>, s: Option<Step>| -> Result<()> {
         journal.extend(s);
         steps += 1;
-        if fail_after.is_some_and(|n| steps >= n) {
+        if fault.crash_after.is_some_and(|n| steps >= n) {
+            crashed.set(true);
+            return Err(Error::ApplyFailed(format!(
+                "injected crash after {steps} steps"
+            )));
+        }
+        if fault.fail_after.is_some_and(|n| steps >= n) {
             return Err(Error::ApplyFailed(format!(
                 "injected failure after {steps} steps"
             )));

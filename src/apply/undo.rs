@@ -493,7 +493,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         &ops,
         &Prune::Only(rec.mkdirs.clone()),
         &rec.dirs,
-        None,
+        txn::Fault::default(),
         txn::NO_RECORD,
         &finish,
     )?;
