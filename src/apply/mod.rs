@@ -12,7 +12,13 @@
 //!    files they replace are moved aside into it (a rename keeps their bytes, modes and
 //!    mtimes), the staged files are renamed into place, and any failure on the way rolls the
 //!    journal back so the project ends as it was (directory mtimes included). `check` mode
-//!    stops after the plan.
+//!    stops after the plan. The same holds across a crash (kill -9, power loss): a
+//!    write-ahead journal in the staging directory, durable before the first original moves,
+//!    lets [`recover_project`] — run first by every apply and undo, and by
+//!    `patchbox recover` — complete the change or roll it back, so the project ends exactly
+//!    before or exactly after it, with no staging directory left (the state machine is in
+//!    `src/apply/journal.rs`). Applies and undos of one project are serialized by an
+//!    exclusive `flock` on its root directory.
 //! 2. **Drift is handled, never guessed past.** Each text file is tried in this order: its
 //!    contents already equal the patch's result (by the `index` line blob id, or the patched
 //!    pre-image) → *already applied*; exact context at the stated lines or at an offset (the
@@ -45,10 +51,15 @@
 //!    unless forced. The record keeps an original by a hard link when it can (same
 //!    filesystem, no other link to the file: the apply puts a new file in its place and never
 //!    writes the old one), else by a copy; it is written on a second thread while the new
-//!    contents are staged, and is on disk before anything in the project is replaced.
+//!    contents are staged, and is on disk before anything in the project is replaced. Undo
+//!    restores the mtimes of the directories too. An apply that fails removes only what it
+//!    wrote to the undo directory (the directory itself only if it created it). The
+//!    [`store`] keeps records under a sandbox root (list, undo the last, drop, prune).
 //!
-//! Durability costs two filesystem syncs per apply, not one per file: after staging (so a
-//! crash never leaves a torn file in place of an original) and after the renames.
+//! Durability costs two filesystem syncs per apply, not one per file: after the journal's
+//! intent (which makes the staged files durable with it, so a crash never leaves a torn file
+//! in place of an original) and after the renames; plus an `fsync` of the undo record's
+//! `applied` marker and its directory.
 //!
 //! Conflicts and refusals are not `Err`s: they are reported per file in the [`ApplyReport`]
 //! (whose [`Outcome`] says whether anything was written). `Err` means the patch could not be

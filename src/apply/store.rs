@@ -2,7 +2,7 @@
 //! one (or a given one), drop, prune. The `patchbox apply` command line uses it.
 //!
 //! Layout: `<root>/undo/<ulid>/`, one undo record per apply that wrote something (see
-//! [`undo_apply`](super::undo_apply) for what a record holds; it names its project). The
+//! [`undo_apply`] for what a record holds; it names its project). The
 //! ULID orders records by time. A record is *applied* once its apply completed, *undone*
 //! once used, *incomplete* otherwise (an apply still running, or the rare leftover of a power
 //! loss). Records of an older layout (with a `<ulid>.project` file beside) are still read.
