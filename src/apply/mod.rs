@@ -12,7 +12,13 @@
 //!    files they replace are moved aside into it (a rename keeps their bytes, modes and
 //!    mtimes), the staged files are renamed into place, and any failure on the way rolls the
 //!    journal back so the project ends as it was (directory mtimes included). `check` mode
-//!    stops after the plan.
+//!    stops after the plan. The same holds across a crash (kill -9, power loss): a
+//!    write-ahead journal in the staging directory, durable before the first original moves,
+//!    lets [`recover_project`] — run first by every apply and undo, and by
+//!    `patchbox recover` — complete the change or roll it back, so the project ends exactly
+//!    before or exactly after it, with no staging directory left (the state machine is in
+//!    `src/apply/journal.rs`). Applies and undos of one project are serialized by an
+//!    exclusive `flock` on its root directory.
 //! 2. **Drift is handled, never guessed past.** Each text file is tried in this order: its
 //!    contents already equal the patch's result (by the `index` line blob id, or the patched
 //!    pre-image) → *already applied*; exact context at the stated lines or at an offset (the
@@ -45,10 +51,15 @@
 //!    unless forced. The record keeps an original by a hard link when it can (same
 //!    filesystem, no other link to the file: the apply puts a new file in its place and never
 //!    writes the old one), else by a copy; it is written on a second thread while the new
-//!    contents are staged, and is on disk before anything in the project is replaced.
+//!    contents are staged, and is on disk before anything in the project is replaced. Undo
+//!    restores the mtimes of the directories too. An apply that fails removes only what it
+//!    wrote to the undo directory (the directory itself only if it created it). The
+//!    [`store`] keeps records under a sandbox root (list, undo the last, drop, prune).
 //!
-//! Durability costs two filesystem syncs per apply, not one per file: after staging (so a
-//! crash never leaves a torn file in place of an original) and after the renames.
+//! Durability costs two filesystem syncs per apply, not one per file: after the journal's
+//! intent (which makes the staged files durable with it, so a crash never leaves a torn file
+//! in place of an original) and after the renames; plus an `fsync` of the undo record's
+//! `applied` marker and its directory.
 //!
 //! Conflicts and refusals are not `Err`s: they are reported per file in the [`ApplyReport`]
 //! (whose [`Outcome`] says whether anything was written). `Err` means the patch could not be
@@ -94,11 +105,14 @@ use crate::error::{Error, Result};
 use crate::fs::project;
 use crate::patch::parse::{parse_patch_strip, Patch};
 
+mod journal;
 mod plan;
 mod report;
+pub mod store;
 mod txn;
 mod undo;
 
+pub use journal::{RecoveredTxn, RecoveryAction, RecoveryReport};
 use plan::Planner;
 pub use report::{
     ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, UndoReport,
@@ -153,6 +167,32 @@ pub fn apply_parsed(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport> {
     let root = project_root(project_dir.as_ref())?;
+    if let Some(pre) = &opts.preimages {
+        check_preimages(pre)?;
+    }
+    // A write holds the project lock from before the recovery to the end of the write phase:
+    // what is planned is what recovery left, and no other apply runs meanwhile.
+    let (_lock, recovery, mut warnings) = if opts.check {
+        let pending = journal::pending(&root)?;
+        let w = (!pending.is_empty()).then(|| {
+            format!(
+                "an interrupted apply or undo is pending in {} ({}); the next apply, undo or \
+                 `patchbox recover` completes or rolls it back",
+                root.display(),
+                pending.join(", ")
+            )
+        });
+        (None, RecoveryReport::default(), w.into_iter().collect())
+    } else {
+        let lock = journal::ProjectLock::acquire(&root)?;
+        let recovery = journal::recover_locked(&root)?;
+        (Some(lock), recovery, Vec::new())
+    };
+    if let Some(undo) = &opts.undo_dir {
+        if !opts.check {
+            undo::check_usable(undo)?;
+        }
+    }
     let planning = project::DirScope::enter(&root)?;
     let mut planner = Planner::new(root.clone(), opts, patch);
     planner.plan()?;
@@ -162,7 +202,8 @@ pub fn apply_parsed(
         outcome,
         check_only: opts.check,
         undo_dir: None,
-        warnings: Vec::new(),
+        warnings: std::mem::take(&mut warnings),
+        recovery,
     };
     if opts.check || !matches!(outcome, Outcome::Applied | Outcome::AppliedWithConflicts) {
         return Ok(report);
@@ -187,39 +228,73 @@ pub fn apply_parsed(
         .collect::<Result<_>>()?;
     drop(planning);
     // The undo record is written on another thread while the new contents are staged; both
-    // are on disk before the first original is touched.
+    // are on disk before the first original is touched. Only a directory the library
+    // creates is removed if the apply does not happen.
+    let finish = txn::Finish {
+        marker: opts.undo_dir.as_ref().map(|u| u.join("applied")),
+        finals: Vec::new(),
+        record: opts.undo_dir.as_ref().map(|u| {
+            let created = std::fs::symlink_metadata(u).is_err();
+            (u.clone(), created)
+        }),
+    };
     let record = opts
         .undo_dir
         .as_deref()
-        .map(|undo| || undo::write_record(undo, &root, &ops));
-    let result = txn::commit(
+        .map(|undo| |dirs: &journal::Dirs| undo::write_record(undo, &root, &ops, dirs));
+    let log = txn::commit(
         &root,
         &tx_ops,
         &txn::Prune::EmptiedParents,
         &BTreeMap::new(),
-        opts.fail_after_steps,
+        txn::Fault {
+            fail_after: opts.fail_after_steps,
+            crash_after: opts.crash_after_steps,
+        },
         record,
-    );
-    match result {
-        Ok(log) => {
-            if let Some(undo) = &opts.undo_dir {
-                if let Err(e) = undo::append_dirs(undo, &log) {
-                    report
-                        .warnings
-                        .push(format!("undo record is missing directory changes: {e}"));
-                }
-                report.undo_dir = Some(undo.clone());
-            }
-            report.warnings.extend(log.warnings);
-            Ok(report)
-        }
-        Err(e) => {
-            if let Some(undo) = &opts.undo_dir {
-                let _ = std::fs::remove_dir_all(undo);
-            }
-            Err(e)
-        }
+        &finish,
+    )?;
+    report.undo_dir = opts.undo_dir.clone();
+    report.warnings.extend(log.warnings);
+    Ok(report)
+}
+
+/// Finishes or rolls back every apply or undo interrupted in `project_dir` (a crash, a
+/// kill -9, a power loss), so the project is exactly as before or exactly as after each of
+/// them, with no staging directory left. [`apply_patch`], [`apply_parsed`] (except in check
+/// mode) and [`undo_apply`] call it first; call it yourself to tidy a project at startup.
+///
+/// A transaction whose intent was durable is completed (its undo record then works); one
+/// that had not got that far, or whose completion is impossible because a path changed
+/// since, is rolled back (its undo record removed). See the `journal` state machine in the
+/// [module docs](self) and the crate's `apply/journal.rs`. Waits for the project lock if an
+/// apply is running.
+///
+/// ```
+/// use patchbox::apply::recover_project;
+/// let project = tempfile::tempdir().unwrap();
+/// std::fs::create_dir(project.path().join(".patchbox-txn-01J0000000000000000000000")).unwrap();
+/// let r = recover_project(project.path()).unwrap();
+/// assert_eq!(r.recovered.len(), 1);
+/// assert_eq!(std::fs::read_dir(project.path()).unwrap().count(), 0);
+/// ```
+pub fn recover_project(project_dir: impl AsRef<Path>) -> Result<RecoveryReport> {
+    let root = project_root(project_dir.as_ref())?;
+    let _lock = journal::ProjectLock::acquire(&root)?;
+    journal::recover_locked(&root)
+}
+
+/// A `preimages` directory must exist: a mistyped path must not silently disable merging.
+fn check_preimages(dir: &Path) -> Result<()> {
+    let md = std::fs::metadata(dir).map_err(|e| Error::io("open pre-image directory", dir, e))?;
+    if !md.is_dir() {
+        return Err(Error::io(
+            "open pre-image directory",
+            dir,
+            std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        ));
     }
+    Ok(())
 }
 
 /// Restores the project to its state before the apply recorded in `undo_dir`.

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::journal::RecoveryReport;
 use crate::fs::relpath::RelPath;
 
 /// How to apply a patch.
@@ -43,6 +44,10 @@ pub struct ApplyOptions {
     /// the rollback.
     #[doc(hidden)]
     pub fail_after_steps: Option<usize>,
+    /// Testing aid: make the write phase stop dead after this many steps, leaving what a
+    /// kill -9 would leave (nothing rolled back), for [`recover_project`](super::recover_project).
+    #[doc(hidden)]
+    pub crash_after_steps: Option<usize>,
 }
 
 impl Default for ApplyOptions {
@@ -55,6 +60,7 @@ impl Default for ApplyOptions {
             strip: 1,
             allow_outside_symlinks: false,
             fail_after_steps: None,
+            crash_after_steps: None,
         }
     }
 }
@@ -158,8 +164,12 @@ pub struct ApplyReport {
     pub check_only: bool,
     /// The undo record written, if any.
     pub undo_dir: Option<PathBuf>,
-    /// Non-fatal notes (e.g. a staging directory that could not be cleaned up).
+    /// Non-fatal notes (e.g. a staging directory that could not be cleaned up, an interrupted
+    /// apply found in check mode).
     pub warnings: Vec<String>,
+    /// What the recovery run before the apply found: interrupted applies or undos it rolled
+    /// forward or back (empty almost always; always empty in check mode).
+    pub recovery: RecoveryReport,
 }
 
 impl ApplyReport {
@@ -185,6 +195,9 @@ impl ApplyReport {
 
 impl fmt::Display for ApplyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.recovery.is_empty() {
+            writeln!(f, "{}", self.recovery)?;
+        }
         for r in &self.files {
             let name = match &r.old_path {
                 Some(o) if *o != r.path => format!("{o} => {}", r.path),
@@ -238,4 +251,8 @@ pub struct UndoReport {
     pub overwritten: Vec<RelPath>,
     /// The record had already been used; nothing was done.
     pub already_undone: bool,
+    /// Non-fatal notes (e.g. a staging directory that could not be cleaned up).
+    pub warnings: Vec<String>,
+    /// What the recovery run before the undo found (see [`ApplyReport::recovery`]).
+    pub recovery: RecoveryReport,
 }

@@ -5,17 +5,23 @@
 //! (same file system) and synced; then every path must still carry the stamp it had when
 //! planned (as the undo record writer left it); only then are the originals moved aside into
 //! the staging directory (a rename keeps their bytes, modes and mtimes) and the staged files
-//! renamed into place. Each completed step goes into a journal, and any failure undoes the
-//! journal in reverse and restores directory mtimes, so the project ends as it was; the
+//! renamed into place. Each completed step goes into an in-memory journal, and any failure
+//! undoes it in reverse and restores directory mtimes, so the project ends as it was; the
 //! error says when that rollback was incomplete. Every path it touches is a
 //! [`ProjectPath`], re-checked right before the write, and the filesystem is synced twice
-//! per commit (after staging, after placing), not once per file.
+//! per commit (after the intent, after placing), not once per file.
+//!
+//! Against crashes, the same steps are described on disk by the write-ahead journal of
+//! [`journal`](super::journal) (its module doc has the state machine); [`roll_forward`]
+//! and [`finish_cleanup`] are the pieces recovery shares with a normal commit.
 
-use crate::error::{Error, Result};
+use super::journal::{staged_matches, Begin, DirInfo, Dirs, Intent, JAfter, JOp, STAGE_PREFIX};
+use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Data, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
+use crate::git::oid::blob_id_hex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the write phase must make of one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +49,7 @@ pub(crate) struct TxOp {
 }
 
 /// Which directories to remove once they are empty.
+#[derive(Clone, Debug)]
 pub(crate) enum Prune {
     /// Parents emptied by removals (what `git apply` does).
     EmptiedParents,
@@ -50,21 +57,53 @@ pub(crate) enum Prune {
     Only(BTreeSet<RelPath>),
 }
 
-/// What the write phase did to directories, for the undo record.
+/// What the write phase has to say besides success.
 #[derive(Default)]
 pub(crate) struct CommitLog {
-    pub created_dirs: Vec<RelPath>,
-    pub removed_dirs: Vec<(RelPath, u32, (i64, i64))>,
     pub warnings: Vec<String>,
+}
+
+/// What a commit does around the change itself (kept in the journal, so recovery does it
+/// too).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Finish {
+    /// A file to create (synced) once the change is in place: the undo record's `applied`
+    /// marker for an apply, its `undone` marker for an undo.
+    pub marker: Option<PathBuf>,
+    /// Mtimes to set once the staging directory is gone (`None`: the root); undo restores
+    /// the directories' mtimes this way.
+    pub finals: Vec<(Option<RelPath>, (i64, i64))>,
+    /// The undo record being written (and whether the library created its directory): it is
+    /// removed if the change is rolled back.
+    pub record: Option<(PathBuf, bool)>,
 }
 
 enum Step {
     StageDir(ProjectPath),
     Staged(ProjectPath),
+    Intent,
     Moved { from: ProjectPath, to: ProjectPath },
     RemovedDir { path: ProjectPath, perm: u32 },
     CreatedDir(ProjectPath),
     Placed(ProjectPath),
+}
+
+/// `.patchbox-txn-<ulid>.<root mtime s>.<ns>`.
+fn stage_name(root_mtime: (i64, i64)) -> String {
+    format!(
+        "{STAGE_PREFIX}{}.{}.{}",
+        ulid::Ulid::new(),
+        root_mtime.0,
+        root_mtime.1
+    )
+}
+
+/// The root's mtime from a staging directory's name.
+pub(crate) fn root_mtime_from_name(name: &str) -> Option<(i64, i64)> {
+    let mut it = name.rsplitn(3, '.');
+    let ns = it.next()?.parse().ok()?;
+    let s = it.next()?.parse().ok()?;
+    Some((s, ns))
 }
 
 fn is_dir_mode(mode: u32) -> bool {
@@ -90,132 +129,130 @@ fn sub(stage: &RelPath, name: String) -> Result<RelPath> {
     Ok(stage.join(&RelPath::new(name)?))
 }
 
+fn in_stage(root: &Path, stage: &RelPath, name: &str) -> Result<ProjectPath> {
+    project::check(root, &sub(stage, name.to_string())?, &|_| false)
+}
+
+fn ignore_missing(r: Result<()>) -> Result<()> {
+    match r {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
 /// For a write phase without an undo record. A record writer returns the stamp each op
 /// must find at write time (keeping an original by a hard link changes its ctime).
-pub(crate) const NO_RECORD: Option<fn() -> Stamps> = None;
+pub(crate) const NO_RECORD: Option<fn(&Dirs) -> Stamps> = None;
 
 /// The stamp each op must find at write time.
 pub(crate) type Stamps = Result<Vec<Option<Stamp>>>;
+
+/// Test faults: fail (and roll back) after the n-th step, or stop dead after it, as a
+/// kill -9 would (nothing rolled back; recovery's job).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Fault {
+    pub fail_after: Option<usize>,
+    pub crash_after: Option<usize>,
+}
 
 /// Records a completed write step (and injects test failures).
 type Tick<'t> = dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()> + 't;
 
 /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
-/// new contents are staged, and must succeed before anything in the project is replaced.
-/// On error the journal is rolled back and directory mtimes restored; the error says
-/// whether the rollback was complete.
+/// new contents are staged (given the directories' modes and mtimes before the change),
+/// and must succeed before anything in the project is replaced. On error the journal is
+/// rolled back and directory mtimes restored; the error says whether the rollback was
+/// complete. The project must be locked ([`ProjectLock`](super::journal::ProjectLock)).
 pub(crate) fn commit<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
     dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
-    fail_after: Option<usize>,
+    fault: Fault,
     record: Option<F>,
+    finish: &Finish,
 ) -> Result<CommitLog>
 where
-    F: FnOnce() -> Stamps + Send,
+    F: FnOnce(&Dirs) -> Stamps + Send,
 {
     let none = |_: &RelPath| false;
     // The write phase walks the project afresh: nothing opened while planning is reused.
     let _scope = project::DirScope::enter(root)?;
-    let stage_rel = RelPath::new(format!(".patchbox-txn-{}", ulid::Ulid::new()))?;
+    // Directory modes and mtimes to restore if we roll back (and for the undo record). The
+    // root's is in the staging directory's name too: creating it changes the root's mtime
+    // before `begin` can say what it was.
+    let mut dirs = Dirs {
+        root_mtime: project::root_stamp(root)?.mtime,
+        dirs: Vec::new(),
+    };
+    let stage_rel = RelPath::new(stage_name(dirs.root_mtime))?;
     let stage = project::check(root, &stage_rel, &none)?;
-
-    // Directory mtimes to restore if we roll back.
-    let root_mtime = project::root_stamp(root)?.mtime;
-    let mut dirs: BTreeSet<RelPath> = BTreeSet::new();
+    let mut wanted: BTreeSet<RelPath> = BTreeSet::new();
     for op in ops {
-        dirs.extend(ancestors(op.path.rel()));
+        wanted.extend(ancestors(op.path.rel()));
         if op.before_is_dir {
-            dirs.insert(op.path.rel().clone());
+            wanted.insert(op.path.rel().clone());
         }
     }
     let mut dir_mtimes = Vec::new();
-    for d in &dirs {
+    for d in &wanted {
         // Below a symlink that an op replaces by a directory there is nothing yet.
         let stamped = project::check(root, d, &none).and_then(|p| Ok((project::stamp(&p)?, p)));
         match stamped {
-            Ok((Some(st), p)) if is_dir_mode(st.mode) => dir_mtimes.push((p, st.mtime)),
+            Ok((Some(st), p)) if is_dir_mode(st.mode) => {
+                dir_mtimes.push((p, st.mtime));
+                dirs.dirs.push(DirInfo {
+                    rel: d.clone(),
+                    perm: st.mode & 0o7777,
+                    mtime: st.mtime,
+                });
+            }
             Ok(_) | Err(Error::Containment { .. }) => {}
             Err(e) => return Err(e),
         }
     }
+    let begin = Begin {
+        dirs,
+        record: finish.record.clone(),
+    };
 
     let mut journal: Vec<Step> = Vec::new();
     let mut log = CommitLog::default();
+    let crashed = std::cell::Cell::new(false);
     let result = run(
         root,
         ops,
         prune,
         dir_restore,
-        fail_after,
+        fault,
+        &crashed,
         &stage,
         &stage_rel,
         &mut journal,
-        &mut log,
+        &begin,
+        finish,
         record,
     );
     match result {
         Ok(()) => {
-            // Clean up the staging directory: only backups are left in it.
-            for step in journal.iter().rev() {
-                if let Step::Moved { to, .. } = step {
-                    if let Err(e) = project::remove_file(to) {
-                        log.warnings.push(format!("cannot remove backup: {e}"));
-                    }
+            // DONE: from here on recovery only cleans up.
+            let done = in_stage(root, &stage_rel, "intent")
+                .and_then(|i| project::rename_noreplace(&i, &in_stage(root, &stage_rel, "done")?));
+            match done {
+                Ok(()) => {
+                    finish_cleanup(root, &stage, &stage_rel, &finish.finals, &mut log.warnings)
                 }
-            }
-            match project::remove_dir_if_empty(&stage) {
-                Ok(true) => {}
-                Ok(false) => log.warnings.push(format!(
-                    "staging directory {} is not empty; remove it by hand",
+                Err(e) => log.warnings.push(format!(
+                    "the change is complete but cannot be marked so ({e}); the next apply or \
+                     `patchbox recover` removes {}",
                     stage.to_path_buf().display()
                 )),
-                Err(e) => log
-                    .warnings
-                    .push(format!("cannot remove staging directory: {e}")),
             }
-            let _ = project::sync_root(root);
             Ok(log)
         }
+        Err(e) if crashed.get() => Err(e),
         Err(e) => {
-            let mut failures = Vec::new();
-            for step in journal.iter().rev() {
-                let r = match step {
-                    Step::Placed(p) => project::remove_file(p),
-                    Step::CreatedDir(p) => project::remove_dir_if_empty(p).map(|_| ()),
-                    Step::RemovedDir { path, perm } => project::make_dir(path, Some(*perm)),
-                    Step::Moved { from, to } => project::rename_noreplace(to, from),
-                    Step::Staged(p) => match project::remove_file(p) {
-                        Err(Error::Io { source, .. })
-                            if source.kind() == std::io::ErrorKind::NotFound =>
-                        {
-                            Ok(())
-                        }
-                        r => r,
-                    },
-                    Step::StageDir(p) => match project::remove_dir_if_empty(p) {
-                        Ok(true) => Ok(()),
-                        Ok(false) => Err(Error::ApplyFailed(format!(
-                            "staging directory {} kept: it still holds backups",
-                            p.to_path_buf().display()
-                        ))),
-                        Err(e) => Err(e),
-                    },
-                };
-                if let Err(re) = r {
-                    failures.push(re.to_string());
-                }
-            }
-            for (p, t) in &dir_mtimes {
-                if let Err(re) = project::set_mtime(p, *t) {
-                    failures.push(re.to_string());
-                }
-            }
-            if let Err(re) = project::set_root_mtime(root, root_mtime) {
-                failures.push(re.to_string());
-            }
-            let _ = project::sync_root(root);
+            let failures = roll_back_journal(root, &stage_rel, &journal, &begin, &dir_mtimes);
             if failures.is_empty() {
                 Err(e)
             } else {
@@ -228,28 +265,267 @@ where
     }
 }
 
+/// Undoes the journal in reverse after a failure. Once the intent exists it is renamed to
+/// `abort` first (a crash during the rollback is then finished by recovery), and removed
+/// only once every earlier step is undone; if one cannot be, everything is left for the
+/// next recovery. Returns the failures.
+fn roll_back_journal(
+    root: &Path,
+    stage_rel: &RelPath,
+    journal: &[Step],
+    begin: &Begin,
+    dir_mtimes: &[(ProjectPath, (i64, i64))],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if journal.iter().any(|s| matches!(s, Step::Intent)) {
+        let aborted = in_stage(root, stage_rel, "intent").and_then(|i| {
+            ignore_missing(project::rename_noreplace(
+                &i,
+                &in_stage(root, stage_rel, "abort")?,
+            ))
+        });
+        if let Err(re) = aborted {
+            failures.push(re.to_string());
+        }
+    }
+    for step in journal.iter().rev() {
+        let r = match step {
+            Step::Placed(p) => project::remove_file(p),
+            Step::CreatedDir(p) => project::remove_dir_if_empty(p).map(|_| ()),
+            Step::RemovedDir { path, perm } => project::make_dir(path, Some(*perm)),
+            Step::Moved { from, to } => project::rename_noreplace(to, from),
+            Step::Intent => {
+                if !failures.is_empty() {
+                    // Originals may still be aside: keep the journal for recovery.
+                    return failures;
+                }
+                project::sync_fs(root).and_then(|()| {
+                    for name in ["abort", "intent"] {
+                        ignore_missing(project::remove_file(&in_stage(root, stage_rel, name)?))?;
+                    }
+                    Ok(())
+                })
+            }
+            Step::Staged(p) => ignore_missing(project::remove_file(p)),
+            Step::StageDir(p) => match project::remove_dir_if_empty(p) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Error::ApplyFailed(format!(
+                    "staging directory {} kept: it still holds backups",
+                    p.to_path_buf().display()
+                ))),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(re) = r {
+            failures.push(re.to_string());
+        }
+    }
+    if failures.is_empty() {
+        if let Some((dir, created)) = &begin.record {
+            if let Err(re) = super::undo::discard_record(dir, *created) {
+                failures.push(re.to_string());
+            }
+        }
+    }
+    for (p, t) in dir_mtimes {
+        if let Err(re) = project::set_mtime(p, *t) {
+            failures.push(re.to_string());
+        }
+    }
+    if let Err(re) = project::set_root_mtime(root, begin.dirs.root_mtime) {
+        failures.push(re.to_string());
+    }
+    let _ = project::sync_root(root);
+    failures
+}
+
+/// Removes a complete transaction's staging directory (backups, journal; `done` last), then
+/// sets the final mtimes. Failures become warnings: the change itself is complete.
+pub(crate) fn finish_cleanup(
+    root: &Path,
+    stage: &ProjectPath,
+    stage_rel: &RelPath,
+    finals: &[(Option<RelPath>, (i64, i64))],
+    warnings: &mut Vec<String>,
+) {
+    let none = |_: &RelPath| false;
+    let done = sub(stage_rel, "done".into()).ok();
+    match project::list_leaves(stage) {
+        Ok(leaves) => {
+            for l in leaves.iter().filter(|l| Some(*l) != done.as_ref()) {
+                if let Err(e) =
+                    project::check(root, l, &none).and_then(|p| project::remove_file(&p))
+                {
+                    warnings.push(format!("cannot remove backup: {e}"));
+                }
+            }
+        }
+        Err(e) => warnings.push(format!("cannot list the staging directory: {e}")),
+    }
+    if let Err(e) =
+        in_stage(root, stage_rel, "done").and_then(|d| ignore_missing(project::remove_file(&d)))
+    {
+        warnings.push(format!("cannot remove the journal: {e}"));
+    }
+    match project::remove_dir_if_empty(stage) {
+        Ok(true) => {}
+        Ok(false) => warnings.push(format!(
+            "staging directory {} is not empty; remove it by hand",
+            stage.to_path_buf().display()
+        )),
+        Err(e) => warnings.push(format!("cannot remove staging directory: {e}")),
+    }
+    for (d, t) in finals {
+        let r = match d {
+            None => project::set_root_mtime(root, *t),
+            Some(d) => project::check(root, d, &none).and_then(|p| match project::stamp(&p)? {
+                Some(_) => project::set_mtime(&p, *t),
+                None => Ok(()),
+            }),
+        };
+        if let Err(e) = r {
+            warnings.push(format!("cannot restore a directory's mtime: {e}"));
+        }
+    }
+    let _ = project::sync_root(root);
+}
+
+/// Writes a marker file outside the project and makes it durable (file and directory).
+fn write_marker(path: &Path) -> Result<()> {
+    let f = std::fs::File::create(path).ctx("create", path)?;
+    f.sync_all().ctx("sync", path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .ctx("sync", dir)?;
+    }
+    Ok(())
+}
+
+/// Completes a transaction whose intent is durable (recovery). Checks first that every op
+/// can complete (staged contents intact, originals not yet moved still as recorded), so a
+/// failure leaves the project as the crash did, for a rollback.
+pub(crate) fn roll_forward(
+    root: &Path,
+    _stage: &ProjectPath,
+    stage_rel: &RelPath,
+    intent: &Intent,
+) -> Result<()> {
+    let none = |_: &RelPath| false;
+    let gone: BTreeSet<RelPath> = intent
+        .ops
+        .iter()
+        .filter(|o| o.expect.is_some())
+        .map(|o| o.rel.clone())
+        .collect();
+    let mut rest = Vec::with_capacity(intent.ops.len());
+    let mut staged = Vec::with_capacity(intent.ops.len());
+    for (i, op) in intent.ops.iter().enumerate() {
+        let p = project::check_with(root, &op.rel, &none, &|a| gone.contains(a))?;
+        let now = match project::stamp(&p) {
+            Err(Error::Containment { .. }) => None,
+            r => r?,
+        };
+        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
+        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
+        let s_entry = match op.after {
+            JAfter::Absent => project::Entry::Absent,
+            _ => project::read(&s)?,
+        };
+        let placed = op.after.ino().is_some()
+            && matches!(s_entry, project::Entry::Absent)
+            && now.is_some_and(|st| Some(st.ino) == op.after.ino());
+        let complete = placed || (op.after == JAfter::Absent && now.is_none());
+        if op.after != JAfter::Absent && !placed && !staged_matches(&s_entry, &op.after) {
+            return Err(Error::ApplyFailed(format!(
+                "the staged contents of {} are missing or torn",
+                op.rel
+            )));
+        }
+        let moved = project::stamp(&b)?.is_some();
+        let skip_move = moved || complete || op.expect.is_none() || op.before_is_dir;
+        if !skip_move && now != op.expect {
+            return Err(Error::ApplyFailed(format!(
+                "{} changed since the interrupted change began",
+                op.rel
+            )));
+        }
+        if op.expect.is_none() && !placed && !op.before_is_dir && now.is_some() {
+            return Err(Error::ApplyFailed(format!(
+                "{} appeared since the interrupted change began",
+                op.rel
+            )));
+        }
+        rest.push(RestOp {
+            path: p,
+            expect: op.expect,
+            before_is_dir: op.before_is_dir,
+            places: op.after != JAfter::Absent,
+            skip_move,
+        });
+        staged.push((op.after != JAfter::Absent && !placed).then_some(s));
+    }
+    let mut journal = Vec::new();
+    stage_rest(
+        root,
+        &rest,
+        &intent.prune,
+        &intent.restore,
+        stage_rel,
+        &mut journal,
+        &staged,
+        &mut |_, _| Ok(()),
+    )?;
+    if let Some(m) = &intent.marker {
+        write_marker(m)?;
+    }
+    project::rename_noreplace(
+        &in_stage(root, stage_rel, "intent")?,
+        &in_stage(root, stage_rel, "done")?,
+    )
+}
+
+/// One path for steps 3 to 7.
+struct RestOp {
+    path: ProjectPath,
+    expect: Option<Stamp>,
+    before_is_dir: bool,
+    /// Something is placed there.
+    places: bool,
+    /// The original is already aside or gone (recovery).
+    skip_move: bool,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
     dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
-    fail_after: Option<usize>,
+    fault: Fault,
+    crashed: &std::cell::Cell<bool>,
     stage: &ProjectPath,
     stage_rel: &RelPath,
     journal: &mut Vec<Step>,
-    log: &mut CommitLog,
+    begin: &Begin,
+    finish: &Finish,
     record: Option<F>,
 ) -> Result<()>
 where
-    F: FnOnce() -> Stamps + Send,
+    F: FnOnce(&Dirs) -> Stamps + Send,
 {
     let mut steps = 0usize;
     // Records a completed step; the fault injection for tests fails after the n-th one.
     let mut tick = |journal: &mut Vec<Step>, s: Option<Step>| -> Result<()> {
         journal.extend(s);
         steps += 1;
-        if fail_after.is_some_and(|n| steps >= n) {
+        if fault.crash_after.is_some_and(|n| steps >= n) {
+            crashed.set(true);
+            return Err(Error::ApplyFailed(format!(
+                "injected crash after {steps} steps"
+            )));
+        }
+        if fault.fail_after.is_some_and(|n| steps >= n) {
             return Err(Error::ApplyFailed(format!(
                 "injected failure after {steps} steps"
             )));
@@ -257,12 +533,17 @@ where
         Ok(())
     };
 
-    // 1. Stage new contents (and write the undo record alongside).
+    // 1. STAGING: the journal's `begin`, then the new contents (and the undo record
+    //    alongside).
     project::make_dir(stage, Some(0o700))?;
     tick(journal, Some(Step::StageDir(stage.clone())))?;
+    let bp = in_stage(root, stage_rel, "begin")?;
+    journal.push(Step::Staged(bp.clone()));
+    project::create_file(&bp, begin.to_text().as_bytes(), 0o600, None)?;
+    tick(journal, None)?;
     let mut staged: Vec<Option<ProjectPath>> = Vec::with_capacity(ops.len());
     let (staging, recorded) = std::thread::scope(|scope| {
-        let recorder = record.map(|r| scope.spawn(r));
+        let recorder = record.map(|r| scope.spawn(|| r(&begin.dirs)));
         let staging = stage_all(root, ops, stage_rel, journal, &mut staged, &mut tick);
         let recorded = recorder.map(|h| {
             h.join().unwrap_or_else(|_| {
@@ -278,9 +559,47 @@ where
         Some(stamps) => stamps?,
         None => ops.iter().map(|op| op.expect).collect(),
     };
-    project::sync_fs(root)?;
 
-    // 2. Nothing changed since the check.
+    // 2. INTENT: written, then one filesystem sync makes it durable together with the
+    //    staged contents and an undo record on this file system.
+    let mut jops = Vec::with_capacity(ops.len());
+    for ((op, expect), s) in ops.iter().zip(&expect).zip(&staged) {
+        let ino = match s {
+            Some(s) => project::stamp(s)?.map(|st| st.ino).unwrap_or_default(),
+            None => 0,
+        };
+        jops.push(JOp {
+            rel: op.path.rel().clone(),
+            expect: *expect,
+            before_is_dir: op.before_is_dir,
+            after: match &op.after {
+                Target::Absent => JAfter::Absent,
+                Target::File { data, perm, .. } => JAfter::File {
+                    perm: *perm,
+                    sha1: blob_id_hex(data),
+                    ino,
+                },
+                Target::Symlink { target, .. } => JAfter::Link {
+                    target: target.clone(),
+                    ino,
+                },
+            },
+        });
+    }
+    let intent = Intent {
+        ops: jops,
+        prune: prune.clone(),
+        restore: dir_restore.clone(),
+        finals: finish.finals.clone(),
+        marker: finish.marker.clone(),
+    };
+    let ip = in_stage(root, stage_rel, "intent")?;
+    journal.push(Step::Intent);
+    project::create_file(&ip, intent.to_text().as_bytes(), 0o600, None)?;
+    project::sync_fs(root)?;
+    tick(journal, None)?;
+
+    // 3. Nothing changed since the check.
     for (op, expect) in ops.iter().zip(&expect) {
         let now = match project::stamp(&op.path) {
             // Below a symlink that another op replaces by a directory: nothing there yet.
@@ -295,17 +614,31 @@ where
             )));
         }
     }
+    let rest: Vec<RestOp> = ops
+        .iter()
+        .map(|op| RestOp {
+            path: op.path.clone(),
+            expect: op.expect,
+            before_is_dir: op.before_is_dir,
+            places: !matches!(op.after, Target::Absent),
+            skip_move: false,
+        })
+        .collect();
     stage_rest(
         root,
-        ops,
+        &rest,
         prune,
         dir_restore,
         stage_rel,
         journal,
-        log,
         &staged,
         &mut tick,
-    )
+    )?;
+    if let Some(m) = &finish.marker {
+        write_marker(m)?;
+        tick(journal, None)?;
+    }
+    Ok(())
 }
 
 /// Writes each op's new contents into the staging directory.
@@ -349,12 +682,11 @@ fn stage_all(
 #[allow(clippy::too_many_arguments)]
 fn stage_rest(
     root: &Path,
-    ops: &[TxOp],
+    ops: &[RestOp],
     prune: &Prune,
     dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
     stage_rel: &RelPath,
     journal: &mut Vec<Step>,
-    log: &mut CommitLog,
     staged: &[Option<ProjectPath>],
     tick: &mut Tick<'_>,
 ) -> Result<()> {
@@ -366,6 +698,10 @@ fn stage_rest(
     for &i in &order {
         let op = &ops[i];
         if op.expect.is_some() && !op.before_is_dir {
+            if op.skip_move {
+                removed.push(op.path.rel().clone());
+                continue;
+            }
             let b = project::check(root, &sub(stage_rel, format!("b{i}"))?, &none)?;
             project::rename_noreplace(&op.path, &b)?;
             tick(
@@ -382,7 +718,7 @@ fn stage_rest(
     // 4. Remove directories that became empty (never an ancestor of something we place).
     let mut keep: BTreeSet<RelPath> = BTreeSet::new();
     for op in ops {
-        if !matches!(op.after, Target::Absent) {
+        if op.places {
             keep.extend(ancestors(op.path.rel()));
         }
     }
@@ -425,8 +761,6 @@ fn stage_rest(
             continue;
         }
         if project::remove_dir_if_empty(&p)? {
-            log.removed_dirs
-                .push((d.clone(), st.mode & 0o7777, st.mtime));
             tick(
                 journal,
                 Some(Step::RemovedDir {
@@ -443,9 +777,8 @@ fn stage_rest(
     }
 
     // 5. Create missing parent directories (shallowest first).
-    let mut created: Vec<ProjectPath> = Vec::new();
     for op in ops {
-        if matches!(op.after, Target::Absent) {
+        if !op.places {
             continue;
         }
         for a in ancestors(op.path.rel()) {
@@ -454,8 +787,6 @@ fn stage_rest(
                 None => {
                     let perm = dir_restore.get(&a).map(|(perm, _)| *perm);
                     project::make_dir(&p, perm)?;
-                    log.created_dirs.push(a.clone());
-                    created.push(p.clone());
                     tick(journal, Some(Step::CreatedDir(p)))?;
                 }
                 Some(st) if is_dir_mode(st.mode) => {}
@@ -476,12 +807,7 @@ fn stage_rest(
         }
     }
 
-    // 7. Restore recorded directory mtimes (undo) and sync.
-    for p in &created {
-        if let Some((_, t)) = dir_restore.get(p.rel()) {
-            project::set_mtime(p, *t)?;
-        }
-    }
+    // 7. Sync (directory mtimes are set at the end: `Finish::finals`).
     // One filesystem sync makes every rename and directory change durable: one journal
     // commit instead of one `fsync` per changed directory.
     project::sync_fs(root)?;

@@ -2,34 +2,45 @@
 //! restore it.
 //!
 //! The invariant kept: a record is complete and on disk before the project is touched (it is
-//! written while the new contents are staged, and synced), it names the exact state the apply
-//! left (so an undo refuses, unless forced, when a path changed since), and an undo goes
-//! through the same write phase as an apply, so it is atomic too. A record is used once: a
-//! second undo finds the `undone` marker and does nothing.
+//! written while the new contents are staged, and synced, before the journal's intent), it
+//! names the exact state the apply left (so an undo refuses, unless forced, when a path
+//! changed since), and an undo goes through the same write phase as an apply, so it is
+//! atomic and crash-safe too. A record is offered for undo only once its `applied` marker
+//! exists (written, synced, when the apply completes, or by the recovery that completes an
+//! interrupted apply); an apply that is rolled back removes its record (only what it wrote:
+//! a directory the caller made stays). A record is used once: a second undo finds the
+//! `undone` marker and does nothing.
 //!
 //! Layout of an undo directory:
 //!
 //! ```text
 //! record          text: header, then one line per changed path and directory
 //! blobs/<n>       original contents of replaced files
+//! applied         present once the apply is complete
 //! undone          present once the record has been used
 //! ```
 //!
 //! Record lines (paths and link targets hex-encoded, so any bytes survive):
 //!
 //! ```text
-//! patchbox-undo 1
+//! patchbox-undo 2
 //! project <hex path>
+//! rootmtime <mtime s> <mtime ns>
 //! entry <hex path> <before> <after>
 //!     before: absent | dir | link:<hex target>:<mtime s>:<mtime ns>
 //!             | file:<perm octal>:<mtime s>:<mtime ns>:<blob n>
 //!     after:  absent | link:<hex target> | file:<perm octal>:<sha1 of contents>
-//! mkdir <hex path>
-//! rmdir <hex path> <perm octal> <mtime s> <mtime ns>
+//! dir <hex path> <perm octal> <mtime s> <mtime ns>     every directory above a changed
+//!                                                      path, before the apply
+//! mkdir <hex path>                                     a directory the apply creates
 //! ```
+//!
+//! Version 1 records (no `rootmtime`/`dir` lines, `rmdir <hex path> <perm> <s> <ns>` lines
+//! appended after the apply, no `applied` marker) are still undone.
 
+use super::journal::{self, Dirs, ProjectLock};
 use super::plan::PlanOp;
-use super::txn::{self, CommitLog, Prune, Target, TxOp};
+use super::txn::{self, Finish, Prune, Target, TxOp};
 use super::UndoReport;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
@@ -39,10 +50,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const HEADER: &str = "patchbox-undo 1";
+const HEADER: &str = "patchbox-undo 2";
+const HEADER_V1: &str = "patchbox-undo 1";
 
 fn bad(dir: &Path, why: &str) -> Error {
     Error::ApplyFailed(format!("undo record {}: {why}", dir.display()))
@@ -60,17 +72,17 @@ pub(super) fn write_record(
     dir: &Path,
     root: &Path,
     ops: &[PlanOp],
+    dirs: &Dirs,
 ) -> Result<Vec<Option<project::Stamp>>> {
-    if dir.exists() {
-        let mut it =
-            std::fs::read_dir(dir).map_err(|e| Error::io("read undo directory", dir, e))?;
-        if it.next().is_some() {
-            return Err(bad(dir, "directory exists and is not empty"));
-        }
-    }
+    check_usable(dir)?;
     let blobs = dir.join("blobs");
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create undo directory", &blobs, e))?;
-    let mut text = format!("{HEADER}\nproject {}\n", hex(root.as_os_str().as_bytes()));
+    let mut text = format!(
+        "{HEADER}\nproject {}\nrootmtime {} {}\n",
+        hex(root.as_os_str().as_bytes()),
+        dirs.root_mtime.0,
+        dirs.root_mtime.1
+    );
     let mut stamps = Vec::with_capacity(ops.len());
     let mut copied = false;
     for (n, op) in ops.iter().enumerate() {
@@ -103,6 +115,31 @@ pub(super) fn write_record(
             "entry {} {before} {after}\n",
             hex(op.rel.as_bytes())
         ));
+    }
+    // Directories: as they were, and the ones the apply creates (above what it places,
+    // where there is no directory now).
+    let existing: BTreeSet<&RelPath> = dirs.dirs.iter().map(|d| &d.rel).collect();
+    for d in &dirs.dirs {
+        text.push_str(&format!(
+            "dir {} {:o} {} {}\n",
+            hex(d.rel.as_bytes()),
+            d.perm,
+            d.mtime.0,
+            d.mtime.1
+        ));
+    }
+    let mut mkdirs: BTreeSet<RelPath> = BTreeSet::new();
+    for op in ops.iter().filter(|op| !matches!(op.after, Target::Absent)) {
+        let mut a = op.rel.parent();
+        while let Some(d) = a {
+            a = d.parent();
+            if !existing.contains(&d) {
+                mkdirs.insert(d);
+            }
+        }
+    }
+    for d in &mkdirs {
+        text.push_str(&format!("mkdir {}\n", hex(d.as_bytes())));
     }
     let tmp = dir.join("record.tmp");
     write_plain(&tmp, text.as_bytes())?;
@@ -156,28 +193,51 @@ fn write_plain(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::write(path, data).map_err(|e| Error::io("write", path, e))
 }
 
-/// Appends the directory changes made by the write phase.
-pub(super) fn append_dirs(dir: &Path, log: &CommitLog) -> Result<()> {
-    let rec = dir.join("record");
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&rec)
-        .map_err(|e| Error::io("open", &rec, e))?;
-    let mut text = String::new();
-    for d in &log.created_dirs {
-        text.push_str(&format!("mkdir {}\n", hex(d.as_bytes())));
+/// Refuses an undo directory that exists and is not an empty directory (checked before
+/// anything is written, so a refusal touches nothing of the caller's).
+pub(super) fn check_usable(dir: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("inspect undo directory", dir, e)),
+        Ok(md) if !md.is_dir() => Err(bad(dir, "exists and is not a directory")),
+        Ok(_) => {
+            let mut it =
+                std::fs::read_dir(dir).map_err(|e| Error::io("read undo directory", dir, e))?;
+            if it.next().is_some() {
+                return Err(bad(dir, "directory exists and is not empty"));
+            }
+            Ok(())
+        }
     }
-    for (d, perm, t) in &log.removed_dirs {
-        text.push_str(&format!(
-            "rmdir {} {perm:o} {} {}\n",
-            hex(d.as_bytes()),
-            t.0,
-            t.1
-        ));
+}
+
+/// Removes what an apply that did not happen wrote to its undo record: the whole
+/// directory if the library created it, else only the record's own files (the caller's
+/// directory stays).
+pub(crate) fn discard_record(dir: &Path, created: bool) -> Result<()> {
+    let gone = |r: std::io::Result<()>, what: &Path| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io("remove undo record", what, e))
+        }
+        _ => Ok(()),
+    };
+    if created {
+        return gone(std::fs::remove_dir_all(dir), dir);
     }
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::io("write", &rec, e))?;
-    f.sync_all().map_err(|e| Error::io("sync", &rec, e))
+    for f in ["record", "record.tmp", "applied"] {
+        let p = dir.join(f);
+        gone(std::fs::remove_file(&p), &p)?;
+    }
+    let blobs = dir.join("blobs");
+    gone(std::fs::remove_dir_all(&blobs), &blobs)
+}
+
+/// True once the apply that wrote the record at `dir` is complete (version 1 records,
+/// kept only by completed applies, always are).
+pub(crate) fn is_applied(dir: &Path) -> bool {
+    dir.join("applied").exists()
+        || std::fs::read(dir.join("record"))
+            .is_ok_and(|t| t.starts_with(format!("{HEADER_V1}\n").as_bytes()))
 }
 
 enum Before {
@@ -199,14 +259,30 @@ enum After {
 
 struct Record {
     project: Vec<u8>,
+    root_mtime: Option<(i64, i64)>,
     entries: Vec<(RelPath, Before, After)>,
     mkdirs: BTreeSet<RelPath>,
-    rmdirs: BTreeMap<RelPath, (u32, (i64, i64))>,
+    /// Directories as they were before the apply (v2 `dir`, v1 `rmdir`).
+    dirs: BTreeMap<RelPath, (u32, (i64, i64))>,
+}
+
+/// What the record at `dir` says, for listing: the project and the number of paths.
+pub(crate) fn summary(dir: &Path) -> Result<(PathBuf, usize)> {
+    let rec_path = dir.join("record");
+    let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
+    let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
+    let rec = parse(dir, &text)?;
+    use std::os::unix::ffi::OsStringExt;
+    Ok((
+        PathBuf::from(std::ffi::OsString::from_vec(rec.project)),
+        rec.entries.len(),
+    ))
 }
 
 fn parse(dir: &Path, text: &str) -> Result<Record> {
     let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
+    let header = lines.next();
+    if header != Some(HEADER) && header != Some(HEADER_V1) {
         return Err(bad(dir, "not an undo record"));
     }
     let project = lines
@@ -216,9 +292,10 @@ fn parse(dir: &Path, text: &str) -> Result<Record> {
         .ok_or_else(|| bad(dir, "missing project line"))?;
     let mut rec = Record {
         project,
+        root_mtime: None,
         entries: Vec::new(),
         mkdirs: BTreeSet::new(),
-        rmdirs: BTreeMap::new(),
+        dirs: BTreeMap::new(),
     };
     let path = |s: &str| -> Result<RelPath> {
         let b = unhex(s).ok_or_else(|| bad(dir, "bad path"))?;
@@ -260,9 +337,10 @@ fn parse(dir: &Path, text: &str) -> Result<Record> {
             ["mkdir", p] => {
                 rec.mkdirs.insert(path(p)?);
             }
-            ["rmdir", p, m, s, ns] => {
-                rec.rmdirs.insert(path(p)?, (perm(m)?, (num(s)?, num(ns)?)));
+            ["rmdir", p, m, s, ns] | ["dir", p, m, s, ns] => {
+                rec.dirs.insert(path(p)?, (perm(m)?, (num(s)?, num(ns)?)));
             }
+            ["rootmtime", s, ns] => rec.root_mtime = Some((num(s)?, num(ns)?)),
             [""] => {}
             _ => return Err(bad(dir, "unknown line")),
         }
@@ -283,6 +361,8 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
 
 pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoReport> {
     let root = super::project_root(project_dir)?;
+    let _lock = ProjectLock::acquire(&root)?;
+    let recovery = journal::recover_locked(&root)?;
     let rec_path = dir.join("record");
     let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
     let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
@@ -290,8 +370,15 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
     if dir.join("undone").exists() {
         return Ok(UndoReport {
             already_undone: true,
+            recovery,
             ..UndoReport::default()
         });
+    }
+    if !is_applied(dir) {
+        return Err(bad(
+            dir,
+            "its apply never completed (it was rolled back); nothing to undo",
+        ));
     }
     if rec.project != root.as_os_str().as_bytes() && !force {
         return Err(bad(dir, "it was made for another project directory"));
@@ -307,7 +394,10 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         .map(|(r, _, _)| r.clone())
         .collect();
     let gone = |a: &RelPath| removed.contains(a);
-    let mut report = UndoReport::default();
+    let mut report = UndoReport {
+        recovery,
+        ..UndoReport::default()
+    };
     let mut ops = Vec::new();
     let mut changed = Vec::new();
     for (rel, before, after) in &rec.entries {
@@ -381,17 +471,32 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         report.overwritten = changed;
     }
     drop(planning);
-    if !ops.is_empty() {
-        txn::commit(
-            &root,
-            &ops,
-            &Prune::Only(rec.mkdirs.clone()),
-            &rec.rmdirs,
-            None,
-            txn::NO_RECORD,
-        )?;
-    }
+    // Every directory's mtime as it was before the apply, once the undo is complete.
+    let mut finals: Vec<(Option<RelPath>, (i64, i64))> = rec
+        .dirs
+        .iter()
+        .map(|(d, (_, m))| (Some(d.clone()), *m))
+        .collect();
+    finals.extend(rec.root_mtime.map(|m| (None, m)));
     let marker = dir.join("undone");
-    write_synced(&marker, b"")?;
+    if ops.is_empty() {
+        write_synced(&marker, b"")?;
+        return Ok(report);
+    }
+    let finish = Finish {
+        marker: Some(marker),
+        finals,
+        record: None,
+    };
+    let log = txn::commit(
+        &root,
+        &ops,
+        &Prune::Only(rec.mkdirs.clone()),
+        &rec.dirs,
+        txn::Fault::default(),
+        txn::NO_RECORD,
+        &finish,
+    )?;
+    report.warnings.extend(log.warnings);
     Ok(report)
 }

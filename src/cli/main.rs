@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use patchbox::apply::store::UndoStore;
 use patchbox::session::{pending, recover};
 use patchbox::tree::snapshot::Progress;
 use patchbox::{Error, Options, SandboxManager};
@@ -49,12 +50,17 @@ enum Cmd {
         /// A directory the confined CMD may write too (a cache, say); repeatable.
         #[arg(long, value_name = "DIR")]
         allow_write: Vec<PathBuf>,
-        /// The command and its arguments.
-        #[arg(required = true, last = true)]
+        /// The command and its arguments (after `--`).
+        #[arg(last = true)]
         cmd: Vec<std::ffi::OsString>,
     },
-    /// Apply a patch to a project: atomically, 3-way against pre-images when given, refusing
-    /// anything outside the project. Exit 0 when applied (or already applied).
+    /// Apply a patch to a project: atomically (crash-safe), 3-way against pre-images when
+    /// given, refusing anything outside the project. Exit 0 when applied (or already applied).
+    ///
+    /// Each apply that writes keeps an undo record under ROOT/undo/<id>/; `--undo` uses the
+    /// newest one of the project, `--list-undo` lists them, `--drop-undo ID` removes one.
+    /// Records are pruned after each apply: the newest 50 per project are kept, none older
+    /// than 30 days, and used ones are removed.
     Apply {
         /// The project directory (default: the current directory).
         #[arg(long)]
@@ -77,9 +83,27 @@ enum Cmd {
         /// With --undo: restore even files changed since the apply.
         #[arg(long, requires = "undo")]
         force: bool,
+        /// List the project's undo records, oldest first: id, time, paths, state.
+        #[arg(long, conflicts_with_all = ["check", "preimages", "conflict_markers", "patch", "undo", "drop_undo"])]
+        list_undo: bool,
+        /// Remove the undo record ID (see --list-undo).
+        #[arg(long, value_name = "ID", conflicts_with_all = ["check", "preimages", "conflict_markers", "patch", "undo"])]
+        drop_undo: Option<String>,
         /// The patch file, or - for standard input.
-        #[arg(required_unless_present = "undo")]
+        #[arg(required_unless_present_any = ["undo", "list_undo", "drop_undo"])]
         patch: Option<PathBuf>,
+    },
+    /// Complete or roll back an apply or undo that was interrupted (a crash, a kill -9) in a
+    /// project, so it is exactly as before or exactly as after it, with no `.patchbox-txn-*`
+    /// directory left. `apply` and `apply --undo` do this first on their own.
+    Recover {
+        /// The project directory (default: the current directory).
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// The sandbox root whose undo store is tidied too (default: $PATCHBOX_ROOT, else
+        /// $HOME/.entropic/sandbox).
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
     /// Pending patches: list, show, drop, apply.
     Pending {
@@ -196,12 +220,23 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             root,
             undo,
             force,
+            list_undo,
+            drop_undo,
             patch,
         } => {
             let project = project_or_cwd(project)?;
             let root = root_or_default(root)?;
+            let store = UndoStore::new(&root);
             if undo {
-                return undo_last(&project, &root, force);
+                return undo_last(&project, &store, force);
+            }
+            if list_undo {
+                return list_undo_records(&project, &store);
+            }
+            if let Some(id) = drop_undo {
+                store.drop_record(&id)?;
+                eprintln!("undo record {id} removed");
+                return Ok(ExitCode::SUCCESS);
             }
             let text = match patch.as_deref() {
                 Some(p) if p == Path::new("-") => {
@@ -213,7 +248,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 Some(p) => std::fs::read(p).map_err(|e| Error::io("read patch", p, e))?,
                 None => Vec::new(),
             };
-            apply_and_report(&project, &root, &text, check, preimages, conflict_markers)
+            apply_and_report(&project, &store, &text, check, preimages, conflict_markers)
+        }
+        Cmd::Recover { project, root } => {
+            let project = project_or_cwd(project)?;
+            let r = patchbox::apply::recover_project(&project)?;
+            println!("{r}");
+            let root = root_or_default(root)?;
+            let pruned = UndoStore::new(&root).prune()?;
+            if !pruned.is_empty() {
+                eprintln!("{} used or old undo record(s) pruned", pruned.len());
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Pending { cmd } => match cmd {
             PendingCmd::List { root } => {
@@ -260,8 +306,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 let project = project.unwrap_or_else(|| e.meta.project.clone());
                 let text = std::fs::read(&e.patch_path)
                     .map_err(|err| Error::io("read pending patch", &e.patch_path, err))?;
+                let store = UndoStore::new(&root);
                 let code =
-                    apply_and_report(&project, &root, &text, check, e.preimages.clone(), false)?;
+                    apply_and_report(&project, &store, &text, check, e.preimages.clone(), false)?;
                 if code == ExitCode::SUCCESS && !check {
                     pending::drop_pending(&root, &e.id)?;
                     eprintln!("pending patch {} applied and removed", e.id);
@@ -317,55 +364,24 @@ fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
     }
 }
 
-const UNDO_DIR: &str = "undo";
-
-/// Applies `text` to `project`, keeping an undo record under `<root>/undo/<ulid>/` (with a
-/// `<ulid>.project` file naming the project), and prints the report: on stdout when the patch
-/// applied, on stderr otherwise. Exit 1 when refused or conflicting.
+/// Applies `text` to `project` with an undo record in `store`, and prints the report: on
+/// stdout when the patch applied, on stderr otherwise. Exit 1 when refused or conflicting.
 fn apply_and_report(
     project: &Path,
-    root: &Path,
+    store: &UndoStore,
     text: &[u8],
     check: bool,
     preimages: Option<PathBuf>,
     conflict_markers: bool,
 ) -> Result<ExitCode, Error> {
-    use patchbox::apply::{apply_patch, ApplyOptions, Outcome};
-    let canonical = project.canonicalize().map_err(|_| Error::NotADirectory {
-        path: project.to_path_buf(),
-    })?;
-    let undo_root = root.join(UNDO_DIR);
-    let record = undo_root.join(ulid::Ulid::new().to_string());
-    if !check {
-        std::fs::create_dir_all(&undo_root)
-            .map_err(|e| Error::io("create undo directory", &undo_root, e))?;
-    }
+    use patchbox::apply::{ApplyOptions, Outcome};
     let opts = ApplyOptions {
         check,
         preimages,
         conflict_markers,
-        undo_dir: (!check).then(|| record.clone()),
         ..ApplyOptions::default()
     };
-    let report = apply_patch(&canonical, text, &opts);
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&record);
-            return Err(e);
-        }
-    };
-    if report.wrote() {
-        use std::os::unix::ffi::OsStrExt;
-        let marker = undo_root.join(format!(
-            "{}.project",
-            record.file_name().unwrap_or_default().to_string_lossy()
-        ));
-        std::fs::write(&marker, canonical.as_os_str().as_bytes())
-            .map_err(|e| Error::io("record undo", &marker, e))?;
-    } else {
-        let _ = std::fs::remove_dir_all(&record);
-    }
+    let report = store.apply(project, text, &opts)?;
     let ok = matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied);
     if ok {
         println!("{report}");
@@ -377,39 +393,71 @@ fn apply_and_report(
 }
 
 /// Restores the project from its newest undo record, then removes the record.
-fn undo_last(project: &Path, root: &Path, force: bool) -> Result<ExitCode, Error> {
-    use std::os::unix::ffi::OsStrExt;
-    let canonical = project.canonicalize().map_err(|_| Error::NotADirectory {
-        path: project.to_path_buf(),
-    })?;
-    let undo_root = root.join(UNDO_DIR);
-    let mut records: Vec<String> = std::fs::read_dir(&undo_root)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter_map(|n| n.strip_suffix(".project").map(str::to_string))
-                .filter(|n| {
-                    std::fs::read(undo_root.join(format!("{n}.project")))
-                        .is_ok_and(|p| p == canonical.as_os_str().as_bytes())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    records.sort();
-    let Some(last) = records.pop() else {
-        return Err(Error::Pending {
-            id: "undo".into(),
-            reason: format!("no apply to undo for {}", canonical.display()),
-        });
-    };
-    let dir = undo_root.join(&last);
-    let r = patchbox::apply::undo_apply(&canonical, &dir, force)?;
-    for p in &r.restored {
+fn undo_last(project: &Path, store: &UndoStore, force: bool) -> Result<ExitCode, Error> {
+    let r = store.undo_last(project, force)?;
+    if !r.report.recovery.is_empty() {
+        eprintln!("{}", r.report.recovery);
+    }
+    if r.report.already_undone {
+        println!(
+            "the interrupted undo of {} is complete; nothing more to undo",
+            r.record.id
+        );
+    }
+    for p in &r.report.restored {
         println!("restored {p}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(undo_root.join(format!("{last}.project")));
+    for w in &r.report.warnings {
+        eprintln!("warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One undo record of the project a line: id, time (UTC), paths changed, state.
+fn list_undo_records(project: &Path, store: &UndoStore) -> Result<ExitCode, Error> {
+    use patchbox::apply::store::RecordState;
+    let mut stdout = std::io::stdout().lock();
+    for r in store.list(Some(project))? {
+        let secs = r
+            .created
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let _ = writeln!(
+            stdout,
+            "{}\t{}\t{} path(s)\t{}",
+            r.id,
+            utc(secs),
+            r.paths,
+            match r.state {
+                RecordState::Applied => "applied",
+                RecordState::Undone => "undone",
+                RecordState::Incomplete => "incomplete",
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (civil-from-days, proleptic Gregorian).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 fn count_files(patch: &[u8]) -> usize {
@@ -463,6 +511,12 @@ fn run(
     confine: Confine,
     cmd: &[std::ffi::OsString],
 ) -> Result<ExitCode, Error> {
+    if cmd.is_empty() {
+        eprintln!(
+            "patchbox run: no command given; put it after --, e.g. patchbox run -- make test"
+        );
+        return Ok(ExitCode::from(2));
+    }
     let project = project_or_cwd(project)?;
     let mgr = SandboxManager::with_options(
         &project,
