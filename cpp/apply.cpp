@@ -87,6 +87,15 @@ ApplyReport report_of(const bridge::FfiApplyReport& r) {
   return out;
 }
 
+UndoReport undo_report_of(const bridge::FfiUndoReport& r) {
+  UndoReport out;
+  out.restored = paths_of(r.restored);
+  out.overwritten = paths_of(r.overwritten);
+  out.already_undone = r.already_undone;
+  for (const auto& w : r.warnings) out.warnings.emplace_back(w);
+  return out;
+}
+
 }  // namespace
 
 const char* to_string(FileStatus status) noexcept {
@@ -129,12 +138,7 @@ ApplyReport apply_patch(const std::filesystem::path& project_dir, const std::str
 UndoReport undo_apply(const std::filesystem::path& project_dir,
                       const std::filesystem::path& undo_dir, bool force) {
   return call([&] {
-    bridge::FfiUndoReport r = bridge::undo_apply(bytes(project_dir), bytes(undo_dir), force);
-    UndoReport out;
-    out.restored = paths_of(r.restored);
-    out.overwritten = paths_of(r.overwritten);
-    out.already_undone = r.already_undone;
-    return out;
+    return undo_report_of(bridge::undo_apply(bytes(project_dir), bytes(undo_dir), force));
   });
 }
 
@@ -146,6 +150,55 @@ ApplyReport apply_pending(const std::filesystem::path& root, const std::string& 
     return report_of(bridge::apply_pending(bytes(root), id, bytes(project ? *project : kNone),
                                            options_in(options)));
   });
+}
+
+ApplyReport apply_recorded(const std::filesystem::path& root,
+                           const std::filesystem::path& project_dir, const std::string& patch,
+                           const ApplyOptions& options) {
+  return call([&] {
+    return report_of(
+        bridge::apply_recorded(bytes(root), bytes(project_dir), bytes(patch), options_in(options)));
+  });
+}
+
+std::vector<ApplyRecord> list_applies(const std::filesystem::path& root,
+                                      const std::optional<std::filesystem::path>& project_dir) {
+  return call([&] {
+    static const std::filesystem::path kAll;
+    std::vector<ApplyRecord> out;
+    for (const auto& r : bridge::list_applies(bytes(root), bytes(project_dir ? *project_dir : kAll))) {
+      ApplyRecord a;
+      a.id = std::string(r.id);
+      a.dir = path_of(r.dir);
+      a.project = path_of(r.project);
+      a.created = r.created;
+      a.paths = r.paths;
+      switch (r.state) {
+        case bridge::FfiRecordState::Applied:
+          a.state = ApplyRecord::State::Applied;
+          break;
+        case bridge::FfiRecordState::Undone:
+          a.state = ApplyRecord::State::Undone;
+          break;
+        default:
+          a.state = ApplyRecord::State::Incomplete;
+          break;
+      }
+      out.push_back(std::move(a));
+    }
+    return out;
+  });
+}
+
+UndoReport undo_last_apply(const std::filesystem::path& root,
+                           const std::filesystem::path& project_dir, bool force) {
+  return call([&] {
+    return undo_report_of(bridge::undo_last_apply(bytes(root), bytes(project_dir), force));
+  });
+}
+
+void drop_apply_record(const std::filesystem::path& root, const std::string& id) {
+  call([&] { bridge::drop_apply_record(bytes(root), id); });
 }
 
 }  // namespace patchbox

@@ -43,6 +43,7 @@
 #define PATCHBOX_APPLY_HPP
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -180,6 +181,8 @@ struct UndoReport {
   std::vector<std::filesystem::path> overwritten;
   /// The record had already been used; nothing was done.
   bool already_undone = false;
+  /// Non-fatal notes (e.g. what a recovery run before the undo found).
+  std::vector<std::string> warnings;
 };
 
 /// Restores @p project_dir to its state before the apply recorded in @p undo_dir (see
@@ -201,6 +204,48 @@ UndoReport undo_apply(const std::filesystem::path& project_dir,
 ApplyReport apply_pending(const std::filesystem::path& root, const std::string& id,
                           const ApplyOptions& options = {},
                           const std::optional<std::filesystem::path>& project = std::nullopt);
+
+/// An undo record kept in the sandbox root's store (`<root>/undo/`) by apply_recorded(),
+/// apply_pending() and `patchbox apply`. The store keeps the newest 50 applied records per
+/// project and none older than 30 days.
+struct ApplyRecord {
+  /// The state of a record.
+  enum class State {
+    Applied,     ///< Its apply completed: it can be undone.
+    Undone,      ///< It has been used.
+    Incomplete,  ///< Its apply has not completed (running, or interrupted and not recovered).
+  };
+  std::string id;                  ///< Its id (a ULID: time-sortable).
+  std::filesystem::path dir;       ///< Its directory.
+  std::filesystem::path project;   ///< The project it was made for.
+  std::uint64_t created = 0;       ///< When the apply started (seconds since the epoch).
+  std::size_t paths = 0;           ///< How many paths the apply changed.
+  State state = State::Incomplete; ///< Applied, undone or incomplete.
+};
+
+/// apply_patch() with an undo record in the store of the sandbox root @p root (an empty
+/// path: the default root); ApplyOptions::undo_dir is ignored. The store is pruned after.
+/// @throws Error as apply_patch().
+ApplyReport apply_recorded(const std::filesystem::path& root,
+                           const std::filesystem::path& project_dir, const std::string& patch,
+                           const ApplyOptions& options = {});
+
+/// The undo records in @p root's store (of @p project_dir only, when given), oldest first.
+/// @throws Error (ErrorKind::Io).
+std::vector<ApplyRecord> list_applies(
+    const std::filesystem::path& root,
+    const std::optional<std::filesystem::path>& project_dir = std::nullopt);
+
+/// Undoes the newest applied record of @p project_dir in @p root's store (after recovering an
+/// interrupted apply or undo of the project), then drops the record. See undo_apply() for
+/// @p force.
+/// @throws Error ErrorKind::Pending (no apply to undo), and as undo_apply().
+UndoReport undo_last_apply(const std::filesystem::path& root,
+                           const std::filesystem::path& project_dir, bool force = false);
+
+/// Removes the undo record @p id from @p root's store.
+/// @throws Error ErrorKind::Pending (unknown id), ErrorKind::Io.
+void drop_apply_record(const std::filesystem::path& root, const std::string& id);
 
 }  // namespace patchbox
 

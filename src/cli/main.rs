@@ -302,16 +302,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 id,
             } => {
                 let root = root_or_default(root)?;
-                let e = pending::find(&root, &id)?;
-                let project = project.unwrap_or_else(|| e.meta.project.clone());
-                let text = std::fs::read(&e.patch_path)
-                    .map_err(|err| Error::io("read pending patch", &e.patch_path, err))?;
-                let store = UndoStore::new(&root);
-                let code =
-                    apply_and_report(&project, &store, &text, check, e.preimages.clone(), false)?;
+                let opts = patchbox::apply::ApplyOptions {
+                    check,
+                    ..Default::default()
+                };
+                let report = pending::apply_pending(&root, &id, project.as_deref(), &opts)?;
+                let code = print_report(&report);
                 if code == ExitCode::SUCCESS && !check {
-                    pending::drop_pending(&root, &e.id)?;
-                    eprintln!("pending patch {} applied and removed", e.id);
+                    eprintln!("pending patch {id} applied and removed");
                 }
                 Ok(code)
             }
@@ -374,7 +372,7 @@ fn apply_and_report(
     preimages: Option<PathBuf>,
     conflict_markers: bool,
 ) -> Result<ExitCode, Error> {
-    use patchbox::apply::{ApplyOptions, Outcome};
+    use patchbox::apply::ApplyOptions;
     let opts = ApplyOptions {
         check,
         preimages,
@@ -382,13 +380,19 @@ fn apply_and_report(
         ..ApplyOptions::default()
     };
     let report = store.apply(project, text, &opts)?;
-    let ok = matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied);
-    if ok {
+    Ok(print_report(&report))
+}
+
+/// Prints an apply's report (stdout when it applied, stderr otherwise); exit 1 when refused
+/// or conflicting.
+fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
+    use patchbox::apply::Outcome;
+    if matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied) {
         println!("{report}");
-        Ok(ExitCode::SUCCESS)
+        ExitCode::SUCCESS
     } else {
         eprintln!("{report}");
-        Ok(ExitCode::from(1))
+        ExitCode::from(1)
     }
 }
 

@@ -1,10 +1,13 @@
 //! The bridge behind `<patchbox/apply.hpp>`: [`crate::apply::apply_patch`] and
-//! [`crate::apply::undo_apply`], with their options and reports as plain shared structs.
+//! [`crate::apply::undo_apply`], applies recorded in the root's [`UndoStore`] (list, undo the
+//! last, drop), and applying a pending patch, with options and reports as plain shared
+//! structs.
 //! Conflicts and refusals are in the report, not errors.
 
 use std::os::unix::ffi::OsStringExt;
 
 use super::{core, guarded, path_from};
+use crate::apply::store::{RecordState, UndoStore};
 use crate::apply::{ApplyOptions, ApplyReport, FileReport, FileStatus, Outcome};
 use crate::fs::RelPath;
 
@@ -82,6 +85,29 @@ mod bridge {
         restored: Vec<FfiRelPath>,
         overwritten: Vec<FfiRelPath>,
         already_undone: bool,
+        warnings: Vec<String>,
+    }
+
+    /// `apply::store::RecordState` across the bridge.
+    #[derive(Debug)]
+    #[repr(u8)]
+    enum FfiRecordState {
+        /// Its apply completed: it can be undone.
+        Applied,
+        /// It has been used.
+        Undone,
+        /// Its apply has not completed.
+        Incomplete,
+    }
+
+    /// `apply::store::UndoEntry` across the bridge (`created`: seconds since the epoch).
+    struct FfiApplyRecord {
+        id: String,
+        dir: Vec<u8>,
+        project: Vec<u8>,
+        created: u64,
+        paths: usize,
+        state: FfiRecordState,
     }
 
     extern "Rust" {
@@ -97,6 +123,15 @@ mod bridge {
             project: &[u8],
             options: &FfiApplyOptions,
         ) -> Result<FfiApplyReport>;
+        fn apply_recorded(
+            root: &[u8],
+            project_dir: &[u8],
+            patch: &[u8],
+            options: &FfiApplyOptions,
+        ) -> Result<FfiApplyReport>;
+        fn list_applies(root: &[u8], project_dir: &[u8]) -> Result<Vec<FfiApplyRecord>>;
+        fn undo_last_apply(root: &[u8], project_dir: &[u8], force: bool) -> Result<FfiUndoReport>;
+        fn drop_apply_record(root: &[u8], id: &str) -> Result<()>;
     }
 }
 
@@ -206,11 +241,7 @@ fn undo_apply(
             path_from(undo_dir),
             force,
         ))?;
-        Ok(bridge::FfiUndoReport {
-            restored: rel_paths_out(r.restored),
-            overwritten: rel_paths_out(r.overwritten),
-            already_undone: r.already_undone,
-        })
+        Ok(undo_report_out(r))
     })
 }
 
@@ -233,6 +264,80 @@ fn apply_pending(
         ))?;
         Ok(apply_report_out(r))
     })
+}
+
+fn undo_report_out(r: crate::apply::UndoReport) -> bridge::FfiUndoReport {
+    let mut warnings = r.warnings;
+    warnings.extend(r.recovery.warnings.iter().cloned());
+    bridge::FfiUndoReport {
+        restored: rel_paths_out(r.restored),
+        overwritten: rel_paths_out(r.overwritten),
+        already_undone: r.already_undone,
+        warnings,
+    }
+}
+
+/// The root's undo store (an empty `root`: the default root).
+fn store_of(root: &[u8]) -> Result<UndoStore, String> {
+    Ok(UndoStore::new(core(super::store::root_from(root))?))
+}
+
+/// [`UndoStore::apply`]: apply with an undo record in the root's store.
+fn apply_recorded(
+    root: &[u8],
+    project_dir: &[u8],
+    patch: &[u8],
+    options: &bridge::FfiApplyOptions,
+) -> Result<bridge::FfiApplyReport, String> {
+    guarded(|| {
+        let r =
+            core(store_of(root)?.apply(path_from(project_dir), patch, &apply_options_in(options)))?;
+        Ok(apply_report_out(r))
+    })
+}
+
+/// [`UndoStore::list`]; an empty `project_dir` lists every project's records.
+fn list_applies(root: &[u8], project_dir: &[u8]) -> Result<Vec<bridge::FfiApplyRecord>, String> {
+    guarded(|| {
+        let project = (!project_dir.is_empty()).then(|| path_from(project_dir));
+        let list = core(store_of(root)?.list(project.as_deref()))?;
+        Ok(list
+            .into_iter()
+            .map(|e| bridge::FfiApplyRecord {
+                created: e
+                    .created
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+                id: e.id,
+                dir: e.dir.into_os_string().into_vec(),
+                project: e.project.into_os_string().into_vec(),
+                paths: e.paths,
+                state: match e.state {
+                    RecordState::Applied => bridge::FfiRecordState::Applied,
+                    RecordState::Undone => bridge::FfiRecordState::Undone,
+                    RecordState::Incomplete => bridge::FfiRecordState::Incomplete,
+                },
+            })
+            .collect())
+    })
+}
+
+/// [`UndoStore::undo_last`].
+fn undo_last_apply(
+    root: &[u8],
+    project_dir: &[u8],
+    force: bool,
+) -> Result<bridge::FfiUndoReport, String> {
+    guarded(|| {
+        let r = core(store_of(root)?.undo_last(path_from(project_dir), force))?;
+        Ok(undo_report_out(r.report))
+    })
+}
+
+/// [`UndoStore::drop_record`].
+fn drop_apply_record(root: &[u8], id: &str) -> Result<(), String> {
+    guarded(|| core(store_of(root)?.drop_record(id)))
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
+use crate::apply::store::UndoStore;
+use crate::apply::{ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, path_in_session_base};
@@ -353,9 +354,11 @@ pub fn read(root: &Path, id: &str) -> Result<Vec<u8>> {
 }
 
 /// Applies the pending patch `id` to its project (or to `project` when given), merging 3-way
-/// against the pre-images stored with it unless `options` names others; once it is applied
-/// for real (not in check mode, outcome applied or already applied) it is removed from the
-/// store. Conflicts and refusals are in the report and keep the patch pending.
+/// against the pre-images stored with it unless `options` names others, with an undo record
+/// in the root's [`UndoStore`] (`options.undo_dir` is ignored), so the apply can be undone
+/// like any other. Once it is applied for real (not in check mode, outcome applied or already
+/// applied) it is removed from the pending store. Conflicts and refusals are in the report
+/// and keep the patch pending.
 pub fn apply_pending(
     root: &Path,
     id: &str,
@@ -369,7 +372,7 @@ pub fn apply_pending(
     if options.preimages.is_none() {
         options.preimages = e.preimages.clone();
     }
-    let report = apply::apply_patch(project, &patch, &options)?;
+    let report = UndoStore::new(root).apply(project, &patch, &options)?;
     let applied = matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied);
     if applied && !options.check {
         drop_pending(root, &e.id)?;

@@ -99,4 +99,32 @@ TEST_F(Store, SessionsAreListedAndLiveOnesSurviveAPrune) {
   EXPECT_TRUE(fs::is_directory(sb.path));
 }
 
+// Applies recorded in the root's store: listed, undone (the newest first), dropped — what
+// `patchbox apply --list-undo / --undo / --drop-undo` do, without a shell.
+TEST_F(Store, RecordedAppliesAreListedUndoneAndDropped) {
+  SandboxManager mgr(project.path(), options());
+  leave_pending(mgr, "d1", "two\n");
+  const std::string id = patchbox::list_pending(root.path()).at(0).id;
+  ASSERT_TRUE(patchbox::apply_pending(root.path(), id).ok());  // recorded in the store
+  const std::string more = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n two\n+three\n";
+  ASSERT_TRUE(patchbox::apply_recorded(root.path(), project.path(), more).ok());
+  EXPECT_EQ(read_file(project / "a.txt"), "one\ntwo\nthree\n");
+
+  auto records = patchbox::list_applies(root.path(), project.path());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].state, patchbox::ApplyRecord::State::Applied);
+  EXPECT_EQ(records[1].paths, 1u);
+  EXPECT_EQ(records[0].project, fs::canonical(project.path()));
+
+  patchbox::UndoReport u = patchbox::undo_last_apply(root.path(), project.path());
+  EXPECT_EQ(u.restored, std::vector<fs::path>{"a.txt"});
+  EXPECT_EQ(read_file(project / "a.txt"), "one\ntwo\n");
+  records = patchbox::list_applies(root.path());
+  ASSERT_EQ(records.size(), 1u);
+  patchbox::drop_apply_record(root.path(), records[0].id);
+  EXPECT_TRUE(patchbox::list_applies(root.path()).empty());
+  EXPECT_PB_ERROR(patchbox::undo_last_apply(root.path(), project.path()), ErrorKind::Pending);
+  EXPECT_EQ(read_file(project / "a.txt"), "one\ntwo\n");
+}
+
 }  // namespace
