@@ -1316,3 +1316,167 @@ fn symlink_replaced_by_directory_never_writes_through_the_old_link() {
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Never guessing: hunks anchored as git anchors them; "already applied" only for the exact
+// result
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `patch` to a one-file project holding `f` = `content` with `git apply` and with
+/// patchbox (no pre-image) and checks they agree: where git applies, patchbox applies with
+/// the same result; where git refuses, patchbox writes nothing. Returns patchbox's report.
+#[track_caller]
+fn same_as_git_apply(content: &str, patch: &str) -> patchbox::apply::ApplyReport {
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(|r| write(r, "f", content));
+    let git_out = git_apply(theirs.path(), home.path(), patch.as_bytes());
+    let ours = tmp_with(|r| write(r, "f", content));
+    let before = exact_fingerprint(ours.path());
+    let report = apply_patch(ours.path(), patch.as_bytes(), &opts()).unwrap();
+    let what = format!("patch\n{patch}on {content:?}:\n{report}");
+    if git_out.status.success() {
+        assert_eq!(report.outcome, Outcome::Applied, "git applied it; {what}");
+        assert_eq!(
+            fs::read(ours.path().join("f")).unwrap(),
+            fs::read(theirs.path().join("f")).unwrap(),
+            "{what}"
+        );
+    } else {
+        assert_eq!(report.outcome, Outcome::Refused, "git refused it; {what}");
+        assert_same(&exact_fingerprint(ours.path()), &before, &what);
+    }
+    report
+}
+
+#[test]
+fn zero_context_hunks_are_anchored_like_git_apply() {
+    let del_last = "--- a/f\n+++ b/f\n@@ -3 +2,0 @@\n-x\n";
+    // Deleting the last line "x": a look-alike "x" at the stated line (or one line below)
+    // that is not the last line is not it.
+    let r = same_as_git_apply("a\nb\nx\ny\n", del_last);
+    assert_eq!(r.files[0].status, FileStatus::Conflict, "{r}");
+    assert!(
+        r.files[0].conflicts[0].reason.contains("end of the file"),
+        "{r}"
+    );
+    same_as_git_apply("a\nb\nc\nx\nd\n", del_last);
+    // At its place, or moved down by lines added above: still the last line.
+    same_as_git_apply("a\nb\nx\n", del_last);
+    let r = same_as_git_apply("z\na\nb\nx\n", del_last);
+    assert!(r.files[0].detail.contains("offset +1"), "{r}");
+    // A -U0 change in the middle of a file, or of its first line: git anchors a hunk
+    // without trailing context to the end, so neither applies.
+    same_as_git_apply("a\nb\nc\nd\n", "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-b\n+B\n");
+    same_as_git_apply("a\nb\nc\nd\n", "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n");
+    // Appending with -U0 goes to the end of the file, as in git.
+    same_as_git_apply("a\nb\n", "--- a/f\n+++ b/f\n@@ -2,0 +3 @@\n+c\n");
+    same_as_git_apply("a\nb\nz\n", "--- a/f\n+++ b/f\n@@ -2,0 +3 @@\n+c\n");
+    // A hunk stated at line 1 matches at the top only, context or not.
+    same_as_git_apply(
+        "new\na\nb\nc\nd\ne\n",
+        "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n",
+    );
+    // Hunks with leading and trailing context keep their offsets.
+    let r = same_as_git_apply(
+        "new\na\nb\nc\nd\ne\n",
+        "--- a/f\n+++ b/f\n@@ -2,3 +2,3 @@\n b\n-c\n+C\n d\n",
+    );
+    assert!(r.files[0].detail.contains("offset +1"), "{r}");
+}
+
+#[test]
+fn file_empty_at_snapshot_is_never_prepended_to() {
+    use patchbox::patch::write::{write_file_diff, Side};
+    use patchbox::RelPath;
+    let f = RelPath::new("notes.txt").unwrap();
+    let mut patch = Vec::new();
+    write_file_diff(
+        &mut patch,
+        Some(Side {
+            path: &f,
+            mode: 0o100644,
+            data: b"",
+        }),
+        Some(Side {
+            path: &f,
+            mode: 0o100644,
+            data: b"from the sandbox\n",
+        }),
+    );
+    assert!(
+        String::from_utf8_lossy(&patch).contains("@@ -0,0 +1 @@"),
+        "{}",
+        String::from_utf8_lossy(&patch)
+    );
+    let home = tempfile::tempdir().unwrap();
+    let user = |r: &Path| write(r, "notes.txt", "written by the user since\n");
+
+    // The user wrote to the file since the snapshot: git refuses, and so does patchbox.
+    let theirs = tmp_with(user);
+    assert!(!git_apply(theirs.path(), home.path(), &patch)
+        .status
+        .success());
+    let project = tmp_with(user);
+    let before = exact_fingerprint(project.path());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert_same(&exact_fingerprint(project.path()), &before, "refused");
+
+    // With the (empty) pre-image it is a 3-way case where both sides wrote: a conflict,
+    // with markers holding both texts when asked.
+    let base = tmp_with(|r| write(r, "notes.txt", ""));
+    let with_base = ApplyOptions {
+        preimages: Some(base.path().to_path_buf()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &with_base).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert!(report.files[0].detail.contains("3-way"), "{report}");
+    assert_same(&exact_fingerprint(project.path()), &before, "refused");
+    let marked = ApplyOptions {
+        conflict_markers: true,
+        ..with_base
+    };
+    let report = apply_patch(project.path(), &patch, &marked).unwrap();
+    assert_eq!(report.outcome, Outcome::AppliedWithConflicts, "{report}");
+    let text = fs::read_to_string(project.path().join("notes.txt")).unwrap();
+    assert!(
+        text.contains("<<<<<<< project\nwritten by the user since\n")
+            && text.contains("=======\nfrom the sandbox\n>>>>>>> patch\n"),
+        "{text}"
+    );
+
+    // Still empty: applied, as git applies it. Holding exactly the result: already applied.
+    let project = tmp_with(|r| write(r, "notes.txt", ""));
+    let theirs = tmp_with(|r| write(r, "notes.txt", ""));
+    assert!(git_apply(theirs.path(), home.path(), &patch)
+        .status
+        .success());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(
+        fs::read(project.path().join("notes.txt")).unwrap(),
+        fs::read(theirs.path().join("notes.txt")).unwrap()
+    );
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+}
+
+#[test]
+fn already_applied_means_the_exact_result_not_a_look_alike() {
+    let lines: String = (1..=12).map(|i| format!("l{i}\n")).collect();
+    let patch = "--- a/f\n+++ b/f\n@@ -4,6 +4,7 @@\n l4\n l5\n l6\n+x\n l7\n l8\n l9\n";
+    // Never patched: the user deleted "l5" and pasted the patched block further down. The
+    // new side matches there (an offset), but the file is not the patch's result.
+    let pasted = "l4\nl5\nl6\nx\nl7\nl8\nl9\n";
+    let never = format!("{}{}", lines.replace("l5\n", ""), pasted);
+    let r = same_as_git_apply(&never, patch);
+    assert_eq!(r.files[0].status, FileStatus::Conflict, "{r}");
+    // The patch's result at the stated lines: already applied.
+    let result = lines.replace("l6\n", "l6\nx\n");
+    let project = tmp_with(|r| write(r, "f", &result));
+    let report = apply_patch(project.path(), patch.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+}

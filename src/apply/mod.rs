@@ -16,7 +16,9 @@
 //! 2. **Drift is handled, never guessed past.** Each text file is tried in this order: its
 //!    contents already equal the patch's result (by the `index` line blob id, or the patched
 //!    pre-image) → *already applied*; exact context at the stated lines or at an offset (the
-//!    nearest match, like `git apply`/`patch`) → *applied*; the patch reverses cleanly →
+//!    nearest match, like `git apply`/`patch`; hunks are anchored to the start or end of the
+//!    file as git anchors them, so a hunk without context lines is never placed at a
+//!    look-alike line) → *applied*; the patch reverses exactly at its stated lines →
 //!    *already applied*; a 3-way merge of the pre-image (from [`ApplyOptions::preimages`],
 //!    checked against the `index` line when it has one), the project file and the patched
 //!    pre-image → *merged* if the edits do not overlap, *conflict* (with the hunks involved)
