@@ -1480,3 +1480,117 @@ fn already_applied_means_the_exact_result_not_a_look_alike() {
     let report = apply_patch(project.path(), patch.as_bytes(), &opts()).unwrap();
     assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Paths git refuses, refused at least as strictly
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `patch` to a fresh project (with a `.git` directory and `f` = "f\n") with git and
+/// with patchbox; patchbox must refuse it and name `why` in the refused file's detail.
+#[track_caller]
+fn refused_naming(patch: &[u8], why: &str, git_refuses: bool) {
+    let base = |r: &Path| {
+        write(r, "f", "f\n");
+        write(r, ".git/config", "[core]\n");
+    };
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(base);
+    let git_out = git_apply(theirs.path(), home.path(), patch);
+    let text = String::from_utf8_lossy(patch);
+    assert_eq!(!git_out.status.success(), git_refuses, "git on\n{text}");
+    let ours = tmp_with(base);
+    let before = exact_fingerprint(ours.path());
+    let report = apply_patch(ours.path(), patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{text}\n{report}");
+    let refused: Vec<_> = report
+        .files
+        .iter()
+        .filter(|f| f.status == FileStatus::Refused)
+        .collect();
+    assert_eq!(refused.len(), 1, "{report}");
+    assert!(refused[0].detail.contains(why), "{text}\n{report}");
+    assert_same(&exact_fingerprint(ours.path()), &before, &text);
+}
+
+#[test]
+fn git_aliases_on_other_file_systems_are_refused() {
+    let quoted = |name: &str| {
+        format!(
+            "diff --git \"a/{name}\" \"b/{name}\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/{name}\"\n@@ -0,0 +1 @@\n+pwned\n"
+        )
+        .into_bytes()
+    };
+    // NTFS aliases of .git: git refuses them on every system (core.protectNTFS).
+    for name in [
+        ".git./config",
+        ".GIT. ./config",
+        "GIT~1/config",
+        "git~1/hooks/x",
+    ] {
+        refused_naming(&new_file_patch(name), "NTFS reads as '.git'", true);
+    }
+    refused_naming(&quoted(".git /config"), "NTFS reads as '.git'", true);
+    refused_naming(
+        &quoted(".git::$INDEX_ALLOCATION/config"),
+        "NTFS reads as '.git'",
+        true,
+    );
+    refused_naming(&quoted("sub\\\\.git\\\\config"), "after a backslash", true);
+    // HFS+ ignores U+200C and friends: git refuses these only where it protects HFS
+    // (macOS); the project chokepoint refuses them everywhere.
+    refused_naming(
+        &quoted(".g\\342\\200\\214it/config"),
+        "HFS+ reads as '.git'",
+        false,
+    );
+    refused_naming(
+        &quoted("\\357\\273\\277.GIT/hooks/x"),
+        "HFS+ reads as '.git'",
+        false,
+    );
+    // A symlink named .gitmodules (git reads that file).
+    refused_naming(
+        b"diff --git a/.gitmodules b/.gitmodules\nnew file mode 120000\n--- /dev/null\n+++ b/.gitmodules\n@@ -0,0 +1 @@\n+f\n\\ No newline at end of file\n",
+        "'.gitmodules'",
+        true,
+    );
+    // Names that only look similar are fine.
+    for name in [".github/x", ".gitignore", "git~2", "x.git/y"] {
+        let project = tempfile::tempdir().unwrap();
+        let report = apply_patch(project.path(), &new_file_patch(name), &opts()).unwrap();
+        assert_eq!(report.outcome, Outcome::Applied, "{name}: {report}");
+    }
+}
+
+#[test]
+fn type_changes_within_one_file_patch_are_refused() {
+    // A mode-only change from a file to a symlink (its contents would become the target).
+    let to_link = b"diff --git a/f b/f\nold mode 100644\nnew mode 120000\n";
+    refused_naming(to_link, "does not match old mode", true);
+    // The same with a rename, and a symlink to a file.
+    refused_naming(
+        b"diff --git a/f b/g\nold mode 100644\nnew mode 120000\nsimilarity index 100%\nrename from f\nrename to g\n",
+        "does not match old mode",
+        true,
+    );
+    // Only the new mode given: the type comes from the project (a file here).
+    refused_naming(
+        b"diff --git a/f b/f\nnew mode 120000\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-f\n+g\n",
+        "change of file type",
+        true,
+    );
+    // A symlink made a file.
+    let base = |r: &Path| symlink("target", r.join("l")).unwrap();
+    let project = tmp_with(base);
+    let report = apply_patch(
+        project.path(),
+        b"diff --git a/l b/l\nold mode 120000\nnew mode 100644\n",
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(fs::symlink_metadata(project.path().join("l"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}

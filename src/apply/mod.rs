@@ -29,8 +29,12 @@
 //!    find the target; in a series of patches of the same file, linked by their `index`
 //!    lines, the earlier ones are recognised once the last one is applied).
 //! 3. **Nothing outside the project.** Paths are [`RelPath`]s (no `..`, not absolute) by
-//!    construction of the parser; on top of that any component named `.git` is refused, and
-//!    so is any path whose parent chain contains a symlink, in the project or created by the
+//!    construction of the parser, which also refuses what git's `verify_path` refuses (`.`
+//!    components, names ending with `/`, `b//abs` stripped to the absolute `/abs`); on top of
+//!    that any component named `.git` or read as `.git` by NTFS or HFS+ (`.git.`, `.git `,
+//!    `GIT~1`, `.g\u{200c}it`, …) is refused, and so are symlinks named `.gitmodules`, file
+//!    patches that change a file's type (git writes those as a deletion and a creation),
+//!    and any path whose parent chain contains a symlink, in the project or created by the
 //!    same patch (a symlink in the project that the same patch deletes or renames away counts
 //!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every

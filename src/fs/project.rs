@@ -33,6 +33,7 @@ use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
+use crate::fs::dotgit::dotgit_alias;
 use crate::fs::relpath::RelPath;
 
 mod entries;
@@ -82,8 +83,10 @@ impl ProjectPath {
 /// Checks that `rel` may be written inside `project_dir` and returns it as a
 /// [`ProjectPath`].
 ///
-/// Refused with [`Error::Containment`]: any component named `.git` (in any letter case),
-/// and any path whose parent directories include a symlink (checked with `lstat` from the
+/// Refused with [`Error::Containment`]: any component named `.git` (in any letter case) or
+/// that another file system reads as `.git` (NTFS: trailing dots or spaces, `:` streams,
+/// `GIT~1`, a backslash before it; HFS+: ignorable code points such as U+200C; git's
+/// `verify_path` rules), and any path whose parent directories include a symlink (checked with `lstat` from the
 /// project root, never following links). The last component may itself be a symlink:
 /// the engine replaces such a link, it never writes through it. `..` and absolute paths
 /// cannot be [`RelPath`]s in the first place.
@@ -145,8 +148,8 @@ pub(crate) fn check_with(
     if cs.is_empty() {
         return Err(refuse(root, rel, "path is empty"));
     }
-    if cs.iter().any(|c| c.eq_ignore_ascii_case(b".git")) {
-        return Err(refuse(root, rel, "path has a '.git' component"));
+    if let Some(why) = cs.iter().find_map(|c| dotgit_alias(c)) {
+        return Err(refuse(root, rel, why));
     }
     let mut anc = PathBuf::new();
     for c in &cs[..cs.len() - 1] {

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::txn::Target;
 use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
 use crate::error::{Error, Result};
+use crate::fs::dotgit::dotgitmodules_alias;
 use crate::fs::project::{self, Data, Entry, ProjectPath};
 use crate::fs::relpath::RelPath;
 use crate::patch::parse::{
@@ -340,6 +341,38 @@ impl<'a> Planner<'a> {
                 FileStatus::Refused,
                 "submodule changes are not supported",
             ));
+        }
+        // A type change (file <-> symlink) is a deletion and a creation in git's patches;
+        // within one file patch git refuses it ("new mode ... does not match old mode").
+        if let (Some(_), Some(_), Some(o), Some(n)) =
+            (&fp.old_path, &fp.new_path, fp.old_mode, fp.new_mode)
+        {
+            if (o ^ n) & 0o170000 != 0 {
+                return Ok(Self::report(
+                    fp,
+                    FileStatus::Refused,
+                    format!(
+                        "new mode {n:o} does not match old mode {o:o}: a change of file type must be a deletion and a creation (git refuses it too)"
+                    ),
+                ));
+            }
+        }
+        // git refuses symlinks named .gitmodules (or an alias of it): git reads that file.
+        if let (Some(p), Some(m)) = (&fp.new_path, fp.new_mode) {
+            if mode_is_symlink(m) {
+                let cs: Vec<&[u8]> = p.as_bytes().split(|&c| c == b'/').collect();
+                let why = cs
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, c)| dotgitmodules_alias(c, i + 1 == cs.len()));
+                if let Some(why) = why {
+                    return Ok(Self::report(
+                        fp,
+                        FileStatus::Refused,
+                        format!("{p}: {why} is refused (git reads that file)"),
+                    ));
+                }
+            }
         }
         if fp.binary == Some(BinaryPatch::NoData) {
             return Ok(Self::report(

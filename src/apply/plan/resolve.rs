@@ -44,6 +44,17 @@ impl Planner<'_> {
                 return Ok(conflict("file type changed locally (file vs symlink)"));
             }
         }
+        // Without an old mode, the new one must keep the type of what is there (git takes
+        // the old mode from the file and refuses the type change).
+        if let (None, Some(m)) = (fp.old_mode, fp.new_mode) {
+            if mode_is_symlink(m) != is_link {
+                return Ok(Res::Refuse(format!(
+                    "new mode {m:o} would change the {} into a {}: a change of file type must be a deletion and a creation (git refuses it too)",
+                    if is_link { "symlink" } else { "file" },
+                    if is_link { "file" } else { "symlink" },
+                )));
+            }
+        }
         let (content, how) = match &fp.binary {
             Some(BinaryPatch::Data { .. }) => match self.resolve_binary(fp, &data) {
                 Ok(x) => x,
