@@ -1594,3 +1594,74 @@ fn type_changes_within_one_file_patch_are_refused() {
         .file_type()
         .is_symlink());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Depth
+// ---------------------------------------------------------------------------------------------
+
+/// Reads `rel` below `root` one component at a time (a path past PATH_MAX cannot be opened
+/// whole).
+fn read_deep(root: &Path, rel: &str) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{openat, Mode, OFlags};
+    let mut dir = rustix::fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty())?;
+    let comps: Vec<&str> = rel.split('/').collect();
+    for c in &comps[..comps.len() - 1] {
+        dir = openat(
+            &dir,
+            *c,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?;
+    }
+    let f = openat(
+        &dir,
+        comps[comps.len() - 1],
+        OFlags::RDONLY | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?;
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut fs::File::from(f), &mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn a_path_4000_components_deep_applies() {
+    // Past PATH_MAX (4096 bytes on Linux): only a descriptor walk reaches it. Planning is
+    // linear in the depth; the write phase (apply/txn.rs) still checks each parent
+    // directory on its own, quadratic in the depth, so this test writes once and then
+    // only plans.
+    let depth = 4000;
+    let deep = |name: &str| format!("{}{name}", "d/".repeat(depth - 1));
+    let (f, g) = (deep("f"), deep("g"));
+    assert!(f.len() > 4096, "deeper than PATH_MAX");
+    let create = format!(
+        "diff --git a/{f} b/{f}\nnew file mode 100644\n--- /dev/null\n+++ b/{f}\n@@ -0,0 +1,2 @@\n+deep\n+down\n\
+         diff --git a/{g} b/{g}\nnew file mode 100755\n--- /dev/null\n+++ b/{g}\n@@ -0,0 +1 @@\n+g\n"
+    );
+    let project = tempfile::tempdir().unwrap();
+    let report = apply_patch(project.path(), create.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(read_deep(project.path(), &f).unwrap(), b"deep\ndown\n");
+    assert_eq!(read_deep(project.path(), &g).unwrap(), b"g\n");
+    let again = apply_patch(project.path(), create.as_bytes(), &opts()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    // Planning reads the deep file: a change applies (checked, not written), a stale one
+    // conflicts.
+    let check = ApplyOptions {
+        check: true,
+        ..opts()
+    };
+    let change = |old: &str| {
+        format!("diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1,2 +1,2 @@\n deep\n-{old}\n+under\n")
+    };
+    let report = apply_patch(project.path(), change("down").as_bytes(), &check).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    let report = apply_patch(project.path(), change("up").as_bytes(), &check).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    // The chokepoint still refuses what it must at that depth.
+    let mut bad = "d/".repeat(depth - 2);
+    bad.push_str(".git./x");
+    let report = apply_patch(project.path(), &new_file_patch(&bad), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(report.files[0].detail.contains("NTFS"), "{report}");
+}

@@ -40,8 +40,10 @@
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
 //!    write helper reaches the parent directory one component at a time from the project root
 //!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a
-//!    write. (Each directory is opened once per phase and its descriptor reused; the write
-//!    phase opens everything afresh instead of trusting what planning opened.) A symlink at
+//!    write. (Each directory is opened once per phase and its descriptor reused, at most
+//!    256 kept open; the write phase opens everything afresh instead of trusting what
+//!    planning opened.) Planning costs time proportional to the patch and the files it
+//!    touches, whatever the depth of their paths. A symlink at
 //!    the path itself is replaced,
 //!    never written through. New symlinks must point inside the project unless
 //!    [`ApplyOptions::allow_outside_symlinks`] is set.
@@ -182,9 +184,7 @@ pub fn apply_parsed(
         .iter()
         .map(|op| -> Result<txn::TxOp> {
             Ok(txn::TxOp {
-                path: project::check_with(&root, &op.rel, &|_| false, &|a| {
-                    planner.gone_symlinks.contains(a)
-                })?,
+                path: project::check_sets(&root, &op.rel, None, Some(&planner.gone_symlinks))?,
                 expect: op.before.stamp(),
                 before_is_dir: matches!(op.before, project::Entry::Dir { .. }),
                 after: op.after.clone(),

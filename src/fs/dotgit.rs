@@ -13,6 +13,13 @@
 /// `None` if it is not one. A backslash counts as a separator (as on Windows, and as git's
 /// `verify_path` treats it when it protects NTFS).
 pub(crate) fn dotgit_alias(component: &[u8]) -> Option<&'static str> {
+    // Every alias starts with '.', 'g' or 'G', has a backslash, or has a non-ASCII byte
+    // (HFS+ ignorable code points): most names are none of these.
+    if !matches!(component.first(), Some(b'.' | b'g' | b'G'))
+        && component.iter().all(|&c| c.is_ascii() && c != b'\\')
+    {
+        return None;
+    }
     if component.eq_ignore_ascii_case(b".git") {
         return Some("path has a '.git' component");
     }
