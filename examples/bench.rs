@@ -7,6 +7,11 @@
 //! ```
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
 //! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
+//! `--depth-only [--depths 10,1000,4000]` runs only the path-depth row: for each depth it
+//! applies a patch creating one file at a path of that many components (`d/d/…/f`) to an
+//! empty project and prints the time and the cost per component (planning and writing
+//! should grow linearly with the depth; Linux's PATH_MAX does not apply, the engine walks
+//! with directory descriptors).
 //! `DIR` is a git project (e.g. `../shared/corpus/linux-tree.sh DIR --git`). The benchmark
 //! also builds a smaller git project of the first `--small` files (default 20,000) of it.
 //! Reference steps, as the reference engine does them: `git ls-files --cached --others
@@ -583,8 +588,114 @@ fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
     small
 }
 
+/// The patch creating `f` at a path of `depth` components (`d/…/d/f`).
+fn deep_creation_patch(depth: usize) -> Vec<u8> {
+    let mut path = "d/".repeat(depth.saturating_sub(1));
+    path.push('f');
+    format!(
+        "diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+deep\n"
+    )
+    .into_bytes()
+}
+
+/// The floor for creating a file `depth` components deep: a chain of `mkdirat` + `openat`
+/// and one file, with nothing checked. Returns the seconds taken.
+fn mkdirat_chain(dir: &Path, depth: usize) -> f64 {
+    use std::os::unix::ffi::OsStrExt;
+    let t = Instant::now();
+    let root = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: plain syscalls on NUL-terminated names; every descriptor is closed once.
+    unsafe {
+        let mut fd = libc::open(root.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+        assert!(fd >= 0, "open {}", dir.display());
+        for _ in 1..depth {
+            assert_eq!(libc::mkdirat(fd, c"d".as_ptr(), 0o777), 0, "mkdirat");
+            let next = libc::openat(fd, c"d".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            assert!(next >= 0, "openat");
+            libc::close(fd);
+            fd = next;
+        }
+        let f = libc::openat(fd, c"f".as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o644);
+        assert!(f >= 0, "create");
+        assert_eq!(libc::write(f, b"deep\n".as_ptr().cast(), 5), 5);
+        libc::close(f);
+        libc::syncfs(fd);
+        libc::close(fd);
+    }
+    t.elapsed().as_secs_f64()
+}
+
+/// `--depth-only`: time `apply_patch` creating one file at each depth.
+fn bench_depth(work: &Path, depths: &[usize]) {
+    use patchbox::apply::{apply_patch, ApplyOptions, Outcome};
+    fs::create_dir_all(work).expect("work dir");
+    println!(
+        "| path depth (components) | patch size | plan only (check mode) | per component | apply_patch | per component | floor: mkdirat chain |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for &depth in depths {
+        let project = work.join(format!("depth-{depth}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&project);
+        fs::create_dir_all(&project).expect("project dir");
+        let patch = deep_creation_patch(depth);
+        let t = Instant::now();
+        let checked = apply_patch(
+            &project,
+            &patch,
+            &ApplyOptions {
+                check: true,
+                ..ApplyOptions::default()
+            },
+        );
+        let plan = t.elapsed().as_secs_f64();
+        if let Err(e) = checked {
+            println!("depth {depth}: error: {e}");
+        }
+        let t = Instant::now();
+        let report = apply_patch(&project, &patch, &ApplyOptions::default());
+        let d = t.elapsed().as_secs_f64();
+        match report {
+            Ok(r) if r.outcome == Outcome::Applied => {}
+            Ok(r) => println!("depth {depth}: not applied:\n{r}"),
+            Err(e) => println!("depth {depth}: error: {e}"),
+        }
+        let floor_dir = work.join(format!("floor-{depth}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&floor_dir);
+        fs::create_dir_all(&floor_dir).expect("floor dir");
+        let floor = mkdirat_chain(&floor_dir, depth);
+        println!(
+            "| {depth} | {:.1} KB | {:.4} s | {:.2} µs | {:.4} s | {:.2} µs | {:.4} s |",
+            patch.len() as f64 / 1024.0,
+            plan,
+            plan * 1e6 / depth as f64,
+            d,
+            d * 1e6 / depth as f64,
+            floor
+        );
+        // GNU rm walks with descriptors too: a tree deeper than PATH_MAX goes.
+        let _ = Command::new("rm").arg("-rf").arg(&project).status();
+        let _ = Command::new("rm").arg("-rf").arg(&floor_dir).status();
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--depth-only") {
+        let depths: Vec<usize> = args
+            .iter()
+            .position(|a| a == "--depths")
+            .and_then(|i| args.get(i + 1))
+            .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_else(|| vec![10, 1000, 4000]);
+        let work = args
+            .iter()
+            .position(|a| a == "--work")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("patchbox-bench"));
+        bench_depth(&work, &depths);
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--rss-child") {
         rss_child(Path::new(&args[2]), Path::new(&args[3]));
         return;

@@ -1316,3 +1316,352 @@ fn symlink_replaced_by_directory_never_writes_through_the_old_link() {
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Never guessing: hunks anchored as git anchors them; "already applied" only for the exact
+// result
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `patch` to a one-file project holding `f` = `content` with `git apply` and with
+/// patchbox (no pre-image) and checks they agree: where git applies, patchbox applies with
+/// the same result; where git refuses, patchbox writes nothing. Returns patchbox's report.
+#[track_caller]
+fn same_as_git_apply(content: &str, patch: &str) -> patchbox::apply::ApplyReport {
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(|r| write(r, "f", content));
+    let git_out = git_apply(theirs.path(), home.path(), patch.as_bytes());
+    let ours = tmp_with(|r| write(r, "f", content));
+    let before = exact_fingerprint(ours.path());
+    let report = apply_patch(ours.path(), patch.as_bytes(), &opts()).unwrap();
+    let what = format!("patch\n{patch}on {content:?}:\n{report}");
+    if git_out.status.success() {
+        assert_eq!(report.outcome, Outcome::Applied, "git applied it; {what}");
+        assert_eq!(
+            fs::read(ours.path().join("f")).unwrap(),
+            fs::read(theirs.path().join("f")).unwrap(),
+            "{what}"
+        );
+    } else {
+        assert_eq!(report.outcome, Outcome::Refused, "git refused it; {what}");
+        assert_same(&exact_fingerprint(ours.path()), &before, &what);
+    }
+    report
+}
+
+#[test]
+fn zero_context_hunks_are_anchored_like_git_apply() {
+    let del_last = "--- a/f\n+++ b/f\n@@ -3 +2,0 @@\n-x\n";
+    // Deleting the last line "x": a look-alike "x" at the stated line (or one line below)
+    // that is not the last line is not it.
+    let r = same_as_git_apply("a\nb\nx\ny\n", del_last);
+    assert_eq!(r.files[0].status, FileStatus::Conflict, "{r}");
+    assert!(
+        r.files[0].conflicts[0].reason.contains("end of the file"),
+        "{r}"
+    );
+    same_as_git_apply("a\nb\nc\nx\nd\n", del_last);
+    // At its place, or moved down by lines added above: still the last line.
+    same_as_git_apply("a\nb\nx\n", del_last);
+    let r = same_as_git_apply("z\na\nb\nx\n", del_last);
+    assert!(r.files[0].detail.contains("offset +1"), "{r}");
+    // A -U0 change in the middle of a file, or of its first line: git anchors a hunk
+    // without trailing context to the end, so neither applies.
+    same_as_git_apply("a\nb\nc\nd\n", "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-b\n+B\n");
+    same_as_git_apply("a\nb\nc\nd\n", "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n");
+    // Appending with -U0 goes to the end of the file, as in git.
+    same_as_git_apply("a\nb\n", "--- a/f\n+++ b/f\n@@ -2,0 +3 @@\n+c\n");
+    same_as_git_apply("a\nb\nz\n", "--- a/f\n+++ b/f\n@@ -2,0 +3 @@\n+c\n");
+    // A hunk stated at line 1 matches at the top only, context or not.
+    same_as_git_apply(
+        "new\na\nb\nc\nd\ne\n",
+        "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n",
+    );
+    // Hunks with leading and trailing context keep their offsets.
+    let r = same_as_git_apply(
+        "new\na\nb\nc\nd\ne\n",
+        "--- a/f\n+++ b/f\n@@ -2,3 +2,3 @@\n b\n-c\n+C\n d\n",
+    );
+    assert!(r.files[0].detail.contains("offset +1"), "{r}");
+}
+
+#[test]
+fn file_empty_at_snapshot_is_never_prepended_to() {
+    use patchbox::patch::write::{write_file_diff, Side};
+    use patchbox::RelPath;
+    let f = RelPath::new("notes.txt").unwrap();
+    let mut patch = Vec::new();
+    write_file_diff(
+        &mut patch,
+        Some(Side {
+            path: &f,
+            mode: 0o100644,
+            data: b"",
+        }),
+        Some(Side {
+            path: &f,
+            mode: 0o100644,
+            data: b"from the sandbox\n",
+        }),
+    );
+    assert!(
+        String::from_utf8_lossy(&patch).contains("@@ -0,0 +1 @@"),
+        "{}",
+        String::from_utf8_lossy(&patch)
+    );
+    let home = tempfile::tempdir().unwrap();
+    let user = |r: &Path| write(r, "notes.txt", "written by the user since\n");
+
+    // The user wrote to the file since the snapshot: git refuses, and so does patchbox.
+    let theirs = tmp_with(user);
+    assert!(!git_apply(theirs.path(), home.path(), &patch)
+        .status
+        .success());
+    let project = tmp_with(user);
+    let before = exact_fingerprint(project.path());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert_same(&exact_fingerprint(project.path()), &before, "refused");
+
+    // With the (empty) pre-image it is a 3-way case where both sides wrote: a conflict,
+    // with markers holding both texts when asked.
+    let base = tmp_with(|r| write(r, "notes.txt", ""));
+    let with_base = ApplyOptions {
+        preimages: Some(base.path().to_path_buf()),
+        ..opts()
+    };
+    let report = apply_patch(project.path(), &patch, &with_base).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    assert!(report.files[0].detail.contains("3-way"), "{report}");
+    assert_same(&exact_fingerprint(project.path()), &before, "refused");
+    let marked = ApplyOptions {
+        conflict_markers: true,
+        ..with_base
+    };
+    let report = apply_patch(project.path(), &patch, &marked).unwrap();
+    assert_eq!(report.outcome, Outcome::AppliedWithConflicts, "{report}");
+    let text = fs::read_to_string(project.path().join("notes.txt")).unwrap();
+    assert!(
+        text.contains("<<<<<<< project\nwritten by the user since\n")
+            && text.contains("=======\nfrom the sandbox\n>>>>>>> patch\n"),
+        "{text}"
+    );
+
+    // Still empty: applied, as git applies it. Holding exactly the result: already applied.
+    let project = tmp_with(|r| write(r, "notes.txt", ""));
+    let theirs = tmp_with(|r| write(r, "notes.txt", ""));
+    assert!(git_apply(theirs.path(), home.path(), &patch)
+        .status
+        .success());
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(
+        fs::read(project.path().join("notes.txt")).unwrap(),
+        fs::read(theirs.path().join("notes.txt")).unwrap()
+    );
+    let report = apply_patch(project.path(), &patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+}
+
+#[test]
+fn already_applied_means_the_exact_result_not_a_look_alike() {
+    let lines: String = (1..=12).map(|i| format!("l{i}\n")).collect();
+    let patch = "--- a/f\n+++ b/f\n@@ -4,6 +4,7 @@\n l4\n l5\n l6\n+x\n l7\n l8\n l9\n";
+    // Never patched: the user deleted "l5" and pasted the patched block further down. The
+    // new side matches there (an offset), but the file is not the patch's result.
+    let pasted = "l4\nl5\nl6\nx\nl7\nl8\nl9\n";
+    let never = format!("{}{}", lines.replace("l5\n", ""), pasted);
+    let r = same_as_git_apply(&never, patch);
+    assert_eq!(r.files[0].status, FileStatus::Conflict, "{r}");
+    // The patch's result at the stated lines: already applied.
+    let result = lines.replace("l6\n", "l6\nx\n");
+    let project = tmp_with(|r| write(r, "f", &result));
+    let report = apply_patch(project.path(), patch.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::AlreadyApplied, "{report}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths git refuses, refused at least as strictly
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `patch` to a fresh project (with a `.git` directory and `f` = "f\n") with git and
+/// with patchbox; patchbox must refuse it and name `why` in the refused file's detail.
+#[track_caller]
+fn refused_naming(patch: &[u8], why: &str, git_refuses: bool) {
+    let base = |r: &Path| {
+        write(r, "f", "f\n");
+        write(r, ".git/config", "[core]\n");
+    };
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(base);
+    let git_out = git_apply(theirs.path(), home.path(), patch);
+    let text = String::from_utf8_lossy(patch);
+    assert_eq!(!git_out.status.success(), git_refuses, "git on\n{text}");
+    let ours = tmp_with(base);
+    let before = exact_fingerprint(ours.path());
+    let report = apply_patch(ours.path(), patch, &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{text}\n{report}");
+    let refused: Vec<_> = report
+        .files
+        .iter()
+        .filter(|f| f.status == FileStatus::Refused)
+        .collect();
+    assert_eq!(refused.len(), 1, "{report}");
+    assert!(refused[0].detail.contains(why), "{text}\n{report}");
+    assert_same(&exact_fingerprint(ours.path()), &before, &text);
+}
+
+#[test]
+fn git_aliases_on_other_file_systems_are_refused() {
+    let quoted = |name: &str| {
+        format!(
+            "diff --git \"a/{name}\" \"b/{name}\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/{name}\"\n@@ -0,0 +1 @@\n+pwned\n"
+        )
+        .into_bytes()
+    };
+    // NTFS aliases of .git: git refuses them on every system (core.protectNTFS).
+    for name in [
+        ".git./config",
+        ".GIT. ./config",
+        "GIT~1/config",
+        "git~1/hooks/x",
+    ] {
+        refused_naming(&new_file_patch(name), "NTFS reads as '.git'", true);
+    }
+    refused_naming(&quoted(".git /config"), "NTFS reads as '.git'", true);
+    refused_naming(
+        &quoted(".git::$INDEX_ALLOCATION/config"),
+        "NTFS reads as '.git'",
+        true,
+    );
+    refused_naming(&quoted("sub\\\\.git\\\\config"), "after a backslash", true);
+    // HFS+ ignores U+200C and friends: git refuses these only where it protects HFS
+    // (macOS); the project chokepoint refuses them everywhere.
+    refused_naming(
+        &quoted(".g\\342\\200\\214it/config"),
+        "HFS+ reads as '.git'",
+        false,
+    );
+    refused_naming(
+        &quoted("\\357\\273\\277.GIT/hooks/x"),
+        "HFS+ reads as '.git'",
+        false,
+    );
+    // A symlink named .gitmodules (git reads that file).
+    refused_naming(
+        b"diff --git a/.gitmodules b/.gitmodules\nnew file mode 120000\n--- /dev/null\n+++ b/.gitmodules\n@@ -0,0 +1 @@\n+f\n\\ No newline at end of file\n",
+        "'.gitmodules'",
+        true,
+    );
+    // Names that only look similar are fine.
+    for name in [".github/x", ".gitignore", "git~2", "x.git/y"] {
+        let project = tempfile::tempdir().unwrap();
+        let report = apply_patch(project.path(), &new_file_patch(name), &opts()).unwrap();
+        assert_eq!(report.outcome, Outcome::Applied, "{name}: {report}");
+    }
+}
+
+#[test]
+fn type_changes_within_one_file_patch_are_refused() {
+    // A mode-only change from a file to a symlink (its contents would become the target).
+    let to_link = b"diff --git a/f b/f\nold mode 100644\nnew mode 120000\n";
+    refused_naming(to_link, "does not match old mode", true);
+    // The same with a rename, and a symlink to a file.
+    refused_naming(
+        b"diff --git a/f b/g\nold mode 100644\nnew mode 120000\nsimilarity index 100%\nrename from f\nrename to g\n",
+        "does not match old mode",
+        true,
+    );
+    // Only the new mode given: the type comes from the project (a file here).
+    refused_naming(
+        b"diff --git a/f b/f\nnew mode 120000\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-f\n+g\n",
+        "change of file type",
+        true,
+    );
+    // A symlink made a file.
+    let base = |r: &Path| symlink("target", r.join("l")).unwrap();
+    let project = tmp_with(base);
+    let report = apply_patch(
+        project.path(),
+        b"diff --git a/l b/l\nold mode 120000\nnew mode 100644\n",
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(fs::symlink_metadata(project.path().join("l"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Depth
+// ---------------------------------------------------------------------------------------------
+
+/// Reads `rel` below `root` one component at a time (a path past PATH_MAX cannot be opened
+/// whole).
+fn read_deep(root: &Path, rel: &str) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{openat, Mode, OFlags};
+    let mut dir = rustix::fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty())?;
+    let comps: Vec<&str> = rel.split('/').collect();
+    for c in &comps[..comps.len() - 1] {
+        dir = openat(
+            &dir,
+            *c,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?;
+    }
+    let f = openat(
+        &dir,
+        comps[comps.len() - 1],
+        OFlags::RDONLY | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?;
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut fs::File::from(f), &mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn a_path_4000_components_deep_applies() {
+    // Past PATH_MAX (4096 bytes on Linux): only a descriptor walk reaches it. Planning is
+    // linear in the depth; the write phase (apply/txn.rs) still checks each parent
+    // directory on its own, quadratic in the depth, so this test writes once and then
+    // only plans.
+    let depth = 4000;
+    let deep = |name: &str| format!("{}{name}", "d/".repeat(depth - 1));
+    let (f, g) = (deep("f"), deep("g"));
+    assert!(f.len() > 4096, "deeper than PATH_MAX");
+    let create = format!(
+        "diff --git a/{f} b/{f}\nnew file mode 100644\n--- /dev/null\n+++ b/{f}\n@@ -0,0 +1,2 @@\n+deep\n+down\n\
+         diff --git a/{g} b/{g}\nnew file mode 100755\n--- /dev/null\n+++ b/{g}\n@@ -0,0 +1 @@\n+g\n"
+    );
+    let project = tempfile::tempdir().unwrap();
+    let report = apply_patch(project.path(), create.as_bytes(), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(read_deep(project.path(), &f).unwrap(), b"deep\ndown\n");
+    assert_eq!(read_deep(project.path(), &g).unwrap(), b"g\n");
+    let again = apply_patch(project.path(), create.as_bytes(), &opts()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    // Planning reads the deep file: a change applies (checked, not written), a stale one
+    // conflicts.
+    let check = ApplyOptions {
+        check: true,
+        ..opts()
+    };
+    let change = |old: &str| {
+        format!("diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1,2 +1,2 @@\n deep\n-{old}\n+under\n")
+    };
+    let report = apply_patch(project.path(), change("down").as_bytes(), &check).unwrap();
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    let report = apply_patch(project.path(), change("up").as_bytes(), &check).unwrap();
+    assert_eq!(report.files[0].status, FileStatus::Conflict, "{report}");
+    // The chokepoint still refuses what it must at that depth.
+    let mut bad = "d/".repeat(depth - 2);
+    bad.push_str(".git./x");
+    let report = apply_patch(project.path(), &new_file_patch(&bad), &opts()).unwrap();
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert!(report.files[0].detail.contains("NTFS"), "{report}");
+}

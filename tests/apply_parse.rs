@@ -302,12 +302,14 @@ fn unsafe_names_are_containment_errors() {
             String::from_utf8_lossy(c)
         );
     }
-    // With -p0 an absolute name stays absolute (with -p1, git and we strip "b/" and any extra
-    // slashes, so "b//etc/x" is the relative "etc/x").
+    // With -p0 an absolute name stays absolute. So does "b//etc/evil" with -p1: this test
+    // used to expect the relative "etc/evil" (extra slashes skipped), but git counts every
+    // slash, keeps "/etc/evil" and refuses it as an invalid path (see
+    // `names_git_refuses_are_refused`).
     let e = parse_patch_strip(b"--- /dev/null\n+++ /etc/evil\n@@ -0,0 +1 @@\n+x\n", 0).unwrap_err();
     assert_eq!(e.kind(), "containment", "{e}");
-    let p = parse_patch(b"--- /dev/null\n+++ b//etc/evil\n@@ -0,0 +1 @@\n+x\n").unwrap();
-    assert_eq!(p.files[0].path().unwrap().to_string(), "etc/evil");
+    let e = parse_patch(b"--- /dev/null\n+++ b//etc/evil\n@@ -0,0 +1 @@\n+x\n").unwrap_err();
+    assert_eq!(e.kind(), "containment", "{e}");
     // NUL bytes in names are parse errors.
     let e = parse_patch(
         b"diff --git \"a/x\\000y\" \"b/x\\000y\"\nnew file mode 100644\nindex 0000000..e69de29\n",
@@ -521,4 +523,83 @@ fn sample_parses() {
     assert_eq!(forward.data, b"a\0");
     assert_eq!(reverse.as_ref().unwrap().data, b"");
     assert_eq!(p.files[2].new_path.as_ref().unwrap().to_string(), "z w");
+}
+
+/// `git apply` of `patch` in an empty directory: whether it succeeded.
+fn git_applies(patch: &[u8]) -> bool {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    gitcmd::git_apply(dir.path(), home.path(), patch)
+        .status
+        .success()
+}
+
+#[test]
+fn names_git_refuses_are_refused() {
+    let creation = |name: &str| {
+        format!(
+            "diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+x\n"
+        )
+    };
+    let cases = [
+        // "b//abs/path" is the absolute "/abs/path" after -p1 (every slash counts).
+        creation("/abs/path"),
+        "--- a//abs/path\n+++ b//abs/path\n@@ -0,0 +1 @@\n+x\n".to_string(),
+        // A '.' component, a name ending with '/'.
+        creation("dir/./x"),
+        "--- /dev/null\n+++ b/dir/\n@@ -0,0 +1 @@\n+x\n".to_string(),
+    ];
+    for patch in &cases {
+        assert!(!git_applies(patch.as_bytes()), "git applies\n{patch}");
+        let e = parse_patch(patch.as_bytes()).unwrap_err();
+        assert_eq!(e.kind(), "containment", "{patch}: {e}");
+    }
+    let e = parse_patch(cases[0].as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("/abs/path"), "{e}");
+    // A doubled slash inside a name is squashed, as git does.
+    let ok = "--- /dev/null\n+++ b/x//y\n@@ -0,0 +1 @@\n+x\n";
+    assert!(git_applies(ok.as_bytes()));
+    let p = parse_patch(ok.as_bytes()).unwrap();
+    assert_eq!(p.files[0].path().unwrap().to_string(), "x/y");
+}
+
+#[test]
+fn truncated_patches_are_errors() {
+    let head = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
+    // Cut inside the "\ No newline" line: git treats the stub as junk and keeps the
+    // newline of "c"; it is a cut-off patch, so an error here.
+    for cut in ["\\", "\\ No", "\\ No newline at end of fi"] {
+        let patch = format!("{head}{cut}");
+        let e = parse_patch(patch.as_bytes()).unwrap_err();
+        assert_eq!(parse_line(&e), 7, "{cut:?}: {e}");
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+    // A marker line too short to be one, even with its newline.
+    let e = parse_patch(format!("{head}\\ No\n").as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("malformed"), "{e}");
+    // The whole marker, with or without its newline, and a translated one.
+    for marker in [
+        "\\ No newline at end of file",
+        "\\ No newline at end of file\n",
+        "\\ Kein Zeilenumbruch am Dateiende.\n",
+    ] {
+        let p = parse_patch(format!("{head}{marker}").as_bytes()).unwrap();
+        assert_eq!(p.files[0].hunks[0].lines[2].text, b"c", "{marker:?}");
+    }
+    // Cut inside a hunk line (no newline at the end of the input): git says "corrupt patch".
+    let patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c";
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), "a\nb\n").unwrap();
+    assert!(
+        !gitcmd::git_apply(dir.path(), home.path(), patch.as_bytes())
+            .status
+            .success()
+    );
+    let e = parse_patch(patch.as_bytes()).unwrap_err();
+    assert_eq!(parse_line(&e), 6, "{e}");
+    assert!(e.to_string().contains("truncated"), "{e}");
+    // Line counts not satisfied.
+    let e = parse_patch(b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n").unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
 }

@@ -22,7 +22,9 @@
 //! 2. **Drift is handled, never guessed past.** Each text file is tried in this order: its
 //!    contents already equal the patch's result (by the `index` line blob id, or the patched
 //!    pre-image) → *already applied*; exact context at the stated lines or at an offset (the
-//!    nearest match, like `git apply`/`patch`) → *applied*; the patch reverses cleanly →
+//!    nearest match, like `git apply`/`patch`; hunks are anchored to the start or end of the
+//!    file as git anchors them, so a hunk without context lines is never placed at a
+//!    look-alike line) → *applied*; the patch reverses exactly at its stated lines →
 //!    *already applied*; a 3-way merge of the pre-image (from [`ApplyOptions::preimages`],
 //!    checked against the `index` line when it has one), the project file and the patched
 //!    pre-image → *merged* if the edits do not overlap, *conflict* (with the hunks involved)
@@ -33,15 +35,21 @@
 //!    find the target; in a series of patches of the same file, linked by their `index`
 //!    lines, the earlier ones are recognised once the last one is applied).
 //! 3. **Nothing outside the project.** Paths are [`RelPath`]s (no `..`, not absolute) by
-//!    construction of the parser; on top of that any component named `.git` is refused, and
-//!    so is any path whose parent chain contains a symlink, in the project or created by the
+//!    construction of the parser, which also refuses what git's `verify_path` refuses (`.`
+//!    components, names ending with `/`, `b//abs` stripped to the absolute `/abs`); on top of
+//!    that any component named `.git` or read as `.git` by NTFS or HFS+ (`.git.`, `.git `,
+//!    `GIT~1`, `.g\u{200c}it`, …) is refused, and so are symlinks named `.gitmodules`, file
+//!    patches that change a file's type (git writes those as a deletion and a creation),
+//!    and any path whose parent chain contains a symlink, in the project or created by the
 //!    same patch (a symlink in the project that the same patch deletes or renames away counts
 //!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
 //!    write helper reaches the parent directory one component at a time from the project root
 //!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a
-//!    write. (Each directory is opened once per phase and its descriptor reused; the write
-//!    phase opens everything afresh instead of trusting what planning opened.) A symlink at
+//!    write. (Each directory is opened once per phase and its descriptor reused, at most
+//!    256 kept open; the write phase opens everything afresh instead of trusting what
+//!    planning opened.) Planning costs time proportional to the patch and the files it
+//!    touches, whatever the depth of their paths. A symlink at
 //!    the path itself is replaced,
 //!    never written through. New symlinks must point inside the project unless
 //!    [`ApplyOptions::allow_outside_symlinks`] is set.
@@ -217,9 +225,7 @@ pub fn apply_parsed(
         .iter()
         .map(|op| -> Result<txn::TxOp> {
             Ok(txn::TxOp {
-                path: project::check_with(&root, &op.rel, &|_| false, &|a| {
-                    planner.gone_symlinks.contains(a)
-                })?,
+                path: project::check_sets(&root, &op.rel, None, Some(&planner.gone_symlinks))?,
                 expect: op.before.stamp(),
                 before_is_dir: matches!(op.before, project::Entry::Dir { .. }),
                 after: op.after.clone(),

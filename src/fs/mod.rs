@@ -13,6 +13,7 @@
 //! assert!(RelPath::new("/etc/passwd").is_err());
 //! ```
 
+pub(crate) mod dotgit;
 pub mod project;
 pub mod relpath;
 pub mod session_dir;

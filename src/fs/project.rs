@@ -10,6 +10,11 @@
 //! at the moment of the call, so a directory swapped for a symlink after the check still
 //! cannot redirect a read or a write.
 //!
+//! Every check and every walk costs time proportional to its path, whatever its depth:
+//! components are split once, the symlink sets are trees walked once, and the walk starts
+//! from the deepest directory already open (found by comparing with the walk before, then
+//! down a tree of the open directories), never by looking up every prefix.
+//!
 //! This file holds the checked path type, the check, the per-phase cache of directory
 //! descriptors (`DirScope`) and the raw system call wrappers they share. The reads and
 //! writes built on them live in the child module `entries`, which may use the private
@@ -24,21 +29,22 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
-use crate::fs::relpath::RelPath;
+use crate::fs::dotgit::dotgit_alias;
+use crate::fs::relpath::{RelPath, RelPathSet};
 
 mod entries;
 
 pub(crate) use entries::{
-    create_file, create_symlink, link_out, list_leaves, make_dir, read, read_in,
+    create_file, create_symlink, link_out, list_leaves, make_dir, probe_parents, read, read_in,
     remove_dir_if_empty, remove_file, rename_noreplace, root_stamp, set_mtime, set_root_mtime,
     stamp, sync_fs, sync_root, Data, Entry, Stamp,
 };
@@ -82,8 +88,10 @@ impl ProjectPath {
 /// Checks that `rel` may be written inside `project_dir` and returns it as a
 /// [`ProjectPath`].
 ///
-/// Refused with [`Error::Containment`]: any component named `.git` (in any letter case),
-/// and any path whose parent directories include a symlink (checked with `lstat` from the
+/// Refused with [`Error::Containment`]: any component named `.git` (in any letter case) or
+/// that another file system reads as `.git` (NTFS: trailing dots or spaces, `:` streams,
+/// `GIT~1`, a backslash before it; HFS+: ignorable code points such as U+200C; git's
+/// `verify_path` rules), and any path whose parent directories include a symlink (checked with `lstat` from the
 /// project root, never following links). The last component may itself be a symlink:
 /// the engine replaces such a link, it never writes through it. `..` and absolute paths
 /// cannot be [`RelPath`]s in the first place.
@@ -111,14 +119,85 @@ fn refuse(root: &Path, rel: &RelPath, reason: &'static str) -> Error {
     }
 }
 
-fn comps(rel: &RelPath) -> Vec<&[u8]> {
-    rel.as_path()
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.as_bytes()),
-            _ => None,
-        })
-        .collect()
+/// A path's components as byte ranges of its bytes: split once, then walked without
+/// building a string per prefix.
+pub(super) struct Comps<'a> {
+    bytes: &'a [u8],
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'a> Comps<'a> {
+    pub(super) fn of(rel: &'a RelPath) -> Comps<'a> {
+        let bytes = rel.as_bytes();
+        // A plain loop: in a deep path separators come every few bytes, where a memchr
+        // call per separator costs more than it saves.
+        let mut spans = Vec::new();
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'/' {
+                if i > start {
+                    spans.push((start, i));
+                }
+                start = i + 1;
+            }
+        }
+        if bytes.len() > start {
+            spans.push((start, bytes.len()));
+        }
+        Comps { bytes, spans }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Component `i` (0-based).
+    pub(super) fn comp(&self, i: usize) -> &'a [u8] {
+        self.spans
+            .get(i)
+            .map_or(&[][..], |&(a, b)| &self.bytes[a..b])
+    }
+
+    /// Where the first `k` components end in the bytes.
+    fn end(&self, k: usize) -> usize {
+        match k.checked_sub(1).and_then(|i| self.spans.get(i)) {
+            Some(&(_, b)) => b,
+            None => 0,
+        }
+    }
+
+    /// The full path of the first `k` components below `root`, for messages.
+    pub(super) fn full(&self, root: &Path, k: usize) -> PathBuf {
+        root.join(std::ffi::OsStr::from_bytes(&self.bytes[..self.end(k)]))
+    }
+}
+
+/// Which paths count as symlinks for a check: none, those a predicate names, or a set.
+#[derive(Clone, Copy)]
+enum Links<'a> {
+    None,
+    Fn(&'a dyn Fn(&RelPath) -> bool),
+    Set(&'a RelPathSet),
+}
+
+impl Links<'_> {
+    /// Whether a proper ancestor of `rel` is one.
+    fn any_ancestor(self, rel: &RelPath) -> bool {
+        match self {
+            Links::None => false,
+            Links::Fn(f) => rel.find_ancestor(f).is_some(),
+            Links::Set(s) => !s.ancestors_of(rel).is_empty(),
+        }
+    }
+
+    /// Whether the ancestor of `rel` made of its first `k` components is one.
+    fn has(self, rel: &RelPath, k: usize) -> bool {
+        match self {
+            Links::None => false,
+            Links::Fn(f) => rel.ancestor(k).is_some_and(|a| f(&a)),
+            Links::Set(s) => rel.ancestor(k).is_some_and(|a| s.contains(&a)),
+        }
+    }
 }
 
 /// The chokepoint. `planned_symlink` tells which paths the patch being applied creates as
@@ -128,7 +207,7 @@ pub(crate) fn check(
     rel: &RelPath,
     planned_symlink: &dyn Fn(&RelPath) -> bool,
 ) -> Result<ProjectPath> {
-    check_with(root, rel, planned_symlink, &|_| false)
+    check_links(root, rel, Links::Fn(planned_symlink), Links::None)
 }
 
 /// [`check`], where a symlink in the project that the same patch deletes
@@ -141,57 +220,75 @@ pub(crate) fn check_with(
     planned_symlink: &dyn Fn(&RelPath) -> bool,
     replaced_symlink: &dyn Fn(&RelPath) -> bool,
 ) -> Result<ProjectPath> {
-    let cs = comps(rel);
-    if cs.is_empty() {
+    check_links(
+        root,
+        rel,
+        Links::Fn(planned_symlink),
+        Links::Fn(replaced_symlink),
+    )
+}
+
+/// [`check_with`] with the planned and replaced symlinks as sets (`None`: no such paths):
+/// the ancestors of `rel` are looked up in one walk down the sets' trees, so a check costs
+/// time proportional to the path whatever its depth.
+pub(crate) fn check_sets(
+    root: &Path,
+    rel: &RelPath,
+    planned_symlinks: Option<&RelPathSet>,
+    replaced_symlinks: Option<&RelPathSet>,
+) -> Result<ProjectPath> {
+    check_links(
+        root,
+        rel,
+        planned_symlinks.map_or(Links::None, Links::Set),
+        replaced_symlinks.map_or(Links::None, Links::Set),
+    )
+}
+
+fn check_links(
+    root: &Path,
+    rel: &RelPath,
+    planned: Links<'_>,
+    replaced: Links<'_>,
+) -> Result<ProjectPath> {
+    let c = Comps::of(rel);
+    let Some(n) = c.len().checked_sub(1) else {
         return Err(refuse(root, rel, "path is empty"));
+    };
+    if let Some(why) = (0..=n).find_map(|i| dotgit_alias(c.comp(i))) {
+        return Err(refuse(root, rel, why));
     }
-    if cs.iter().any(|c| c.eq_ignore_ascii_case(b".git")) {
-        return Err(refuse(root, rel, "path has a '.git' component"));
+    if planned.any_ancestor(rel) {
+        return Err(refuse(
+            root,
+            rel,
+            "path goes through a symlink created by the same patch",
+        ));
     }
-    let mut anc = PathBuf::new();
-    for c in &cs[..cs.len() - 1] {
-        anc.push(std::ffi::OsStr::from_bytes(c));
-        if let Ok(a) = RelPath::new(&anc) {
-            if planned_symlink(&a) {
-                return Err(refuse(
-                    root,
-                    rel,
-                    "path goes through a symlink created by the same patch",
-                ));
-            }
-        }
-    }
-    let mut dir = root_fd(root)?;
-    let mut here = root.to_path_buf();
-    let mut anc = PathBuf::new();
-    for c in &cs[..cs.len() - 1] {
-        let name = cstring(c).map_err(|e| Error::io("inspect", &here, e))?;
-        here.push(std::ffi::OsStr::from_bytes(c));
-        anc.push(std::ffi::OsStr::from_bytes(c));
-        // Reached before in this scope with the same checks: a directory.
-        if let Some(fd) = cached(root, &anc) {
-            dir = fd;
-            continue;
-        }
+    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
+    for i in k..n {
+        let comp = c.comp(i);
+        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full(root, i + 1), e))?;
         match fstatat(dir.as_fd(), &name) {
             Err(e) if is_missing(&e) => break,
-            Err(e) => return Err(Error::io("inspect", &here, e)),
+            Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
             Ok(st) => match st.st_mode & libc::S_IFMT {
                 libc::S_IFLNK => {
-                    if RelPath::new(&anc).is_ok_and(|a| replaced_symlink(&a)) {
+                    if replaced.has(rel, i + 1) {
                         break;
                     }
                     return Err(refuse(root, rel, "path goes through a symlink"));
                 }
                 libc::S_IFDIR => {
-                    dir = match openat_dir(dir.as_fd(), &name) {
+                    let d = match openat_dir(dir.as_fd(), &name) {
                         Ok(d) => Rc::new(d),
                         Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
                             return Err(refuse(root, rel, "path goes through a symlink"))
                         }
-                        Err(e) => return Err(Error::io("open directory", &here, e)),
+                        Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
                     };
-                    remember(root, &anc, &dir);
+                    node = remember(root, node, comp, &d);
+                    dir = d;
                 }
                 // A file where a directory is needed: not a containment problem; the
                 // planner reports it.
@@ -207,15 +304,43 @@ pub(crate) fn check_with(
 
 // ---- directory descriptors ----
 
-/// Directory descriptors opened during one phase of an apply (planning, or writing), by
-/// path below the root. Each was reached component by component with `O_NOFOLLOW`, so it
-/// names a directory that was inside the project when it was opened, and nothing done
-/// through it follows a symlink swapped in later. Removing or renaming a directory evicts
-/// it and everything below it.
+/// Most directory descriptors a scope keeps open: a path thousands of directories deep
+/// would otherwise hold one per level, past the usual limit of 1,024 per process. The
+/// least recently used are closed first (and opened again from the deepest one still open
+/// when needed).
+const MAX_OPEN: usize = 256;
+
+/// One directory reached in this scope.
+struct DirNode {
+    /// Its descriptor, while open.
+    fd: Option<Rc<OwnedFd>>,
+    children: HashMap<Box<[u8]>, usize>,
+    /// When it was last used (for closing the least recently used).
+    used: u64,
+}
+
+/// Directory descriptors opened during one phase of an apply (planning, or writing), as a
+/// tree of the directories below the root. Each was reached component by component with
+/// `O_NOFOLLOW`, so it names a directory that was inside the project when it was opened,
+/// and nothing done through it follows a symlink swapped in later. Removing or renaming a
+/// directory evicts it and everything below it.
+///
+/// Finding where a walk can start costs time proportional to the path, never to its length
+/// times its depth: the walk before is kept (`cursor`), and a path sharing a prefix with it
+/// (the next file in the same directory, the next ancestor of a deep path) starts from
+/// there after one comparison of bytes; only the components after the shared prefix are
+/// looked up in the tree.
 struct DirCache {
     root: PathBuf,
-    root_fd: Rc<OwnedFd>,
-    dirs: HashMap<PathBuf, Rc<OwnedFd>>,
+    /// Node 0 is the root (always open).
+    nodes: Vec<DirNode>,
+    /// Nodes by the time they were used; stale entries (used again since) are skipped.
+    lru: VecDeque<(usize, u64)>,
+    clock: u64,
+    open: usize,
+    /// The nodes of the last walk's directories, from the top, and their path's bytes.
+    cursor: Vec<usize>,
+    cursor_path: Vec<u8>,
 }
 
 thread_local! {
@@ -223,8 +348,9 @@ thread_local! {
 }
 
 /// While alive, this thread's helpers reuse directory descriptors below `root`: one
-/// `openat` per directory per phase, instead of one per component on every call. Each
-/// phase opens its own scope, so the write phase walks the project afresh.
+/// `openat` per directory per phase (while at most [`MAX_OPEN`] are open), instead of one
+/// per component on every call. Each phase opens its own scope, so the write phase walks
+/// the project afresh.
 pub(crate) struct DirScope {
     prev: Option<DirCache>,
 }
@@ -234,8 +360,16 @@ impl DirScope {
         let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
         let cache = DirCache {
             root: root.to_path_buf(),
-            root_fd: Rc::new(fd),
-            dirs: HashMap::new(),
+            nodes: vec![DirNode {
+                fd: Some(Rc::new(fd)),
+                children: HashMap::new(),
+                used: 0,
+            }],
+            lru: VecDeque::new(),
+            clock: 0,
+            open: 0,
+            cursor: Vec::new(),
+            cursor_path: Vec::new(),
         };
         let prev = CACHE.with(|c| c.borrow_mut().replace(cache));
         Ok(DirScope { prev })
@@ -249,49 +383,219 @@ impl Drop for DirScope {
     }
 }
 
-/// The cached descriptor of `key` below `root` (`""` is the root itself).
-fn cached(root: &Path, key: &Path) -> Option<Rc<OwnedFd>> {
-    CACHE.with(|c| {
-        let c = c.borrow();
-        let d = c.as_ref().filter(|d| d.root == root)?;
-        if key.as_os_str().is_empty() {
-            Some(Rc::clone(&d.root_fd))
-        } else {
-            d.dirs.get(key).cloned()
-        }
-    })
+/// Length of the common prefix of `a` and `b` (compared a block at a time).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
-fn remember(root: &Path, key: &Path, fd: &Rc<OwnedFd>) {
-    CACHE.with(|c| {
-        if let Some(d) = c.borrow_mut().as_mut().filter(|d| d.root == root) {
-            d.dirs.insert(key.to_path_buf(), Rc::clone(fd));
+impl DirCache {
+    fn touch(&mut self, k: usize) {
+        self.clock += 1;
+        if let Some(node) = self.nodes.get_mut(k) {
+            node.used = self.clock;
         }
+        if k != 0 {
+            self.lru.push_back((k, self.clock));
+        }
+    }
+
+    /// Closes the least recently used descriptors beyond [`MAX_OPEN`].
+    fn trim(&mut self) {
+        while self.open > MAX_OPEN {
+            let Some((k, t)) = self.lru.pop_front() else {
+                break;
+            };
+            if let Some(node) = self.nodes.get_mut(k) {
+                if node.used == t && node.fd.take().is_some() {
+                    self.open -= 1;
+                }
+            }
+        }
+        // Stale entries pile up when nothing needs closing: drop them now and then.
+        if self.lru.len() > 8 * MAX_OPEN + 64 {
+            let nodes = &self.nodes;
+            self.lru
+                .retain(|&(k, t)| nodes.get(k).is_some_and(|n| n.used == t && n.fd.is_some()));
+        }
+    }
+
+    /// The deepest open directory among the first `n` components of `c`: how many
+    /// components it covers, its descriptor and node.
+    fn start(&mut self, c: &Comps<'_>, n: usize) -> (usize, Rc<OwnedFd>, usize) {
+        // The part of the last walk this path shares.
+        let common = common_prefix(&self.cursor_path, &c.bytes[..c.end(n)]);
+        let upto = n.min(self.cursor.len());
+        let mut k = c.spans[..upto].partition_point(|&(_, e)| e <= common);
+        if k > 0 && c.end(k) == common && self.cursor_path.get(common).is_some_and(|&b| b != b'/') {
+            k -= 1;
+        }
+        self.cursor.truncate(k);
+        self.cursor_path.truncate(c.end(k));
+        // Further down the tree.
+        let mut node = self.cursor.last().copied().unwrap_or(0);
+        for i in k..n {
+            let Some(&next) = self.nodes.get(node).and_then(|d| d.children.get(c.comp(i))) else {
+                break;
+            };
+            if !self.cursor_path.is_empty() {
+                self.cursor_path.push(b'/');
+            }
+            self.cursor_path.extend_from_slice(c.comp(i));
+            self.cursor.push(next);
+            node = next;
+        }
+        // The deepest one still open.
+        while let Some(&k) = self.cursor.last() {
+            if let Some(fd) = self.nodes.get(k).and_then(|d| d.fd.clone()) {
+                self.touch(k);
+                return (self.cursor.len(), fd, k);
+            }
+            self.cursor.pop();
+        }
+        self.cursor_path.clear();
+        let root = self.nodes.first().and_then(|d| d.fd.clone());
+        match root {
+            Some(fd) => (0, fd, 0),
+            // Node 0 always holds the root; never reached.
+            None => (0, Rc::new(self.reopen_root()), 0),
+        }
+    }
+
+    #[cold]
+    fn reopen_root(&mut self) -> OwnedFd {
+        match open_root(&self.root) {
+            Ok(fd) => fd,
+            Err(_) => std::process::abort(),
+        }
+    }
+
+    /// Records `fd` as the directory `name` below `parent`; returns its node.
+    fn remember(&mut self, parent: usize, name: &[u8], fd: &Rc<OwnedFd>) -> usize {
+        let existing = self.nodes.get(parent).and_then(|d| d.children.get(name));
+        let k = match existing {
+            Some(&k) => k,
+            None => {
+                let k = self.nodes.len();
+                self.nodes.push(DirNode {
+                    fd: None,
+                    children: HashMap::new(),
+                    used: 0,
+                });
+                if let Some(d) = self.nodes.get_mut(parent) {
+                    d.children.insert(name.into(), k);
+                }
+                k
+            }
+        };
+        if let Some(d) = self.nodes.get_mut(k) {
+            if d.fd.replace(Rc::clone(fd)).is_none() {
+                self.open += 1;
+            }
+        }
+        self.touch(k);
+        if self.cursor.last().copied().unwrap_or(0) == parent {
+            if !self.cursor_path.is_empty() {
+                self.cursor_path.push(b'/');
+            }
+            self.cursor_path.extend_from_slice(name);
+            self.cursor.push(k);
+        }
+        self.trim();
+        k
+    }
+
+    /// Forgets `rel` and everything below it.
+    fn evict(&mut self, rel: &RelPath) {
+        let c = Comps::of(rel);
+        let Some(last) = c.len().checked_sub(1) else {
+            return;
+        };
+        let mut node = 0;
+        for i in 0..last {
+            match self.nodes.get(node).and_then(|d| d.children.get(c.comp(i))) {
+                Some(&k) => node = k,
+                // Every walk records each directory it passes, so nothing below an
+                // unknown directory is known: most calls (files) return here.
+                None => return,
+            }
+        }
+        let Some(gone) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|d| d.children.remove(c.comp(last)))
+        else {
+            return;
+        };
+        let mut stack = vec![gone];
+        while let Some(k) = stack.pop() {
+            if let Some(d) = self.nodes.get_mut(k) {
+                if d.fd.take().is_some() {
+                    self.open -= 1;
+                }
+                stack.extend(d.children.drain().map(|(_, v)| v));
+            }
+        }
+        self.cursor.clear();
+        self.cursor_path.clear();
+    }
+}
+
+/// Where a walk down the first `n` components of `c` starts: the deepest directory among
+/// them open in this thread's scope for `root` (or the root, opened afresh without a
+/// scope). Returns how many components that directory covers, its descriptor, and its node
+/// for [`remember`] (`None` without a scope).
+pub(super) fn walk_start(
+    root: &Path,
+    c: &Comps<'_>,
+    n: usize,
+) -> Result<(usize, Rc<OwnedFd>, Option<usize>)> {
+    let hit = CACHE.with(|cell| {
+        let mut b = cell.borrow_mut();
+        let d = b.as_mut().filter(|d| d.root == root)?;
+        let (k, fd, node) = d.start(c, n);
+        Some((k, fd, Some(node)))
     });
+    match hit {
+        Some(x) => Ok(x),
+        None => Ok((
+            0,
+            Rc::new(open_root(root).map_err(|e| Error::io("open directory", root, e))?),
+            None,
+        )),
+    }
+}
+
+/// Records `fd` as the directory `name` below the directory `parent` (a node from
+/// [`walk_start`] or from a previous call); returns its node.
+pub(super) fn remember(
+    root: &Path,
+    parent: Option<usize>,
+    name: &[u8],
+    fd: &Rc<OwnedFd>,
+) -> Option<usize> {
+    let parent = parent?;
+    CACHE.with(|c| {
+        let mut b = c.borrow_mut();
+        let d = b.as_mut().filter(|d| d.root == root)?;
+        Some(d.remember(parent, name, fd))
+    })
 }
 
 /// Forgets `rel` and everything below it (it was removed or renamed).
 fn evict(root: &Path, rel: &RelPath) {
     CACHE.with(|c| {
         if let Some(d) = c.borrow_mut().as_mut().filter(|d| d.root == root) {
-            // Every walk caches each directory it passes, so nothing below an uncached
-            // path is cached: most calls (files) return here.
-            let gone = rel.as_path();
-            if d.dirs.contains_key(gone) {
-                d.dirs.retain(|k, _| !k.starts_with(gone));
-            }
+            d.evict(rel);
         }
     });
-}
-
-/// The root's descriptor: cached in a scope, else opened.
-fn root_fd(root: &Path) -> Result<Rc<OwnedFd>> {
-    match cached(root, Path::new("")) {
-        Some(fd) => Ok(fd),
-        None => Ok(Rc::new(
-            open_root(root).map_err(|e| Error::io("open directory", root, e))?,
-        )),
-    }
 }
 
 // ---- raw syscalls ----
@@ -373,4 +677,60 @@ fn timespec(t: (i64, i64)) -> libc::timespec {
     ts.tv_sec = t.0 as libc::time_t;
     ts.tv_nsec = t.1 as _;
     ts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_in_scope() -> usize {
+        CACHE.with(|c| c.borrow().as_ref().map_or(0, |d| d.open))
+    }
+
+    /// A walk thousands of directories deep keeps at most `MAX_OPEN` descriptors, finds
+    /// every ancestor in turn (as the write phase asks for them), and forgets a renamed
+    /// directory with everything below it.
+    #[test]
+    fn deep_walks_keep_few_descriptors_and_forget_renamed_directories() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path();
+        let depth = 600;
+        let deep = |n: usize, leaf: &str| format!("{}{leaf}", "d/".repeat(n));
+        std::fs::create_dir_all(root.join(deep(depth, ""))).unwrap();
+        for n in [0, 1, 300, depth] {
+            std::fs::write(root.join(deep(n, "f")), n.to_string()).unwrap();
+        }
+        let rel = |s: &str| RelPath::new(s).unwrap();
+        let _scope = DirScope::enter(root).unwrap();
+        for n in [depth, 0, 300, 1, depth] {
+            let p = check(root, &rel(&deep(n, "f")), &|_| false).unwrap();
+            match read(&p).unwrap() {
+                Entry::File { data, .. } => assert_eq!(*data, n.to_string().into_bytes()),
+                e => panic!("{n}: {e:?}"),
+            }
+            assert!(open_in_scope() <= MAX_OPEN, "{}", open_in_scope());
+        }
+        for n in 1..=depth {
+            let p = check(root, &rel(deep(n, "").trim_end_matches('/')), &|_| false).unwrap();
+            assert!(
+                matches!(stamp(&p).unwrap(), Some(st) if st.mode & libc::S_IFMT == libc::S_IFDIR)
+            );
+        }
+        assert!(open_in_scope() <= MAX_OPEN);
+        // Rename d/d away: below it nothing is found any more (nothing stale is reused).
+        let from = check(root, &rel("d/d"), &|_| false).unwrap();
+        let to = check(root, &rel("moved"), &|_| false).unwrap();
+        rename_noreplace(&from, &to).unwrap();
+        let p = check(root, &rel(&deep(depth, "f")), &|_| false).unwrap();
+        assert_eq!(read(&p).unwrap(), Entry::Absent);
+        let p = check(
+            root,
+            &rel(&format!("moved/{}", deep(depth - 2, "f"))),
+            &|_| false,
+        )
+        .unwrap();
+        assert!(matches!(read(&p).unwrap(), Entry::File { .. }));
+        let p = check(root, &rel("d/f"), &|_| false).unwrap();
+        assert!(matches!(read(&p).unwrap(), Entry::File { .. }));
+    }
 }

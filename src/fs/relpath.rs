@@ -99,6 +99,158 @@ impl RelPath {
     }
 }
 
+impl RelPath {
+    /// The components, as bytes, in order.
+    pub(crate) fn components_bytes(&self) -> impl Iterator<Item = &[u8]> {
+        self.as_bytes()
+            .split(|&c| c == b'/')
+            .filter(|c| !c.is_empty())
+    }
+
+    /// The number of components.
+    pub(crate) fn depth(&self) -> usize {
+        self.components_bytes().count()
+    }
+
+    /// The ancestor made of the first `n` components (`1 <= n <= depth`), or `None`.
+    pub(crate) fn ancestor(&self, n: usize) -> Option<RelPath> {
+        let b = self.as_bytes();
+        let end = if n == 0 {
+            return None;
+        } else {
+            let mut seen = 0;
+            let mut end = None;
+            for (i, &c) in b.iter().enumerate() {
+                if c == b'/' {
+                    seen += 1;
+                    if seen == n {
+                        end = Some(i);
+                        break;
+                    }
+                }
+            }
+            match end {
+                Some(e) => e,
+                None if seen + 1 == n => b.len(),
+                None => return None,
+            }
+        };
+        Some(RelPath(PathBuf::from(OsStr::from_bytes(&b[..end]))))
+    }
+
+    /// The shallowest proper ancestor for which `f` is true. The ancestors are built in one
+    /// buffer, one component at a time, so asking about all of them costs time proportional
+    /// to the path (plus what `f` costs), not to its length times its depth.
+    pub(crate) fn find_ancestor(&self, mut f: impl FnMut(&RelPath) -> bool) -> Option<RelPath> {
+        let cs: Vec<&[u8]> = self.components_bytes().collect();
+        let mut buf = RelPath(PathBuf::with_capacity(self.as_bytes().len()));
+        for (i, c) in cs.iter().take(cs.len().saturating_sub(1)).enumerate() {
+            // Appended as bytes (a component of a RelPath is a valid one).
+            let s = buf.0.as_mut_os_string();
+            if i > 0 {
+                s.push("/");
+            }
+            s.push(OsStr::from_bytes(c));
+            if f(&buf) {
+                return Some(buf);
+            }
+        }
+        None
+    }
+}
+
+/// A set of [`RelPath`]s kept as a tree of components, so that asking which ancestors of a
+/// path are in it costs time proportional to the path, whatever its depth.
+#[derive(Clone, Debug)]
+pub(crate) struct RelPathSet {
+    /// Node 0 is the root (the empty path).
+    nodes: Vec<SetNode>,
+    len: usize,
+}
+
+/// A node of a [`RelPathSet`]: one component below its parent.
+#[derive(Clone, Debug, Default)]
+struct SetNode {
+    member: bool,
+    children: std::collections::HashMap<Box<[u8]>, usize>,
+}
+
+impl Default for RelPathSet {
+    fn default() -> Self {
+        RelPathSet {
+            nodes: vec![SetNode::default()],
+            len: 0,
+        }
+    }
+}
+
+impl RelPathSet {
+    /// An empty set.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// True when nothing was inserted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds `p`.
+    pub(crate) fn insert(&mut self, p: &RelPath) {
+        let mut n = 0;
+        for c in p.components_bytes() {
+            n = match self.nodes.get(n).and_then(|d| d.children.get(c)) {
+                Some(&k) => k,
+                None => {
+                    let k = self.nodes.len();
+                    self.nodes.push(SetNode::default());
+                    if let Some(d) = self.nodes.get_mut(n) {
+                        d.children.insert(c.into(), k);
+                    }
+                    k
+                }
+            };
+        }
+        if let Some(d) = self.nodes.get_mut(n) {
+            if !d.member {
+                d.member = true;
+                self.len += 1;
+            }
+        }
+    }
+
+    /// For each prefix of `p` (1 component, 2, … all of them), whether it is in the set;
+    /// stops early once no longer prefix can be.
+    fn walk<'a>(&'a self, p: &'a RelPath) -> impl Iterator<Item = bool> + 'a {
+        let mut n = Some(0usize);
+        p.components_bytes().map_while(move |c| {
+            let k = *self.nodes.get(n?)?.children.get(c)?;
+            n = Some(k);
+            self.nodes.get(k).map(|d| d.member)
+        })
+    }
+
+    /// Whether `p` is in the set.
+    pub(crate) fn contains(&self, p: &RelPath) -> bool {
+        let depth = p.depth();
+        self.walk(p).nth(depth.saturating_sub(1)).unwrap_or(false) && depth > 0
+    }
+
+    /// The depths (component counts) of the proper ancestors of `p` in the set, shallowest
+    /// first.
+    pub(crate) fn ancestors_of(&self, p: &RelPath) -> Vec<usize> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let depth = p.depth();
+        self.walk(p)
+            .take(depth.saturating_sub(1))
+            .enumerate()
+            .filter_map(|(i, m)| m.then_some(i + 1))
+            .collect()
+    }
+}
+
 impl AsRef<Path> for RelPath {
     fn as_ref(&self) -> &Path {
         &self.0
@@ -127,5 +279,35 @@ mod tests {
         for bad in [&b""[..], b".", b"..", b"/a", b"a/../b", b"a/.."] {
             assert!(RelPath::from_bytes(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn ancestors_and_sets() {
+        let p = RelPath::new("a/b/c/d").unwrap();
+        assert_eq!(p.depth(), 4);
+        assert_eq!(p.ancestor(1).unwrap().as_bytes(), b"a");
+        assert_eq!(p.ancestor(3).unwrap().as_bytes(), b"a/b/c");
+        assert_eq!(p.ancestor(4).unwrap(), p);
+        assert!(p.ancestor(0).is_none() && p.ancestor(5).is_none());
+        let mut seen = Vec::new();
+        let found = p.find_ancestor(|a| {
+            seen.push(a.to_string());
+            a.as_bytes() == b"a/b"
+        });
+        assert_eq!(found.unwrap().as_bytes(), b"a/b");
+        assert_eq!(seen, ["a", "a/b"]);
+        assert!(p.find_ancestor(|a| a == &p).is_none());
+
+        let mut set = RelPathSet::new();
+        assert!(set.is_empty() && set.ancestors_of(&p).is_empty());
+        for m in ["a", "a/b/c", "a/b/c/d", "x/y"] {
+            set.insert(&RelPath::new(m).unwrap());
+        }
+        assert!(set.contains(&p) && set.contains(&RelPath::new("a").unwrap()));
+        assert!(!set.contains(&RelPath::new("a/b").unwrap()));
+        assert!(!set.contains(&RelPath::new("x").unwrap()));
+        assert_eq!(set.ancestors_of(&p), [1, 3]);
+        assert_eq!(set.ancestors_of(&RelPath::new("x/y/z").unwrap()), [2]);
+        assert!(set.ancestors_of(&RelPath::new("q/a").unwrap()).is_empty());
     }
 }

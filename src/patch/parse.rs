@@ -17,9 +17,11 @@
 //!   timestamps after a TAB, `/dev/null` or the epoch timestamp for created and deleted files).
 //!
 //! Paths are stripped of a leading component (`-p1`, as `git apply` does by default; see
-//! [`parse_patch_strip`]) and must then be valid [`RelPath`]s: a name with `..`, an absolute name
-//! or an empty one makes the whole parse fail with [`Error::Containment`], so a hostile name can
-//! never reach the apply engine. Anything else that is malformed (a truncated hunk, bad base85,
+//! [`parse_patch_strip`]; every slash counts, as in git, so `b//etc/x` stays absolute) and must
+//! then be valid [`RelPath`]s: a name with `..` or a `.` component, an absolute name, one ending
+//! with `/` or an empty one makes the whole parse fail with [`Error::Containment`], so a hostile
+//! name can never reach the apply engine. Anything else that is malformed (a truncated hunk or
+//! input that ends inside a hunk line or a `\ No newline at end of file` line, bad base85,
 //! a hunk header outside a file, input with no patch at all) fails with [`Error::PatchParse`]
 //! and the 1-based line number. Text outside file patches (a commit message, `Only in …`
 //! lines, a mail signature) is skipped, as `git apply` does.
@@ -43,6 +45,7 @@
 //! ```
 
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
@@ -378,18 +381,20 @@ fn trim_eol(l: &[u8]) -> &[u8] {
     l.strip_suffix(b"\r").unwrap_or(l)
 }
 
-/// Removes `n` leading components (and the slashes after each), like git's `-p<n>`.
+/// Removes everything up to the `n`-th slash, like git's `-p<n>`: every slash counts, so
+/// `b//etc/passwd` keeps its second slash and stays absolute (git refuses it as an invalid
+/// path; it never becomes `etc/passwd`).
 fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
     let mut s = name;
     for _ in 0..n {
         let idx = s.iter().position(|&c| c == b'/')?;
         s = &s[idx + 1..];
-        while s.first() == Some(&b'/') {
-            s = &s[1..];
-        }
     }
     Some(s)
 }
+
+/// The `\ No newline at end of file` marker as git and GNU diff write it in English.
+const NO_NEWLINE_MARKER: &[u8] = b"\\ No newline at end of file";
 
 /// A file name as read from a header: `None` is `/dev/null`.
 type HeaderName = Option<Vec<u8>>;
@@ -484,6 +489,19 @@ impl<'a> Parser<'a> {
                 ),
             )
         })?;
+        // What git's verify_path refuses beyond '..' and absolute names (RelPath's rules):
+        // a '.' component and a name ending with '/' (a directory).
+        let refuse = |reason| Error::Containment {
+            path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(stripped)),
+            base: std::path::PathBuf::from("."),
+            reason,
+        };
+        if stripped.split(|&c| c == b'/').any(|c| c == b".") {
+            return Err(refuse("path has a '.' component"));
+        }
+        if stripped.len() > 1 && stripped.ends_with(b"/") {
+            return Err(refuse("path ends with '/'"));
+        }
         match RelPath::from_bytes(stripped) {
             Ok(p) => Ok(p),
             Err(Error::Containment {
@@ -890,13 +908,18 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 let l = self.lines[i];
-                let text = |l: &[u8]| {
-                    let mut t = l.to_vec();
-                    if !t.ends_with(b"\n") {
-                        t.push(b'\n');
-                    }
-                    t
-                };
+                // Only the input's last line can lack its newline: a hunk line cut off there
+                // is a truncated patch (git: "corrupt patch"), not a line to complete.
+                if !l.ends_with(b"\n") && l.first() != Some(&b'\\') {
+                    return Err(Self::err(
+                        i,
+                        format!(
+                            "the input ends inside a line of the hunk at line {} (truncated patch)",
+                            header_idx + 1
+                        ),
+                    ));
+                }
+                let text = |l: &[u8]| l.to_vec();
                 match l.first() {
                     Some(b' ') | Some(b'\n') if old_rem > 0 && new_rem > 0 => {
                         let t = if l[0] == b'\n' {
@@ -926,7 +949,7 @@ impl<'a> Parser<'a> {
                         new_rem -= 1;
                     }
                     Some(b'\\') => {
-                        Self::no_newline(&mut lines, i)?;
+                        self.no_newline(&mut lines, i)?;
                     }
                     Some(b' ') | Some(b'\n') | Some(b'-') | Some(b'+') => {
                         return Err(Self::err(
@@ -952,7 +975,7 @@ impl<'a> Parser<'a> {
                 i += 1;
             }
             if i < n && self.lines[i].starts_with(b"\\") {
-                Self::no_newline(&mut lines, i)?;
+                self.no_newline(&mut lines, i)?;
                 i += 1;
             }
             out.push(Hunk {
@@ -968,7 +991,28 @@ impl<'a> Parser<'a> {
         Ok((out, i))
     }
 
-    fn no_newline(lines: &mut [HunkLine], i: usize) -> Result<()> {
+    /// Takes the `\\ No newline at end of file` line at `i` off the last hunk line.
+    ///
+    /// Like git, any `\\ ` line of 12 bytes or more is the marker (diff tools translate it);
+    /// unlike git, which leaves a shorter one in place as junk (keeping the newline), a
+    /// shorter one or one the input ends inside is an error: the patch was cut off.
+    fn no_newline(&self, lines: &mut [HunkLine], i: usize) -> Result<()> {
+        let l = self.lines.get(i).copied().unwrap_or_default();
+        if !l.ends_with(b"\n")
+            && l != NO_NEWLINE_MARKER
+            && (NO_NEWLINE_MARKER.starts_with(l) || l.len() < 12)
+        {
+            return Err(Self::err(
+                i,
+                "the input ends inside a '\\ No newline at end of file' line (truncated patch)",
+            ));
+        }
+        if !l.starts_with(b"\\ ") || l.len() < 12 {
+            return Err(Self::err(
+                i,
+                "malformed '\\ No newline at end of file' line (cut off?)",
+            ));
+        }
         match lines.last_mut() {
             Some(last) if last.text.ends_with(b"\n") => {
                 last.text.pop();
@@ -1267,7 +1311,11 @@ mod tests {
     #[test]
     fn strip() {
         assert_eq!(strip_components(b"a/b/c", 1), Some(&b"b/c"[..]));
-        assert_eq!(strip_components(b"a//b", 1), Some(&b"b"[..]));
+        // This used to give "b": git counts every slash, so "a//b" loses "a/" and stays
+        // absolute ("/b", refused as an invalid path), and "-p2" gives "b".
+        assert_eq!(strip_components(b"a//b", 1), Some(&b"/b"[..]));
+        assert_eq!(strip_components(b"a//b", 2), Some(&b"b"[..]));
+        assert_eq!(strip_components(b"/abs/x", 1), Some(&b"abs/x"[..]));
         assert_eq!(strip_components(b"abc", 1), None);
         assert_eq!(strip_components(b"abc", 0), Some(&b"abc"[..]));
     }

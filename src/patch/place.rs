@@ -5,10 +5,14 @@
 //! matches the file exactly, line for line: no fuzz, no whitespace leniency. Hunks are
 //! placed in patch order, each after the previous one, so they never overlap. With offsets
 //! allowed, the match nearest the line the header names wins (like `git apply` and
-//! `patch`), searched in both directions; without, only the stated line counts. A hunk
-//! without leading context that starts at line 1 stays at the top, and one without trailing
-//! context ends at the end of the file. `reverse` places the new side instead, which is how
-//! an already applied patch is recognised.
+//! `patch`), searched in both directions; without, only the stated line counts. Hunks are
+//! anchored as `git apply` anchors them (`match_beginning`/`match_end` in git's apply.c):
+//! one that starts at line 0 or 1 of its side matches only at the top of the file, and one
+//! without trailing context (context-free `-U0` hunks included) only at the end, whatever
+//! the offset. So a hunk with no context lines is never placed at a line that merely
+//! looks the same, and the hunk that fills an empty file (`@@ -0,0 +1,n @@`) fits only an
+//! empty file. `reverse` places the new side instead, which is how an already applied
+//! patch is recognised.
 
 use crate::patch::parse::{Hunk, LineKind};
 
@@ -42,20 +46,19 @@ pub(crate) fn sides(h: &Hunk, reverse: bool) -> Sides<'_> {
         .filter(|l| l.kind == LineKind::Context || l.kind == new_kind)
         .map(|l| l.text.as_slice())
         .collect();
+    // Counted as git counts them: context before the first change, and context after the
+    // last one (a hunk without changes is all leading and all trailing context).
     let leading = h
         .lines
         .iter()
         .take_while(|l| l.kind == LineKind::Context)
         .count();
-    let trailing = if leading == h.lines.len() {
-        0
-    } else {
-        h.lines
-            .iter()
-            .rev()
-            .take_while(|l| l.kind == LineKind::Context)
-            .count()
-    };
+    let trailing = h
+        .lines
+        .iter()
+        .rev()
+        .take_while(|l| l.kind == LineKind::Context)
+        .count();
     let (start, len) = if reverse {
         (h.new_start, h.new_len)
     } else {
@@ -72,10 +75,27 @@ pub(crate) fn sides(h: &Hunk, reverse: bool) -> Sides<'_> {
         leading,
         trailing,
         expected,
-        // A hunk without leading context that starts at the top must stay there; one without
-        // trailing context (but with leading context) must end at the end of the file.
-        match_begin: leading == 0 && start <= 1,
-        match_end: trailing == 0 && leading > 0,
+        // git's rules (apply.c, without --unidiff-zero): a hunk whose side starts at line 0
+        // or 1 must match at the beginning, with or without leading context; a hunk
+        // without trailing context must match at the end.
+        match_begin: start <= 1,
+        match_end: trailing == 0,
+    }
+}
+
+impl Sides<'_> {
+    /// Why the hunk can only be placed at one end of the file, for conflict reports.
+    pub(crate) fn anchor(&self) -> Option<&'static str> {
+        match (self.match_begin, self.match_end) {
+            (true, true) => Some(
+                "it starts at the top and has no trailing context, so (as in git apply) it must match the whole file",
+            ),
+            (true, false) => Some("it starts at line 1, so (as in git apply) it must match at the top of the file"),
+            (false, true) => Some(
+                "it has no trailing context, so (as in git apply) it must match at the end of the file",
+            ),
+            (false, false) => None,
+        }
     }
 }
 
@@ -104,6 +124,11 @@ pub(crate) fn find_hunk(
     if !allow_offset {
         let p = usize::try_from(expected).ok()?;
         return (p >= from && p <= max && matches(p)).then_some(p);
+    }
+    // An anchored hunk has one possible place: no search.
+    if s.match_begin || s.match_end {
+        let p = if s.match_begin { 0 } else { max };
+        return (p >= from && matches(p)).then_some(p);
     }
     let e = usize::try_from(expected.max(0))
         .unwrap_or(0)
@@ -241,13 +266,58 @@ mod tests {
         let top = h(1, 1, &[(Delete, "b\n"), (Insert, "B\n")]);
         assert!(apply_hunks(&ls("a\nb\n"), std::slice::from_ref(&top), false, true).is_err());
         // No trailing context: must match at the end.
-        let end = h(1, 2, &[(Context, "a\n"), (Delete, "b\n")]);
+        let end = h(2, 2, &[(Context, "a\n"), (Delete, "b\n")]);
         assert!(apply_hunks(&ls("a\nb\nc\n"), std::slice::from_ref(&end), false, true).is_err());
         assert_eq!(
             apply_hunks(&ls("z\na\nb\n"), std::slice::from_ref(&end), false, true)
                 .unwrap()
                 .out,
             b"z\na\n"
+        );
+        // This test used to place the same hunk stated at line 1 after "z" (an offset). git
+        // anchors a hunk stated at line 0 or 1 to the top (apply.c's match_beginning, with
+        // or without leading context), so with no trailing context either it must match
+        // the whole file.
+        let whole = h(1, 2, &[(Context, "a\n"), (Delete, "b\n")]);
+        assert!(apply_hunks(&ls("z\na\nb\n"), std::slice::from_ref(&whole), false, true).is_err());
+        assert_eq!(
+            apply_hunks(&ls("a\nb\n"), std::slice::from_ref(&whole), false, true)
+                .unwrap()
+                .out,
+            b"a\n"
+        );
+        // No context at all (-U0): the end of the file, never a look-alike line elsewhere.
+        let zero = h(3, 1, &[(Delete, "x\n")]);
+        assert!(apply_hunks(
+            &ls("a\nb\nx\ny\n"),
+            std::slice::from_ref(&zero),
+            false,
+            true
+        )
+        .is_err());
+        assert!(apply_hunks(
+            &ls("a\nb\nx\ny\n"),
+            std::slice::from_ref(&zero),
+            false,
+            false
+        )
+        .is_err());
+        let p = apply_hunks(
+            &ls("z\na\nb\nx\n"),
+            std::slice::from_ref(&zero),
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!((p.out, p.offsets), (b"z\na\nb\n".to_vec(), vec![1]));
+        // The hunk that fills an empty file fits only an empty file.
+        let fill = h(0, 0, &[(Insert, "new\n")]);
+        assert!(apply_hunks(&ls("user\n"), std::slice::from_ref(&fill), false, true).is_err());
+        assert_eq!(
+            apply_hunks(&[], std::slice::from_ref(&fill), false, false)
+                .unwrap()
+                .out,
+            b"new\n"
         );
     }
 }

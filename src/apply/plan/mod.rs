@@ -23,8 +23,9 @@ use std::sync::Arc;
 use super::txn::Target;
 use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
 use crate::error::{Error, Result};
+use crate::fs::dotgit::dotgitmodules_alias;
 use crate::fs::project::{self, Data, Entry, ProjectPath};
-use crate::fs::relpath::RelPath;
+use crate::fs::relpath::{RelPath, RelPathSet};
 use crate::git::oid::blob_id_hex;
 use crate::patch::parse::{
     mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch,
@@ -178,10 +179,12 @@ pub(super) struct Planner<'a> {
     disk: BTreeMap<RelPath, Entry>,
     overlay: BTreeMap<RelPath, VState>,
     owner: BTreeMap<RelPath, usize>,
-    new_symlinks: BTreeSet<RelPath>,
+    new_symlinks: RelPathSet,
+    /// Every path the patch writes (for [`Self::below_patched_symlink`]).
+    new_paths: RelPathSet,
     /// Paths the patch removes: where one is a symlink in the project, it may become a
     /// directory (see [`project::check_with`]).
-    pub(super) gone_symlinks: BTreeSet<RelPath>,
+    pub(super) gone_symlinks: RelPathSet,
     pub(super) reports: Vec<FileReport>,
     /// Reports whose conflict could not be written with markers.
     unmarkable: BTreeSet<usize>,
@@ -196,8 +199,9 @@ impl<'a> Planner<'a> {
             disk: BTreeMap::new(),
             overlay: BTreeMap::new(),
             owner: BTreeMap::new(),
-            new_symlinks: BTreeSet::new(),
-            gone_symlinks: BTreeSet::new(),
+            new_symlinks: RelPathSet::new(),
+            new_paths: RelPathSet::new(),
+            gone_symlinks: RelPathSet::new(),
             reports: Vec::new(),
             unmarkable: BTreeSet::new(),
         }
@@ -205,32 +209,32 @@ impl<'a> Planner<'a> {
 
     /// The chokepoint for a path the patch writes.
     fn checked(&self, rel: &RelPath) -> Result<ProjectPath> {
-        let (syms, gone) = (&self.new_symlinks, &self.gone_symlinks);
-        project::check_with(&self.root, rel, &|a| syms.contains(a), &|a| {
-            gone.contains(a)
-        })
+        project::check_sets(
+            &self.root,
+            rel,
+            Some(&self.new_symlinks),
+            Some(&self.gone_symlinks),
+        )
     }
 
     /// The chokepoint for a path the patch only reads or removes (a deletion, the source of a
     /// rename or copy): symlinks the patch creates later do not matter for it.
     fn checked_source(&self, rel: &RelPath) -> Result<ProjectPath> {
-        let gone = &self.gone_symlinks;
-        project::check_with(&self.root, rel, &|_| false, &|a| gone.contains(a))
+        project::check_sets(&self.root, rel, None, Some(&self.gone_symlinks))
     }
 
     /// The project's entry before the patch (cached).
     fn original(&mut self, rel: &RelPath) -> Result<&Entry> {
         if !self.disk.contains_key(rel) {
             // Below a symlink the patch deletes there is nothing yet (and nothing to read).
+            // The ancestors the patch deletes are found in one walk down the set's tree.
             let mut below_gone = false;
-            let mut a = rel.parent();
-            while let Some(anc) = a {
-                if self.gone_symlinks.contains(&anc)
-                    && matches!(self.original(&anc)?, Entry::Symlink { .. })
-                {
+            for d in self.gone_symlinks.ancestors_of(rel) {
+                let Some(anc) = rel.ancestor(d) else { continue };
+                if matches!(self.original(&anc)?, Entry::Symlink { .. }) {
                     below_gone = true;
+                    break;
                 }
-                a = anc.parent();
             }
             let e = if below_gone {
                 Entry::Absent
@@ -258,14 +262,17 @@ impl<'a> Planner<'a> {
         for fp in &patch.files {
             if let (Some(p), Some(m)) = (&fp.new_path, fp.new_mode) {
                 if mode_is_symlink(m) {
-                    self.new_symlinks.insert(p.clone());
+                    self.new_symlinks.insert(p);
                 }
+            }
+            if let Some(p) = &fp.new_path {
+                self.new_paths.insert(p);
             }
             // Paths the patch removes (deleted, or renamed away): if one is a symlink in the
             // project, paths below it are a directory the patch creates.
             if let Some(p) = &fp.old_path {
                 if fp.new_path.is_none() || (fp.is_rename && fp.new_path.as_ref() != Some(p)) {
-                    self.gone_symlinks.insert(p.clone());
+                    self.gone_symlinks.insert(p);
                 }
             }
         }
@@ -340,6 +347,38 @@ impl<'a> Planner<'a> {
                 FileStatus::Refused,
                 "submodule changes are not supported",
             ));
+        }
+        // A type change (file <-> symlink) is a deletion and a creation in git's patches;
+        // within one file patch git refuses it ("new mode ... does not match old mode").
+        if let (Some(_), Some(_), Some(o), Some(n)) =
+            (&fp.old_path, &fp.new_path, fp.old_mode, fp.new_mode)
+        {
+            if (o ^ n) & 0o170000 != 0 {
+                return Ok(Self::report(
+                    fp,
+                    FileStatus::Refused,
+                    format!(
+                        "new mode {n:o} does not match old mode {o:o}: a change of file type must be a deletion and a creation (git refuses it too)"
+                    ),
+                ));
+            }
+        }
+        // git refuses symlinks named .gitmodules (or an alias of it): git reads that file.
+        if let (Some(p), Some(m)) = (&fp.new_path, fp.new_mode) {
+            if mode_is_symlink(m) {
+                let cs: Vec<&[u8]> = p.as_bytes().split(|&c| c == b'/').collect();
+                let why = cs
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, c)| dotgitmodules_alias(c, i + 1 == cs.len()));
+                if let Some(why) = why {
+                    return Ok(Self::report(
+                        fp,
+                        FileStatus::Refused,
+                        format!("{p}: {why} is refused (git reads that file)"),
+                    ));
+                }
+            }
         }
         if fp.binary == Some(BinaryPatch::NoData) {
             return Ok(Self::report(
@@ -461,22 +500,13 @@ impl<'a> Planner<'a> {
     /// Whether an ancestor of `rel` is a symlink in the project at a path this patch writes
     /// (so the patch's result has no directory there).
     fn below_patched_symlink(&mut self, rel: &RelPath) -> Result<bool> {
-        let patch = self.patch;
-        let mut a = rel.parent();
-        while let Some(anc) = a {
-            if patch
-                .files
-                .iter()
-                .any(|f| f.new_path.as_ref() == Some(&anc))
-            {
-                let pp = project::check_with(&self.root, &anc, &|_| false, &|_| false);
-                if let Ok(pp) = pp {
-                    if matches!(project::read(&pp)?, Entry::Symlink { .. }) {
-                        return Ok(true);
-                    }
+        for d in self.new_paths.ancestors_of(rel) {
+            let Some(anc) = rel.ancestor(d) else { continue };
+            if let Ok(pp) = project::check_sets(&self.root, &anc, None, None) {
+                if matches!(project::read(&pp)?, Entry::Symlink { .. }) {
+                    return Ok(true);
                 }
             }
-            a = anc.parent();
         }
         Ok(false)
     }
@@ -537,23 +567,46 @@ impl<'a> Planner<'a> {
 
     /// Whole-patch checks once every file is resolved: parents must be directories, and a
     /// directory can only be replaced by a file if the patch empties it.
+    ///
+    /// Each path's parents are judged in time proportional to the path: the planned ones
+    /// are found in one walk down a tree of the planned paths, and the project's in one walk
+    /// down the project (below the first entry that is not a directory nothing exists).
     fn validate(&mut self) -> Result<()> {
-        let finals: Vec<(RelPath, VState)> = self
+        let finals: Vec<RelPath> = self
             .overlay
             .iter()
             .filter(|(_, v)| matches!(v, VState::File { .. } | VState::Symlink(_)))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, _)| k.clone())
             .collect();
-        for (path, _) in finals {
-            let mut problem = None;
-            let mut anc = path.parent();
-            while let Some(a) = anc {
-                let st = self.current(&a)?;
-                if matches!(st, VState::File { .. } | VState::Symlink(_) | VState::Other) {
-                    problem = Some(format!("{a} is not a directory"));
+        let mut planned = RelPathSet::new();
+        for k in self.overlay.keys() {
+            planned.insert(k);
+        }
+        let not_dir =
+            |v: &VState| matches!(v, VState::File { .. } | VState::Symlink(_) | VState::Other);
+        for path in finals {
+            // The shallowest parent that will not be a directory.
+            let mut bad: Option<usize> = None;
+            let in_plan = planned.ancestors_of(&path);
+            for &d in &in_plan {
+                let st = path.ancestor(d).and_then(|a| self.overlay.get(&a));
+                if st.is_some_and(not_dir) {
+                    bad = Some(d);
+                    break;
                 }
-                anc = a.parent();
             }
+            let (dirs, blocker) = project::probe_parents(&self.root, &path)?;
+            if blocker.is_some() {
+                // Component `dirs` (0-based) is a file, symlink or special file in the
+                // project; it stays one unless the patch plans something else there.
+                let d = dirs + 1;
+                if !in_plan.contains(&d) && bad.is_none_or(|b| d < b) {
+                    bad = Some(d);
+                }
+            }
+            let mut problem = bad
+                .and_then(|d| path.ancestor(d))
+                .map(|a| format!("{a} is not a directory"));
             if problem.is_none() && matches!(self.original(&path)?, Entry::Dir { .. }) {
                 let pp = self.checked(&path)?;
                 let leaves = project::list_leaves(&pp)?;

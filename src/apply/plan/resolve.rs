@@ -4,8 +4,9 @@
 //! blob id, the literal data of its reverse side, or a delta whose result must then match
 //! the `index` line); anything else conflicts, binary files are not merged. Text is tried
 //! in order: every hunk at its stated line; the result already there (by blob id, or equal
-//! to the patched pre-image); every hunk at the nearest offset; the patch reversing cleanly
-//! (already applied); a 3-way merge of the pre-image, the project file and the patched
+//! to the patched pre-image); every hunk at the nearest offset; the patch reversing exactly
+//! at its stated lines (already applied: the file is the patch's result there, never a
+//! look-alike at an offset); a 3-way merge of the pre-image, the project file and the patched
 //! pre-image; else a conflict naming the hunks whose context is gone. The invariant kept:
 //! drift is handled, never guessed past. Each success is an exact placement, a clean
 //! reverse or a merge whose edits do not overlap, and conflict markers come only from the
@@ -41,6 +42,17 @@ impl Planner<'_> {
         if let Some(m) = fp.old_mode {
             if mode_is_symlink(m) != is_link {
                 return Ok(conflict("file type changed locally (file vs symlink)"));
+            }
+        }
+        // Without an old mode, the new one must keep the type of what is there (git takes
+        // the old mode from the file and refuses the type change).
+        if let (None, Some(m)) = (fp.old_mode, fp.new_mode) {
+            if mode_is_symlink(m) != is_link {
+                return Ok(Res::Refuse(format!(
+                    "new mode {m:o} would change the {} into a {}: a change of file type must be a deletion and a creation (git refuses it too)",
+                    if is_link { "symlink" } else { "file" },
+                    if is_link { "file" } else { "symlink" },
+                )));
             }
         }
         let (content, how) = match &fp.binary {
@@ -155,11 +167,15 @@ impl Planner<'_> {
         pre_rel: &RelPath,
     ) -> Result<std::result::Result<(Vec<u8>, How), Res>> {
         let cur = split_lines(data);
+        // Whether the file holds the patch's result: every hunk's new side exactly where its
+        // header puts it (no offsets: a look-alike elsewhere in the file is not the patch's
+        // doing), anchored like the forward side.
+        let reverses = hunks_fit(&cur, &fp.hunks, true, false);
         // The common case, decided without hashing the file or reading a pre-image: every
         // hunk fits exactly where its header says, and the reverse does not. Then the file
         // cannot already be the patch's result (that result takes the reverse exactly), so
         // the checks for an already applied patch below cannot succeed.
-        if !hunks_fit(&cur, &fp.hunks, true, false) {
+        if !reverses {
             if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, false) {
                 return Ok(Ok((p.out, How::Applied(String::new()))));
             }
@@ -196,7 +212,7 @@ impl Planner<'_> {
         if let Ok(p) = apply_hunks(&cur, &fp.hunks, false, true) {
             return Ok(Ok((p.out, How::Applied(offsets_note(&p.offsets)))));
         }
-        if hunks_fit(&cur, &fp.hunks, true, true) {
+        if reverses {
             return Ok(Ok((
                 data.to_vec(),
                 How::Already(
@@ -237,10 +253,14 @@ impl Planner<'_> {
         for (k, h) in fp.hunks.iter().enumerate() {
             let s = sides(h, false);
             if find_hunk(&cur, &s, 0, s.expected as isize, true).is_none() {
+                let reason = match s.anchor() {
+                    Some(why) => format!("{why}, and the project file does not have it there"),
+                    None => "its context is not in the project file".into(),
+                };
                 conflicts.push(HunkConflict {
                     hunk: k + 1,
                     header: h.header(),
-                    reason: "its context is not in the project file".into(),
+                    reason,
                 });
             }
         }

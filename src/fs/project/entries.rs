@@ -14,13 +14,13 @@ use std::ffi::{CStr, CString};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{
-    cached, comps, cstring, evict, fd_result, fstatat, is_missing, is_symlink_error, open_root,
-    openat_dir, rc, refuse, remember, root_fd, timespec, ProjectPath,
+    cstring, evict, fd_result, fstatat, is_missing, is_symlink_error, open_root, openat_dir, rc,
+    refuse, remember, timespec, walk_start, Comps, ProjectPath,
 };
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
@@ -80,38 +80,21 @@ impl Entry {
 /// The opened parent directory of a path and the last component's name, or `None` if a
 /// parent directory does not exist.
 fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
-    let cs = comps(rel);
-    let Some((last, dirs)) = cs.split_last() else {
+    let c = Comps::of(rel);
+    let Some(n) = c.len().checked_sub(1) else {
         return Err(refuse(root, rel, "path is empty"));
     };
     // Start below the deepest directory already open in this scope.
-    let mut key = PathBuf::new();
-    let mut keys = Vec::with_capacity(dirs.len());
-    for c in dirs {
-        key.push(std::ffi::OsStr::from_bytes(c));
-        keys.push(key.clone());
-    }
-    let mut start = 0;
-    let mut dir = None;
-    for (i, k) in keys.iter().enumerate().rev() {
-        if let Some(fd) = cached(root, k) {
-            dir = Some(fd);
-            start = i + 1;
-            break;
-        }
-    }
-    let mut dir = match dir {
-        Some(d) => d,
-        None => root_fd(root)?,
-    };
-    let mut here = root.to_path_buf();
-    for (c, k) in dirs.iter().zip(&keys).skip(start) {
-        here.push(std::ffi::OsStr::from_bytes(c));
-        let name = cstring(c).map_err(|e| Error::io("open directory", &here, e))?;
+    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
+    for i in k..n {
+        let comp = c.comp(i);
+        let name =
+            cstring(comp).map_err(|e| Error::io("open directory", c.full(root, i + 1), e))?;
         match openat_dir(dir.as_fd(), &name) {
             Ok(d) => {
-                dir = Rc::new(d);
-                remember(root, k, &dir);
+                let d = Rc::new(d);
+                node = remember(root, node, comp, &d);
+                dir = d;
             }
             // With O_DIRECTORY | O_NOFOLLOW a symlink gives ELOOP or ENOTDIR depending on
             // the system: look at what is there.
@@ -119,11 +102,47 @@ fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)
                 return Err(refuse(root, rel, "path goes through a symlink"))
             }
             Err(e) if is_missing(&e) => return Ok(None),
-            Err(e) => return Err(Error::io("open directory", &here, e)),
+            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
         }
     }
-    let name = cstring(last).map_err(|e| Error::io("open", root.join(rel.as_path()), e))?;
+    let name = cstring(c.comp(n)).map_err(|e| Error::io("open", c.full(root, n + 1), e))?;
     Ok(Some((dir, name)))
+}
+
+/// How the parent directories of `rel` stand in the project, found in one walk that never
+/// follows a symlink: how many of them, from the top, are directories, and the file type
+/// (`st_mode`) of the next one when something other than a directory is there (`None`
+/// when nothing is, or when every parent is a directory). Below that entry nothing exists.
+pub(crate) fn probe_parents(root: &Path, rel: &RelPath) -> Result<(usize, Option<libc::mode_t>)> {
+    let c = Comps::of(rel);
+    let n = c.len().saturating_sub(1);
+    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
+    for i in k..n {
+        let comp = c.comp(i);
+        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full(root, i + 1), e))?;
+        let st = match fstatat(dir.as_fd(), &name) {
+            Ok(st) => st,
+            Err(e) if is_missing(&e) => return Ok((i, None)),
+            Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Ok((i, Some(st.st_mode)));
+        }
+        match openat_dir(dir.as_fd(), &name) {
+            Ok(d) => {
+                let d = Rc::new(d);
+                node = remember(root, node, comp, &d);
+                dir = d;
+            }
+            // Swapped for a symlink since the stat.
+            Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
+                return Ok((i, Some(libc::S_IFLNK)))
+            }
+            Err(e) if is_missing(&e) => return Ok((i, None)),
+            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+        }
+    }
+    Ok((n, None))
 }
 
 fn need_parent(p: &ProjectPath, op: &'static str) -> Result<(Rc<OwnedFd>, CString)> {
