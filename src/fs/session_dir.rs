@@ -250,6 +250,22 @@ impl SessionDir {
         &self.0.path
     }
 
+    /// The names in the session directory, read through its descriptor (so they are the
+    /// names of the directory this capability holds, wherever its path now leads).
+    pub fn names(&self) -> Result<Vec<OsString>> {
+        let mut dir = rustix::fs::Dir::read_from(&self.0.fd)
+            .map_err(|e| io_err("list session", &self.0.path, e))?;
+        let mut out = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| io_err("list session", &self.0.path, e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                out.push(OsStr::from_bytes(name).to_os_string());
+            }
+        }
+        Ok(out)
+    }
+
     fn refuse(&self, candidate: &Path, reason: &'static str) -> Error {
         Error::Containment {
             path: candidate.to_path_buf(),
@@ -1172,6 +1188,32 @@ mod tests {
         refused(sd.join(Path::new("sub")));
         // The session directory's own files are still reachable.
         assert!(exists(&here).unwrap());
+    }
+
+    #[test]
+    fn the_walk_without_openat2_refuses_symlinks_too() {
+        let (_t, sd, victim) = setup();
+        let base = sd.0.fd.as_fd();
+        assert!(walk_dir_beneath(base, Path::new("sub/inner")).is_ok());
+        assert!(walk_dir_beneath(base, Path::new("")).is_ok());
+        swap(&sd, &victim);
+        assert_eq!(
+            walk_dir_beneath(base, Path::new("sub/inner")).err(),
+            Some(Errno::LOOP)
+        );
+        assert_eq!(
+            walk_dir_beneath(base, Path::new("sub")).err(),
+            Some(Errno::LOOP)
+        );
+        assert_eq!(
+            walk_dir_beneath(base, Path::new("../x")).err(),
+            Some(Errno::XDEV)
+        );
+        // And openat2 itself, where the kernel has it.
+        assert_eq!(
+            open_dir_beneath(base, Path::new("sub/inner")).err(),
+            Some(Errno::LOOP)
+        );
     }
 
     #[test]

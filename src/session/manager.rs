@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::ignore::IgnoreRules;
@@ -925,10 +925,11 @@ impl SandboxManager {
                 first_err.get_or_insert(e);
             }
         };
-        let names: Vec<String> = std::fs::read_dir(&self.session_dir)
-            .ctx("list session", &self.session_dir)?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
+        let names: Vec<String> = self
+            .handle
+            .names()?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
             .collect();
         // Sandboxes leave view first, each in one rename: a process killed while deleting
         // must not leave a half-deleted sandbox (or a sandbox without its base) that the
