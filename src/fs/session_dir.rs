@@ -386,8 +386,13 @@ impl SessionPath {
         }
     }
 
-    /// [`SessionPath::parent_at`] for a call that needs the parent to exist.
+    /// [`SessionPath::parent_at`] for a call that needs the parent to exist. Only removals
+    /// act on the session directory itself: anything else given it is refused, so no write
+    /// ever lands beside the session directory.
     fn need_parent(&self, op: &'static str) -> Result<(At<'_>, OsString)> {
+        if self.rel.is_none() {
+            return Err(self.refuse("only removal may act on the session directory itself"));
+        }
         self.parent_at(op)?.ok_or_else(|| {
             Error::io(
                 op,
@@ -1234,6 +1239,10 @@ mod tests {
         symlink(&victim, sd.path().join("link")).unwrap();
         let me = sd.join(sd.path()).unwrap();
         assert!(!remove_empty_dir(&me).unwrap());
+        // Nothing but removal acts on the session directory itself (its parent is the root).
+        refused(write_scratch(&me, b"x"));
+        refused(rename(&me, &sd.join(Path::new("elsewhere")).unwrap()));
+        refused(create_dir_new(&me));
         remove_tree(&me).unwrap();
         assert!(!sd.path().exists());
         victim_untouched(&victim);
