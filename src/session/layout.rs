@@ -20,7 +20,7 @@ use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::session_dir::{self, path_in_session_base};
+use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
 
 /// Name of the snapshot directory in a session directory.
@@ -123,6 +123,8 @@ pub struct NewSession {
     pub dir: PathBuf,
     /// The open, exclusively `flock`ed `session.lock`; the session is alive while it is held.
     pub lock: File,
+    /// The session directory, open: every write into it goes through this capability.
+    pub handle: SessionDir,
 }
 
 /// Name of the lock file in a session directory.
@@ -141,7 +143,8 @@ pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
     let id = new_session_id();
     let tmp = root.join(format!(".{id}.tmp"));
     fs::create_dir(&tmp).ctx("create session directory", &tmp)?;
-    let tmp_dir = path_in_session_base(&tmp, &tmp)?;
+    let handle = SessionDir::open(&tmp)?;
+    let tmp_dir = handle.join(&tmp)?;
     let lock = session_dir::open_lock_file(&tmp_dir.child(&RelPath::new(LOCK_FILE)?))?;
     lock.try_lock().map_err(|e| {
         Error::io(
@@ -157,7 +160,14 @@ pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
     )?;
     let dir = root.join(&id);
     fs::rename(&tmp, &dir).ctx("create session directory", &dir)?;
-    Ok(NewSession { id, dir, lock })
+    // The descriptor follows the directory to its new name.
+    let handle = handle.renamed(&dir)?;
+    Ok(NewSession {
+        id,
+        dir,
+        lock,
+        handle,
+    })
 }
 
 /// Opens the sessions lock of an existing session and tries to take it: `Ok(Some(file))`

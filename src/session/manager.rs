@@ -19,9 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, path_in_session_base, SessionPath};
+use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::ignore::IgnoreRules;
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
@@ -129,6 +129,8 @@ pub struct SandboxManager {
     root: PathBuf,
     session_id: String,
     session_dir: PathBuf,
+    /// The session directory, open: the capability every write of this manager goes through.
+    handle: SessionDir,
     lock: Mutex<Option<File>>,
     progress: Option<Arc<ProgressFn>>,
     base: Mutex<Option<Arc<SessionBase>>>,
@@ -175,6 +177,7 @@ impl SandboxManager {
             root,
             session_id: s.id,
             session_dir: s.dir,
+            handle: s.handle,
             lock: Mutex::new(Some(s.lock)),
             progress: options.progress,
             base: Mutex::new(None),
@@ -235,9 +238,9 @@ impl SandboxManager {
         &self.root
     }
 
-    /// The chokepoint for this session: see [`session_dir::path_in_session_base`].
+    /// The chokepoint for this session: see [`SessionDir::join`].
     pub fn path_in_session_base(&self, p: &Path) -> Result<SessionPath> {
-        path_in_session_base(&self.session_dir, p)
+        self.handle.join(p)
     }
 
     /// Entries the snapshot skipped (FIFOs, sockets, devices, nested repositories, files
@@ -393,7 +396,7 @@ impl SandboxManager {
         let dir = self.path_in_session_base(Path::new(&format!("d-{delegation_id}")))?;
         {
             let mut map = self.sandboxes.lock();
-            if map.contains_key(delegation_id) || std::fs::symlink_metadata(dir.as_path()).is_ok() {
+            if map.contains_key(delegation_id) || session_dir::exists(&dir)? {
                 return Err(Error::IdInUse {
                     id: delegation_id.to_string(),
                 });
@@ -549,9 +552,7 @@ impl SandboxManager {
                     };
                     session_dir::write_file_replace(&dst, &data, mode)?;
                     session_dir::set_mtime(&dst, st.mtime)?;
-                    StatKey::from_metadata(
-                        &std::fs::symlink_metadata(dst.as_path()).ctx("stat", dst.as_path())?,
-                    )
+                    StatKey::from_metadata(&session_dir::symlink_metadata(&dst)?)
                 }
             };
             push(&n.rel, key, &mut entries);
@@ -675,9 +676,13 @@ impl SandboxManager {
         // pruning removes (it is discarded work, never recovered).
         let trash =
             self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-        match std::fs::rename(p.as_path(), trash.as_path()) {
+        match session_dir::rename(&p, &trash) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(())
+            }
+            // Refused (a symlink swapped in): nothing is removed.
+            Err(e @ Error::Containment { .. }) => return Err(e),
             Err(_) => return session_dir::remove_tree(&p),
         }
         let in_thread = trash.clone();
@@ -728,7 +733,7 @@ impl SandboxManager {
         let pre = sbase
             .as_ref()
             .map(|_| (touched.as_slice(), &read as pending::PreimageFn));
-        pending::write_pending(&self.session_dir, &meta, patch, pre)
+        pending::write_pending_in(&self.handle, &meta, patch, pre)
     }
 
     /// Finalizes the sandbox, asks `decide` (if any) whether to accept the patch, then
@@ -920,10 +925,11 @@ impl SandboxManager {
                 first_err.get_or_insert(e);
             }
         };
-        let names: Vec<String> = std::fs::read_dir(&self.session_dir)
-            .ctx("list session", &self.session_dir)?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
+        let names: Vec<String> = self
+            .handle
+            .names()?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
             .collect();
         // Sandboxes leave view first, each in one rename: a process killed while deleting
         // must not leave a half-deleted sandbox (or a sandbox without its base) that the

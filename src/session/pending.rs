@@ -17,7 +17,7 @@ use crate::apply::store::UndoStore;
 use crate::apply::{ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, path_in_session_base};
+use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::oid::{from_hex, to_hex};
 use crate::session::layout;
 use crate::tree::snapshot::NodeKind;
@@ -115,6 +115,18 @@ pub fn write_pending(
     patch: &[u8],
     preimages: Option<(&[RelPath], PreimageFn<'_>)>,
 ) -> Result<PathBuf> {
+    write_pending_in(&SessionDir::open(session_dir)?, meta, patch, preimages)
+}
+
+/// [`write_pending`] into a session directory already open: every file of the entry is
+/// made beneath its descriptor, so a `pending/` swapped for a symlink at any moment makes
+/// the write fail instead of landing elsewhere.
+pub fn write_pending_in(
+    session: &SessionDir,
+    meta: &PendingMeta,
+    patch: &[u8],
+    preimages: Option<(&[RelPath], PreimageFn<'_>)>,
+) -> Result<PathBuf> {
     let id = &meta.delegation;
     layout::validate_delegation_id(id)?;
     if id.len() + MAX_SUFFIX > layout::MAX_ID_LEN {
@@ -124,9 +136,9 @@ pub fn write_pending(
             reason: "too long to store as a pending patch (at most 123 bytes)",
         });
     }
-    let dir = path_in_session_base(session_dir, Path::new(PENDING_DIR))?;
+    let dir = session.join(Path::new(PENDING_DIR))?;
     session_dir::create_dir_all(&dir)?;
-    let at = |name: String| path_in_session_base(session_dir, &dir.as_path().join(name));
+    let at = |name: String| RelPath::new(name).map(|n| dir.child(&n));
     let pre_tmp = match preimages {
         Some((paths, read)) => Some(fill_preimages(
             &at(format!(".{id}.pre.{}.tmp", ulid::Ulid::new()))?,
@@ -148,8 +160,8 @@ pub fn write_pending(
                 at(format!("{stem}.pre"))?,
                 at(format!("{stem}.patch"))?,
             );
-            let taken = |p: &session_dir::SessionPath| fs::symlink_metadata(p.as_path()).is_ok();
-            if taken(&patch_path) || taken(&meta_path) || taken(&pre_path) {
+            let taken = |p: &SessionPath| session_dir::exists(p);
+            if taken(&patch_path)? || taken(&meta_path)? || taken(&pre_path)? {
                 continue;
             }
             if !session_dir::write_atomic_new(&meta_path, &encoded)? {
@@ -185,10 +197,10 @@ pub fn write_pending(
 
 /// Writes the base versions of `paths` into the new directory `tmp` and returns it.
 fn fill_preimages(
-    tmp: &session_dir::SessionPath,
+    tmp: &SessionPath,
     paths: &[RelPath],
     read: PreimageFn<'_>,
-) -> Result<session_dir::SessionPath> {
+) -> Result<SessionPath> {
     session_dir::create_dir_all(tmp)?;
     let filled = (|| {
         for rel in paths {
@@ -227,7 +239,12 @@ fn fill_preimages(
 /// arrived. Only for a session nobody writes any more (a dead one, claimed by its caller): in
 /// a live one these are a writer's work in progress.
 pub fn tidy_dead_session(session_dir: &Path) -> Result<()> {
-    let dir = session_dir.join(PENDING_DIR);
+    tidy_dead_session_in(&SessionDir::open(session_dir)?)
+}
+
+/// [`tidy_dead_session`] of a session directory already open.
+pub fn tidy_dead_session_in(session: &SessionDir) -> Result<()> {
+    let dir = session.path().join(PENDING_DIR);
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -241,7 +258,7 @@ pub fn tidy_dead_session(session_dir: &Path) -> Result<()> {
         let stem = n.strip_suffix(".meta").or_else(|| n.strip_suffix(".pre"));
         let orphan = stem.is_some_and(|s| !names.contains(&format!("{s}.patch")));
         if n.starts_with('.') || orphan {
-            session_dir::remove_tree(&path_in_session_base(session_dir, &dir.join(n))?)?;
+            session_dir::remove_tree(&session.join(&dir.join(n))?)?;
         }
     }
     Ok(())
@@ -389,30 +406,21 @@ pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
         .ctx("resolve root", root)?
         .join(e.session());
     let d = e.delegation().to_string();
+    let session = SessionDir::open(&session_dir)?;
     let pdir = Path::new(PENDING_DIR);
     // The patch file is the entry: once it is gone, the rest is tidying up.
-    session_dir::remove_file(&path_in_session_base(
-        &session_dir,
-        &pdir.join(format!("{d}.patch")),
-    )?)?;
+    session_dir::remove_file(&session.join(&pdir.join(format!("{d}.patch")))?)?;
     let tidy = || -> Result<()> {
-        session_dir::remove_file(&path_in_session_base(
-            &session_dir,
-            &pdir.join(format!("{d}.meta")),
-        )?)?;
-        session_dir::remove_tree(&path_in_session_base(
-            &session_dir,
-            &pdir.join(format!("{d}.pre")),
-        )?)?;
-        let p = path_in_session_base(&session_dir, pdir)?;
+        session_dir::remove_file(&session.join(&pdir.join(format!("{d}.meta")))?)?;
+        session_dir::remove_tree(&session.join(&pdir.join(format!("{d}.pre")))?)?;
+        let p = session.join(pdir)?;
         // A session without its lock file has ended; once its last pending patch is gone, so
         // is the session directory.
-        if session_dir::remove_empty_dir(&p)? && !session_dir.join(layout::LOCK_FILE).exists() {
-            session_dir::remove_file(&path_in_session_base(
-                &session_dir,
-                Path::new(layout::META_FILE),
-            )?)?;
-            session_dir::remove_empty_dir(&path_in_session_base(&session_dir, &session_dir)?)?;
+        if session_dir::remove_empty_dir(&p)?
+            && !session_dir::exists(&session.join(Path::new(layout::LOCK_FILE))?)?
+        {
+            session_dir::remove_file(&session.join(Path::new(layout::META_FILE))?)?;
+            session_dir::remove_empty_dir(&session.join(&session_dir)?)?;
         }
         Ok(())
     };

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, path_in_session_base};
+use crate::fs::session_dir::{self, SessionDir};
 use crate::git::ignore::IgnoreRules;
 use crate::git::repo::{discover_repo, GitRepo};
 use crate::session::layout;
@@ -182,7 +182,9 @@ fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
         let dir = root.join(&name);
         match layout::try_claim_session(&dir) {
             Ok(Some(_lock)) => {
-                let r = path_in_session_base(&dir, &dir).and_then(|p| session_dir::remove_tree(&p));
+                let r = SessionDir::open(&dir)
+                    .and_then(|s| s.join(&dir))
+                    .and_then(|p| session_dir::remove_tree(&p));
                 if let Err(e) = r {
                     report.errors.push(e.to_string());
                 }
@@ -235,6 +237,14 @@ pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
 }
 
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
+    // Every write of the recovery goes through this one open session directory.
+    let session = match SessionDir::open(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            report.errors.push(format!("session {id}: {e}"));
+            return;
+        }
+    };
     let project = read_project(dir).unwrap_or_default();
     let base_dir = dir.join(layout::BASE_DIR);
     let repo = discover_repo(&project).ok().flatten();
@@ -259,7 +269,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         let d_id = &name[2..];
         let sb = dir.join(&name);
         let saved = match &base {
-            Some(base) => recover_one(dir, id, d_id, &project, base, &sb, repo.as_ref()),
+            Some(base) => recover_one(&session, id, d_id, &project, base, &sb, repo.as_ref()),
             // No base: the session died before any sandbox could be complete.
             None => Ok(None),
         };
@@ -268,11 +278,9 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                 report.recovered.extend(p);
                 // Out of view in one step, then deleted: a recovery killed while deleting
                 // must not leave a half-deleted sandbox for the next one to take for work.
-                let r = path_in_session_base(dir, &sb).and_then(|p| {
-                    let trash = path_in_session_base(
-                        dir,
-                        Path::new(&format!(".trash-{}", ulid::Ulid::new())),
-                    )?;
+                let r = session.join(&sb).and_then(|p| {
+                    let trash =
+                        session.join(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
                     session_dir::rename(&p, &trash)?;
                     session_dir::remove_tree(&trash)
                 });
@@ -307,12 +315,13 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                 .collect()
         })
         .unwrap_or_default();
-    if let Err(e) = pending::tidy_dead_session(dir) {
+    if let Err(e) = pending::tidy_dead_session_in(&session) {
         report.errors.push(format!("session {id}: {e}"));
     }
     let mut remove = |rel: &str| {
-        let r =
-            path_in_session_base(dir, Path::new(rel)).and_then(|p| session_dir::remove_tree(&p));
+        let r = session
+            .join(Path::new(rel))
+            .and_then(|p| session_dir::remove_tree(&p));
         if let Err(e) = r {
             report.errors.push(e.to_string());
         }
@@ -331,13 +340,15 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     }
     remove(layout::LOCK_FILE);
     if !has_pending {
-        let _ = path_in_session_base(dir, dir).and_then(|p| session_dir::remove_empty_dir(&p));
+        let _ = session
+            .join(dir)
+            .and_then(|p| session_dir::remove_empty_dir(&p));
     }
     report.pruned.push(id.to_string());
 }
 
 fn recover_one(
-    dir: &Path,
+    session_dir: &SessionDir,
     session: &str,
     d_id: &str,
     project: &Path,
@@ -348,6 +359,7 @@ fn recover_one(
     let rules = IgnoreRules::load(sb, repo)?;
     // The manifest kept beside the sandbox lets the diff trust stat data as finalize does;
     // without a whole one, everything is compared by content.
+    let dir = session_dir.path();
     let manifest = fs::read(dir.join(format!("{}{d_id}", layout::MANIFEST_PREFIX)))
         .ok()
         .and_then(|b| diff::Manifest::decode(&b));
@@ -377,5 +389,5 @@ fn recover_one(
         return Ok(Some(p));
     }
     // A pending patch of the same id may exist already: write_pending keeps both.
-    pending::write_pending(dir, &meta, &patch, Some((&touched, &read))).map(Some)
+    pending::write_pending_in(session_dir, &meta, &patch, Some((&touched, &read))).map(Some)
 }

@@ -128,7 +128,7 @@ impl Base {
     ) -> Result<()> {
         let node = &self.nodes[i];
         let dst = base_dir.child(&node.rel);
-        if fs::symlink_metadata(dst.as_path()).is_ok() {
+        if session_dir::exists(&dst)? {
             return Ok(());
         }
         let BaseSrc::Blob(_, st) = self.srcs[i] else {

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::session_dir::{self, DirHandle, SessionPath};
 
 /// The type of a node in a tree: what git can store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,6 +85,17 @@ pub struct StatKey {
 }
 
 impl StatKey {
+    /// Reads the key from a raw `stat`.
+    pub(crate) fn from_stat(st: &rustix::fs::Stat) -> StatKey {
+        StatKey {
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+            mode: st.st_mode,
+        }
+    }
+
     /// Reads the key from lstat metadata.
     pub fn from_metadata(m: &fs::Metadata) -> StatKey {
         StatKey {
@@ -147,18 +158,23 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
     progress: Option<&ProgressFn>,
     verify: Option<&VerifyFn<'_>>,
 ) -> Result<CopyOutcome> {
-    let mut last_dir: Option<RelPath> = None;
+    // The directory being filled, opened once beneath its session directory: every
+    // directory and file of the copy is made relative to descriptors reached from it, never
+    // by a path the kernel resolves again.
+    let root = session_dir::open_dir(dst_root)?;
+    let mut parents: Vec<RelPath> = Vec::new();
     for n in nodes {
         let n: &Node = n.borrow();
         let Some(parent) = n.rel.parent() else {
             continue;
         };
-        if last_dir.as_ref() == Some(&parent) {
+        if parents.last() == Some(&parent) {
             continue;
         }
-        session_dir::create_dir_all(&dst_root.child(&parent))?;
-        last_dir = Some(parent);
+        parents.push(parent);
     }
+    root.create_dirs(&parents)?;
+    drop(parents);
 
     let total = nodes.len() as u64;
     let next = AtomicUsize::new(0);
@@ -179,56 +195,64 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
 
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| loop {
-                if failure.lock().is_some() {
-                    return;
-                }
-                let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-                if start >= nodes.len() {
-                    return;
-                }
-                let end = (start + CHUNK).min(nodes.len());
-                for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
-                    let n: &Node = n.borrow();
-                    let dst = dst_root.child(&n.rel);
-                    let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
-                    let r = copy_node(
-                        &src_root.join(n.rel.as_path()),
-                        &dst,
-                        n.kind,
-                        &reflink_ok,
-                        check.as_ref().map(|c| c as &dyn Fn(&fs::Metadata) -> bool),
-                    );
-                    match r {
-                        Ok(Copied::Done(key, len)) => {
-                            *keys[i].lock() = Some(key);
-                            bytes.fetch_add(len, Ordering::Relaxed);
-                        }
-                        Ok(Copied::Unverified) => {}
-                        Ok(Copied::WrongKind) => skipped
-                            .lock()
-                            .push((n.rel.clone(), "changed type during snapshot".to_string())),
-                        Err(Error::Io { source, .. })
-                            if source.kind() == std::io::ErrorKind::NotFound =>
-                        {
-                            skipped
+            s.spawn(|| {
+                // The parent directory of the last node this thread copied, and its
+                // descriptor: nodes come in path order, so one `openat2` serves a directory's
+                // files, and each file is one `openat` of its own name.
+                let mut parent: Option<(std::path::PathBuf, DirHandle)> = None;
+                loop {
+                    if failure.lock().is_some() {
+                        return;
+                    }
+                    let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                    if start >= nodes.len() {
+                        return;
+                    }
+                    let end = (start + CHUNK).min(nodes.len());
+                    for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
+                        let n: &Node = n.borrow();
+                        let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
+                        let r = in_parent(&root, &mut parent, &n.rel).and_then(|(dir, name)| {
+                            copy_node(
+                                &src_root.join(n.rel.as_path()),
+                                dir,
+                                name,
+                                n.kind,
+                                &reflink_ok,
+                                check.as_ref().map(|c| c as &dyn Fn(&fs::Metadata) -> bool),
+                            )
+                        });
+                        match r {
+                            Ok(Copied::Done(key, len)) => {
+                                *keys[i].lock() = Some(key);
+                                bytes.fetch_add(len, Ordering::Relaxed);
+                            }
+                            Ok(Copied::Unverified) => {}
+                            Ok(Copied::WrongKind) => skipped
                                 .lock()
-                                .push((n.rel.clone(), "vanished during snapshot".to_string()))
-                        }
-                        Err(e) => {
-                            *failure.lock() = Some(e);
-                            return;
+                                .push((n.rel.clone(), "changed type during snapshot".to_string())),
+                            Err(Error::Io { source, .. })
+                                if source.kind() == std::io::ErrorKind::NotFound =>
+                            {
+                                skipped
+                                    .lock()
+                                    .push((n.rel.clone(), "vanished during snapshot".to_string()))
+                            }
+                            Err(e) => {
+                                *failure.lock() = Some(e);
+                                return;
+                            }
                         }
                     }
-                }
-                let d =
-                    done.fetch_add((end - start) as u64, Ordering::Relaxed) + (end - start) as u64;
-                if let Some(cb) = progress {
-                    cb(Progress {
-                        files_done: d,
-                        files_total: total,
-                        bytes_done: bytes.load(Ordering::Relaxed),
-                    });
+                    let d = done.fetch_add((end - start) as u64, Ordering::Relaxed)
+                        + (end - start) as u64;
+                    if let Some(cb) = progress {
+                        cb(Progress {
+                            files_done: d,
+                            files_total: total,
+                            bytes_done: bytes.load(Ordering::Relaxed),
+                        });
+                    }
                 }
             });
         }
@@ -251,7 +275,7 @@ pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i6
     for _ in 0..200 {
         session_dir::remove_file(marker)?;
         session_dir::write_scratch(marker, b"")?;
-        let m = fs::symlink_metadata(marker.as_path()).ctx("stat marker", marker.as_path())?;
+        let m = session_dir::symlink_metadata(marker)?;
         stamp = (m.ctime(), m.ctime_nsec());
         if stamp > newest {
             break;
@@ -264,10 +288,34 @@ pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i6
     Ok(stamp)
 }
 
-/// Copies one node; `Ok(None)` when the source is no longer of the expected kind.
+/// The directory to make `rel` in (`root`, or its parent directory opened beneath `root`,
+/// reusing `cached` when it is the same as the last node's) and the name to make there.
+fn in_parent<'a>(
+    root: &'a DirHandle,
+    cached: &'a mut Option<(std::path::PathBuf, DirHandle)>,
+    rel: &'a RelPath,
+) -> Result<(&'a DirHandle, &'a std::ffi::OsStr)> {
+    let p = rel.as_path();
+    let name = p.file_name().unwrap_or(p.as_os_str());
+    let Some(parent) = rel.parent() else {
+        return Ok((root, name));
+    };
+    if cached.as_ref().is_none_or(|(k, _)| k != parent.as_path()) {
+        let d = root.open_subdir(&parent)?;
+        *cached = Some((parent.as_path().to_path_buf(), d));
+    }
+    match cached {
+        Some((_, d)) => Ok((d, name)),
+        None => Ok((root, name)),
+    }
+}
+
+/// Copies one node into `dir` as `name`; `Ok(None)` when the source is no longer of the
+/// expected kind.
 fn copy_node(
     src: &Path,
-    dst: &SessionPath,
+    dir: &DirHandle,
+    name: &std::ffi::OsStr,
     kind: NodeKind,
     reflink_ok: &AtomicBool,
     verify: Option<&dyn Fn(&fs::Metadata) -> bool>,
@@ -279,10 +327,10 @@ fn copy_node(
                 return Ok(Copied::WrongKind);
             }
             let target = fs::read_link(src).ctx("read symlink", src)?;
-            session_dir::create_symlink(&target, dst)?;
-            session_dir::set_mtime(dst, (m.mtime(), m.mtime_nsec()))?;
-            let d = fs::symlink_metadata(dst.as_path()).ctx("stat copy", dst.as_path())?;
-            Ok(Copied::Done(StatKey::from_metadata(&d), 0))
+            dir.create_symlink(&target, name)?;
+            dir.set_mtime(name, (m.mtime(), m.mtime_nsec()))?;
+            let d = dir.lstat(name)?;
+            Ok(Copied::Done(StatKey::from_stat(&d), 0))
         }
         NodeKind::File { .. } => {
             let input = match OpenOptions::new()
@@ -304,19 +352,21 @@ fn copy_node(
             }
             let mode = if m.mode() & 0o100 != 0 { 0o755 } else { 0o644 };
             let mtime = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            let out = copy_contents(&input, m.len(), dst, mode, reflink_ok)?;
+            let out = copy_contents(&input, m.len(), dir, name, mode, reflink_ok)?;
             if verify.is_some() {
                 let after = input.metadata().ctx("stat", src)?;
                 if StatKey::from_metadata(&after) != StatKey::from_metadata(&m) {
                     // Written while being copied: the copy may mix old and new content.
                     drop(out);
-                    session_dir::remove_file(dst)?;
+                    dir.remove_file(name)?;
                     return Ok(Copied::Unverified);
                 }
             }
             out.set_times(FileTimes::new().set_modified(mtime))
-                .ctx("set mtime", dst.as_path())?;
-            let d = out.metadata().ctx("stat copy", dst.as_path())?;
+                .map_err(|e| Error::io("set mtime", dir.path().join(name), e))?;
+            let d = out
+                .metadata()
+                .map_err(|e| Error::io("stat copy", dir.path().join(name), e))?;
             Ok(Copied::Done(StatKey::from_metadata(&d), m.len()))
         }
     }
@@ -329,12 +379,13 @@ fn copy_node(
 fn copy_contents(
     input: &File,
     len: u64,
-    dst: &SessionPath,
+    dir: &DirHandle,
+    name: &std::ffi::OsStr,
     mode: u32,
     reflink_ok: &AtomicBool,
 ) -> Result<File> {
     use std::os::fd::AsRawFd;
-    let out = session_dir::create_file_new(dst, mode)?;
+    let out = dir.create_file_new(name, mode)?;
     let (ifd, ofd) = (input.as_raw_fd(), out.as_raw_fd());
     if len == 0 {
         return Ok(out);
@@ -375,10 +426,11 @@ fn copy_contents(
                 // Fall back to the generic path from the current offsets.
                 let mut r = input;
                 let mut w = &out;
-                std::io::copy(&mut r, &mut w).ctx("copy", dst.as_path())?;
+                std::io::copy(&mut r, &mut w)
+                    .map_err(|e| Error::io("copy", dir.path().join(name), e))?;
                 return Ok(out);
             }
-            _ => return Err(Error::io("copy", dst.as_path(), e)),
+            _ => return Err(Error::io("copy", dir.path().join(name), e)),
         }
     }
     Ok(out)
