@@ -577,13 +577,24 @@ fn enospc_during_snapshot_and_pending_write_keeps_the_work() {
         .arg(&git_project)
         .arg("--root")
         .arg(&root)
-        .args(["--pending", "--id", "fin", "--", "sh", "-c", "echo tail >> big.txt"])
+        .args([
+            "--pending",
+            "--id",
+            "fin",
+            "--",
+            "sh",
+            "-c",
+            "echo tail >> big.txt",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
-    assert!(err.contains(".scratch"), "the failure is finalize's pre-image: {err}");
+    assert!(
+        err.contains(".scratch"),
+        "the failure is finalize's pre-image: {err}"
+    );
     assert_eq!(fingerprint(&git_project, true), before);
     fs_root.resize("16m");
     settle(&root);
