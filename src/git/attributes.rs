@@ -210,6 +210,17 @@ impl Conversions {
         })
     }
 
+    /// A stack under which every file counts as converted: what to use when the attribute
+    /// files cannot be read.
+    pub fn everything() -> Conversions {
+        Conversions {
+            search: None,
+            case: Case::Sensitive,
+            autocrlf: true,
+            all: true,
+        }
+    }
+
     /// Whether any path can be converted at all (false: no attribute lines, no
     /// `core.autocrlf`; [`converts`](Self::converts) is then always false).
     pub fn any(&self) -> bool {
