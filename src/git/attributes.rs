@@ -19,7 +19,8 @@
 //! whether or not the driver is configured, `text=auto` counts whatever the content, and an
 //! attribute file that exists but cannot be read makes every file count.
 //!
-//! The caller finds the in-tree `.gitattributes` files (the selection walk notices them while
+//! Sources that name no conversion attribute (say only `diff=cpp`) cost nothing per path
+//! unless `core.autocrlf` is on. The caller finds the in-tree `.gitattributes` files (the selection walk notices them while
 //! listing directories, so a tree without any costs nothing) and hands their contents to
 //! [`Conversions::load`], which reads the other sources itself.
 //!
@@ -51,6 +52,7 @@
 //! assert!(!conv.converts(b"main.rs"));
 //! ```
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -116,9 +118,17 @@ fn absent(e: &io::Error) -> bool {
 
 /// Answers, per work-tree path, whether git converts the file's content between the work tree
 /// and the object store (see the module documentation).
+///
+/// Each directory holding a `.gitattributes` gets its own search stack (the global sources,
+/// its file and those of the directories above it, `info/attributes`), built once at load;
+/// a path is matched against the stack of its deepest such directory only, so the cost per
+/// path does not grow with the number of attribute files in the tree.
 pub struct Conversions {
-    /// `None` when no attribute file has any line: only `core.autocrlf` matters then.
-    search: Option<(Search, Outcome)>,
+    /// Work-tree-relative directory (trailing `/`; `""` for the top, always present when any
+    /// source has lines) → its stack. Empty when no source has lines: only `core.autocrlf`
+    /// matters then.
+    chains: HashMap<Vec<u8>, Search>,
+    out: Outcome,
     case: Case,
     autocrlf: bool,
     /// An attribute file could not be read: every file counts as converted.
@@ -128,93 +138,161 @@ pub struct Conversions {
 impl std::fmt::Debug for Conversions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Conversions")
-            .field("rules", &self.search.is_some())
+            .field("stacks", &self.chains.len())
             .field("autocrlf", &self.autocrlf)
             .field("all", &self.all)
             .finish()
     }
 }
 
+/// Reads a global or `info/` attributes file (symlinks followed, as git does for these).
+/// `Ok(None)` when absent.
+fn read_outside_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) if absent(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The directories above `path` (work-tree-relative; a directory with a trailing `/`),
+/// deepest first, ending with the top (`""`); nothing for the top itself.
+fn parents(dir: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let inner = dir.strip_suffix(b"/").unwrap_or(dir);
+    let slashes = inner
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|&(_, &b)| b == b'/')
+        .map(|(i, _)| i + 1);
+    slashes
+        .chain(std::iter::once(0))
+        .filter(move |_| !dir.is_empty())
+        .map(move |end| &dir[..end])
+}
+
 impl Conversions {
     /// Loads the attribute stack of `repo`: the system file, the global file, the given
-    /// in-tree files (any order; each applies to its directory and below), and
-    /// `info/attributes`. A source that exists but cannot be read is not an error: every path
-    /// then counts as converted (copying a file is always safe, trusting its blob is not).
+    /// in-tree files (any order; each applies to its directory and below; of two for the same
+    /// directory the first is kept), and `info/attributes`. A source that exists but cannot
+    /// be read is not an error: every path then counts as converted (copying a file is always
+    /// safe, trusting its blob is not).
     ///
-    /// Errors: none in practice (a `.gitattributes` directory that is not valid UTF-8 on a
-    /// platform that needs it).
+    /// Errors: a `.gitattributes` path that cannot be expressed as git path bytes (not on
+    /// Unix in practice).
     pub fn load(repo: &GitRepo, mut tree_files: Vec<TreeAttrFile>) -> Result<Conversions> {
         let mut all = false;
-        let mut collection = MetadataCollection::default();
-        let mut buf = Vec::new();
-        let mut any = false;
-        let wrap = |path: &Path, e: io::Error| Error::io("load attributes file", path, e);
-        // Built-in `binary` macro, then the system and global files (lowest precedence).
-        let mut search =
-            Search::new_globals(std::iter::empty::<PathBuf>(), &mut buf, &mut collection)
-                .map_err(|e| wrap(Path::new("[builtin]"), e))?;
-        let globals = [&repo.system_attributes, &repo.attributes_file];
-        for path in globals.into_iter().flatten() {
-            match search.add_patterns_file(
-                path.clone(),
-                true,
-                None,
-                &mut buf,
-                &mut collection,
-                true,
-            ) {
-                Ok(added) => any |= added,
-                Err(_) => all = true,
+        let mut outside = |path: &Path| match read_outside_file(path) {
+            Ok(d) => d.map(|d| (path.to_path_buf(), d)),
+            Err(_) => {
+                all = true;
+                None
             }
-        }
-        // In-tree files, each parent before its subdirectories (a parent's path is a prefix
-        // of its children's, so byte order puts it first); deeper files are searched first.
+        };
+        // Lowest precedence first: the system file, the global file.
+        let globals: Vec<(PathBuf, Vec<u8>)> = [&repo.system_attributes, &repo.attributes_file]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| outside(p))
+            .collect();
+        let info = outside(&repo.common_dir.join("info").join("attributes"));
         tree_files.sort_by(|a, b| a.dir.cmp(&b.dir));
-        for f in &tree_files {
-            let source = repo
-                .work_tree
-                .join(std::ffi::OsStr::from_bytes(&f.dir))
-                .join(".gitattributes");
-            // Macros are only honoured at the top of the work tree (git warns elsewhere).
-            search
-                .add_patterns_buffer(
-                    &f.data,
-                    source.clone(),
-                    Some(&repo.work_tree),
-                    &mut collection,
-                    f.dir.is_empty(),
-                )
-                .map_err(|e| wrap(&source, e))?;
-            any = true;
-        }
-        // `info/attributes` has the highest precedence: searched first.
-        let info = repo.common_dir.join("info").join("attributes");
-        match search.add_patterns_file(info, true, None, &mut buf, &mut collection, true) {
-            Ok(added) => any |= added,
-            Err(_) => all = true,
-        }
-        let search = any.then(|| {
-            let mut out = Outcome::default();
-            out.initialize_with_selection(&collection, CONVERSION_ATTRS);
-            (search, out)
-        });
-        Ok(Conversions {
-            search,
-            case: if repo.ignore_case {
-                Case::Fold
-            } else {
-                Case::Sensitive
-            },
+        tree_files.dedup_by(|b, a| a.dir == b.dir);
+        let case = if repo.ignore_case {
+            Case::Fold
+        } else {
+            Case::Sensitive
+        };
+        let mut conv = Conversions {
+            chains: HashMap::new(),
+            out: Outcome::default(),
+            case,
             autocrlf: repo.autocrlf,
             all,
-        })
+        };
+        // Nothing to match when no source names a conversion attribute (macros included: a
+        // macro that sets one names it in its definition). The built-in `binary` macro only
+        // turns conversion off, which matters under core.autocrlf alone.
+        let mentions = |d: &[u8]| {
+            CONVERSION_ATTRS
+                .iter()
+                .any(|n| memchr::memmem::find(d, n.as_bytes()).is_some())
+        };
+        let sources = globals
+            .iter()
+            .map(|(_, d)| d)
+            .chain(info.iter().map(|(_, d)| d))
+            .chain(tree_files.iter().map(|f| &f.data));
+        let relevant = if repo.autocrlf {
+            sources.count() > 0
+        } else {
+            sources.into_iter().any(|d| mentions(d))
+        };
+        if !relevant {
+            return Ok(conv);
+        }
+
+        // Each file's chain: its nearest ancestor's chain plus itself (parents sort first).
+        let mut chain_of: HashMap<&[u8], Vec<usize>> = HashMap::new();
+        chain_of.insert(b"", Vec::new());
+        for (i, f) in tree_files.iter().enumerate() {
+            let mut chain = parents(&f.dir)
+                .find_map(|p| chain_of.get(p))
+                .cloned()
+                .unwrap_or_default();
+            chain.push(i);
+            chain_of.insert(&f.dir, chain);
+        }
+        let wrap = |path: &Path, e: io::Error| Error::io("load attributes file", path, e);
+        let mut collection = MetadataCollection::default();
+        let mut buf = Vec::new();
+        for (dir, chain) in &chain_of {
+            // The built-in `binary` macro comes first.
+            let mut search =
+                Search::new_globals(std::iter::empty::<PathBuf>(), &mut buf, &mut collection)
+                    .map_err(|e| wrap(Path::new("[builtin]"), e))?;
+            for (path, data) in &globals {
+                search
+                    .add_patterns_buffer(data, path.clone(), None, &mut collection, true)
+                    .map_err(|e| wrap(path, e))?;
+            }
+            // Top first: the deepest file is searched first.
+            for &i in chain {
+                let f = &tree_files[i];
+                let source = repo
+                    .work_tree
+                    .join(std::ffi::OsStr::from_bytes(&f.dir))
+                    .join(".gitattributes");
+                // Macros are only honoured at the top of the work tree (git warns elsewhere).
+                search
+                    .add_patterns_buffer(
+                        &f.data,
+                        source.clone(),
+                        Some(&repo.work_tree),
+                        &mut collection,
+                        f.dir.is_empty(),
+                    )
+                    .map_err(|e| wrap(&source, e))?;
+            }
+            // `info/attributes` has the highest precedence: searched first.
+            if let Some((path, data)) = &info {
+                search
+                    .add_patterns_buffer(data, path.clone(), None, &mut collection, true)
+                    .map_err(|e| wrap(path, e))?;
+            }
+            conv.chains.insert(dir.to_vec(), search);
+        }
+        conv.out
+            .initialize_with_selection(&collection, CONVERSION_ATTRS);
+        Ok(conv)
     }
 
     /// A stack under which every file counts as converted: what to use when the attribute
     /// files cannot be read.
     pub fn everything() -> Conversions {
         Conversions {
-            search: None,
+            chains: HashMap::new(),
+            out: Outcome::default(),
             case: Case::Sensitive,
             autocrlf: true,
             all: true,
@@ -224,7 +302,7 @@ impl Conversions {
     /// Whether any path can be converted at all (false: no attribute lines, no
     /// `core.autocrlf`; [`converts`](Self::converts) is then always false).
     pub fn any(&self) -> bool {
-        self.all || self.autocrlf || self.search.is_some()
+        self.all || self.autocrlf || !self.chains.is_empty()
     }
 
     /// Whether git converts the content of the regular file at `path` (relative to the top of
@@ -234,9 +312,17 @@ impl Conversions {
         if self.all {
             return true;
         }
-        let Some((search, out)) = &mut self.search else {
+        if self.chains.is_empty() {
+            return self.autocrlf;
+        }
+        // The stack of the deepest directory above `path` with a `.gitattributes`.
+        let Some(search) = parents(path)
+            .find_map(|d| self.chains.get(d))
+            .or_else(|| self.chains.get(&b""[..]))
+        else {
             return self.autocrlf;
         };
+        let out = &mut self.out;
         out.reset();
         search.pattern_matching_relative_path(path.into(), self.case, Some(false), out);
         let (mut text, mut crlf, mut eol) = (None, None, None);
@@ -322,6 +408,31 @@ mod tests {
             dir: Vec::new(),
             data: data.as_bytes().to_vec(),
         }
+    }
+
+    #[test]
+    fn sources_without_conversion_attributes_are_not_matched() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = repo(d.path());
+        let files = || vec![top("*.c diff=cpp\n*.png binary\n")];
+        let mut c = Conversions::load(&r, files()).unwrap();
+        assert!(!c.any() && !c.converts(b"a.c"));
+        r.autocrlf = true;
+        let mut c = Conversions::load(&r, files()).unwrap();
+        assert!(c.converts(b"a.c") && !c.converts(b"a.png"));
+    }
+
+    #[test]
+    fn parents_of_paths() {
+        let p = |s: &str| {
+            parents(s.as_bytes())
+                .map(|d| String::from_utf8_lossy(d).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(p("a/b/"), ["a/", ""]);
+        assert_eq!(p("a/b/c"), ["a/b/", "a/", ""]);
+        assert_eq!(p("x"), [""]);
+        assert!(p("").is_empty());
     }
 
     #[test]
