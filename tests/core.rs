@@ -1001,3 +1001,241 @@ fn confined_tools_cannot_write_outside_their_sandbox() {
         .unwrap();
     assert!(ok.success());
 }
+
+/// Lines of a patch that remove or add content (not the `---`/`+++` headers).
+fn changed_lines(patch: &[u8]) -> (usize, usize) {
+    let lines = || patch.split(|&b| b == b'\n');
+    let minus = lines()
+        .filter(|l| l.starts_with(b"-") && !l.starts_with(b"---"))
+        .count();
+    let plus = lines()
+        .filter(|l| l.starts_with(b"+") && !l.starts_with(b"+++"))
+        .count();
+    (minus, plus)
+}
+
+/// A git project holding `conv` (whose content git converts: attributes or config set up by
+/// `setup` before the commit) and `plain.md` (not converted), committed and then checked out
+/// again with `checkout_cfg` so the work tree holds git's work-tree form of `conv`, with the
+/// index's stat data matching both files — the state in which blobs used to stand in for them.
+fn converted_project(
+    e: &Env,
+    setup: impl FnOnce(&Path),
+    conv: &str,
+    content: &[u8],
+    checkout_cfg: &[&str],
+) {
+    git_init(&e.project);
+    setup(&e.project);
+    write(&e.project, conv, content);
+    write(&e.project, "plain.md", b"plain\nfile\n");
+    git_commit_all(&e.project);
+    fs::remove_file(e.project.join(conv)).unwrap();
+    let with_cfg = |args: &[&str]| -> Vec<String> {
+        checkout_cfg
+            .iter()
+            .flat_map(|c| ["-c", c])
+            .chain(args.iter().copied())
+            .map(str::to_string)
+            .collect()
+    };
+    let run = |args: &[&str]| {
+        let a = with_cfg(args);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        common::git(&e.project, &a)
+    };
+    run(&["checkout", "--", conv]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    run(&["update-index", "--really-refresh"]);
+    // The bug's preconditions: the work tree differs from the blob, the stat data matches.
+    let blob = common::git(&e.project, &["cat-file", "blob", &format!(":{conv}")]).stdout;
+    assert_ne!(
+        fs::read(e.project.join(conv)).unwrap(),
+        blob,
+        "git converted {conv}"
+    );
+    let sel = patchbox::tree::select::select_project(&e.project, &[]).unwrap();
+    let git = sel.git.as_ref().unwrap();
+    let m = fs::metadata(&git.index_file).unwrap();
+    let t = (
+        std::os::unix::fs::MetadataExt::mtime(&m),
+        std::os::unix::fs::MetadataExt::mtime_nsec(&m),
+    );
+    for (rel, converted) in [(conv, true), ("plain.md", false)] {
+        let ent = sel
+            .entries
+            .iter()
+            .find(|x| x.rel.as_bytes() == rel.as_bytes());
+        let ent = ent.unwrap();
+        let (ix, st) = (ent.index.as_ref().unwrap(), ent.stat.unwrap());
+        assert!(ix.stat_matches(&st, t), "{rel}: index stat data matches");
+        assert_eq!(ent.converted, converted, "{rel}");
+    }
+}
+
+/// `git apply` of `patch` on a copy of `base` with every conversion turned off
+/// (`info/attributes`, which wins over the copied `.gitattributes`): a byte-level oracle.
+fn git_apply_bytes(base: &Path, patch: &[u8], scratch: &Path) -> PathBuf {
+    let dir = scratch.join(format!("bytes-{}", ulid::Ulid::new()));
+    fs::create_dir_all(&dir).unwrap();
+    copy_tree(base, &dir);
+    git_init(&dir);
+    write(
+        &dir,
+        ".git/info/attributes",
+        b"* -text -ident -filter -working-tree-encoding\n",
+    );
+    let pf = scratch.join(format!("p-{}.patch", ulid::Ulid::new()));
+    fs::write(&pf, patch).unwrap();
+    common::git(&dir, &["apply", pf.to_str().unwrap()]);
+    fs::remove_dir_all(dir.join(".git")).unwrap();
+    dir
+}
+
+/// A converted file reaches sandboxes and pre-images as the work tree has it: an untouched
+/// sandbox gives an empty patch, a one-line edit a one-line patch that turns the work tree's
+/// bytes into the sandbox's. `plain.md` is still served from the object store. With
+/// `repo_check`, `git apply --check` (with those `-c` settings) also accepts the patch in the
+/// user's repository itself.
+fn converted_file_round_trips(e: &Env, conv: &str, line: usize, repo_check: Option<&[&str]>) {
+    let before = fingerprint(&e.project, true);
+    let mgr = manager(e);
+    let same = mgr.create_sandbox("same", None).unwrap();
+    assert_eq!(content_view(&same.path), content_view(&e.project));
+    let base_files: Vec<_> = content_view(&same.base_dir).into_keys().collect();
+    assert!(
+        base_files.contains(&conv.as_bytes().to_vec()),
+        "{conv} copied"
+    );
+    assert!(
+        !base_files.contains(&b"plain.md".to_vec()),
+        "plain.md from its blob"
+    );
+    let res = mgr.finalize_sandbox(&same).unwrap();
+    assert!(
+        res.patch.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&res.patch)
+    );
+
+    let sb = mgr.create_sandbox("edit", None).unwrap();
+    let old = fs::read(sb.path.join(conv)).unwrap();
+    let mut lines: Vec<Vec<u8>> = old
+        .split_inclusive(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect();
+    lines[line].splice(0..0, b"EDITED ".iter().copied());
+    write(&sb.path, conv, &lines.concat());
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    assert_eq!(
+        changed_lines(&res.patch),
+        (1, 1),
+        "{}",
+        String::from_utf8_lossy(&res.patch)
+    );
+    assert_eq!(res.files_touched, vec![PathBuf::from(conv)]);
+    assert_eq!(
+        fs::read(sb.base_dir.join(conv)).unwrap(),
+        fs::read(e.project.join(conv)).unwrap(),
+        "pre-image is the work-tree file"
+    );
+    let applied = git_apply_bytes(&e.project, &res.patch, &e.scratch);
+    assert_eq!(content_view(&applied), content_view(&sb.path));
+    if let Some(cfg) = repo_check {
+        let pf = e.scratch.join("one-line.patch");
+        fs::write(&pf, &res.patch).unwrap();
+        let mut args: Vec<&str> = cfg.iter().flat_map(|c| ["-c", *c]).collect();
+        args.extend(["apply", "--check", pf.to_str().unwrap()]);
+        common::git(&e.project, &args);
+    }
+    assert_eq!(fingerprint(&e.project, true), before, "project untouched");
+
+    // The user then edits the file: later sandboxes and pre-images still hold the bytes the
+    // work tree had at the snapshot (with the blob standing in, they would get the blob's).
+    let orig = fs::read(e.project.join(conv)).unwrap();
+    let snapshot = e.scratch.join("at-snapshot");
+    fs::create_dir_all(&snapshot).unwrap();
+    copy_tree(&e.project, &snapshot);
+    write(&e.project, conv, b"the user's own edit\n");
+    let later = mgr.create_sandbox("later", None).unwrap();
+    assert_eq!(fs::read(later.path.join(conv)).unwrap(), orig);
+    assert!(mgr.finalize_sandbox(&later).unwrap().patch.is_empty());
+    write(&later.path, conv, &lines.concat());
+    let res = mgr.finalize_sandbox(&later).unwrap();
+    assert_eq!(changed_lines(&res.patch), (1, 1));
+    assert_eq!(
+        fs::read(later.base_dir.join(conv)).unwrap(),
+        orig,
+        "pre-image"
+    );
+    let applied = git_apply_bytes(&snapshot, &res.patch, &e.scratch);
+    assert_eq!(content_view(&applied), content_view(&later.path));
+}
+
+fn numbered(n: usize, tag: &str) -> Vec<u8> {
+    (1..=n)
+        .map(|i| format!("{tag} line {i}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn eol_crlf_files_come_from_the_work_tree() {
+    let e = env();
+    let setup = |p: &Path| write(p, ".gitattributes", b"*.txt eol=crlf\n");
+    converted_project(&e, setup, "notes.txt", &numbered(8, "note"), &[]);
+    assert!(fs::read(e.project.join("notes.txt"))
+        .unwrap()
+        .ends_with(b"\r\n"));
+    converted_file_round_trips(&e, "notes.txt", 4, Some(&[]));
+}
+
+#[test]
+fn autocrlf_files_come_from_the_work_tree() {
+    let e = env();
+    // `-text` exempts a file from core.autocrlf: it can still come from its blob.
+    let setup = |p: &Path| {
+        common::git(p, &["config", "core.autocrlf", "true"]);
+        write(p, ".gitattributes", b"*.md -text\n");
+    };
+    let cfg = ["core.autocrlf=true"];
+    converted_project(&e, setup, "auto.txt", &numbered(8, "auto"), &cfg);
+    assert!(fs::read(e.project.join("auto.txt"))
+        .unwrap()
+        .ends_with(b"\r\n"));
+    converted_file_round_trips(&e, "auto.txt", 4, Some(&cfg));
+}
+
+#[test]
+fn filtered_files_come_from_the_work_tree() {
+    let e = env();
+    let setup = |p: &Path| {
+        let rot = "tr A-Za-z N-ZA-Mn-za-m";
+        common::git(p, &["config", "filter.rot.clean", rot]);
+        common::git(p, &["config", "filter.rot.smudge", rot]);
+        write(p, ".gitattributes", b"*.r filter=rot\n");
+    };
+    converted_project(&e, setup, "secret.r", &numbered(8, "secret"), &[]);
+    assert!(fs::read(e.project.join("secret.r"))
+        .unwrap()
+        .starts_with(b"secret line 1\n"));
+    // No check in the repository itself: `git apply` runs the clean filter on the work-tree
+    // file before applying, so a patch of work-tree bytes does not apply there (git's own
+    // patches are of clean bytes).
+    converted_file_round_trips(&e, "secret.r", 4, None);
+}
+
+#[test]
+fn ident_files_come_from_the_work_tree() {
+    let e = env();
+    let setup = |p: &Path| write(p, ".gitattributes", b"*.c ident\n");
+    let mut content = b"/* $Id$ */\n".to_vec();
+    content.extend(numbered(12, "int x;"));
+    converted_project(&e, setup, "id.c", &content, &[]);
+    assert!(fs::read(e.project.join("id.c"))
+        .unwrap()
+        .starts_with(b"/* $Id: "));
+    // `git apply` in the repository collapses `$Id: …$` before applying, so the edit is kept
+    // out of the hunk context of that line; the byte-level check covers the rest.
+    converted_file_round_trips(&e, "id.c", 9, Some(&[]));
+}

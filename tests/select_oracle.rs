@@ -1007,6 +1007,7 @@ fn check_ignore<'a>(env: &Env, dir: &Path, paths: &[&'a str]) -> BTreeSet<&'a st
     let mut child = c
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     {
@@ -1155,4 +1156,236 @@ fn random_patterns_match_git() {
             std::panic::resume_unwind(e);
         }
     }
+}
+
+/// `git check-attr` for the conversion attributes of `paths` (relative to `dir`): per path,
+/// attribute name → `set` / `unset` / `unspecified` / value.
+fn check_attr(
+    env: &Env,
+    dir: &Path,
+    paths: &[Vec<u8>],
+) -> std::collections::BTreeMap<Vec<u8>, std::collections::BTreeMap<String, String>> {
+    let mut c = env.cmd(
+        dir,
+        &[
+            "check-attr",
+            "-z",
+            "--stdin",
+            "text",
+            "crlf",
+            "eol",
+            "filter",
+            "ident",
+            "working-tree-encoding",
+        ],
+    );
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        for p in paths {
+            stdin.write_all(p).unwrap();
+            stdin.write_all(b"\0").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let fields = out.stdout.split(|&b| b == 0).collect::<Vec<_>>();
+    let mut map: std::collections::BTreeMap<_, std::collections::BTreeMap<_, _>> =
+        Default::default();
+    for f in fields.chunks_exact(3) {
+        map.entry(f[0].to_vec()).or_default().insert(
+            String::from_utf8_lossy(f[1]).into_owned(),
+            String::from_utf8_lossy(f[2]).into_owned(),
+        );
+    }
+    map
+}
+
+/// git's `convert_attrs`, restated over `check-attr` output (see `git/attributes.rs`).
+fn git_converts(a: &std::collections::BTreeMap<String, String>, autocrlf: bool) -> bool {
+    let get = |k: &str| a.get(k).map_or("unspecified", String::as_str);
+    let special = |v: &str| matches!(v, "set" | "unset" | "unspecified");
+    if !special(get("filter")) || get("ident") == "set" {
+        return true;
+    }
+    let wte = get("working-tree-encoding");
+    if !special(wte) && !wte.is_empty() {
+        return true;
+    }
+    let action = |v: &str| match v {
+        "set" | "input" | "auto" => Some(true),
+        "unset" => Some(false),
+        _ => None,
+    };
+    match action(get("text")).or(action(get("crlf"))) {
+        Some(c) => c,
+        None => matches!(get("eol"), "lf" | "crlf") || autocrlf,
+    }
+}
+
+/// A repository exercising the attribute stack: nested files with overrides, macros (honoured
+/// at the top, ignored below), `!attr`, `info/attributes`, `core.attributesFile` from
+/// `~/.gitconfig`, the XDG file, an ignored directory with tracked files, a symlinked
+/// `.gitattributes` (not followed) and a tracked one deleted from the work tree (read from the
+/// index).
+fn attr_repo(env: &Env) {
+    let r = &env.repo;
+    let exts = ["a", "b", "c", "d", "e", "f", "g", "h", "k", "m", "n", "z"];
+    let dirs = ["", "sub/", "sub/deep/", "build/", "lnk/", "gone/", "other/"];
+    for d in dirs {
+        for x in exts {
+            write(&r.join(format!("{d}x.{x}")), "x\n");
+        }
+        for x in ["top.x", "g.glob", "g.gm", "g.info", "g.xdg", "CASE.A"] {
+            write(&r.join(format!("{d}{x}")), "y\n");
+        }
+    }
+    write(
+        &r.join(".gitattributes"),
+        "[attr]conv text\n*.a text\n*.b binary\n*.c conv\n*.d ident\n*.e eol=crlf\n\
+         *.f filter=lfs diff=lfs merge=lfs -text\n*.g working-tree-encoding=ISO-8859-1\n\
+         *.h -text eol=crlf\n*.k crlf\n/top.x text\n*.n crlf=input\nother/** text\n",
+    );
+    write(
+        &r.join("sub/.gitattributes"),
+        "*.a -text\n[attr]subm text\n*.m subm\n*.x text\n*.c !text\n",
+    );
+    write(
+        &r.join("sub/deep/.gitattributes"),
+        "*.a text\n*.b !text\n*.e -text\ndeep text\n",
+    );
+    write(&r.join("build/.gitattributes"), "*.a -text\n*.z ident\n");
+    write(&r.join("gone/.gitattributes"), "*.a -text\n*.z text\n");
+    write(&r.join("attrsrc"), "*.a -text\n*.z text\n");
+    symlink("../attrsrc", r.join("lnk/.gitattributes")).unwrap();
+    write(&r.join(".gitignore"), "build/\n");
+    write(
+        &r.join(".git/info/attributes"),
+        "*.info text\nsub/*.h text\n",
+    );
+    write(
+        &env.home.join("attrs"),
+        "*.glob text\n[attr]gm filter=x\n*.gm gm\n",
+    );
+    write(
+        &env.home.join(".gitconfig"),
+        "[core]\n\tattributesFile = ~/attrs\n",
+    );
+    env.git(r, &["add", "-A"]);
+    env.git(r, &["add", "-f", "build"]);
+    env.git(r, &["commit", "-q", "-m", "attrs"]);
+    fs::remove_file(r.join("gone/.gitattributes")).unwrap();
+}
+
+/// `Selected::converted` of every tracked file against `git check-attr` run in `dir`.
+fn assert_conversions_match_git(env: &Env, project: &Path, autocrlf: bool) {
+    let sel = env.select(project, &[]);
+    let tracked: Vec<&patchbox::tree::select::Selected> = sel
+        .entries
+        .iter()
+        .filter(|e| e.index.is_some() && matches!(e.kind, Kind::File { .. }))
+        .collect();
+    assert!(tracked.len() > 10, "{}", tracked.len());
+    let paths: Vec<Vec<u8>> = tracked.iter().map(|e| e.rel.as_bytes().to_vec()).collect();
+    let attrs = check_attr(env, project, &paths);
+    let mut wrong = Vec::new();
+    for e in &tracked {
+        let want = git_converts(&attrs[e.rel.as_bytes()], autocrlf);
+        if e.converted != want {
+            wrong.push(format!("{}: ours {} git {want}", e.rel, e.converted));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Untracked files and symlinks are never marked.
+    assert!(sel
+        .entries
+        .iter()
+        .filter(|e| e.index.is_none() || e.kind == Kind::Symlink)
+        .all(|e| !e.converted));
+}
+
+#[test]
+fn conversions_match_check_attr() {
+    let env = Env::new(true, true);
+    attr_repo(&env);
+    write(
+        &env.xdg.as_ref().unwrap().join("git/attributes"),
+        "*.xdg text\n",
+    );
+    // core.attributesFile (from ~/.gitconfig) replaces the XDG file.
+    let sel = env.select(&env.repo, &[]);
+    let xdg = sel
+        .entries
+        .iter()
+        .find(|e| e.rel.as_bytes() == b"g.xdg")
+        .unwrap();
+    assert!(!xdg.converted);
+    let conv = |p: &str| {
+        let e = sel
+            .entries
+            .iter()
+            .find(|e| e.rel.as_bytes() == p.as_bytes());
+        e.unwrap_or_else(|| panic!("{p} selected")).converted
+    };
+    for (p, want) in [
+        ("x.a", true),
+        ("sub/x.a", false),
+        ("sub/deep/x.a", true),
+        ("gone/x.a", false), // the deleted file, read from the index
+        ("gone/x.z", true),
+        ("lnk/x.a", true), // the symlinked file is not followed
+        ("lnk/x.z", false),
+        ("build/x.a", false), // ignored directory, tracked files
+        ("build/x.z", true),
+        ("x.b", false),
+        ("x.c", true),
+        ("sub/x.c", false),
+        ("sub/x.m", false), // macro defined below the top
+        ("x.f", true),
+        ("x.h", false),
+        ("g.info", true),
+        ("g.glob", true),
+        ("g.gm", true),
+        ("other/x.z", true),
+        ("x.z", false),
+    ] {
+        assert_eq!(conv(p), want, "{p}");
+    }
+    assert_conversions_match_git(&env, &env.repo, false);
+    // From a subdirectory: the files above it still apply.
+    assert_conversions_match_git(&env, &env.repo.join("sub/deep"), false);
+    assert_conversions_match_git(&env, &env.repo.join("gone"), false);
+
+    // Without core.attributesFile, the XDG file.
+    fs::remove_file(env.home.join(".gitconfig")).unwrap();
+    assert_conversions_match_git(&env, &env.repo, false);
+    let sel = env.select(&env.repo, &[]);
+    assert!(sel
+        .entries
+        .iter()
+        .any(|e| e.rel.as_bytes() == b"g.xdg" && e.converted));
+
+    // core.autocrlf: everything git takes for text, `-text` files excepted.
+    env.git(&env.repo, &["config", "core.autocrlf", "input"]);
+    assert_conversions_match_git(&env, &env.repo, true);
+    assert_conversions_match_git(&env, &env.repo.join("sub"), true);
+}
+
+#[test]
+fn no_attributes_no_conversions() {
+    let env = Env::new(false, true);
+    files(&env.repo, &["a.txt", "d/b.txt"]);
+    env.git(&env.repo, &["add", "-A"]);
+    let sel = env.select(&env.repo, &[]);
+    assert_eq!(sel.entries.len(), 2);
+    assert!(sel.entries.iter().all(|e| !e.converted));
+    env.git(&env.repo, &["config", "core.autocrlf", "true"]);
+    let sel = env.select(&env.repo, &[]);
+    assert!(sel.entries.iter().all(|e| e.converted));
 }

@@ -1,6 +1,6 @@
 //! A reader for git's configuration files, limited to the keys selection needs
-//! (`core.excludesFile`, `core.ignoreCase`, `extensions.objectFormat`,
-//! `extensions.worktreeConfig`) but with git's full syntax: sections and subsections, quoting,
+//! (`core.excludesFile`, `core.ignoreCase`, `core.attributesFile`, `core.autocrlf`,
+//! `extensions.objectFormat`, `extensions.worktreeConfig`) but with git's full syntax: sections and subsections, quoting,
 //! escapes, comments, continuation lines and `include.path`. `includeIf`, `~user/` and
 //! `%(prefix)/` paths are not followed.
 
@@ -16,6 +16,10 @@ pub(crate) struct ConfigVals {
     /// `Some(None)`: set, but to something unusable (no global excludes then).
     pub(crate) excludes_file: Option<Option<PathBuf>>,
     pub(crate) ignore_case: Option<bool>,
+    /// `core.attributesFile`; `Some(None)`: set, but to something unusable.
+    pub(crate) attributes_file: Option<Option<PathBuf>>,
+    /// `core.autocrlf`: `Some(true)` for `true` and `input` (both convert on check-in).
+    pub(crate) autocrlf: Option<bool>,
     pub(crate) object_format: Option<String>,
     pub(crate) worktree_config: Option<bool>,
 }
@@ -242,6 +246,22 @@ fn parse_config(
                     cfg.ignore_case = Some(b);
                 }
             }
+            (b"core", false, b"attributesfile") => {
+                if let Some(v) = value {
+                    cfg.attributes_file = Some(expand_path(&v, home));
+                }
+            }
+            (b"core", false, b"autocrlf") => {
+                let v = value.as_deref();
+                let on = if v.is_some_and(|v| v.eq_ignore_ascii_case(b"input")) {
+                    Some(true)
+                } else {
+                    parse_bool(v)
+                };
+                // An unparsable value is fatal in git; count it as "on" (the safe reading:
+                // nothing is then trusted to equal its blob).
+                cfg.autocrlf = Some(on.unwrap_or(true));
+            }
             (b"extensions", false, b"objectformat") => {
                 if let Some(v) = value {
                     cfg.object_format = Some(String::from_utf8_lossy(&v).into_owned());
@@ -295,5 +315,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.excludes_file, Some(Some(PathBuf::from("a b"))));
+
+        for (text, want) in [
+            (&b"[core]\nautocrlf = input\n"[..], Some(true)),
+            (b"[core]\nautocrlf\n", Some(true)),
+            (b"[core]\nautoCRLF = false\n", Some(false)),
+            (
+                b"[core]\nautocrlf = true\n[core]\nautocrlf = 0\n",
+                Some(false),
+            ),
+            (b"[core]\nautocrlf = weird\n", Some(true)),
+            (b"[core \"x\"]\nautocrlf = true\n", None),
+        ] {
+            let mut cfg = ConfigVals::default();
+            parse_config(text, Path::new("/c"), None, &mut cfg, 0).unwrap();
+            assert_eq!(cfg.autocrlf, want, "{}", String::from_utf8_lossy(text));
+        }
+        let mut cfg = ConfigVals::default();
+        parse_config(
+            b"[core]\n\tattributesFile = ~/attrs\n",
+            Path::new("/c"),
+            Some(Path::new("/h")),
+            &mut cfg,
+            0,
+        )
+        .unwrap();
+        assert_eq!(cfg.attributes_file, Some(Some(PathBuf::from("/h/attrs"))));
     }
 }

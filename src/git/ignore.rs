@@ -262,6 +262,9 @@ impl IgnoreRules {
     ///     index_file: wt.path().join(".git/index"),
     ///     excludes_file: None,
     ///     ignore_case: false,
+    ///     attributes_file: None,
+    ///     system_attributes: None,
+    ///     autocrlf: false,
     /// };
     /// let sub = RelPath::new("sub").unwrap();
     /// let rules = IgnoreRules::load_with_prefix(copy.path(), Some(&repo), Some(&sub)).unwrap();

@@ -6,6 +6,9 @@
 //! - [`index`]: the index file, with the stat data that lets unchanged tracked files be
 //!   trusted without reading them.
 //! - [`ignore`]: git's exclude rules (`.gitignore`, `info/exclude`, `core.excludesFile`).
+//! - [`attributes`]: git's attributes (`.gitattributes`, `info/attributes`,
+//!   `core.attributesFile`) and `core.autocrlf`, as far as they decide whether a work-tree
+//!   file's bytes may differ from its blob.
 //! - [`odb`]: the object store (loose objects, packs, alternates), read by object id.
 //! - The formats shared with patches: object ids and hex ([`oid`]), deltas ([`delta`]),
 //!   C-style path quoting ([`quote`]) and base85 ([`base85`]).
@@ -34,6 +37,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod attributes;
 pub mod base85;
 pub(crate) mod config;
 pub mod delta;

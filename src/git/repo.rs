@@ -2,7 +2,7 @@
 //! ([`discover_repo`]) — walking up to a `.git` directory or `gitdir:` file, following linked
 //! worktrees and submodules to their git directory, stopping at ceiling directories and mount
 //! points — and read from its configuration what selection needs (`core.excludesFile`,
-//! `core.ignoreCase`, `extensions.objectFormat`). [`SelectOptions`] says where git's user and
+//! `core.ignoreCase`, `core.attributesFile`, `core.autocrlf`, `extensions.objectFormat`). [`SelectOptions`] says where git's user and
 //! system configuration live.
 //!
 //! `GIT_DIR`, `GIT_WORK_TREE`, `core.worktree` and bare repositories are not supported
@@ -49,6 +49,15 @@ pub struct GitRepo {
     pub excludes_file: Option<PathBuf>,
     /// `core.ignoreCase`: match ignore patterns case-insensitively.
     pub ignore_case: bool,
+    /// The global attributes file: `core.attributesFile` if configured (resolved against the
+    /// work tree when relative), else `$XDG_CONFIG_HOME/git/attributes` /
+    /// `~/.config/git/attributes`.
+    pub attributes_file: Option<PathBuf>,
+    /// The system attributes file ([`SelectOptions::system_attributes`]).
+    pub system_attributes: Option<PathBuf>,
+    /// `core.autocrlf` is `true` or `input`: files git takes for text are converted on
+    /// check-in, so their work-tree bytes may differ from their blobs.
+    pub autocrlf: bool,
 }
 
 /// Where to find git's user and system configuration.
@@ -72,6 +81,8 @@ pub struct SelectOptions {
     pub global_config: Option<PathBuf>,
     /// The system config file (`/etc/gitconfig`), `None` for `GIT_CONFIG_NOSYSTEM`.
     pub system_config: Option<PathBuf>,
+    /// The system attributes file (`/etc/gitattributes`), `None` for `GIT_ATTR_NOSYSTEM`.
+    pub system_attributes: Option<PathBuf>,
     /// `$GIT_CEILING_DIRECTORIES` (canonical paths): discovery does not go up into these
     /// (the start directory itself is always examined).
     pub ceiling_dirs: Vec<PathBuf>,
@@ -82,7 +93,7 @@ pub struct SelectOptions {
 impl SelectOptions {
     /// Reads the options from the process environment the way git does: `HOME`,
     /// `XDG_CONFIG_HOME`, `GIT_CONFIG_GLOBAL`, `GIT_CONFIG_NOSYSTEM` / `GIT_CONFIG_SYSTEM`,
-    /// `GIT_CEILING_DIRECTORIES`, `GIT_DISCOVERY_ACROSS_FILESYSTEM`.
+    /// `GIT_ATTR_NOSYSTEM`, `GIT_CEILING_DIRECTORIES`, `GIT_DISCOVERY_ACROSS_FILESYSTEM`.
     pub fn from_env() -> SelectOptions {
         let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
         let nosystem = var("GIT_CONFIG_NOSYSTEM")
@@ -96,6 +107,10 @@ impl SelectOptions {
                     .map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from),
             )
         };
+        let attr_nosystem = var("GIT_ATTR_NOSYSTEM")
+            .and_then(|v| parse_bool(Some(v.as_bytes())))
+            .unwrap_or(false);
+        let system_attributes = (!attr_nosystem).then(|| PathBuf::from("/etc/gitattributes"));
         let ceiling_dirs = var("GIT_CEILING_DIRECTORIES")
             .map(|v| {
                 v.as_bytes()
@@ -113,6 +128,7 @@ impl SelectOptions {
             xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
             global_config: var("GIT_CONFIG_GLOBAL").map(PathBuf::from),
             system_config,
+            system_attributes,
             ceiling_dirs,
             across_filesystems: var("GIT_DISCOVERY_ACROSS_FILESYSTEM")
                 .and_then(|v| parse_bool(Some(v.as_bytes())))
@@ -336,6 +352,12 @@ fn open_repo(
         Some(None) => None,
         None => opts.xdg_git_dir().map(|d| d.join("ignore")),
     };
+    let attributes_file = match cfg.attributes_file {
+        Some(Some(p)) if p.is_absolute() => Some(p),
+        Some(Some(p)) => Some(work_tree.join(p)),
+        Some(None) => None,
+        None => opts.xdg_git_dir().map(|d| d.join("attributes")),
+    };
     Ok(GitRepo {
         index_file: git_dir.join("index"),
         git_dir,
@@ -344,6 +366,9 @@ fn open_repo(
         prefix,
         excludes_file,
         ignore_case: cfg.ignore_case.unwrap_or(false),
+        attributes_file,
+        system_attributes: opts.system_attributes.clone(),
+        autocrlf: cfg.autocrlf.unwrap_or(false),
     })
 }
 

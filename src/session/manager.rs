@@ -297,9 +297,11 @@ impl SandboxManager {
                 select::Kind::File { executable } => NodeKind::File { executable },
                 select::Kind::Symlink => NodeKind::Symlink,
             };
+            // A file git converts (attributes, core.autocrlf) may differ from its blob
+            // whatever its stat data says: it is always copied from the work tree.
             let src = match (&e.index, e.stat, odb.as_deref(), index_mtime) {
                 (Some(ix), Some(st), Some(odb), Some(t))
-                    if ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
+                    if !e.converted && ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
                 {
                     BaseSrc::Blob(ix.oid, st)
                 }

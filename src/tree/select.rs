@@ -22,7 +22,12 @@
 //!   `core.excludesFile` (or its XDG default). An excluded directory is not descended, so
 //!   nothing below it can be re-included — except tracked files, which come from the index.
 //! * Directories are read in parallel; only regular files are `lstat`ed (for the executable
-//!   bit), nothing is opened except `.gitignore` files, and no file content is read.
+//!   bit), nothing is opened except `.gitignore` and `.gitattributes` files, and no file
+//!   content is read.
+//! * Git attributes ([`crate::git::attributes`]) mark tracked files whose content git converts
+//!   ([`Selected::converted`]): their blobs cannot stand in for the work-tree file. The
+//!   `.gitattributes` files are found by the walk's listings and read once each; a tree
+//!   without any, and without `core.autocrlf`, costs nothing more.
 //!
 //! Things git itself would not list are reported in [`Selection::skipped`] rather than failing:
 //! FIFOs, sockets and devices, unreadable directories, nested repositories (git prints them as
@@ -49,13 +54,16 @@
 //! assert_eq!(names, ["a.txt"]); // empty directories are not entries
 //! ```
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::fs::relpath::RelPath;
-use crate::git::ignore::Rules;
+use crate::git::attributes::{read_tree_attr_file, Conversions, TreeAttrFile};
+use crate::git::ignore::{as_path, Rules};
 use crate::git::index::{dedup_tracked, read_index, IndexEntry, LStat};
+use crate::git::odb::ObjectStore;
 use crate::git::repo::{canonical_project, discover_repo_with, GitRepo, SelectOptions};
 use crate::tree::walk::{leading_path, run_walk, DirJob, GitCtx, Mode, TrackedIndex, WalkCtx};
 
@@ -90,6 +98,12 @@ pub struct Selected {
     pub index: Option<IndexEntry>,
     /// The `lstat` data of a regular file as seen by the walk (`None` for symlinks).
     pub stat: Option<LStat>,
+    /// A tracked regular file whose content git converts between the work tree and the
+    /// object store (`text`/`eol`/`crlf` or `core.autocrlf`, `filter`, `ident`,
+    /// `working-tree-encoding`; see [`crate::git::attributes`]): its work-tree bytes may differ
+    /// from its blob even when the stat data matches the index, so it must be read from the
+    /// work tree. Always `false` for untracked files and symlinks.
+    pub converted: bool,
 }
 
 /// A path that was left out although git would not have ignored it, and why.
@@ -162,7 +176,7 @@ pub fn select_project_with(
         })
         .collect();
 
-    let (tracked, out) = match &repo {
+    let (tracked, out, conv) = match &repo {
         None => {
             let ctx = WalkCtx {
                 git: None,
@@ -176,7 +190,7 @@ pub fn select_project_with(
                 levels: None,
                 check_nested: false,
             };
-            (Vec::new(), run_walk(&ctx, root))
+            (Vec::new(), run_walk(&ctx, root), None)
         }
         Some(repo) => {
             let tracked = dedup_tracked(read_index(&repo.index_file)?);
@@ -209,7 +223,8 @@ pub fn select_project_with(
                 check_nested: false,
             };
             let out = run_walk(&ctx, root);
-            (tracked, out)
+            let conv = load_conversions(repo, &prefix, &out.attr_dirs, &tracked);
+            (tracked, out, conv)
         }
     };
 
@@ -218,7 +233,7 @@ pub fn select_project_with(
     let mut found = out.found;
     found.sort_unstable_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
     let mut tracked: Vec<Option<IndexEntry>> = tracked.into_iter().map(Some).collect();
-    let entries: Vec<Selected> = found
+    let mut entries: Vec<Selected> = found
         .into_iter()
         .map(|f| {
             let index = f
@@ -234,10 +249,25 @@ pub fn select_project_with(
                 kind: f.kind,
                 index,
                 stat: f.stat,
+                converted: false,
             }
         })
         .collect();
     drop(tracked);
+    if let (Some(mut conv), Some(repo)) = (conv, &repo) {
+        let mut path: Vec<u8> = match &repo.prefix {
+            Some(p) => [p.as_bytes(), b"/"].concat(),
+            None => Vec::new(),
+        };
+        let strip = path.len();
+        for e in &mut entries {
+            if e.index.is_some() && matches!(e.kind, Kind::File { .. }) {
+                path.truncate(strip);
+                path.extend_from_slice(e.rel.as_bytes());
+                e.converted = conv.converts(&path);
+            }
+        }
+    }
     let mut skipped = Vec::with_capacity(out.skipped.len());
     for (rel, why) in out.skipped {
         if let Ok(rel) = RelPath::from_bytes(&rel) {
@@ -250,4 +280,88 @@ pub fn select_project_with(
         skipped,
         git: repo,
     })
+}
+
+/// The attribute stack for the selected files, `None` when nothing can be converted (no
+/// attribute lines anywhere and no `core.autocrlf`).
+///
+/// In-tree `.gitattributes` files are those the walk saw (`attr_dirs`) plus those of the
+/// directories above the project; where the work tree has none (or a symlink, which git does
+/// not follow) but the index does, the staged blob is read, as git does when checking files in.
+/// Anything that cannot be read makes every file count as converted: copying a file is always
+/// right, trusting its blob is not.
+fn load_conversions(
+    repo: &GitRepo,
+    prefix: &[u8],
+    attr_dirs: &[Vec<u8>],
+    tracked: &[IndexEntry],
+) -> Option<Conversions> {
+    let mut dirs: HashSet<&[u8]> = attr_dirs.iter().map(Vec::as_slice).collect();
+    // Above the project: the top of the work tree and each directory down to the project's
+    // parent (the project directory itself was walked).
+    let ancestors = std::iter::once(0)
+        .chain(
+            prefix
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'/')
+                .map(|(i, _)| i + 1),
+        )
+        .filter(|&end| end < prefix.len())
+        .map(|end| &prefix[..end]);
+    let mut files = Vec::new();
+    let mut unreadable = false;
+    for dir in ancestors {
+        let path = repo.work_tree.join(as_path(dir)).join(".gitattributes");
+        match read_tree_attr_file(&path) {
+            Ok(Some(data)) => {
+                dirs.insert(dir);
+                files.push(TreeAttrFile {
+                    dir: dir.to_vec(),
+                    data,
+                });
+            }
+            Ok(None) => {}
+            Err(_) => unreadable = true,
+        }
+    }
+    for dir in attr_dirs {
+        let path = repo.work_tree.join(as_path(dir)).join(".gitattributes");
+        match read_tree_attr_file(&path) {
+            Ok(Some(data)) => files.push(TreeAttrFile {
+                dir: dir.clone(),
+                data,
+            }),
+            Ok(None) => {} // replaced by a symlink or removed since the listing
+            Err(_) => unreadable = true,
+        }
+    }
+    // Tracked `.gitattributes` missing from the work tree, in or above the project.
+    let mut odb: Option<Option<ObjectStore>> = None;
+    for ix in tracked {
+        let Some(dir) = ix.path.strip_suffix(b".gitattributes") else {
+            continue;
+        };
+        if !(dir.is_empty() || dir.ends_with(b"/"))
+            || ix.is_gitlink()
+            || dirs.contains(dir)
+            || !(dir.starts_with(prefix) || prefix.starts_with(dir))
+        {
+            continue;
+        }
+        let store = odb.get_or_insert_with(|| ObjectStore::open(&repo.git_dir).ok());
+        match store.as_ref().map(|s| s.read_blob(&ix.oid)) {
+            Some(Ok(Some(data))) => files.push(TreeAttrFile {
+                dir: dir.to_vec(),
+                data,
+            }),
+            _ => unreadable = true,
+        }
+    }
+    let conv = if unreadable {
+        Conversions::everything()
+    } else {
+        Conversions::load(repo, files).unwrap_or_else(|_| Conversions::everything())
+    };
+    conv.any().then_some(conv)
 }

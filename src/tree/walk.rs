@@ -2,7 +2,7 @@
 //!
 //! Directories are read by a small pool of threads sharing a job stack; only regular files are
 //! `lstat`ed (for the executable bit), nothing is opened except `.gitignore` files, and no file
-//! content is read. In a git work tree each entry is looked up in the index (tracked files are
+//! content is read. Directories holding a `.gitattributes` are noted for the caller. In a git work tree each entry is looked up in the index (tracked files are
 //! always taken) and otherwise tested against the exclude rules; an excluded directory is not
 //! descended unless it holds tracked files, and then only those are taken.
 
@@ -132,6 +132,9 @@ pub(crate) struct Found {
 pub(crate) struct WalkOut {
     pub(crate) found: Vec<Found>,
     pub(crate) skipped: Vec<(Vec<u8>, &'static str)>,
+    /// Directories (work-tree-relative, trailing `/`, empty for the top) holding a regular
+    /// `.gitattributes` file; noticed in the listing, not read (git only).
+    pub(crate) attr_dirs: Vec<Vec<u8>>,
 }
 
 /// Mode and ignore levels at the project directory, walking down from the work tree top the
@@ -228,6 +231,14 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
         out.skipped
             .push((proj_rel(&strip_slash(&job.rel)), "nested repository"));
         return;
+    }
+    if ctx.git.is_some()
+        && ents.iter().any(|(e, n)| {
+            n.as_bytes() == b".gitattributes" && e.file_type().is_ok_and(|t| t.is_file())
+        })
+    {
+        // In every mode: git reads the attributes of ignored directories too.
+        out.attr_dirs.push(job.rel.clone());
     }
     let mut levels = job.levels;
     if let (Some(git), Mode::Untracked) = (&ctx.git, job.mode) {
@@ -458,6 +469,7 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
                 Ok(mut o) => {
                     all.found.append(&mut o.found);
                     all.skipped.append(&mut o.skipped);
+                    all.attr_dirs.append(&mut o.attr_dirs);
                 }
                 Err(p) => std::panic::resume_unwind(p),
             }
