@@ -1,0 +1,309 @@
+//! Making sandboxes: the session's base snapshot, taken once by the first sandbox (tracked
+//! files that match the git index become blobs of the user's object store, the rest is copied
+//! into `base/`), and each sandbox, copied fresh from the base or chained from a predecessor
+//! into a hidden `.creating-<id>` directory, its manifest kept beside it, then renamed to
+//! `d-<id>`: crash recovery never mistakes a half-made copy for a delegation's work.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::*;
+
+impl SandboxManager {
+    /// Takes the base snapshot once. Tracked files that match the git index are recorded
+    /// as blobs of the user's object store instead of being copied (see [`crate::tree::base`]);
+    /// the rest is copied into `base/`.
+    pub(super) fn ensure_base(&self) -> Result<Arc<SessionBase>> {
+        let mut guard = self.base.lock();
+        if let Some(b) = guard.as_ref() {
+            return Ok(b.clone());
+        }
+        let exclude = vec![self.root.clone()];
+        let sel = select::select_project(&self.project, &exclude)?;
+        let odb = sel
+            .git
+            .as_ref()
+            .and_then(|g| ObjectStore::open(&g.git_dir).ok())
+            .map(Arc::new);
+        let index_mtime = sel
+            .git
+            .as_ref()
+            .and_then(|g| std::fs::metadata(&g.index_file).ok())
+            .map(|m| (m.mtime(), m.mtime_nsec()));
+        let mut skipped: Vec<(PathBuf, String)> = sel
+            .skipped
+            .iter()
+            .map(|s| (s.rel.as_path().to_path_buf(), s.reason.to_string()))
+            .collect();
+        let mut nodes = Vec::with_capacity(sel.entries.len());
+        let mut srcs = Vec::with_capacity(sel.entries.len());
+        for e in sel.entries {
+            let kind = match e.kind {
+                select::Kind::File { executable } => NodeKind::File { executable },
+                select::Kind::Symlink => NodeKind::Symlink,
+            };
+            // A file git converts (attributes, core.autocrlf) may differ from its blob
+            // whatever its stat data says: it is always copied from the work tree.
+            let src = match (&e.index, e.stat, odb.as_deref(), index_mtime) {
+                (Some(ix), Some(st), Some(odb), Some(t))
+                    if !e.converted && ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
+                {
+                    BaseSrc::Blob(ix.oid, st)
+                }
+                _ => BaseSrc::Dir,
+            };
+            nodes.push(Node { rel: e.rel, kind });
+            srcs.push(src);
+        }
+        let to_copy: Vec<&Node> = nodes
+            .iter()
+            .zip(&srcs)
+            .filter(|(_, s)| **s == BaseSrc::Dir)
+            .map(|(n, _)| n)
+            .collect();
+        let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
+        let dir = self.path_in_session_base(Path::new(layout::BASE_DIR))?;
+        session_dir::remove_tree(&tmp)?;
+        session_dir::create_dir_new(&tmp)?;
+        let out = match snapshot::copy_tree(
+            &self.project,
+            &to_copy,
+            &tmp,
+            self.progress.as_deref(),
+            None,
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = session_dir::remove_tree(&tmp);
+                return Err(e);
+            }
+        };
+        let gone: std::collections::HashSet<&RelPath> =
+            out.skipped.iter().map(|(r, _)| r).collect();
+        let (nodes, srcs): (Vec<Node>, Vec<BaseSrc>) = nodes
+            .into_iter()
+            .zip(srcs)
+            .filter(|(n, s)| *s != BaseSrc::Dir || !gone.contains(&n.rel))
+            .unzip();
+        skipped.extend(
+            out.skipped
+                .iter()
+                .map(|(r, why)| (r.as_path().to_path_buf(), why.clone())),
+        );
+        let base = Base {
+            dir: dir.as_path().to_path_buf(),
+            nodes,
+            srcs,
+            odb,
+            project: Some(self.project.clone()),
+        };
+        base.write_blob_list(
+            &self.path_in_session_base(Path::new(crate::tree::base::BLOBS_FILE))?,
+        )?;
+        release_freed_memory();
+        session_dir::rename(&tmp, &dir)?;
+        let links_into_project = base
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Symlink)
+            .filter(|n| {
+                std::fs::read_link(self.project.join(n.rel.as_path()))
+                    .is_ok_and(|t| t.is_absolute() && t.starts_with(&self.project))
+            })
+            .map(|n| n.rel.as_path().to_path_buf())
+            .collect();
+        let sb = Arc::new(SessionBase {
+            base,
+            repo: sel.git,
+            skipped,
+            links_into_project,
+        });
+        *guard = Some(sb.clone());
+        Ok(sb)
+    }
+
+    pub(super) fn build_sandbox(
+        &self,
+        id: &str,
+        dir: &SessionPath,
+        chain_from: Option<&SandboxInfo>,
+    ) -> Result<Sandbox> {
+        let sbase = self.ensure_base()?;
+        let base = &sbase.base;
+        let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
+        let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
+        session_dir::remove_tree(&tmp)?;
+        session_dir::create_dir_new(&tmp)?;
+        let made = match chain_from {
+            None => self.copy_fresh(base, &tmp),
+            Some(prev_info) => self.copy_chained(base, prev_info, &tmp),
+        };
+        let (entries, newest) = match made {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = session_dir::remove_tree(&tmp);
+                return Err(e);
+            }
+        };
+        // The manifest is kept beside the sandbox before the sandbox appears under its name,
+        // so recovery of a crashed session diffs by stat data as finalize does (without it,
+        // recovery compares by content: slower, as exact).
+        let manifest_file =
+            self.path_in_session_base(Path::new(&format!("{}{id}", layout::MANIFEST_PREFIX)))?;
+        let made = snapshot::clock_stamp_after(&marker, newest).and_then(|stamp| {
+            let manifest = Manifest::new(entries, stamp);
+            session_dir::write_scratch(&manifest_file, &manifest.encode())?;
+            session_dir::rename(&tmp, dir)?;
+            Ok(manifest)
+        });
+        let manifest = match made {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = session_dir::remove_tree(&tmp);
+                let _ = session_dir::remove_file(&manifest_file);
+                return Err(e);
+            }
+        };
+        Ok(Sandbox {
+            info: SandboxInfo {
+                path: dir.as_path().to_path_buf(),
+                delegation_id: id.to_string(),
+                base_dir: base.dir.clone(),
+            },
+            manifest,
+            last_touched: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A fresh copy of the base: copies in `base/` are copied; blobs are copied from the
+    /// project when its file still has the stat data verified at snapshot time, and written
+    /// from the object store otherwise.
+    fn copy_fresh(
+        &self,
+        base: &Base,
+        tmp: &SessionPath,
+    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+        let mut dir_nodes = Vec::new();
+        let mut blob_nodes = Vec::new();
+        let mut blob_info = Vec::new();
+        for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+            match s {
+                BaseSrc::Dir => dir_nodes.push(n),
+                BaseSrc::Blob(_, st) => {
+                    blob_nodes.push(n);
+                    blob_info.push((i, *st));
+                }
+            }
+        }
+        let total = base.nodes.len() as u64;
+        let offset_progress = |offset: u64| {
+            self.progress.clone().map(|cb| {
+                move |p: snapshot::Progress| {
+                    cb(snapshot::Progress {
+                        files_done: p.files_done + offset,
+                        files_total: total,
+                        bytes_done: p.bytes_done,
+                    })
+                }
+            })
+        };
+        let pa = offset_progress(0);
+        let a = snapshot::copy_tree(
+            &base.dir,
+            &dir_nodes,
+            tmp,
+            pa.as_ref().map(|f| f as &snapshot::ProgressFn),
+            None,
+        )?;
+        let pb = offset_progress(dir_nodes.len() as u64);
+        let verify = |i: usize, m: &std::fs::Metadata| LStat::from_metadata(m) == blob_info[i].1;
+        let b = snapshot::copy_tree(
+            &self.project,
+            &blob_nodes,
+            tmp,
+            pb.as_ref().map(|f| f as &snapshot::ProgressFn),
+            Some(&verify),
+        )?;
+        let mut entries = Vec::with_capacity(base.nodes.len());
+        let mut newest = (0, 0);
+        let mut push = |rel: &RelPath, key: StatKey, entries: &mut Vec<ManifestEntry>| {
+            newest = newest.max(key.ctime);
+            entries.push(ManifestEntry {
+                rel: rel.clone(),
+                key,
+                same_as_base: true,
+            });
+        };
+        for (n, k) in dir_nodes.iter().zip(a.keys) {
+            if let Some(k) = k {
+                push(&n.rel, k, &mut entries);
+            }
+        }
+        for ((n, k), (i, st)) in blob_nodes.iter().zip(b.keys).zip(&blob_info) {
+            let key = match k {
+                Some(k) => k,
+                // The user changed (or removed) the file since the snapshot: the base
+                // content is the blob.
+                None => {
+                    let data = crate::tree::diff::BaseSource::read(base, *i)?;
+                    let dst = tmp.child(&n.rel);
+                    session_dir::remove_file(&dst)?;
+                    let mode = if matches!(n.kind, NodeKind::File { executable: true }) {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    session_dir::write_file_replace(&dst, &data, mode)?;
+                    session_dir::set_mtime(&dst, st.mtime)?;
+                    StatKey::from_metadata(&session_dir::symlink_metadata(&dst)?)
+                }
+            };
+            push(&n.rel, key, &mut entries);
+        }
+        Ok((entries, newest))
+    }
+
+    /// A copy of a predecessor sandbox's current state; nodes it had already changed are
+    /// marked as differing from base, so the new sandbox's patch stays cumulative.
+    fn copy_chained(
+        &self,
+        base: &Base,
+        prev_info: &SandboxInfo,
+        tmp: &SessionPath,
+    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+        let prev = self.lookup(prev_info)?;
+        // One listing serves both the diff (what the predecessor changed) and the copy.
+        let listing = snapshot::list_tree(&prev.info.path)?;
+        let d = diff::diff_listing(
+            &base.nodes,
+            base,
+            &prev.info.path,
+            &listing,
+            Some(&prev.manifest),
+            &|_| false,
+        )?;
+        let changed: std::collections::HashSet<RelPath> =
+            d.changes.into_iter().map(|c| c.rel).collect();
+        let nodes: Vec<Node> = listing.into_iter().map(|(n, _)| n).collect();
+        let out =
+            snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
+        let mut newest = (0, 0);
+        let entries = nodes
+            .into_iter()
+            .zip(out.keys)
+            .filter_map(|(n, k)| {
+                let key = k?;
+                newest = newest.max(key.ctime);
+                Some(ManifestEntry {
+                    same_as_base: !changed.contains(&n.rel),
+                    rel: n.rel,
+                    key,
+                })
+            })
+            .collect();
+        Ok((entries, newest))
+    }
+}

@@ -1,0 +1,181 @@
+//! How a manager ends: kept for debugging, handed to a reaper, or dropped — and on drop, the
+//! work of sandboxes neither completed nor discarded is stored as abandoned pending patches
+//! before anything is removed; sandboxes leave view by rename before they are deleted; the
+//! session lock is released last.
+
+use std::path::Path;
+
+use super::*;
+
+impl SandboxManager {
+    /// Keeps the whole session directory on drop (for debugging): nothing is removed. A
+    /// later start or prune recovers its delegations into pending patches.
+    pub fn keep(self) -> PathBuf {
+        self.keep.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.session_dir.clone()
+    }
+
+    /// Ends this manager without waiting for its cleanup: discarded sandboxes still being
+    /// deleted, the base and the session directory are left to a process that waits for the
+    /// session lock and then cleans the session like a prune does (`patchbox sessions reap
+    /// <session>`, started by the caller before this call). For a process about to exit (the
+    /// CLI's `run`): its user gets the prompt back while thousands of files are deleted.
+    ///
+    /// Nothing is lost: pending patches stay, and a sandbox not discarded is recovered into a
+    /// pending patch by whoever cleans the session (the reaper, or else the next prune).
+    ///
+    /// ```
+    /// use patchbox::{Options, SandboxManager};
+    /// let project = tempfile::tempdir().unwrap();
+    /// let root = tempfile::tempdir().unwrap();
+    /// let opts = Options { root: Some(root.path().to_path_buf()), ..Options::default() };
+    /// let mgr = SandboxManager::with_options(project.path(), opts).unwrap();
+    /// let session = mgr.session_id().to_string();
+    /// mgr.leave_cleanup_to_reaper();
+    /// // No reaper was started here: the session is left as it was, for a prune to clean.
+    /// let report = patchbox::session::recover::reap(root.path(), &session).unwrap();
+    /// assert_eq!(report.pruned, [session.clone()]);
+    /// assert!(!root.path().join(&session).exists());
+    /// ```
+    pub fn leave_cleanup_to_reaper(self) {
+        self.handed_off
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Stores the work of every sandbox neither completed nor discarded as a pending patch
+    /// marked abandoned (the patch a crash recovery would store; an unchanged sandbox, or one
+    /// whose exact patch the engine already stored as pending, stores nothing). False when
+    /// some work could not be stored.
+    fn save_abandoned(&self) -> bool {
+        let open: Vec<SandboxInfo> = self
+            .sandboxes
+            .lock()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(sb) => Some(sb.info.clone()),
+                Slot::Creating => None,
+            })
+            .collect();
+        let mut all_saved = true;
+        for info in open {
+            let saved = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+                let res = self.finalize_sandbox(&info)?;
+                let stored = pending::find_identical(
+                    &self.session_dir,
+                    &self.session_id,
+                    &info.delegation_id,
+                    &res.patch,
+                )?;
+                if !res.patch.is_empty() && stored.is_none() {
+                    self.write_pending_inner(&info.delegation_id, &res.patch, true)?;
+                }
+                Ok(())
+            }));
+            all_saved &= matches!(saved, Ok(Ok(())));
+        }
+        all_saved
+    }
+
+    fn cleanup(&self) -> Result<()> {
+        let mut first_err = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
+        let names: Vec<String> = self
+            .handle
+            .names()?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .collect();
+        // Sandboxes leave view first, each in one rename: a process killed while deleting
+        // must not leave a half-deleted sandbox (or a sandbox without its base) that the
+        // next recovery would take for work.
+        let names: Vec<String> = names
+            .into_iter()
+            .map(|n| {
+                if !n.starts_with("d-") {
+                    return n;
+                }
+                let trash = format!(".trash-{}", ulid::Ulid::new());
+                let moved = self.path_in_session_base(Path::new(&n)).and_then(|from| {
+                    session_dir::rename(&from, &self.path_in_session_base(Path::new(&trash))?)
+                });
+                match moved {
+                    Ok(()) => trash,
+                    Err(e) => {
+                        note(Err(e));
+                        n
+                    }
+                }
+            })
+            .collect();
+        for n in names {
+            if n == layout::BASE_DIR
+                || n == crate::tree::base::BLOBS_FILE
+                || n.starts_with("d-")
+                || n.starts_with(".trash-")
+                || n.starts_with(layout::TMP_PREFIX)
+                || n.starts_with(layout::MANIFEST_PREFIX)
+                || n == layout::SCRATCH_DIR
+                || n.starts_with(".creating-")
+                || n.starts_with(".clock-")
+            {
+                note(
+                    self.path_in_session_base(Path::new(&n))
+                        .and_then(|p| session_dir::remove_tree(&p)),
+                );
+            }
+        }
+        let has_pending = !pending::list_session(&self.session_dir, &self.session_id)?.is_empty();
+        if !has_pending {
+            note(
+                self.path_in_session_base(Path::new(pending::PENDING_DIR))
+                    .and_then(|p| session_dir::remove_tree(&p)),
+            );
+            note(
+                self.path_in_session_base(Path::new(layout::META_FILE))
+                    .and_then(|p| session_dir::remove_file(&p)),
+            );
+        }
+        note(
+            self.path_in_session_base(Path::new(layout::LOCK_FILE))
+                .and_then(|p| session_dir::remove_file(&p)),
+        );
+        if !has_pending {
+            note(
+                self.path_in_session_base(&self.session_dir)
+                    .and_then(|p| session_dir::remove_empty_dir(&p).map(|_| ())),
+            );
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SandboxManager {
+    fn drop(&mut self) {
+        if self.handed_off.load(std::sync::atomic::Ordering::SeqCst) {
+            // Removal threads run on (or end with the process); the reaper finishes their work.
+            drop(self.lock.lock().take());
+            return;
+        }
+        for h in self.removals.lock().drain(..) {
+            let _ = h.join();
+        }
+        // The recovery thread works on other sessions; it is waited for so that no work of
+        // this library outlives its manager.
+        let _ = self.startup_recovery();
+        // Work not stored is never removed: when a sandbox's work cannot be saved, the whole
+        // session stays for the next start or prune to recover, as after a crash.
+        if !self.keep.load(std::sync::atomic::Ordering::SeqCst) && self.save_abandoned() {
+            // Drop cannot report; a failure leaves files that the next prune recovers.
+            let _ = self.cleanup();
+        }
+        // Releasing the lock last: until now no pruner may touch this session.
+        drop(self.lock.lock().take());
+    }
+}
