@@ -6,9 +6,8 @@ mod gitcmd;
 use gitcmd::git;
 use patchbox::git::oid::blob_id_hex as git_blob_id;
 use patchbox::git::quote::unquote_c_style;
-use patchbox::patch::parse::{
-    apply_delta, parse_patch, parse_patch_strip, BinaryKind, BinaryPatch, LineKind,
-};
+use patchbox::patch::model::{apply_delta, BinaryKind, BinaryPatch, LineKind};
+use patchbox::patch::parse::{parse_patch, parse_patch_strip};
 use patchbox::Error;
 use proptest::prelude::*;
 

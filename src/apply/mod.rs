@@ -111,7 +111,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fs::project;
-use crate::patch::parse::{parse_patch_strip, Patch};
+use crate::patch::model::Patch;
+use crate::patch::parse::parse_patch_strip;
 
 mod journal;
 mod plan;

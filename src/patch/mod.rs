@@ -1,9 +1,10 @@
 //! Git-style patches: the model, the parser and the writer, and the line algorithms that
 //! apply one (placing hunks, the 3-way merge).
 //!
-//! - [`parse`]: git-style and traditional unified patches into a [`parse::Patch`] of file
-//!   patches (hunks, modes, renames, binary literals and deltas).
-//! - [`write`]: the patch of one file change, as `git diff --binary` writes it.
+//! - [`model`]: what a patch is — a [`model::Patch`] of file patches (hunks, modes, renames,
+//!   binary literals and deltas).
+//! - [`parse`]: git-style and traditional unified patch text into that model.
+//! - [`write`](mod@write): the patch of one file change, as `git diff --binary` writes it.
 //! - Crate-private: `line_diff` (the writer's line diff), `place` (finding where a hunk
 //!   applies), `merge3` (the 3-way line merge).
 //!
@@ -23,6 +24,7 @@
 
 pub(crate) mod line_diff;
 pub(crate) mod merge3;
+pub mod model;
 pub mod parse;
 pub(crate) mod place;
 pub mod write;

@@ -14,7 +14,7 @@
 //! empty file. `reverse` places the new side instead, which is how an already applied
 //! patch is recognised.
 
-use crate::patch::parse::{Hunk, LineKind};
+use crate::patch::model::{Hunk, LineKind};
 
 /// One side of a hunk as line slices.
 pub(crate) struct Sides<'h> {
@@ -238,7 +238,7 @@ mod tests {
             section: Vec::new(),
             lines: lines
                 .iter()
-                .map(|(k, t)| crate::patch::parse::HunkLine {
+                .map(|(k, t)| crate::patch::model::HunkLine {
                     kind: *k,
                     text: t.as_bytes().to_vec(),
                 })

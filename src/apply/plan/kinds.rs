@@ -16,7 +16,8 @@ use super::{conflict, oid_matches, perm_for, usable_oid, How, Planner, Res, VSta
 use crate::error::Result;
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
-use crate::patch::parse::{mode_is_symlink, split_lines, BinaryKind, BinaryPatch, FilePatch};
+use crate::patch::model::{mode_is_symlink, BinaryKind, BinaryPatch, FilePatch};
+use crate::patch::parse::split_lines;
 use crate::patch::place::apply_hunks;
 
 impl Planner<'_> {

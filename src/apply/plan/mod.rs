@@ -27,7 +27,7 @@ use crate::fs::dotgit::dotgitmodules_alias;
 use crate::fs::project::{self, Data, Entry, ProjectPath};
 use crate::fs::relpath::{RelPath, RelPathSet};
 use crate::git::oid::blob_id_hex;
-use crate::patch::parse::{
+use crate::patch::model::{
     mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch,
 };
 

@@ -20,7 +20,8 @@ use crate::error::Result;
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::RelPath;
 use crate::patch::merge3::{merge3, Conflict3};
-use crate::patch::parse::{mode_is_symlink, split_lines, BinaryKind, BinaryPatch, FilePatch};
+use crate::patch::model::{mode_is_symlink, BinaryKind, BinaryPatch, FilePatch};
+use crate::patch::parse::split_lines;
 use crate::patch::place::{apply_hunks, find_hunk, hunks_fit, sides, Placed};
 
 impl Planner<'_> {
@@ -83,7 +84,7 @@ impl Planner<'_> {
             },
         };
         let new_mode = fp.new_mode.or(if is_link {
-            Some(crate::patch::parse::MODE_SYMLINK)
+            Some(crate::patch::model::MODE_SYMLINK)
         } else {
             None
         });
