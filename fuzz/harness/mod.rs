@@ -1559,6 +1559,14 @@ impl Worker {
             &patch_theirs,
         );
         if let Class::BothAppliedDiffer(what) = &mut result.0 {
+            // A cut "\ No newline" marker: patchbox honours any "\ " line, git keeps the newline.
+            let short_marker = case
+                .patch
+                .split(|&b| b == b'\n')
+                .any(|l| l.starts_with(b"\\") && l.len() < b"\\ No newline at end of file".len());
+            if short_marker && what.as_str() == "content differs" {
+                what.push_str(" (short no-newline marker)");
+            }
             // Zero-context hunks: git without --unidiff-zero anchors them at the file's end.
             let again_parent = root.join("R");
             let again = make_parent(&again_parent, &case.project);
