@@ -613,7 +613,11 @@ fn assert_git_refuses(files: &[(&str, &str)], patch: &[u8], msg: &str) {
     }
     let out = gitcmd::git_apply(dir.path(), home.path(), patch);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "git applies\n{}", String::from_utf8_lossy(patch));
+    assert!(
+        !out.status.success(),
+        "git applies\n{}",
+        String::from_utf8_lossy(patch)
+    );
     assert!(err.contains(msg), "git: {err}");
 }
 

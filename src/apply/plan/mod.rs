@@ -151,6 +151,9 @@ fn perm_for(cur: Option<u32>, old_mode: Option<u32>, new_mode: Option<u32>) -> u
         Some(p) => {
             let changes = match (old_mode, new_mode) {
                 (Some(o), Some(n)) => mode_is_executable(o) != mode_is_executable(n),
+                // A `new mode` line without an old mode: git takes the old mode from the
+                // file and applies the new one.
+                (None, Some(_)) => true,
                 _ => false,
             };
             match want_exec {
@@ -724,5 +727,9 @@ mod tests {
         assert_eq!(perm_for(Some(0o755), Some(0o100755), Some(0o100644)), 0o644);
         assert_eq!(perm_for(Some(0o600), Some(0o100644), Some(0o100644)), 0o600);
         assert_eq!(perm_for(None, None, Some(0o100755)), 0o755);
+        // A lone 'new mode': applied to the file's own mode, as git does.
+        assert_eq!(perm_for(Some(0o644), None, Some(0o100755)), 0o755);
+        assert_eq!(perm_for(Some(0o755), None, Some(0o100644)), 0o644);
+        assert_eq!(perm_for(Some(0o644), None, None), 0o644);
     }
 }
