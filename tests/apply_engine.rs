@@ -1665,3 +1665,122 @@ fn a_path_4000_components_deep_applies() {
     assert_eq!(report.outcome, Outcome::Refused, "{report}");
     assert!(report.files[0].detail.contains("NTFS"), "{report}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A path named by more than one file patch, and a lone 'new mode' line, against git apply
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `patch` with git (to a copy) and with patchbox (to `base`'s tree); returns git's
+/// output, patchbox's report and both trees.
+fn both_apply(
+    base: impl Fn(&Path),
+    patch: &[u8],
+) -> (
+    std::process::Output,
+    patchbox::apply::ApplyReport,
+    tempfile::TempDir,
+    tempfile::TempDir,
+) {
+    let home = tempfile::tempdir().unwrap();
+    let ours = tmp_with(&base);
+    let theirs = tmp_with(&base);
+    let out = git_apply(theirs.path(), home.path(), patch);
+    let report = apply_patch(ours.path(), patch, &opts()).unwrap();
+    (out, report, ours, theirs)
+}
+
+/// Both refuse `patch` on `base` (git with a message containing `msg`); the tree is untouched.
+fn both_refuse(base: impl Fn(&Path), patch: &[u8], msg: &str) {
+    let (out, report, ours, _) = both_apply(&base, patch);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(msg), "git: {err}");
+    assert_eq!(report.outcome, Outcome::Refused, "{report}");
+    assert_eq!(tree_view(ours.path()), tree_view(tmp_with(&base).path()));
+}
+
+/// Both apply `patch` on `base` with the same result.
+fn both_agree(base: impl Fn(&Path), patch: &[u8]) {
+    let (out, report, ours, theirs) = both_apply(base, patch);
+    assert!(
+        out.status.success(),
+        "git: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+}
+
+const DELETE_F: &str = "diff --git a/f b/f\ndeleted file mode 100644\nindex 7898192..0000000\n--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n";
+const CREATE_F: &str = "diff --git a/f b/f\nnew file mode 100644\nindex 0000000..6178079\n--- /dev/null\n+++ b/f\n@@ -0,0 +1 @@\n+b\n";
+const MODIFY_F: &str =
+    "diff --git a/f b/f\nindex 7898192..6178079 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+
+#[test]
+fn repeated_deletion_or_creation_is_refused_as_git_does() {
+    let base = |r: &Path| write(r, "f", "a\n");
+    // The same deletion twice.
+    both_refuse(
+        base,
+        DELETE_F.repeat(2).as_bytes(),
+        "has been renamed/deleted",
+    );
+    // A modification of a deleted path.
+    both_refuse(
+        base,
+        format!("{DELETE_F}{MODIFY_F}").as_bytes(),
+        "has been renamed/deleted",
+    );
+    // Deleted, created, created again.
+    both_refuse(
+        base,
+        format!("{DELETE_F}{CREATE_F}{CREATE_F}").as_bytes(),
+        "already exists in working directory",
+    );
+    // A creation of a path an earlier section modified.
+    both_refuse(
+        base,
+        format!("{MODIFY_F}{CREATE_F}").as_bytes(),
+        "already exists in working directory",
+    );
+    // Allowed: a deletion then a creation of the same path (git's type changes).
+    both_agree(base, format!("{DELETE_F}{CREATE_F}").as_bytes());
+}
+
+#[test]
+fn repeated_text_or_binary_section_is_refused_as_git_does() {
+    let base = |r: &Path| write(r, "f", "a\n");
+    // A text section twice: the second applies to the result of the first and fails.
+    both_refuse(base, MODIFY_F.repeat(2).as_bytes(), "patch failed");
+    // A series (the second continues the first) applies, as in git.
+    let then = "diff --git a/f b/f\nindex 6178079..f2ad6c7 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-b\n+c\n";
+    both_agree(base, format!("{MODIFY_F}{then}").as_bytes());
+    // A binary section twice.
+    let bin_base = |r: &Path| write(r, "b.bin", pseudo_random(300, 3));
+    let repo = Repo::new(bin_base);
+    let patch = repo.diff(|r| write(r, "b.bin", pseudo_random(300, 4)), &["--binary"]);
+    assert!(String::from_utf8_lossy(&patch).contains("GIT binary patch"));
+    both_agree(bin_base, &patch);
+    both_refuse(
+        bin_base,
+        &patch.repeat(2),
+        "does not match the current contents",
+    );
+}
+
+#[test]
+fn lone_new_mode_line_sets_the_mode_as_git_does() {
+    // No 'old mode' line: git takes the old mode from the file and applies the new one.
+    let base = |r: &Path| write(r, "f", "a\n");
+    let patch = b"diff --git a/f b/f\nnew mode 100755\nindex 7898192..6178079\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+    let (out, report, ours, theirs) = both_apply(base, patch);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    let mode = |d: &tempfile::TempDir| fs::metadata(d.path().join("f")).unwrap().mode() & 0o111;
+    assert_eq!(mode(&theirs), 0o111);
+    assert_eq!(mode(&ours), mode(&theirs));
+    assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+}

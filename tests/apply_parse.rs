@@ -602,3 +602,79 @@ fn truncated_patches_are_errors() {
     let e = parse_patch(b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n").unwrap_err();
     assert!(e.to_string().contains("truncated"), "{e}");
 }
+
+/// `git apply` of `patch` in a directory holding `files`: asserts that git refuses it with a
+/// message containing `msg`.
+fn assert_git_refuses(files: &[(&str, &str)], patch: &[u8], msg: &str) {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, data) in files {
+        std::fs::write(dir.path().join(name), data).unwrap();
+    }
+    let out = gitcmd::git_apply(dir.path(), home.path(), patch);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "git applies\n{}",
+        String::from_utf8_lossy(patch)
+    );
+    assert!(err.contains(msg), "git: {err}");
+}
+
+#[test]
+fn git_header_names_must_agree_as_in_git() {
+    let lacks = "git diff header lacks filename information";
+    // Different names on a creation's 'diff --git' line, no '---'/'+++' lines.
+    let patch = b"diff --git a/x \"b/y\"\nnew file mode 100644\nindex 0000000..e69de29\n";
+    assert_git_refuses(&[], patch, lacks);
+    let e = parse_patch(patch).unwrap_err();
+    assert!(e.to_string().contains(lacks), "{e}");
+    // The same with both names quoted.
+    let patch = b"diff --git \"a/x\" \"b/y\"\nnew file mode 100644\nindex 0000000..e69de29\n";
+    assert_git_refuses(&[], patch, lacks);
+    assert!(parse_patch(patch).is_err());
+    // A CRLF-converted mode change: the CR is part of the second name.
+    let patch = b"diff --git a/f b/f\r\nold mode 100644\r\nnew mode 100755\r\n";
+    assert_git_refuses(&[("f", "x\n")], patch, lacks);
+    let e = parse_patch(patch).unwrap_err();
+    assert!(e.to_string().contains(lacks), "{e}");
+    // A '+++' line without '---' (spliced in).
+    let patch = b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n+++ /dev/null\n";
+    assert_git_refuses(&[("f", "x\n")], patch, lacks);
+    let e = parse_patch(patch).unwrap_err();
+    assert_eq!(parse_line(&e), 4, "{e}");
+    assert!(e.to_string().contains(lacks), "{e}");
+    // Still fine: the same names, quoted or not, and a quoted pair from a CRLF patch.
+    for patch in [
+        &b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"[..],
+        b"diff --git \"a/f\" \"b/f\"\nold mode 100644\nnew mode 100755\n",
+        b"diff --git \"a/f\" \"b/f\"\r\nold mode 100644\r\nnew mode 100755\r\n",
+    ] {
+        let p = parse_patch(patch).unwrap();
+        assert_eq!(p.files[0].path().unwrap().to_string(), "f");
+    }
+}
+
+#[test]
+fn sections_without_change_are_garbage_as_in_git() {
+    let garbage = "patch with only garbage";
+    // Equal old and new modes.
+    let patch = b"diff --git a/f b/f\nold mode 100644\nnew mode 100644\n";
+    assert_git_refuses(&[("f", "x\n")], patch, garbage);
+    assert!(parse_patch(patch).is_err());
+    // A lone 'new mode' line without hunks.
+    let patch = b"diff --git a/f b/f\nnew mode 100755\n";
+    assert_git_refuses(&[("f", "x\n")], patch, garbage);
+    assert!(parse_patch(patch).is_err());
+    // 'GIT binary patch' with a CR: git does not see a binary patch there.
+    let patch = b"diff --git \"a/f\" \"b/f\"\r\nindex 587be6b..e69de29 100644\r\nGIT binary patch\r\nliteral 0\r\nHcmV?d00001\r\n\r\nliteral 2\r\nJcmd;L0000C0RR91\r\n\r\n";
+    assert_git_refuses(&[("f", "x\n")], patch, garbage);
+    assert!(parse_patch(patch).is_err());
+    // A mode change whose old mode comes from the 'index' line is a change.
+    let p = parse_patch(b"diff --git a/f b/f\nindex 587be6b..587be6b 100644\nnew mode 100755\n")
+        .unwrap();
+    assert_eq!(
+        (p.files[0].old_mode, p.files[0].new_mode),
+        (Some(0o100644), Some(0o100755))
+    );
+}

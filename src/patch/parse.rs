@@ -291,28 +291,35 @@ impl<'a> Parser<'a> {
     }
 
     /// Names from the `diff --git` line, stripped, when they can be told apart.
+    ///
+    /// As in git (`git_header_name`), the two names must be the same after stripping, quoted
+    /// or not; otherwise the line gives no name (a rename's names come from its `rename`
+    /// lines, other sections' from `---`/`+++`). `rest` keeps a CR before the newline: git
+    /// reads it as part of an unquoted second name (so a CRLF-converted line names nothing),
+    /// and ignores it after a quoted one.
     fn git_line_names(&self, rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         let strip = |n: &[u8]| strip_components(n, self.strip).map(<[u8]>::to_vec);
+        let same = |a: Vec<u8>, b: Vec<u8>| (a == b && !a.is_empty()).then_some((a, b));
         if rest.first() == Some(&b'"') {
             let (a, used) = unquote_c_style(rest)?;
             let r = rest[used..].strip_prefix(b" ")?;
             let b = if r.first() == Some(&b'"') {
                 let (b, used2) = unquote_c_style(r)?;
-                if !r[used2..].is_empty() {
+                if !matches!(&r[used2..], b"" | b"\r") {
                     return None;
                 }
                 b
             } else {
                 r.to_vec()
             };
-            return Some((strip(&a)?, strip(&b)?));
+            return same(strip(&a)?, strip(&b)?);
         }
         if let Some(q) = rest.windows(2).position(|w| w == b" \"") {
             let (b, used) = unquote_c_style(&rest[q + 1..])?;
             if q + 1 + used != rest.len() {
                 return None;
             }
-            return Some((strip(&rest[..q])?, strip(&b)?));
+            return same(strip(&rest[..q])?, strip(&b)?);
         }
         // Unquoted: both names are the same after stripping (git's rule for headers without
         // rename information); try each space as the separator.
@@ -329,7 +336,8 @@ impl<'a> Parser<'a> {
     }
 
     fn git_section(&self, start: usize) -> Result<(FilePatch, usize)> {
-        let rest = trim_eol(&self.lines[start][b"diff --git ".len()..]);
+        let raw = &self.lines[start][b"diff --git ".len()..];
+        let rest = raw.strip_suffix(b"\n").unwrap_or(raw);
         let line_names = self.git_line_names(rest);
         let mut h = GitHeader::default();
         let mut i = start + 1;
@@ -391,7 +399,16 @@ impl<'a> Parser<'a> {
                 hunks = hs;
                 i = next;
                 break;
-            } else if l == b"GIT binary patch" {
+            } else if l.starts_with(b"+++ ") {
+                // git reads a '+++' line without '---' as the new name alone, and then
+                // lacks the old one (unless the file is new): refuse it as git does.
+                return Err(Self::err(
+                    i,
+                    "git diff header lacks filename information ('+++' line without '---')",
+                ));
+            } else if matches!(self.lines[i], b"GIT binary patch\n" | b"GIT binary patch") {
+                // Exactly (no CR): git does not see a binary patch in `GIT binary patch\r`
+                // and calls the section garbage.
                 let (b, next) = self.binary(i + 1)?;
                 binary = Some(b);
                 i = next;
@@ -498,7 +515,7 @@ impl<'a> Parser<'a> {
             let name = new.clone().or(old.clone()).ok_or_else(|| {
                 Self::err(
                     start,
-                    "cannot tell the file name from the 'diff --git' line",
+                    "git diff header lacks filename information (the 'diff --git' line's names differ and no '---'/'+++' lines settle them)",
                 )
             })?;
             match (creation, deletion) {
@@ -546,7 +563,13 @@ impl<'a> Parser<'a> {
             || is_copy
             || old_path.is_none()
             || new_path.is_none()
-            || (h.old_mode.is_some() && h.new_mode.is_some());
+            // A mode change only when the modes differ (git's `metadata_changes`): an old
+            // mode given by the `index` line counts, a lone `new mode` does not.
+            || h
+                .old_mode
+                .or(h.index_mode)
+                .zip(h.new_mode)
+                .is_some_and(|(o, n)| o != n);
         if !changes_something {
             return Err(Self::err(start, "file header without any change"));
         }

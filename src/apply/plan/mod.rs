@@ -73,6 +73,16 @@ impl VState {
     }
 }
 
+/// What an earlier file patch of the same patch did to a path (git's `fn_table`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// Deleted or renamed away: later patches may only create it again.
+    Gone,
+    /// Written (created, modified, the target of a rename or copy): a later modification
+    /// applies to that result; a later creation, rename or copy onto it is refused.
+    Written,
+}
+
 /// One planned change: what is there now, what it becomes.
 pub(super) struct PlanOp {
     pub(super) rel: RelPath,
@@ -151,6 +161,9 @@ fn perm_for(cur: Option<u32>, old_mode: Option<u32>, new_mode: Option<u32>) -> u
         Some(p) => {
             let changes = match (old_mode, new_mode) {
                 (Some(o), Some(n)) => mode_is_executable(o) != mode_is_executable(n),
+                // A `new mode` line without an old mode: git takes the old mode from the
+                // file and applies the new one.
+                (None, Some(_)) => true,
                 _ => false,
             };
             match want_exec {
@@ -179,6 +192,8 @@ pub(super) struct Planner<'a> {
     disk: BTreeMap<RelPath, Entry>,
     overlay: BTreeMap<RelPath, VState>,
     owner: BTreeMap<RelPath, usize>,
+    /// What earlier file patches did to each path, whatever their outcome.
+    seen: BTreeMap<RelPath, Seen>,
     new_symlinks: RelPathSet,
     /// Every path the patch writes (for [`Self::below_patched_symlink`]).
     new_paths: RelPathSet,
@@ -199,6 +214,7 @@ impl<'a> Planner<'a> {
             disk: BTreeMap::new(),
             overlay: BTreeMap::new(),
             owner: BTreeMap::new(),
+            seen: BTreeMap::new(),
             new_symlinks: RelPathSet::new(),
             new_paths: RelPathSet::new(),
             gone_symlinks: RelPathSet::new(),
@@ -278,10 +294,46 @@ impl<'a> Planner<'a> {
         }
         for fp in &patch.files {
             let idx = self.reports.len();
-            let report = self.file(fp, idx)?;
+            let report = match self.repeated(fp) {
+                Some(why) => Self::report(fp, FileStatus::Refused, why),
+                None => self.file(fp, idx)?,
+            };
             self.reports.push(report);
+            if let Some(n) = &fp.new_path {
+                self.seen.insert(n.clone(), Seen::Written);
+            }
+            if let Some(o) = &fp.old_path {
+                if fp.new_path.is_none() || (fp.is_rename && fp.new_path.as_ref() != Some(o)) {
+                    self.seen.insert(o.clone(), Seen::Gone);
+                }
+            }
         }
         self.validate()
+    }
+
+    /// git's rule for a path named by more than one file patch (`previous_patch`,
+    /// `check_to_create` in its apply.c): a later modification or deletion applies to what
+    /// the earlier one left, a deleted path may be created again, and nothing else. The
+    /// reason to refuse `fp`, if any.
+    fn repeated(&self, fp: &FilePatch) -> Option<String> {
+        let moving = fp.is_rename || fp.is_copy;
+        if let Some(o) = &fp.old_path {
+            // Renames and copies read the original tree, as in git.
+            if !moving && self.seen.get(o) == Some(&Seen::Gone) {
+                return Some(format!(
+                    "path {o} has been renamed/deleted by an earlier file patch of this patch"
+                ));
+            }
+        }
+        if let Some(n) = &fp.new_path {
+            let writes_anew = fp.old_path.is_none() || (moving && fp.old_path.as_ref() != Some(n));
+            if writes_anew && self.seen.get(n) == Some(&Seen::Written) {
+                return Some(format!(
+                    "{n} is already written by an earlier file patch of this patch (a repeated section?)"
+                ));
+            }
+        }
+        None
     }
 
     fn report(fp: &FilePatch, status: FileStatus, detail: impl Into<String>) -> FileReport {
@@ -409,6 +461,19 @@ impl<'a> Planner<'a> {
                 }
             }
             res => res,
+        };
+        // A modification of what an earlier file patch of this patch changed applies to that
+        // result, as in git: finding its changes already there means the section is repeated
+        // (git: patch failed), not that the patch was applied before.
+        let res = match (res, &fp.old_path) {
+            (Res::Done(_, How::Already(d)), Some(o))
+                if !fp.is_rename && !fp.is_copy && self.owner.contains_key(o) =>
+            {
+                conflict(format!(
+                    "does not apply to what an earlier file patch of {o} in this patch left ({d}: a repeated section?)"
+                ))
+            }
+            (res, _) => res,
         };
         let mut report = Self::report(fp, FileStatus::Applied, "");
         match res {
@@ -724,5 +789,9 @@ mod tests {
         assert_eq!(perm_for(Some(0o755), Some(0o100755), Some(0o100644)), 0o644);
         assert_eq!(perm_for(Some(0o600), Some(0o100644), Some(0o100644)), 0o600);
         assert_eq!(perm_for(None, None, Some(0o100755)), 0o755);
+        // A lone 'new mode': applied to the file's own mode, as git does.
+        assert_eq!(perm_for(Some(0o644), None, Some(0o100755)), 0o755);
+        assert_eq!(perm_for(Some(0o755), None, Some(0o100644)), 0o644);
+        assert_eq!(perm_for(Some(0o644), None, None), 0o644);
     }
 }
