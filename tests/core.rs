@@ -828,6 +828,44 @@ fn recovery_is_exact_with_and_without_the_kept_manifest() {
     }
 }
 
+/// A new manager recovers dead sessions on a thread of its own (the constructor returns at
+/// once) and reports what it did, errors included, through `startup_recovery()`.
+#[test]
+fn startup_recovery_runs_aside_and_reports() {
+    let e = env();
+    write(&e.project, "a.txt", b"a\n");
+    let dead = manager(&e);
+    let sb = dead.create_sandbox("lost", None).unwrap();
+    write(&sb.path, "a.txt", b"work\n");
+    let dead_id = dead.session_id().to_string();
+    dead.keep();
+    let mgr = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let report = mgr.startup_recovery().expect("recovery was started");
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.pruned, [dead_id]);
+    assert_eq!(report.recovered.len(), 1);
+    assert!(String::from_utf8_lossy(&fs::read(&report.recovered[0]).unwrap()).contains("+work"));
+    // Asked again, the same report; a manager told not to recover has none.
+    assert_eq!(mgr.startup_recovery().unwrap().pruned, report.pruned);
+    let quiet = SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            no_prune_on_start: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert!(quiet.startup_recovery().is_none());
+}
+
 #[test]
 fn crashed_session_on_a_git_project_is_recovered_from_blobs() {
     let e = env();
