@@ -28,40 +28,6 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_patchbox"))
 }
 
-fn trials() -> usize {
-    std::env::var("PATCHBOX_CRASH_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
-}
-
-/// A small deterministic generator (xorshift64*), seeded from the clock or the environment.
-struct Rng(u64);
-
-impl Rng {
-    fn new(scenario: &str) -> Rng {
-        let seed = std::env::var("PATCHBOX_CRASH_SEED")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1)
-            })
-            | 1;
-        eprintln!("{scenario}: seed {seed} (PATCHBOX_CRASH_SEED replays it)");
-        Rng(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
-}
-
 /// A project of `files` small files in a few directories; a git repository with one commit
 /// when `git` is set.
 fn make_project(dir: &Path, files: usize, git: bool) {

@@ -226,3 +226,42 @@ pub fn exact_fingerprint(root: &Path) -> ExactFingerprint {
     }
     out
 }
+
+/// Trials per scenario of the kill harnesses (`tests/crash.rs`, `tests/apply_crash.rs`):
+/// `PATCHBOX_CRASH_TRIALS`, 12 by default (the CI form; the long form is 100+).
+pub fn trials() -> usize {
+    std::env::var("PATCHBOX_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// A small deterministic generator (xorshift64*) for the kill harnesses, seeded from the
+/// clock or from `PATCHBOX_CRASH_SEED`; the seed is printed so a failing run can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `scenario`, printing its seed.
+    pub fn new(scenario: &str) -> Rng {
+        let seed = std::env::var("PATCHBOX_CRASH_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            })
+            | 1;
+        eprintln!("{scenario}: seed {seed} (PATCHBOX_CRASH_SEED replays it)");
+        Rng(seed)
+    }
+
+    /// A number in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
