@@ -13,7 +13,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -23,30 +22,6 @@ use common::*;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_patchbox"))
-}
-
-/// Per path (directories included): kind, permission bits, contents or link target.
-type View = BTreeMap<Vec<u8>, (char, u32, Vec<u8>)>;
-
-fn view(root: &Path) -> View {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = View::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let key = rel.as_os_str().as_bytes().to_vec();
-        let v = if m.file_type().is_symlink() {
-            let t = fs::read_link(e.path()).unwrap();
-            ('l', 0, t.as_os_str().as_bytes().to_vec())
-        } else if m.is_dir() {
-            ('d', m.mode() & 0o7777, Vec::new())
-        } else {
-            ('f', m.mode() & 0o7777, fs::read(e.path()).unwrap())
-        };
-        out.insert(key, v);
-    }
-    out
 }
 
 /// 200 files in 10 directories, a few executables and symlinks.
@@ -133,8 +108,8 @@ fn kill_group(child: &mut std::process::Child) {
 struct Setup {
     tmp: tempfile::TempDir,
     patch_file: std::path::PathBuf,
-    before: View,
-    after: View,
+    before: ModeView,
+    after: ModeView,
 }
 
 impl Setup {
@@ -145,12 +120,12 @@ impl Setup {
         fs::write(&patch_file, &patch).unwrap();
         let template = tmp.path().join("template");
         base(&template);
-        let before = view(&template);
+        let before = mode_view(&template);
         let s = Setup {
             tmp,
             patch_file,
             before,
-            after: View::new(),
+            after: ModeView::new(),
         };
         s.reset();
         let out = s.cmd(&["apply"], true);
@@ -159,7 +134,7 @@ impl Setup {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let after = view(&s.project());
+        let after = mode_view(&s.project());
         assert_ne!(after, s.before);
         Setup { after, ..s }
     }
@@ -181,7 +156,7 @@ impl Setup {
         }
         fs::create_dir_all(self.project()).unwrap();
         copy_tree(&self.tmp.path().join("template"), &self.project());
-        assert_eq!(view(&self.project()), self.before);
+        assert_eq!(mode_view(&self.project()), self.before);
     }
 
     fn command(&self, args: &[&str], patch: bool) -> Command {
@@ -224,7 +199,7 @@ impl Setup {
 
     fn state(&self) -> &'static str {
         self.no_debris();
-        let now = view(&self.project());
+        let now = mode_view(&self.project());
         if now == self.before {
             "before"
         } else if now == self.after {

@@ -7,7 +7,7 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -19,33 +19,6 @@ use patchbox::apply::{
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_patchbox"))
-}
-
-/// Per path (`.git` excluded, directories included): kind, permission bits, contents.
-type View = std::collections::BTreeMap<Vec<u8>, (char, u32, Vec<u8>)>;
-
-fn view(root: &Path) -> View {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = View::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(root).unwrap();
-        if rel.starts_with(".git") {
-            continue;
-        }
-        let m = fs::symlink_metadata(e.path()).unwrap();
-        let key = rel.as_os_str().as_bytes().to_vec();
-        let v = if m.file_type().is_symlink() {
-            let t = fs::read_link(e.path()).unwrap();
-            ('l', 0, t.as_os_str().as_bytes().to_vec())
-        } else if m.is_dir() {
-            ('d', m.mode() & 0o7777, Vec::new())
-        } else {
-            ('f', m.mode() & 0o7777, fs::read(e.path()).unwrap())
-        };
-        out.insert(key, v);
-    }
-    out
 }
 
 fn base(r: &Path) {
@@ -133,12 +106,12 @@ fn a_crash_at_every_write_step_recovers_to_before_or_after() {
     let reference = project();
     let records = tempfile::tempdir().unwrap();
     apply_patch(reference.path(), &patch, &ApplyOptions::default()).unwrap();
-    let after = view(reference.path());
+    let after = mode_view(reference.path());
     let (mut befores, mut afters) = (0, 0);
     for k in 1.. {
         let p = project();
         age_dirs(p.path());
-        let before = view(p.path());
+        let before = mode_view(p.path());
         let before_exact = exact_fingerprint(p.path());
         let undo = records.path().join(format!("u{k}"));
         let o = ApplyOptions {
@@ -166,7 +139,7 @@ fn a_crash_at_every_write_step_recovers_to_before_or_after() {
         let r = recover_project(p.path()).unwrap();
         assert_eq!(r.recovered.len(), 1, "step {k}: {r}");
         no_debris(p.path());
-        let now = view(p.path());
+        let now = mode_view(p.path());
         if now == before {
             befores += 1;
             assert_eq!(
@@ -218,17 +191,17 @@ fn the_next_apply_or_undo_recovers_first() {
     assert!(again.to_string().contains("completed"), "{again}");
     no_debris(p.path());
     // …and the interrupted apply's record undoes it.
-    let before = view(&{
+    let before = mode_view(&{
         let b = project();
         b.keep()
     });
     undo_apply(p.path(), &undo, false).unwrap();
-    assert_eq!(view(p.path()), before);
+    assert_eq!(mode_view(p.path()), before);
 
     // Crashed early (while staging): undo_apply of its record recovers, then refuses: that
     // apply never happened.
     let p = project();
-    let before = view(p.path());
+    let before = mode_view(p.path());
     let undo = records.path().join("early");
     let o = ApplyOptions {
         crash_after_steps: Some(3),
@@ -237,7 +210,7 @@ fn the_next_apply_or_undo_recovers_first() {
     };
     assert!(apply_patch(p.path(), &patch, &o).is_err());
     assert!(undo_apply(p.path(), &undo, false).is_err());
-    assert_eq!(view(p.path()), before);
+    assert_eq!(mode_view(p.path()), before);
     no_debris(p.path());
 
     // Check mode recovers nothing but says so.
@@ -286,7 +259,7 @@ fn undo_restores_directory_mtimes() {
 fn a_callers_undo_directory_is_never_deleted() {
     let patch = patch();
     let p = project();
-    let before = view(p.path());
+    let before = mode_view(p.path());
     let records = tempfile::tempdir().unwrap();
     // An empty directory of the caller's: a failed apply empties what it wrote, keeps it.
     let mine = records.path().join("mine");
@@ -301,7 +274,7 @@ fn a_callers_undo_directory_is_never_deleted() {
         assert!(apply_patch(p.path(), &patch, &o).is_err());
         assert!(mine.is_dir(), "step {k}");
         assert_eq!(fs::read_dir(&mine).unwrap().count(), 0, "step {k}");
-        assert_eq!(view(p.path()), before);
+        assert_eq!(mode_view(p.path()), before);
     }
     // A directory that is not empty is refused, and left alone.
     write(&mine, "precious.txt", b"mine\n");
@@ -312,7 +285,7 @@ fn a_callers_undo_directory_is_never_deleted() {
     let e = apply_patch(p.path(), &patch, &o).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
     assert_eq!(fs::read(mine.join("precious.txt")).unwrap(), b"mine\n");
-    assert_eq!(view(p.path()), before);
+    assert_eq!(mode_view(p.path()), before);
 }
 
 #[test]

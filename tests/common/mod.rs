@@ -197,6 +197,34 @@ pub fn tree_view(root: &Path) -> TreeView {
     out
 }
 
+/// Per path below the root (`.git` left out): type, full permission bits (directories' too)
+/// and contents (a symlink's target) — what an apply or its undo must restore exactly.
+pub type ModeView = BTreeMap<Vec<u8>, (char, u32, Vec<u8>)>;
+
+/// The [`ModeView`] of the tree at `root`.
+pub fn mode_view(root: &Path) -> ModeView {
+    let mut out = ModeView::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap();
+        if rel.starts_with(".git") {
+            continue;
+        }
+        let m = fs::symlink_metadata(e.path()).unwrap();
+        let key = rel.as_os_str().as_bytes().to_vec();
+        let v = if m.file_type().is_symlink() {
+            let t = fs::read_link(e.path()).unwrap();
+            ('l', 0, t.as_os_str().as_bytes().to_vec())
+        } else if m.is_dir() {
+            ('d', m.mode() & 0o7777, Vec::new())
+        } else {
+            ('f', m.mode() & 0o7777, fs::read(e.path()).unwrap())
+        };
+        out.insert(key, v);
+    }
+    out
+}
+
 /// Everything observable, per path (the root and `.git` included): full mode, contents (a
 /// symlink's target), mtime. Equal before and after means nothing was touched.
 pub type ExactFingerprint = BTreeMap<Vec<u8>, (u32, Vec<u8>, i64, i64)>;
