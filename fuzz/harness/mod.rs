@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use patchbox::apply::{apply_patch, ApplyOptions, ApplyReport, FileStatus, Outcome};
 use patchbox::patch::write::{write_file_diff, Side};
@@ -513,34 +513,10 @@ fn view_diff(ours: &View, theirs: &View) -> (String, String) {
 // git
 // ------------------------------------------------------------------------------------------
 
-/// `git` in `dir` with `home` as HOME: no user or system configuration, no repository above.
-pub fn git_cmd(dir: &Path, home: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .args([
-            "-c",
-            "user.name=Patchbox Fuzz",
-            "-c",
-            "user.email=fuzz@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "core.autocrlf=false",
-            "-c",
-            "core.symlinks=true",
-            "-c",
-            "gc.auto=0",
-        ])
-        .args(args);
-    c
-}
+/// `git` isolated from the user's configuration: the tests' own runner.
+#[path = "../../tests/gitcmd/mod.rs"]
+mod gitcmd;
+pub use gitcmd::git_cmd;
 
 fn git_ok(dir: &Path, home: &Path, args: &[&str]) -> Vec<u8> {
     let out = git_cmd(dir, home, args).output().expect("run git");

@@ -27,6 +27,8 @@ pub fn git_cmd(dir: &Path, home: &Path, args: &[&str]) -> Command {
             "core.autocrlf=false",
             "-c",
             "core.symlinks=true",
+            "-c",
+            "gc.auto=0",
         ])
         .args(args);
     c
