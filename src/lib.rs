@@ -52,6 +52,7 @@ pub mod ffi;
 pub mod fs;
 pub mod git;
 pub mod patch;
+pub mod plan;
 pub mod session;
 pub mod tree;
 

@@ -134,13 +134,33 @@ impl UndoStore {
         patch: &[u8],
         opts: &ApplyOptions,
     ) -> Result<ApplyReport> {
+        self.apply_as(project, patch, opts, ulid::Ulid::new())
+    }
+
+    /// [`UndoStore::apply`] with the record id chosen by the caller, so a caller can note
+    /// the id durably before the apply starts (the plan layer's commit journal does: after a
+    /// crash it finds the record, applied or not, by that id). `id` must be new to the store.
+    pub fn apply_as(
+        &self,
+        project: impl AsRef<Path>,
+        patch: &[u8],
+        opts: &ApplyOptions,
+        id: ulid::Ulid,
+    ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
         let mut opts = opts.clone();
         opts.undo_dir = None;
         if !opts.check {
             std::fs::create_dir_all(&self.dir)
                 .map_err(|e| Error::io("create undo directory", &self.dir, e))?;
-            opts.undo_dir = Some(self.dir.join(ulid::Ulid::new().to_string()));
+            let dir = self.dir.join(id.to_string());
+            if dir.exists() {
+                return Err(Error::InvalidId {
+                    id: id.to_string(),
+                    reason: "an undo record with this id exists",
+                });
+            }
+            opts.undo_dir = Some(dir);
         }
         let mut report = apply_patch(&project, patch, &opts)?;
         if report.wrote() {
@@ -153,7 +173,8 @@ impl UndoStore {
         Ok(report)
     }
 
-    fn entry(&self, id: &str) -> Result<UndoEntry> {
+    /// The record `id`, with its state.
+    pub fn entry(&self, id: &str) -> Result<UndoEntry> {
         let ulid = ulid::Ulid::from_string(id).map_err(|_| Error::InvalidId {
             id: id.to_string(),
             reason: "not an undo record id",

@@ -1,0 +1,624 @@
+//! The plan manager: every sandbox of every plan of one engine, found again after a crash.
+//!
+//! ```text
+//! <root>/plans/
+//!   undo/                     undo records of commits (their ids are commit_refs)
+//!   plan-<plan id>/
+//!     commit.lock             held while a commit_all of the plan runs
+//!     commit.journal          present while a commit_all runs (see journal)
+//!     <sandbox id>/           one per sandbox: state.json and the strategy's files
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::boundary::{Resource, ResourceRegistry};
+use super::error::SandboxError;
+use super::journal::CommitJournal;
+use super::model::{CommitResult, Strategy};
+use super::record::{Record, STATE_FILE};
+use super::sandbox::Sandbox;
+use super::status::Status;
+use super::strategy::{self, Env};
+use crate::apply::store::{PrunePolicy, UndoStore};
+
+/// Name of the plans directory under the root.
+pub const PLANS_DIR: &str = "plans";
+
+/// Prefix of a plan's directory.
+const PLAN_PREFIX: &str = "plan-";
+
+/// Longest accepted plan id, in bytes.
+const MAX_ID_LEN: usize = 128;
+
+/// A slot of the sandbox table: filled once, by the first caller (others wait on its lock).
+type Slot = Arc<Mutex<Option<Arc<dyn Sandbox>>>>;
+
+/// What opening a manager found and did about earlier runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Plans whose interrupted `commit_all` was rolled back, with the sandboxes undone.
+    pub rolled_back: Vec<(String, Vec<String>)>,
+    /// What could not be settled (a sandbox that cannot be read, a rollback refused).
+    pub warnings: Vec<String>,
+}
+
+/// One plan executor's sandboxes.
+///
+/// `Send + Sync`: share it as `Arc<PlanManager>`. Sandboxes are made lazily by
+/// [`PlanManager::get_or_create_sandbox`]; their state is on disk under the root, so a
+/// manager opened over the same root after a crash lists them again, and an interrupted
+/// [`PlanManager::commit_all`] is rolled back when it opens.
+///
+/// On drop, sandboxes holding no uncommitted work are cleaned up; an active sandbox with
+/// changes is kept for the next manager (never lose work).
+pub struct PlanManager {
+    root: PathBuf,
+    env: Arc<Env>,
+    table: Mutex<BTreeMap<(String, String), Slot>>,
+    boundaries: Mutex<HashMap<String, String>>,
+    recovery: Recovery,
+}
+
+impl PlanManager {
+    /// Opens the manager of `root` (the library's sandbox root; plan sandboxes live in
+    /// `<root>/plans`). Sandboxes on disk are loaded; interrupted commits are rolled back.
+    pub fn open(root: impl AsRef<Path>) -> Result<PlanManager, SandboxError> {
+        let root = root.as_ref();
+        std::fs::create_dir_all(root.join(PLANS_DIR)).map_err(|e| {
+            SandboxError::from_lower(
+                None,
+                "create plans directory",
+                crate::Error::io("create directory", root.join(PLANS_DIR), e),
+            )
+        })?;
+        let root = std::fs::canonicalize(root).map_err(|e| {
+            SandboxError::from_lower(None, "resolve root", crate::Error::io("resolve", root, e))
+        })?;
+        let plans_dir = root.join(PLANS_DIR);
+        let env = Arc::new(Env {
+            undo: UndoStore::new(&plans_dir).with_policy(PrunePolicy {
+                keep_per_project: 1000,
+                ..PrunePolicy::default()
+            }),
+            exclude: vec![root.clone()],
+            plans_dir,
+        });
+        let mut mgr = PlanManager {
+            root,
+            env,
+            table: Mutex::new(BTreeMap::new()),
+            boundaries: Mutex::new(HashMap::new()),
+            recovery: Recovery::default(),
+        };
+        mgr.load()?;
+        Ok(mgr)
+    }
+
+    /// Opens the manager of the default root (`$PATCHBOX_ROOT`, else
+    /// `$HOME/.entropic/sandbox`).
+    pub fn open_default() -> Result<PlanManager, SandboxError> {
+        let root = crate::session::layout::default_root()
+            .map_err(|e| SandboxError::from_lower(None, "default root", e))?;
+        PlanManager::open(root)
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What opening found (interrupted commits rolled back, unreadable sandboxes).
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    fn plan_dir(&self, plan_id: &str) -> PathBuf {
+        self.env.plans_dir.join(format!("{PLAN_PREFIX}{plan_id}"))
+    }
+
+    fn load(&mut self) -> Result<(), SandboxError> {
+        let mut table = BTreeMap::new();
+        let mut journals = Vec::new();
+        for (plan_id, plan_dir) in self.plan_dirs()? {
+            for dir in subdirs(&plan_dir) {
+                if !dir.join(STATE_FILE).exists() {
+                    continue;
+                }
+                let opened = Record::load(&dir).and_then(|r| {
+                    let key = (r.plan_id.clone(), r.resource_id.clone());
+                    strategy::open_sandbox(&self.env, r, dir.clone()).map(|s| (key, s))
+                });
+                match opened {
+                    Ok((key, sb)) => {
+                        table.insert(key, Arc::new(Mutex::new(Some(sb))));
+                    }
+                    Err(e) => self
+                        .recovery
+                        .warnings
+                        .push(format!("{}: {e}", dir.display())),
+                }
+            }
+            if let Some(j) = CommitJournal::read(&plan_dir)? {
+                journals.push((plan_id, plan_dir, j));
+            }
+        }
+        *self.table.get_mut() = table;
+        for (plan_id, plan_dir, j) in journals {
+            let (undone, failed) = self.roll_back_lifo(&plan_id, &j.order);
+            for (id, e) in failed {
+                self.recovery.warnings.push(format!(
+                    "plan {plan_id}: cannot roll back sandbox {id}: {e}"
+                ));
+            }
+            CommitJournal::remove(&plan_dir)?;
+            self.recovery.rolled_back.push((plan_id, undone));
+        }
+        Ok(())
+    }
+
+    fn plan_dirs(&self) -> Result<Vec<(String, PathBuf)>, SandboxError> {
+        let mut out = Vec::new();
+        for d in subdirs(&self.env.plans_dir) {
+            let Some(name) = d.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if let Some(id) = name.strip_prefix(PLAN_PREFIX) {
+                out.push((id.to_string(), d.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sandbox of `(plan_id, resource_id)`, made and created on first use with
+    /// `strategy` over `original_path`. Later calls return the same sandbox (whatever
+    /// strategy they name). Concurrent first calls make it once.
+    pub fn get_or_create_sandbox(
+        &self,
+        plan_id: &str,
+        resource_id: &str,
+        original_path: impl AsRef<Path>,
+        strategy: Strategy,
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        validate_id("plan id", plan_id)?;
+        if resource_id.is_empty() {
+            return Err(SandboxError::sandbox(
+                None,
+                "a resource id must not be empty",
+            ));
+        }
+        let key = (plan_id.to_string(), resource_id.to_string());
+        let slot = self.table.lock().entry(key.clone()).or_default().clone();
+        let mut filled = slot.lock();
+        if let Some(sb) = filled.as_ref() {
+            if !sb.status().is_terminal() {
+                return Ok(sb.clone());
+            }
+        }
+        let original = original_path.as_ref();
+        let meta = std::fs::metadata(original);
+        if !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            return Err(SandboxError::Creation {
+                resource_id: resource_id.to_string(),
+                reason: format!("{} is not a directory", original.display()),
+                source: None,
+            });
+        }
+        let sb = strategy::new_sandbox(
+            &strategy,
+            &self.env,
+            &self.plan_dir(plan_id),
+            resource_id,
+            original,
+        )?;
+        sb.create(plan_id)?;
+        *filled = Some(sb.clone());
+        Ok(sb)
+    }
+
+    /// The sandbox of `(plan_id, resource_id)`, if one was made.
+    pub fn get_sandbox(&self, plan_id: &str, resource_id: &str) -> Option<Arc<dyn Sandbox>> {
+        let slot = self
+            .table
+            .lock()
+            .get(&(plan_id.to_string(), resource_id.to_string()))
+            .cloned()?;
+        let sb = slot.lock().clone();
+        sb
+    }
+
+    /// Every sandbox of `plan_id`, in creation order.
+    pub fn list_sandboxes(&self, plan_id: &str) -> Vec<Arc<dyn Sandbox>> {
+        let mut out: Vec<Arc<dyn Sandbox>> = self
+            .slots()
+            .into_iter()
+            .filter(|((p, _), _)| p == plan_id)
+            .filter_map(|(_, s)| s.lock().clone())
+            .collect();
+        out.sort_by(|a, b| a.sandbox_id().cmp(b.sandbox_id()));
+        out
+    }
+
+    /// The ids of every plan with sandboxes.
+    pub fn list_plans(&self) -> Vec<String> {
+        let mut plans: Vec<String> = self.slots().into_iter().map(|((p, _), _)| p).collect();
+        plans.dedup();
+        plans
+    }
+
+    fn slots(&self) -> Vec<((String, String), Slot)> {
+        self.table
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Commits every `Created`/`Active` sandbox of the plan, all or nothing.
+    ///
+    /// 1. Every one is checked against its original first ([`Sandbox::check_commit`]): a
+    ///    conflict anywhere refuses the whole plan before anything is written.
+    /// 2. The order (rollbackable strategies first, `none` last; creation order within) goes
+    ///    into the plan's journal, durably, before the first commit.
+    /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
+    ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
+    ///    `failed_rollback_ids`.
+    /// 4. A crash anywhere in 3 leaves the journal: the next manager opened over the root
+    ///    rolls the plan back (see [`crate::plan::journal`]).
+    pub fn commit_all(&self, plan_id: &str) -> Result<Vec<CommitResult>, SandboxError> {
+        self.commit_all_with(plan_id, &CommitAllOptions::default())
+    }
+
+    /// [`PlanManager::commit_all`] with test hooks.
+    #[doc(hidden)]
+    pub fn commit_all_with(
+        &self,
+        plan_id: &str,
+        opts: &CommitAllOptions,
+    ) -> Result<Vec<CommitResult>, SandboxError> {
+        validate_id("plan id", plan_id)?;
+        let plan_dir = self.plan_dir(plan_id);
+        let _lock = PlanLock::acquire(&plan_dir)?;
+        let mut todo: Vec<Arc<dyn Sandbox>> = self
+            .list_sandboxes(plan_id)
+            .into_iter()
+            .filter(|s| matches!(s.status(), Status::Created | Status::Active))
+            .collect();
+        if todo.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Stable: creation order within each group.
+        todo.sort_by_key(|s| !s.is_rollbackable());
+        let atomic =
+            |reason: String, failed: Option<&str>, undone: Vec<String>, not: Vec<String>| {
+                SandboxError::AtomicCommit {
+                    plan_id: plan_id.to_string(),
+                    reason,
+                    rolled_back_ids: undone,
+                    failed_rollback_ids: not,
+                    failed_sandbox_id: failed.map(str::to_string),
+                }
+            };
+        for s in &todo {
+            if let Err(e) = s.check_commit() {
+                return Err(atomic(
+                    format!("check failed, nothing written: {e}"),
+                    Some(s.sandbox_id()),
+                    vec![],
+                    vec![],
+                ));
+            }
+        }
+        let order: Vec<String> = todo.iter().map(|s| s.sandbox_id().to_string()).collect();
+        CommitJournal {
+            plan_id: plan_id.to_string(),
+            order: order.clone(),
+        }
+        .write(&plan_dir)?;
+        let mut results = Vec::with_capacity(todo.len());
+        for (i, s) in todo.iter().enumerate() {
+            if opts.crash_before == Some(i) {
+                // Test hook: the process dies here, journal in place.
+                std::process::abort();
+            }
+            let r = if opts.fail_at == Some(i) {
+                Err(SandboxError::Commit {
+                    sandbox_id: s.sandbox_id().to_string(),
+                    reason: "injected failure".into(),
+                    files: vec![],
+                    source: None,
+                })
+            } else {
+                s.commit(Some(&format!("plan {plan_id}")))
+            };
+            match r {
+                Ok(res) => results.push(res),
+                Err(e) => {
+                    let (undone, failed) = self.roll_back_lifo(plan_id, &order[..i]);
+                    let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
+                    let mut reason = e.to_string();
+                    for (id, why) in &failed {
+                        reason.push_str(&format!("; rollback of {id} failed: {why}"));
+                    }
+                    CommitJournal::remove(&plan_dir)?;
+                    return Err(atomic(reason, Some(s.sandbox_id()), undone, failed_ids));
+                }
+            }
+        }
+        CommitJournal::remove(&plan_dir)?;
+        Ok(results)
+    }
+
+    /// Rolls back, newest first, every sandbox of `order` that is `Committed`. Returns the
+    /// ids undone (in that order) and those that could not be.
+    fn roll_back_lifo(
+        &self,
+        plan_id: &str,
+        order: &[String],
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        let by_id: HashMap<String, Arc<dyn Sandbox>> = self
+            .list_sandboxes(plan_id)
+            .into_iter()
+            .map(|s| (s.sandbox_id().to_string(), s))
+            .collect();
+        let mut undone = Vec::new();
+        let mut failed = Vec::new();
+        for id in order.iter().rev() {
+            let Some(s) = by_id.get(id) else { continue };
+            if s.status() != Status::Committed {
+                continue;
+            }
+            match s.rollback() {
+                Ok(()) => undone.push(id.clone()),
+                Err(e) => failed.push((id.clone(), e.to_string())),
+            }
+        }
+        (undone, failed)
+    }
+
+    /// Rolls back every `Active` (discarding its changes) and `Committed` (undoing its
+    /// commit) sandbox of the plan; the first error is returned after trying them all.
+    pub fn rollback_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+        let mut first = None;
+        for s in self.list_sandboxes(plan_id).into_iter().rev() {
+            if matches!(s.status(), Status::Active | Status::Committed) {
+                if let Err(e) = s.rollback() {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Cleans up every sandbox of the plan (an active one's changes are discarded) and
+    /// forgets them; the first error is returned after trying them all.
+    pub fn cleanup_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+        let mut first = None;
+        for s in self.list_sandboxes(plan_id) {
+            if let Err(e) = s.cleanup() {
+                first.get_or_insert(e);
+            }
+        }
+        self.table.lock().retain(|(p, _), slot| {
+            p != plan_id
+                || slot
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|s| !s.status().is_terminal())
+        });
+        if first.is_none() {
+            let _ = std::fs::remove_dir(self.plan_dir(plan_id).join("commit.lock"))
+                .or_else(|_| std::fs::remove_file(self.plan_dir(plan_id).join("commit.lock")));
+            let _ = std::fs::remove_dir(self.plan_dir(plan_id));
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Cleans up sandboxes whose work is over (`Committed`, `RolledBack`, `Errored`) and the
+    /// remains of creations a crash interrupted; returns how many were removed.
+    pub fn cleanup_abandoned(&self) -> Result<usize, SandboxError> {
+        let mut n = 0;
+        for (_, slot) in self.slots() {
+            let sb = slot.lock().clone();
+            if let Some(s) = sb {
+                if matches!(
+                    s.status(),
+                    Status::Committed | Status::RolledBack | Status::Errored
+                ) {
+                    s.cleanup()?;
+                    n += 1;
+                }
+            }
+        }
+        self.table.lock().retain(|_, slot| {
+            slot.lock()
+                .as_ref()
+                .is_some_and(|s| !s.status().is_terminal())
+        });
+        let known: std::collections::HashSet<String> = self
+            .slots()
+            .into_iter()
+            .filter_map(|(_, s)| s.lock().as_ref().map(|s| s.sandbox_id().to_string()))
+            .collect();
+        for (_, plan_dir) in self.plan_dirs()? {
+            for dir in subdirs(&plan_dir) {
+                let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if ulid::Ulid::from_string(name).is_ok()
+                    && !known.contains(name)
+                    && !dir.join(STATE_FILE).exists()
+                {
+                    strategy::remove_dir(&dir).map_err(|e| {
+                        SandboxError::from_lower(Some(name), "remove a half-made sandbox", e)
+                    })?;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// The boundary key of `resource` (the id of the resource whose sandbox it shares), cached
+    /// until [`PlanManager::clear_boundary_cache`].
+    pub fn resolve_sandbox_key(
+        &self,
+        resource: &Resource,
+        registry: &ResourceRegistry,
+    ) -> Result<String, SandboxError> {
+        if let Some(k) = self.boundaries.lock().get(&resource.id) {
+            return Ok(k.clone());
+        }
+        let k = registry.resolve_boundary(&resource.id)?;
+        self.boundaries
+            .lock()
+            .insert(resource.id.clone(), k.clone());
+        Ok(k)
+    }
+
+    /// The sandbox of the boundary `resource` belongs to, shared by every resource under that
+    /// boundary; the returned view's `get_path` maps resource-relative paths into it.
+    pub fn get_or_create_sandbox_for_resource(
+        &self,
+        plan_id: &str,
+        resource: &Resource,
+        registry: &ResourceRegistry,
+    ) -> Result<ResourceSandbox, SandboxError> {
+        let key = self.resolve_sandbox_key(resource, registry)?;
+        let boundary = registry.get(&key).ok_or_else(|| {
+            SandboxError::sandbox(None, format!("unknown boundary resource {key:?}"))
+        })?;
+        let sandbox = self.get_or_create_sandbox(
+            plan_id,
+            &boundary.id,
+            &boundary.path,
+            boundary.boundary_strategy(),
+        )?;
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let prefix = canon(&resource.path)
+            .strip_prefix(canon(&boundary.path))
+            .map(Path::to_path_buf)
+            .map_err(|_| {
+                SandboxError::sandbox(
+                    None,
+                    format!(
+                        "resource {:?} at {} is not under its boundary {} at {}",
+                        resource.id,
+                        resource.path.display(),
+                        boundary.id,
+                        boundary.path.display()
+                    ),
+                )
+            })?;
+        Ok(ResourceSandbox { sandbox, prefix })
+    }
+
+    /// Drops the boundary cache (call when the resource registry changes).
+    pub fn clear_boundary_cache(&self) {
+        self.boundaries.lock().clear();
+    }
+}
+
+impl Drop for PlanManager {
+    fn drop(&mut self) {
+        for (_, slot) in self.slots() {
+            let Some(s) = slot.lock().clone() else {
+                continue;
+            };
+            let keep = match s.status() {
+                Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
+                Status::Pending | Status::CleanedUp => true,
+                _ => false,
+            };
+            if !keep {
+                let _ = s.cleanup();
+            }
+        }
+    }
+}
+
+/// A resource's view of its boundary's sandbox.
+#[derive(Clone)]
+pub struct ResourceSandbox {
+    /// The boundary's sandbox.
+    pub sandbox: Arc<dyn Sandbox>,
+    /// The resource's place under its boundary.
+    pub prefix: PathBuf,
+}
+
+impl ResourceSandbox {
+    /// Where `resource_relative` (relative to the resource) lives in the sandbox.
+    pub fn get_path(&self, resource_relative: impl AsRef<Path>) -> Result<PathBuf, SandboxError> {
+        self.sandbox
+            .get_path(&self.prefix.join(resource_relative.as_ref()))
+    }
+}
+
+/// Test hooks of [`PlanManager::commit_all_with`].
+#[doc(hidden)]
+#[derive(Clone, Debug, Default)]
+pub struct CommitAllOptions {
+    /// The commit at this position fails (as a conflict would).
+    pub fail_at: Option<usize>,
+    /// The process aborts before the commit at this position.
+    pub crash_before: Option<usize>,
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+fn validate_id(what: &str, id: &str) -> Result<(), SandboxError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(SandboxError::sandbox(
+            None,
+            format!("invalid {what} {id:?}: use 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ - (not starting with '.')"),
+        ))
+    }
+}
+
+/// The lock a `commit_all` holds on its plan: one at a time per plan, across processes.
+struct PlanLock(#[allow(dead_code)] std::fs::File);
+
+impl PlanLock {
+    fn acquire(plan_dir: &Path) -> Result<PlanLock, SandboxError> {
+        std::fs::create_dir_all(plan_dir).map_err(|e| {
+            SandboxError::from_lower(
+                None,
+                "create plan directory",
+                crate::Error::io("create directory", plan_dir, e),
+            )
+        })?;
+        let p = plan_dir.join("commit.lock");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| {
+                SandboxError::from_lower(None, "open plan lock", crate::Error::io("open", &p, e))
+            })?;
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
+            SandboxError::from_lower(None, "lock plan", crate::Error::io("flock", &p, e.into()))
+        })?;
+        Ok(PlanLock(f))
+    }
+}

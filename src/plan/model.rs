@@ -1,0 +1,195 @@
+//! The values the plan layer hands out: the strategy names, a sandbox's context, a commit's
+//! result and a sandbox's diff. Plain data, readable without the sandbox that made them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::SandboxError;
+
+/// How a resource is isolated. Chosen per resource; see the README's strategy table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Pass-through: writes go to the original at once. Bypasses isolation; cannot be
+    /// rolled back.
+    None,
+    /// A copy made with the snapshot engine; committed through the atomic 3-way apply.
+    CopyOnWrite,
+    /// An OverlayFS view over a stable snapshot (kernel, else `fuse-overlayfs`, else
+    /// `copy_on_write`); committed as `copy_on_write`.
+    Overlay,
+    /// A git worktree of the resource's repository on a branch of its own.
+    GitWorktree,
+}
+
+impl Strategy {
+    /// Every built-in strategy.
+    pub const ALL: [Strategy; 4] = [
+        Strategy::None,
+        Strategy::CopyOnWrite,
+        Strategy::Overlay,
+        Strategy::GitWorktree,
+    ];
+
+    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::None => "none",
+            Strategy::CopyOnWrite => "copy_on_write",
+            Strategy::Overlay => "overlay",
+            Strategy::GitWorktree => "git_worktree",
+        }
+    }
+
+    /// The strategy named `name`; [`SandboxError::Sandbox`] naming the known ones otherwise.
+    pub fn from_name(name: &str) -> Result<Strategy, SandboxError> {
+        Strategy::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                SandboxError::sandbox(
+                    None,
+                    format!(
+                        "unknown sandbox strategy {name:?} (known: none, copy_on_write, overlay, git_worktree)"
+                    ),
+                )
+            })
+    }
+
+    /// Whether a commit of this strategy can be undone (commit_all commits these first).
+    pub fn is_rollbackable(&self) -> bool {
+        !matches!(self, Strategy::None)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a created sandbox is: where its files are and what they stand for. `None` before
+/// `create`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxContext {
+    /// The sandbox's ULID.
+    pub sandbox_id: String,
+    /// Where the sandboxed files are (for `none`, the original itself).
+    pub sandbox_path: PathBuf,
+    /// The original resource.
+    pub original_path: PathBuf,
+    /// The resource's id.
+    pub resource_id: String,
+    /// The plan that owns the sandbox.
+    pub plan_id: String,
+    /// When it was created.
+    #[serde(with = "unix_millis")]
+    pub created_at: SystemTime,
+    /// Strategy-specific facts (`overlay.mode`, `git.branch`, …).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The outcome of one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitResult {
+    /// The sandbox committed.
+    pub sandbox_id: String,
+    /// Whether the original now holds the sandbox's changes.
+    pub success: bool,
+    /// What names the commit: the undo record (`copy_on_write`, `overlay`), the commit id
+    /// (`git_worktree`); none for `none`.
+    pub commit_ref: Option<String>,
+    /// Files modified in the original, relative to it.
+    pub changed_files: Vec<String>,
+    /// Files created.
+    pub added_files: Vec<String>,
+    /// Files removed.
+    pub deleted_files: Vec<String>,
+    /// The error when `success` is false.
+    pub error: Option<String>,
+    /// When the commit happened.
+    #[serde(with = "unix_millis")]
+    pub timestamp: SystemTime,
+    /// Strategy-specific facts.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// What happened to one path in a sandbox's diff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffOp {
+    /// Not in the original, in the sandbox.
+    Added,
+    /// In both, different (content, mode or type).
+    Modified,
+    /// In the original, not in the sandbox.
+    Deleted,
+}
+
+impl DiffOp {
+    /// `added`, `modified` or `deleted`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DiffOp::Added => "added",
+            DiffOp::Modified => "modified",
+            DiffOp::Deleted => "deleted",
+        }
+    }
+}
+
+/// One path of a diff, with its content on both sides (a symlink's content is its target).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiffEntry {
+    /// Path relative to the resource.
+    pub path: String,
+    /// What happened to it.
+    pub operation: DiffOp,
+    /// The content before (none when added).
+    pub before: Option<Vec<u8>>,
+    /// The content after (none when deleted).
+    pub after: Option<Vec<u8>>,
+}
+
+/// A sandbox's changes against what it was created from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxDiff {
+    /// One entry per changed path, sorted by path.
+    pub entries: Vec<DiffEntry>,
+    /// The same changes as a patch `git apply` accepts (binary-safe).
+    pub patch: Vec<u8>,
+}
+
+impl SandboxDiff {
+    /// The paths with the given operation.
+    pub fn paths(&self, op: DiffOp) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.operation == op)
+            .map(|e| e.path.clone())
+            .collect()
+    }
+}
+
+/// Serializes a `SystemTime` as milliseconds since the epoch (what the state files hold).
+pub(crate) mod unix_millis {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        s.serialize_u64(ms)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let ms = u64::deserialize(d)?;
+        Ok(UNIX_EPOCH + Duration::from_millis(ms))
+    }
+}

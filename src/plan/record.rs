@@ -1,0 +1,245 @@
+//! A sandbox's state on disk (`state.json` in its directory) and the lifecycle guard every
+//! strategy runs its operations under.
+//!
+//! The state file is replaced atomically (written beside, synced, renamed) on every status
+//! change, so a crash leaves either the old state or the new one. A manager opened after a
+//! crash reads these files to find its plans again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use parking_lot::{Mutex, MutexGuard};
+use serde::{Deserialize, Serialize};
+
+use super::error::SandboxError;
+use super::model::{unix_millis, SandboxContext, Strategy};
+use super::status::Status;
+use crate::fs::session_dir::{self, SessionDir};
+
+/// Name of the state file in a sandbox's directory.
+pub const STATE_FILE: &str = "state.json";
+
+/// Format version of [`STATE_FILE`].
+const VERSION: u32 = 1;
+
+/// What `state.json` holds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    /// Format version.
+    pub version: u32,
+    /// The sandbox's ULID.
+    pub sandbox_id: String,
+    /// Its plan.
+    pub plan_id: String,
+    /// Its resource.
+    pub resource_id: String,
+    /// Its strategy.
+    pub strategy: Strategy,
+    /// Its status.
+    pub status: Status,
+    /// The original resource.
+    pub original_path: PathBuf,
+    /// Where its files are.
+    pub sandbox_path: PathBuf,
+    /// When it was created.
+    #[serde(with = "unix_millis")]
+    pub created_at: SystemTime,
+    /// Strategy-specific facts.
+    pub metadata: BTreeMap<String, String>,
+    /// What names the last commit (undo record, git commit), while it can be undone.
+    pub commit_ref: Option<String>,
+    /// A commit started under this reference and not known to have finished: after a
+    /// crash the strategy looks the reference up to learn whether it landed.
+    pub commit_in_flight: Option<String>,
+}
+
+impl Record {
+    /// The context this record describes.
+    pub fn context(&self) -> SandboxContext {
+        SandboxContext {
+            sandbox_id: self.sandbox_id.clone(),
+            sandbox_path: self.sandbox_path.clone(),
+            original_path: self.original_path.clone(),
+            resource_id: self.resource_id.clone(),
+            plan_id: self.plan_id.clone(),
+            created_at: self.created_at,
+            metadata: self.metadata.clone(),
+        }
+    }
+
+    /// Reads `<dir>/state.json`.
+    pub fn load(dir: &Path) -> Result<Record, SandboxError> {
+        let p = dir.join(STATE_FILE);
+        let data = std::fs::read(&p).map_err(|e| {
+            SandboxError::from_lower(None, "read sandbox state", crate::Error::io("read", &p, e))
+        })?;
+        let r: Record = serde_json::from_slice(&data).map_err(|e| {
+            SandboxError::sandbox(
+                None,
+                format!("{}: malformed sandbox state: {e}", p.display()),
+            )
+        })?;
+        if r.version != VERSION {
+            return Err(SandboxError::sandbox(
+                Some(&r.sandbox_id),
+                format!("{}: unknown state version {}", p.display(), r.version),
+            ));
+        }
+        Ok(r)
+    }
+}
+
+/// The mutable part of a sandbox, behind its operation lock.
+pub struct State {
+    /// The status now.
+    pub status: Status,
+    /// The persisted record; `None` while pending (nothing on disk).
+    pub record: Option<Record>,
+}
+
+/// The lifecycle guard: identity, the operation lock, and persistence. Every strategy holds
+/// one; an operation takes [`Lifecycle::lock`] for its whole length, so two operations of
+/// one sandbox never interleave.
+pub struct Lifecycle {
+    id: String,
+    strategy: Strategy,
+    /// The sandbox's own directory (`<plan dir>/<sandbox id>`), where its state lives.
+    dir: PathBuf,
+    state: Mutex<State>,
+}
+
+impl Lifecycle {
+    /// A pending sandbox (nothing on disk yet) with a new ULID.
+    pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
+        let id = ulid::Ulid::new().to_string();
+        Lifecycle {
+            dir: plan_dir.join(&id),
+            id,
+            strategy,
+            state: Mutex::new(State {
+                status: Status::Pending,
+                record: None,
+            }),
+        }
+    }
+
+    /// A sandbox found on disk.
+    pub fn loaded(record: Record, dir: PathBuf) -> Lifecycle {
+        Lifecycle {
+            id: record.sandbox_id.clone(),
+            strategy: record.strategy.clone(),
+            dir,
+            state: Mutex::new(State {
+                status: record.status,
+                record: Some(record),
+            }),
+        }
+    }
+
+    /// The sandbox's ULID.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy.clone()
+    }
+
+    /// Its directory under the plan's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The status now (waits for a running operation).
+    pub fn status(&self) -> Status {
+        self.state.lock().status
+    }
+
+    /// The context, once created.
+    pub fn context(&self) -> Option<SandboxContext> {
+        self.state.lock().record.as_ref().map(Record::context)
+    }
+
+    /// Takes the operation lock.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    /// Refuses the step `from → to` unless the table allows it.
+    pub fn check(&self, from: Status, to: Status) -> Result<(), SandboxError> {
+        Status::assert_transition(from, to).map_err(|e| e.for_sandbox(&self.id))
+    }
+
+    /// Moves to `to` (after checking the step) and persists the state.
+    pub fn advance(&self, st: &mut State, to: Status) -> Result<(), SandboxError> {
+        self.check(st.status, to)?;
+        let before = st.status;
+        st.status = to;
+        if let Some(r) = st.record.as_mut() {
+            r.status = to;
+        }
+        if let Err(e) = self.persist(st) {
+            st.status = before;
+            if let Some(r) = st.record.as_mut() {
+                r.status = before;
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Writes the state file (nothing while pending, nor once the directory is gone).
+    pub fn persist(&self, st: &State) -> Result<(), SandboxError> {
+        let Some(r) = st.record.as_ref() else {
+            return Ok(());
+        };
+        if st.status == Status::CleanedUp {
+            return Ok(());
+        }
+        let data = serde_json::to_vec_pretty(r)
+            .map_err(|e| SandboxError::sandbox(Some(&self.id), format!("encode state: {e}")))?;
+        let dir = SessionDir::open(&self.dir)
+            .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))?;
+        let p = dir
+            .join(Path::new(STATE_FILE))
+            .map_err(|e| SandboxError::from_lower(Some(&self.id), "state file", e))?;
+        session_dir::write_atomic(&p, &data)
+            .map_err(|e| SandboxError::from_lower(Some(&self.id), "write sandbox state", e))
+    }
+
+    /// The sandbox directory as a chokepoint capability (writes inside it go through it).
+    pub fn session_dir(&self) -> Result<SessionDir, SandboxError> {
+        SessionDir::open(&self.dir)
+            .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))
+    }
+}
+
+impl Record {
+    /// A new record for a sandbox just created (status set by the first `advance`).
+    pub fn new(
+        sandbox_id: &str,
+        plan_id: &str,
+        resource_id: &str,
+        strategy: Strategy,
+        original_path: &Path,
+        sandbox_path: &Path,
+        metadata: BTreeMap<String, String>,
+    ) -> Record {
+        Record {
+            version: VERSION,
+            sandbox_id: sandbox_id.to_string(),
+            plan_id: plan_id.to_string(),
+            resource_id: resource_id.to_string(),
+            strategy,
+            status: Status::Pending,
+            original_path: original_path.to_path_buf(),
+            sandbox_path: sandbox_path.to_path_buf(),
+            created_at: SystemTime::now(),
+            metadata,
+            commit_ref: None,
+            commit_in_flight: None,
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The sandbox interface every strategy implements.
+
+use std::path::{Path, PathBuf};
+
+use super::error::SandboxError;
+use super::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use super::status::Status;
+
+/// One resource's sandbox in one plan.
+///
+/// Every method checks the step against the lifecycle ([`Status::can_transition`]) first: a
+/// refused step is a [`SandboxError::State`] and changes nothing. Methods take `&self` (a
+/// sandbox is shared between threads as `Arc<dyn Sandbox>`); each serializes its own
+/// operations. The sandbox's state is on disk under the manager's root, so a manager opened
+/// after a crash finds it again.
+pub trait Sandbox: Send + Sync {
+    /// Its ULID.
+    fn sandbox_id(&self) -> &str;
+
+    /// The strategy it implements.
+    fn strategy(&self) -> Strategy;
+
+    /// Its status now.
+    fn status(&self) -> Status;
+
+    /// Its context; `None` before [`Sandbox::create`].
+    fn context(&self) -> Option<SandboxContext>;
+
+    /// Makes the sandbox environment (`Pending → Created`). On failure nothing of it is
+    /// left on disk and the error is [`SandboxError::Creation`].
+    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError>;
+
+    /// Where `resource_relative` lives in the sandbox. Refuses absolute paths, `..`, and a
+    /// path that leads through a symlink out of the sandbox. Makes a created sandbox active.
+    fn get_path(&self, resource_relative: &Path) -> Result<PathBuf, SandboxError>;
+
+    /// The sandbox's changes against what it was made from (per file, and as a patch).
+    fn diff(&self) -> Result<SandboxDiff, SandboxError>;
+
+    /// Checks, without writing anything, that [`Sandbox::commit`] would succeed now: the
+    /// changes apply to the original as it is. `commit_all` calls it on every sandbox of a
+    /// plan before the first write. [`SandboxError::Commit`] names the conflicting files.
+    fn check_commit(&self) -> Result<(), SandboxError>;
+
+    /// Brings the sandbox's changes into the original (`Active → Committed`).
+    fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError>;
+
+    /// From `Active`: discards the sandbox's changes (its files are the original's again).
+    /// From `Committed`: undoes the commit in the original (refused, naming the files, when
+    /// the user changed them since); the sandbox keeps its changes, so it may commit again.
+    fn rollback(&self) -> Result<(), SandboxError>;
+
+    /// Removes every artefact (`→ CleanedUp`); an active sandbox's changes are discarded
+    /// first. Idempotent: cleaning a cleaned-up sandbox does nothing.
+    fn cleanup(&self) -> Result<(), SandboxError>;
+
+    /// Whether a commit can be undone. `commit_all` commits the others last.
+    fn is_rollbackable(&self) -> bool {
+        self.strategy().is_rollbackable()
+    }
+}

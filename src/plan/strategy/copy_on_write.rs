@@ -1,0 +1,282 @@
+//! `copy_on_write`: the sandbox is a copy of the resource made by the snapshot engine; its
+//! changes reach the original only through the atomic 3-way apply.
+//!
+//! ```text
+//! <plan dir>/<sandbox id>/
+//!   state.json    the lifecycle record
+//!   base/         the stable snapshot taken at create (pre-images, rollback source)
+//!   tree/         the sandbox: what get_path points into
+//!   manifest      stat data of tree/ right after it was copied (diff trusts it)
+//! ```
+//!
+//! Create costs two copies of the selected files (reflinks where the filesystem has them);
+//! diff costs one `lstat` per file plus reading what changed; commit costs what changed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::tree_base::{self, TreeBase};
+use super::{creation_err, sandbox_path_of, Env};
+use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::RelPath;
+use crate::plan::error::SandboxError;
+use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::record::{Lifecycle, Record, State};
+use crate::plan::sandbox::Sandbox;
+use crate::plan::status::Status;
+use crate::tree::diff::Manifest;
+
+const BASE: &str = "base";
+const TREE: &str = "tree";
+const MANIFEST: &str = "manifest";
+
+/// A `copy_on_write` sandbox.
+pub struct CopyOnWrite {
+    lc: Lifecycle,
+    env: Arc<Env>,
+    resource_id: String,
+    original: PathBuf,
+    /// The base, loaded on first need after a reopen.
+    base: Mutex<Option<Arc<TreeBase>>>,
+}
+
+impl CopyOnWrite {
+    /// A pending sandbox for `original`.
+    pub fn new(env: Arc<Env>, plan_dir: &Path, resource_id: &str, original: &Path) -> Self {
+        CopyOnWrite {
+            lc: Lifecycle::pending(Strategy::CopyOnWrite, plan_dir),
+            env,
+            resource_id: resource_id.to_string(),
+            original: original.to_path_buf(),
+            base: Mutex::new(None),
+        }
+    }
+
+    /// A sandbox found on disk; a commit interrupted by a crash is settled here.
+    pub fn open(env: Arc<Env>, record: Record, dir: PathBuf) -> Result<Self, SandboxError> {
+        let sb = CopyOnWrite {
+            resource_id: record.resource_id.clone(),
+            original: record.original_path.clone(),
+            lc: Lifecycle::loaded(record, dir),
+            env,
+            base: Mutex::new(None),
+        };
+        {
+            let mut st = sb.lc.lock();
+            super::through_apply::reconcile(&sb.lc, &mut st, &sb.env.undo)?;
+        }
+        Ok(sb)
+    }
+
+    fn dir(&self) -> Result<SessionDir, SandboxError> {
+        self.lc.session_dir()
+    }
+
+    fn at(&self, dir: &SessionDir, name: &str) -> Result<SessionPath, SandboxError> {
+        dir.join(Path::new(name))
+            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))
+    }
+
+    fn base(&self) -> Result<Arc<TreeBase>, SandboxError> {
+        let mut b = self.base.lock();
+        if let Some(b) = b.as_ref() {
+            return Ok(b.clone());
+        }
+        let loaded = tree_base::load(&self.lc.dir().join(BASE))
+            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "read the base", e))?;
+        let loaded = Arc::new(loaded);
+        *b = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    fn manifest(&self) -> Option<Manifest> {
+        std::fs::read(self.lc.dir().join(MANIFEST))
+            .ok()
+            .and_then(|d| Manifest::decode(&d))
+    }
+
+    fn lower(&self, what: &str, e: crate::Error) -> SandboxError {
+        SandboxError::from_lower(Some(self.lc.id()), what, e)
+    }
+
+    /// The changes of `tree/` against the base; with `all`, ignored new files too.
+    fn changes(&self, all: bool) -> Result<Vec<crate::tree::diff::Change>, SandboxError> {
+        let base = self.base()?;
+        let tree = self.lc.dir().join(TREE);
+        let head = crate::tree::snapshot::list_tree(&tree)
+            .map_err(|e| self.lower("list the sandbox", e))?;
+        let manifest = self.manifest();
+        let rules = if all {
+            None
+        } else {
+            Some(
+                tree_base::ignore_rules(&tree, &self.original)
+                    .map_err(|e| self.lower("ignore rules", e))?,
+            )
+        };
+        tree_base::changes(&base, &tree, &head, manifest.as_ref(), &|rel: &RelPath| {
+            rules.as_ref().is_some_and(|r| r.is_ignored(rel, false))
+        })
+        .map_err(|e| self.lower("diff the sandbox", e))
+    }
+
+    fn diff_now(&self) -> Result<SandboxDiff, SandboxError> {
+        let changes = self.changes(false)?;
+        tree_base::render(&*self.base()?, &self.lc.dir().join(TREE), &changes)
+            .map_err(|e| self.lower("render the diff", e))
+    }
+
+    fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
+        let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(plan_dir)
+            .map_err(|e| crate::Error::io("create plan directory", plan_dir, e))?;
+        std::fs::create_dir(self.lc.dir())
+            .map_err(|e| crate::Error::io("create sandbox directory", self.lc.dir(), e))?;
+        let dir = SessionDir::open(self.lc.dir())?;
+        let base_p = dir.join(Path::new(BASE))?;
+        let (base, _) = tree_base::take(&self.original, &base_p, &self.env.exclude)?;
+        let tree_p = dir.join(Path::new(TREE))?;
+        let marker = dir.join(Path::new(".clock"))?;
+        let manifest = tree_base::copy_to(&base, &tree_p, &marker)?;
+        session_dir::write_atomic(&dir.join(Path::new(MANIFEST))?, &manifest.encode())?;
+        *self.base.lock() = Some(Arc::new(base));
+        let mut metadata = std::collections::BTreeMap::new();
+        metadata.insert("strategy".into(), "copy_on_write".into());
+        Ok(Record::new(
+            self.lc.id(),
+            plan_id,
+            &self.resource_id,
+            Strategy::CopyOnWrite,
+            &self.original,
+            tree_p.as_path(),
+            metadata,
+        ))
+    }
+
+    fn discard_changes(&self, _st: &mut State) -> Result<(), SandboxError> {
+        let changes = self.changes(true)?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let dir = self.dir()?;
+        let tree = self.at(&dir, TREE)?;
+        let marker = self.at(&dir, ".clock")?;
+        let manifest = tree_base::reset(&*self.base()?, &tree, &changes, &marker)
+            .map_err(|e| self.lower("reset the sandbox", e))?;
+        session_dir::write_atomic(&self.at(&dir, MANIFEST)?, &manifest.encode())
+            .map_err(|e| self.lower("write the manifest", e))
+    }
+}
+
+impl Sandbox for CopyOnWrite {
+    fn sandbox_id(&self) -> &str {
+        self.lc.id()
+    }
+
+    fn strategy(&self) -> Strategy {
+        Strategy::CopyOnWrite
+    }
+
+    fn status(&self) -> Status {
+        self.lc.status()
+    }
+
+    fn context(&self) -> Option<SandboxContext> {
+        self.lc.context()
+    }
+
+    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+        let mut st = self.lc.lock();
+        self.lc.check(st.status, Status::Created)?;
+        match self.make(plan_id) {
+            Ok(record) => {
+                st.record = Some(record);
+                if let Err(e) = self.lc.advance(&mut st, Status::Created) {
+                    st.record = None;
+                    let _ = super::remove_dir(self.lc.dir());
+                    return Err(creation_err(
+                        &self.resource_id,
+                        "cannot record its state",
+                        e,
+                    ));
+                }
+                st.record.as_ref().map(Record::context).ok_or_else(|| {
+                    SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context")
+                })
+            }
+            Err(e) => {
+                let _ = super::remove_dir(self.lc.dir());
+                Err(SandboxError::Creation {
+                    resource_id: self.resource_id.clone(),
+                    reason: e.to_string(),
+                    source: Some(Box::new(e)),
+                })
+            }
+        }
+    }
+
+    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
+        let mut st = self.lc.lock();
+        super::activate_for_path(&self.lc, &mut st)?;
+        sandbox_path_of(&self.lc, &st, rel)
+    }
+
+    fn diff(&self) -> Result<SandboxDiff, SandboxError> {
+        let st = self.lc.lock();
+        super::require_created(&self.lc, &st)?;
+        self.diff_now()
+    }
+
+    fn check_commit(&self) -> Result<(), SandboxError> {
+        let st = self.lc.lock();
+        let target = if st.status == Status::Created {
+            Status::Active
+        } else {
+            Status::Committed
+        };
+        self.lc.check(st.status, target)?;
+        let d = self.diff_now()?;
+        super::through_apply::check(&self.lc, &self.original, &self.lc.dir().join(BASE), &d)
+    }
+
+    fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
+        let mut st = self.lc.lock();
+        if st.status == Status::Created {
+            self.lc.advance(&mut st, Status::Active)?;
+        }
+        self.lc.check(st.status, Status::Committed)?;
+        let d = self.diff_now()?;
+        super::through_apply::commit(
+            &self.lc,
+            &mut st,
+            &self.env.undo,
+            &self.lc.dir().join(BASE),
+            &d,
+        )
+    }
+
+    fn rollback(&self) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        match st.status {
+            Status::Committed => super::through_apply::undo(&self.lc, &mut st, &self.env.undo),
+            _ => {
+                self.lc.check(st.status, Status::RolledBack)?;
+                self.discard_changes(&mut st)
+                    .map_err(|e| SandboxError::Rollback {
+                        sandbox_id: self.lc.id().to_string(),
+                        reason: e.to_string(),
+                        files: Vec::new(),
+                        source: None,
+                    })?;
+                self.lc.advance(&mut st, Status::RolledBack)
+            }
+        }
+    }
+
+    fn cleanup(&self) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        super::cleanup_dir(&self.lc, &mut st, || Ok(()))
+    }
+}

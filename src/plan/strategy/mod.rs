@@ -1,0 +1,211 @@
+//! The built-in strategies, and what they share: the lifecycle steps every one of them takes
+//! the same way (activation on first path, containment of `get_path`, cleanup).
+//!
+//! | strategy | module |
+//! |---|---|
+//! | `none` | [`none`] |
+//! | `copy_on_write` | [`copy_on_write`] |
+//!
+//! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
+//! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
+//! the atomic 3-way apply).
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::SandboxError;
+use super::model::Strategy;
+use super::record::{Lifecycle, Record, State};
+use super::sandbox::Sandbox;
+use super::status::Status;
+use crate::apply::store::UndoStore;
+
+pub mod copy_on_write;
+pub mod none;
+pub mod through_apply;
+pub mod tree_base;
+
+/// What every sandbox of one manager shares.
+pub struct Env {
+    /// The plans directory (`<root>/plans`).
+    pub plans_dir: PathBuf,
+    /// The undo records of commits (`<root>/plans/undo`).
+    pub undo: UndoStore,
+    /// Directories never copied into a sandbox (the root itself, when inside a resource).
+    pub exclude: Vec<PathBuf>,
+}
+
+/// A new pending sandbox of `strategy`.
+pub fn new_sandbox(
+    strategy: &Strategy,
+    env: &Arc<Env>,
+    plan_dir: &Path,
+    resource_id: &str,
+    original: &Path,
+) -> Result<Arc<dyn Sandbox>, SandboxError> {
+    Ok(match strategy {
+        Strategy::None => Arc::new(none::NoSandbox::new(plan_dir, resource_id, original)),
+        Strategy::CopyOnWrite => Arc::new(copy_on_write::CopyOnWrite::new(
+            env.clone(),
+            plan_dir,
+            resource_id,
+            original,
+        )),
+        other => {
+            return Err(SandboxError::Creation {
+                resource_id: resource_id.to_string(),
+                reason: format!("strategy {other} is not available in this build"),
+                source: None,
+            })
+        }
+    })
+}
+
+/// A sandbox found on disk.
+pub fn open_sandbox(
+    env: &Arc<Env>,
+    record: Record,
+    dir: PathBuf,
+) -> Result<Arc<dyn Sandbox>, SandboxError> {
+    Ok(match record.strategy {
+        Strategy::None => Arc::new(none::NoSandbox::open(record, dir)),
+        Strategy::CopyOnWrite => {
+            Arc::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
+        }
+        ref other => {
+            return Err(SandboxError::sandbox(
+                Some(&record.sandbox_id),
+                format!("strategy {other} is not available in this build"),
+            ))
+        }
+    })
+}
+
+/// A [`SandboxError::Creation`] from a plan-layer error.
+pub(crate) fn creation_err(resource_id: &str, what: &str, e: SandboxError) -> SandboxError {
+    SandboxError::Creation {
+        resource_id: resource_id.to_string(),
+        reason: format!("{what}: {e}"),
+        source: None,
+    }
+}
+
+/// Refuses operations that need the sandbox to exist (`Pending`, `CleanedUp`, `Errored`).
+pub(crate) fn require_created(lc: &Lifecycle, st: &State) -> Result<(), SandboxError> {
+    match st.status {
+        Status::Created | Status::Active | Status::Committed | Status::RolledBack => Ok(()),
+        from => Err(SandboxError::State {
+            sandbox_id: Some(lc.id().to_string()),
+            from,
+            to: Status::Active,
+        }),
+    }
+}
+
+/// `get_path`'s step: a created or rolled-back sandbox becomes active; an active one stays;
+/// anything else is refused.
+pub(crate) fn activate_for_path(lc: &Lifecycle, st: &mut State) -> Result<(), SandboxError> {
+    match st.status {
+        Status::Active => Ok(()),
+        _ => lc.advance(st, Status::Active),
+    }
+}
+
+/// `rel` inside the sandbox root of `st`: absolute paths and `..` are refused, and so is a
+/// path whose existing part leads through a symlink out of the sandbox.
+pub(crate) fn sandbox_path_of(
+    lc: &Lifecycle,
+    st: &State,
+    rel: &Path,
+) -> Result<PathBuf, SandboxError> {
+    let root = st
+        .record
+        .as_ref()
+        .map(|r| r.sandbox_path.clone())
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
+    contained(&root, rel).map_err(|reason| {
+        SandboxError::sandbox(
+            Some(lc.id()),
+            format!("refused path {}: {reason}", rel.display()),
+        )
+    })
+}
+
+/// The containment rule of `get_path`, for any root.
+pub(crate) fn contained(root: &Path, rel: &Path) -> Result<PathBuf, &'static str> {
+    let root_real = std::fs::canonicalize(root).map_err(|_| "the sandbox root is missing")?;
+    let mut out = root.to_path_buf();
+    let mut real = root_real.clone();
+    for c in rel.components() {
+        match c {
+            Component::CurDir => continue,
+            Component::Normal(s) => {
+                out.push(s);
+                real.push(s);
+            }
+            Component::ParentDir => return Err("path contains '..'"),
+            Component::RootDir | Component::Prefix(_) => return Err("path is absolute"),
+        }
+        match std::fs::symlink_metadata(&real) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&real) {
+                Ok(t) if t.starts_with(&root_real) => real = t,
+                Ok(_) => return Err("a symlink in it leads out of the sandbox"),
+                Err(_) => {
+                    // Dangling: only a relative target that stays below its directory.
+                    let target = std::fs::read_link(&real).map_err(|_| "unreadable symlink")?;
+                    let escapes = target.is_absolute()
+                        || target.components().any(|c| c == Component::ParentDir);
+                    if escapes {
+                        return Err("a symlink in it leads out of the sandbox");
+                    }
+                    real.pop();
+                    real.push(target);
+                }
+            },
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Removes a directory tree; a missing one is fine.
+pub(crate) fn remove_dir(dir: &Path) -> Result<(), crate::Error> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(crate::Error::io("inspect", dir, e)),
+        Ok(_) => {}
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir.file_name().map(PathBuf::from).unwrap_or_default();
+    let sd = crate::fs::session_dir::SessionDir::open(parent)?;
+    crate::fs::session_dir::remove_tree(&sd.join(&name)?)
+}
+
+/// Cleanup as every strategy does it: the steps the lifecycle requires from the current
+/// status to `CleanedUp` are checked, `teardown` undoes what the strategy set up outside
+/// its directory (a mount, a worktree), then the sandbox's directory goes.
+pub(crate) fn cleanup_dir(
+    lc: &Lifecycle,
+    st: &mut State,
+    teardown: impl FnOnce() -> Result<(), SandboxError>,
+) -> Result<(), SandboxError> {
+    let path: &[Status] = match st.status {
+        Status::CleanedUp | Status::Pending => return Ok(()),
+        Status::Created => &[Status::Active, Status::RolledBack, Status::CleanedUp],
+        Status::Active => &[Status::RolledBack, Status::CleanedUp],
+        _ => &[Status::CleanedUp],
+    };
+    let mut from = st.status;
+    for &to in path {
+        lc.check(from, to)?;
+        from = to;
+    }
+    teardown()?;
+    remove_dir(lc.dir())
+        .map_err(|e| SandboxError::from_lower(Some(lc.id()), "remove the sandbox", e))?;
+    st.status = Status::CleanedUp;
+    if let Some(r) = st.record.as_mut() {
+        r.status = Status::CleanedUp;
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! `none`: pass-through. `get_path` is the original resource, so every write is permanent
+//! the moment it is made.
+//!
+//! **This bypasses isolation**: there is nothing to review, `diff` is always empty, `commit`
+//! succeeds without doing anything, and `rollback` is refused. Choose it only for resources
+//! that cannot be sandboxed; never for files or databases a user may want back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::plan::error::SandboxError;
+use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::record::{Lifecycle, Record};
+use crate::plan::sandbox::Sandbox;
+use crate::plan::status::Status;
+
+/// A `none` sandbox.
+pub struct NoSandbox {
+    lc: Lifecycle,
+    resource_id: String,
+    original: PathBuf,
+}
+
+impl NoSandbox {
+    /// A pending pass-through for `original`.
+    pub fn new(plan_dir: &Path, resource_id: &str, original: &Path) -> Self {
+        NoSandbox {
+            lc: Lifecycle::pending(Strategy::None, plan_dir),
+            resource_id: resource_id.to_string(),
+            original: original.to_path_buf(),
+        }
+    }
+
+    /// One found on disk.
+    pub fn open(record: Record, dir: PathBuf) -> Self {
+        NoSandbox {
+            resource_id: record.resource_id.clone(),
+            original: record.original_path.clone(),
+            lc: Lifecycle::loaded(record, dir),
+        }
+    }
+}
+
+impl Sandbox for NoSandbox {
+    fn sandbox_id(&self) -> &str {
+        self.lc.id()
+    }
+
+    fn strategy(&self) -> Strategy {
+        Strategy::None
+    }
+
+    fn status(&self) -> Status {
+        self.lc.status()
+    }
+
+    fn context(&self) -> Option<SandboxContext> {
+        self.lc.context()
+    }
+
+    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+        let mut st = self.lc.lock();
+        self.lc.check(st.status, Status::Created)?;
+        let creation = |reason: String, source: Option<crate::Error>| SandboxError::Creation {
+            resource_id: self.resource_id.clone(),
+            reason,
+            source: source.map(Box::new),
+        };
+        let original = std::fs::canonicalize(&self.original)
+            .map_err(|e| crate::Error::io("resolve resource", &self.original, e))
+            .map_err(|e| creation(e.to_string(), Some(e)))?;
+        let made = std::fs::create_dir_all(self.lc.dir())
+            .map_err(|e| crate::Error::io("create sandbox directory", self.lc.dir(), e));
+        if let Err(e) = made {
+            return Err(creation(e.to_string(), Some(e)));
+        }
+        let mut metadata = BTreeMap::new();
+        metadata.insert("strategy".into(), "none".into());
+        metadata.insert("isolation".into(), "bypassed".into());
+        st.record = Some(Record::new(
+            self.lc.id(),
+            plan_id,
+            &self.resource_id,
+            Strategy::None,
+            &original,
+            &original,
+            metadata,
+        ));
+        if let Err(e) = self.lc.advance(&mut st, Status::Created) {
+            st.record = None;
+            let _ = super::remove_dir(self.lc.dir());
+            return Err(super::creation_err(
+                &self.resource_id,
+                "cannot record its state",
+                e,
+            ));
+        }
+        self.lc
+            .context()
+            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))
+    }
+
+    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
+        let mut st = self.lc.lock();
+        super::activate_for_path(&self.lc, &mut st)?;
+        super::sandbox_path_of(&self.lc, &st, rel)
+    }
+
+    /// Always empty: the writes went to the original directly.
+    fn diff(&self) -> Result<SandboxDiff, SandboxError> {
+        let st = self.lc.lock();
+        super::require_created(&self.lc, &st)?;
+        Ok(SandboxDiff::default())
+    }
+
+    fn check_commit(&self) -> Result<(), SandboxError> {
+        let st = self.lc.lock();
+        let target = if st.status == Status::Created {
+            Status::Active
+        } else {
+            Status::Committed
+        };
+        self.lc.check(st.status, target)
+    }
+
+    fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
+        let mut st = self.lc.lock();
+        if st.status == Status::Created {
+            self.lc.advance(&mut st, Status::Active)?;
+        }
+        self.lc.advance(&mut st, Status::Committed)?;
+        let mut r = super::through_apply::result(self.lc.id(), None, &SandboxDiff::default());
+        r.metadata.insert("isolation".into(), "bypassed".into());
+        Ok(r)
+    }
+
+    fn rollback(&self) -> Result<(), SandboxError> {
+        let st = self.lc.lock();
+        self.lc.check(st.status, Status::RolledBack)?;
+        Err(SandboxError::Rollback {
+            sandbox_id: self.lc.id().to_string(),
+            reason:
+                "strategy `none` wrote to the original directly; its writes cannot be rolled back"
+                    .into(),
+            files: Vec::new(),
+            source: None,
+        })
+    }
+
+    fn cleanup(&self) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        // Nothing of the resource is removed: only the sandbox's own state.
+        super::cleanup_dir(&self.lc, &mut st, || Ok(()))
+    }
+}

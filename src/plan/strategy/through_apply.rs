@@ -1,0 +1,211 @@
+//! Committing a sandbox's patch into the original through the atomic 3-way apply, and
+//! undoing it: what `copy_on_write` and `overlay` share.
+//!
+//! A commit is never a swap of the user's directory. The sandbox's patch is applied to the
+//! original with the base as pre-images: files the user changed elsewhere are untouched,
+//! files both changed merge when the edits do not overlap, and any conflict refuses the whole
+//! commit with nothing written. The apply writes an undo record in the plan root's store;
+//! its id is the commit's `commit_ref`, chosen and persisted *before* the apply starts, so
+//! after a crash the sandbox finds out whether its commit landed (see [`reconcile`]).
+
+use std::path::Path;
+
+use crate::apply::store::{RecordState, UndoStore};
+use crate::apply::{recover_project, ApplyOptions, ApplyReport, FileStatus};
+use crate::plan::error::SandboxError;
+use crate::plan::model::{CommitResult, DiffOp, SandboxDiff};
+use crate::plan::record::{Lifecycle, State};
+use crate::plan::status::Status;
+
+fn options(base_dir: &Path, check: bool) -> ApplyOptions {
+    ApplyOptions {
+        check,
+        preimages: Some(base_dir.to_path_buf()),
+        ..ApplyOptions::default()
+    }
+}
+
+fn refused_files(report: &ApplyReport) -> Vec<String> {
+    report
+        .files
+        .iter()
+        .filter(|f| matches!(f.status, FileStatus::Conflict | FileStatus::Refused))
+        .map(|f| f.path.as_path().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Checks that `diff` applies to `original` now (nothing written).
+pub fn check(
+    lc: &Lifecycle,
+    original: &Path,
+    base_dir: &Path,
+    diff: &SandboxDiff,
+) -> Result<(), SandboxError> {
+    if diff.patch.is_empty() {
+        return Ok(());
+    }
+    let report = crate::apply::apply_patch(original, &diff.patch, &options(base_dir, true))
+        .map_err(|e| commit_err(lc, "the patch cannot be checked", e))?;
+    if report.is_ok() {
+        Ok(())
+    } else {
+        Err(SandboxError::Commit {
+            sandbox_id: lc.id().to_string(),
+            reason: "the original changed where the sandbox did (conflict)".into(),
+            files: refused_files(&report),
+            source: None,
+        })
+    }
+}
+
+fn commit_err(lc: &Lifecycle, what: &str, e: crate::Error) -> SandboxError {
+    SandboxError::Commit {
+        sandbox_id: lc.id().to_string(),
+        reason: format!("{what}: {e}"),
+        files: Vec::new(),
+        source: Some(Box::new(e)),
+    }
+}
+
+/// Applies `diff` to `original` with an undo record in `store`, moving `st` from `Active` to
+/// `Committed`. On a refusal nothing is written and the status stays `Active`.
+pub fn commit(
+    lc: &Lifecycle,
+    st: &mut State,
+    store: &UndoStore,
+    base_dir: &Path,
+    diff: &SandboxDiff,
+) -> Result<CommitResult, SandboxError> {
+    lc.check(st.status, Status::Committed)?;
+    let original = st
+        .record
+        .as_ref()
+        .map(|r| r.original_path.clone())
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
+    let mut commit_ref = None;
+    if !diff.patch.is_empty() {
+        let id = ulid::Ulid::new();
+        set_in_flight(lc, st, Some(id.to_string()))?;
+        let applied = store.apply_as(&original, &diff.patch, &options(base_dir, false), id);
+        let report = match applied {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = set_in_flight(lc, st, None);
+                return Err(commit_err(lc, "the patch could not be applied", e));
+            }
+        };
+        if !report.is_ok() {
+            set_in_flight(lc, st, None)?;
+            return Err(SandboxError::Commit {
+                sandbox_id: lc.id().to_string(),
+                reason:
+                    "the original changed where the sandbox did (conflict); nothing was written"
+                        .into(),
+                files: refused_files(&report),
+                source: None,
+            });
+        }
+        if report.wrote() {
+            commit_ref = Some(id.to_string());
+        }
+    }
+    if let Some(r) = st.record.as_mut() {
+        r.commit_in_flight = None;
+        r.commit_ref = commit_ref.clone();
+    }
+    lc.advance(st, Status::Committed)?;
+    Ok(result(lc.id(), commit_ref, diff))
+}
+
+/// The [`CommitResult`] of a successful commit of `diff`.
+pub fn result(id: &str, commit_ref: Option<String>, diff: &SandboxDiff) -> CommitResult {
+    CommitResult {
+        sandbox_id: id.to_string(),
+        success: true,
+        commit_ref,
+        changed_files: diff.paths(DiffOp::Modified),
+        added_files: diff.paths(DiffOp::Added),
+        deleted_files: diff.paths(DiffOp::Deleted),
+        error: None,
+        timestamp: std::time::SystemTime::now(),
+        metadata: Default::default(),
+    }
+}
+
+fn set_in_flight(lc: &Lifecycle, st: &mut State, v: Option<String>) -> Result<(), SandboxError> {
+    if let Some(r) = st.record.as_mut() {
+        r.commit_in_flight = v;
+    }
+    lc.persist(st)
+}
+
+/// Undoes the commit of `st` (`Committed → RolledBack`). Refused, with the files named,
+/// when the user changed them since the commit.
+pub fn undo(lc: &Lifecycle, st: &mut State, store: &UndoStore) -> Result<(), SandboxError> {
+    lc.check(st.status, Status::RolledBack)?;
+    let (original, commit_ref) = match st.record.as_ref() {
+        Some(r) => (r.original_path.clone(), r.commit_ref.clone()),
+        None => {
+            return Err(SandboxError::sandbox(
+                Some(lc.id()),
+                "sandbox has no context",
+            ))
+        }
+    };
+    if let Some(id) = commit_ref {
+        store.undo(&original, &id, false).map_err(|e| {
+            let files = changed_since(&e);
+            SandboxError::Rollback {
+                sandbox_id: lc.id().to_string(),
+                reason: format!("cannot undo commit {id}: {e}"),
+                files,
+                source: Some(Box::new(e)),
+            }
+        })?;
+    }
+    if let Some(r) = st.record.as_mut() {
+        r.commit_ref = None;
+    }
+    lc.advance(st, Status::RolledBack)
+}
+
+/// The files an undo refused over ("changed since the apply: a, b (use force …)").
+fn changed_since(e: &crate::Error) -> Vec<String> {
+    let msg = e.to_string();
+    let Some(i) = msg.find("changed since the apply: ") else {
+        return Vec::new();
+    };
+    let rest = &msg[i + "changed since the apply: ".len()..];
+    let rest = rest.split(" (use force").next().unwrap_or(rest);
+    rest.split(", ").map(str::to_string).collect()
+}
+
+/// After a crash: settles a commit that was in flight. The original's own apply journal is
+/// recovered first (the apply is then either complete or undone); the undo record then says
+/// whether the commit landed: applied means `Committed`, anything else means it did not.
+pub fn reconcile(lc: &Lifecycle, st: &mut State, store: &UndoStore) -> Result<(), SandboxError> {
+    let Some((original, id)) = st.record.as_ref().and_then(|r| {
+        r.commit_in_flight
+            .clone()
+            .map(|id| (r.original_path.clone(), id))
+    }) else {
+        return Ok(());
+    };
+    recover_project(&original)
+        .map_err(|e| SandboxError::from_lower(Some(lc.id()), "recover the original", e))?;
+    let landed = matches!(store.entry(&id), Ok(e) if e.state == RecordState::Applied);
+    if !landed {
+        let _ = store.drop_record(&id);
+    }
+    if let Some(r) = st.record.as_mut() {
+        r.commit_in_flight = None;
+        if landed {
+            r.commit_ref = Some(id);
+        }
+    }
+    if landed && st.status != Status::Committed {
+        lc.advance(st, Status::Committed)
+    } else {
+        lc.persist(st)
+    }
+}

@@ -1,0 +1,210 @@
+//! The stable snapshot a `copy_on_write` or `overlay` sandbox starts from, and the diff of a
+//! sandbox's files against it.
+//!
+//! The base is a full copy of the resource's selected files (what the session engine would
+//! snapshot: git's ignore rules, no `.git`), made once at create with the snapshot engine
+//! (reflinks where the filesystem shares blocks, else `copy_file_range`). It never changes
+//! afterwards, so it is at the same time the overlay's lower layer, the pre-images the 3-way
+//! commit merges with, and what a rollback restores.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::RelPath;
+use crate::git::ignore::IgnoreRules;
+use crate::git::repo::{discover_repo, GitRepo};
+use crate::plan::model::{DiffEntry, DiffOp, SandboxDiff};
+use crate::tree::diff::{self, BaseSource, Change, Manifest};
+use crate::tree::select::{self, Kind};
+use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
+
+/// A base snapshot: its directory and its nodes (sorted by path bytes).
+pub struct TreeBase {
+    /// The `base/` directory.
+    pub dir: PathBuf,
+    /// Every file and symlink in it.
+    pub nodes: Vec<Node>,
+}
+
+impl BaseSource for TreeBase {
+    fn read(&self, i: usize) -> Result<Vec<u8>> {
+        let n = &self.nodes[i];
+        diff::read_node(&self.dir.join(n.rel.as_path()), n.kind)
+    }
+
+    fn size(&self, i: usize) -> Option<u64> {
+        let n = &self.nodes[i];
+        std::fs::symlink_metadata(self.dir.join(n.rel.as_path()))
+            .ok()
+            .map(|m| m.len())
+    }
+}
+
+/// Copies the selected files of `original` into `dst` (which must not exist yet; made
+/// here). `exclude` lists directories never entered (the library's own root when it lies
+/// inside the resource). Returns the base and the repository the resource belongs to.
+pub fn take(
+    original: &Path,
+    dst: &SessionPath,
+    exclude: &[PathBuf],
+) -> Result<(TreeBase, Option<GitRepo>)> {
+    let sel = select::select_project(original, exclude)?;
+    let nodes: Vec<Node> = sel
+        .entries
+        .into_iter()
+        .map(|e| Node {
+            rel: e.rel,
+            kind: match e.kind {
+                Kind::File { executable } => NodeKind::File { executable },
+                Kind::Symlink => NodeKind::Symlink,
+            },
+        })
+        .collect();
+    session_dir::create_dir_new(dst)?;
+    let out = snapshot::copy_tree(original, &nodes, dst, None, None)?;
+    // A file that vanished while being copied is not in the base.
+    let nodes = nodes
+        .into_iter()
+        .zip(out.keys)
+        .filter_map(|(n, k)| k.map(|_| n))
+        .collect();
+    Ok((
+        TreeBase {
+            dir: dst.as_path().to_path_buf(),
+            nodes,
+        },
+        sel.git,
+    ))
+}
+
+/// Reads a base back from its directory (after the manager was reopened).
+pub fn load(dir: &Path) -> Result<TreeBase> {
+    let nodes = snapshot::list_tree(dir)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    Ok(TreeBase {
+        dir: dir.to_path_buf(),
+        nodes,
+    })
+}
+
+/// Copies the whole base into `dst` (made here) and returns the manifest of the copy, so
+/// a later diff trusts unchanged stat data instead of reading every file.
+pub fn copy_to(base: &TreeBase, dst: &SessionPath, marker: &SessionPath) -> Result<Manifest> {
+    session_dir::create_dir_new(dst)?;
+    let out = snapshot::copy_tree(&base.dir, &base.nodes, dst, None, None)?;
+    manifest_of(&base.nodes, &out.keys, marker)
+}
+
+fn manifest_of(nodes: &[Node], keys: &[Option<StatKey>], marker: &SessionPath) -> Result<Manifest> {
+    let mut newest = (0, 0);
+    let entries: Vec<diff::ManifestEntry> = nodes
+        .iter()
+        .zip(keys)
+        .filter_map(|(n, k)| {
+            k.map(|key| {
+                newest = newest.max(key.ctime);
+                diff::ManifestEntry {
+                    rel: n.rel.clone(),
+                    key,
+                    same_as_base: true,
+                }
+            })
+        })
+        .collect();
+    let stamp = snapshot::clock_stamp_after(marker, newest)?;
+    Ok(Manifest::new(entries, stamp))
+}
+
+/// The ignore rules for new paths of a sandbox rooted at `tree` whose original is
+/// `original`: a build's output in the sandbox is not part of its changes.
+pub fn ignore_rules(tree: &Path, original: &Path) -> Result<IgnoreRules> {
+    let repo = discover_repo(original)?;
+    IgnoreRules::load(tree, repo.as_ref())
+}
+
+/// The changes of the files in `head` (a listing of `head_dir`) against the base; new
+/// paths `is_ignored` accepts are left out.
+pub fn changes(
+    base: &TreeBase,
+    head_dir: &Path,
+    head: &[(Node, StatKey)],
+    manifest: Option<&Manifest>,
+    is_ignored: &dyn Fn(&RelPath) -> bool,
+) -> Result<Vec<Change>> {
+    let d = diff::diff_listing(&base.nodes, base, head_dir, head, manifest, is_ignored)?;
+    Ok(d.changes)
+}
+
+/// The per-file entries and the patch of `changes`.
+pub fn render(base: &TreeBase, head_dir: &Path, changes: &[Change]) -> Result<SandboxDiff> {
+    let mut entries = Vec::with_capacity(changes.len());
+    for c in changes {
+        let before = match (c.base_index, c.old) {
+            (Some(i), Some(_)) => Some(base.read(i)?),
+            _ => None,
+        };
+        let after = match c.new {
+            Some(k) => Some(diff::read_node(&head_dir.join(c.rel.as_path()), k)?),
+            None => None,
+        };
+        let operation = match (&before, &after) {
+            (None, _) => DiffOp::Added,
+            (_, None) => DiffOp::Deleted,
+            _ => DiffOp::Modified,
+        };
+        entries.push(DiffEntry {
+            path: c.rel.as_path().to_string_lossy().into_owned(),
+            operation,
+            before,
+            after,
+        });
+    }
+    let patch = diff::render_patch(base, head_dir, changes)?;
+    Ok(SandboxDiff { entries, patch })
+}
+
+/// Makes the files of `tree` (a copy of the base) equal to the base again: every changed
+/// path is removed and the base's node copied back. Returns a fresh manifest of `tree`.
+/// Writes only inside `tree`, through the session chokepoint.
+pub fn reset(
+    base: &TreeBase,
+    tree: &SessionPath,
+    changes: &[Change],
+    marker: &SessionPath,
+) -> Result<Manifest> {
+    let mut emptied: Vec<RelPath> = Vec::new();
+    for c in changes.iter().filter(|c| c.new.is_some()) {
+        session_dir::remove_file(&tree.child(&c.rel))?;
+        let mut p = c.rel.parent();
+        while let Some(d) = p {
+            p = d.parent();
+            emptied.push(d);
+        }
+    }
+    // Deepest first, so a directory that replaced a base file is gone before the file
+    // comes back.
+    emptied.sort_by(|a, b| b.as_bytes().len().cmp(&a.as_bytes().len()).then(b.cmp(a)));
+    emptied.dedup();
+    for d in &emptied {
+        session_dir::remove_empty_dir(&tree.child(d))?;
+    }
+    let restore: Vec<&Node> = changes
+        .iter()
+        .filter_map(|c| c.base_index.filter(|_| c.old.is_some()))
+        .map(|i| &base.nodes[i])
+        .collect();
+    for n in &restore {
+        // A directory the sandbox made where the base has a file, now empty.
+        session_dir::remove_empty_dir(&tree.child(&n.rel))?;
+    }
+    snapshot::copy_tree(&base.dir, &restore, tree, None, None)?;
+    let listing = snapshot::list_tree(tree.as_path())?;
+    let nodes: Vec<Node> = listing.iter().map(|(n, _)| n.clone()).collect();
+    let keys: Vec<Option<StatKey>> = listing.iter().map(|(_, k)| Some(*k)).collect();
+    // Every node is the base's now: restored ones were just copied, the others were
+    // unchanged (not in `changes`).
+    manifest_of(&nodes, &keys, marker)
+}
