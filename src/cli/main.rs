@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod plan;
+
 use clap::{Parser, Subcommand};
 use patchbox::apply::store::UndoStore;
 use patchbox::session::{pending, recover};
@@ -110,6 +112,14 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PendingCmd,
     },
+    /// Plan sandboxes under the root: list, diff, commit, roll back, clean up.
+    Plan {
+        #[command(subcommand)]
+        cmd: plan::PlanCmd,
+        /// The sandbox root (default: $PATCHBOX_ROOT, else $HOME/.entropic/sandbox).
+        #[arg(long, global = true)]
+        root: Option<PathBuf>,
+    },
     /// Sessions under the root: list (default) or prune dead ones.
     Sessions {
         #[command(subcommand)]
@@ -191,6 +201,10 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.cmd {
+        Cmd::Plan { cmd, root } => Ok(plan::run(root_or_default(root)?, cmd).unwrap_or_else(|e| {
+            eprintln!("patchbox: {e}");
+            ExitCode::from(1)
+        })),
         Cmd::Run {
             project,
             root,

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -61,6 +62,7 @@ pub struct PlanManager {
     table: Mutex<BTreeMap<(String, String), Slot>>,
     boundaries: Mutex<HashMap<String, String>>,
     recovery: Recovery,
+    cleanup_on_drop: AtomicBool,
 }
 
 impl PlanManager {
@@ -93,6 +95,7 @@ impl PlanManager {
             table: Mutex::new(BTreeMap::new()),
             boundaries: Mutex::new(HashMap::new()),
             recovery: Recovery::default(),
+            cleanup_on_drop: AtomicBool::new(true),
         };
         mgr.load()?;
         Ok(mgr)
@@ -104,6 +107,12 @@ impl PlanManager {
         let root = crate::session::layout::default_root()
             .map_err(|e| SandboxError::from_lower(None, "default root", e))?;
         PlanManager::open(root)
+    }
+
+    /// Whether dropping the manager cleans up the sandboxes that hold no uncommitted work
+    /// (on by default). Tools that only look at plans (the CLI's `plan list`) turn it off.
+    pub fn set_cleanup_on_drop(&self, on: bool) {
+        self.cleanup_on_drop.store(on, Ordering::Relaxed);
     }
 
     /// The root.
@@ -201,22 +210,44 @@ impl PlanManager {
         let original = original_path.as_ref();
         let meta = std::fs::metadata(original);
         if !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            drop(filled);
+            self.forget_empty(&key);
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
                 reason: format!("{} is not a directory", original.display()),
                 source: None,
             });
         }
-        let sb = strategy::new_sandbox(
+        let made = strategy::new_sandbox(
             &strategy,
             &self.env,
             &self.plan_dir(plan_id),
             resource_id,
             original,
-        )?;
-        sb.create(plan_id)?;
-        *filled = Some(sb.clone());
-        Ok(sb)
+        )
+        .and_then(|sb| sb.create(plan_id).map(|_| sb));
+        match made {
+            Ok(sb) => {
+                *filled = Some(sb.clone());
+                Ok(sb)
+            }
+            Err(e) => {
+                drop(filled);
+                self.forget_empty(&key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the slot of `key` if no sandbox was made in it (a failed creation).
+    fn forget_empty(&self, key: &(String, String)) {
+        let mut table = self.table.lock();
+        if table
+            .get(key)
+            .is_some_and(|s| s.try_lock().is_some_and(|s| s.is_none()))
+        {
+            table.remove(key);
+        }
     }
 
     /// The sandbox of `(plan_id, resource_id)`, if one was made.
@@ -244,7 +275,12 @@ impl PlanManager {
 
     /// The ids of every plan with sandboxes.
     pub fn list_plans(&self) -> Vec<String> {
-        let mut plans: Vec<String> = self.slots().into_iter().map(|((p, _), _)| p).collect();
+        let mut plans: Vec<String> = self
+            .slots()
+            .into_iter()
+            .filter(|(_, s)| s.lock().is_some())
+            .map(|((p, _), _)| p)
+            .collect();
         plans.dedup();
         plans
     }
@@ -372,7 +408,12 @@ impl PlanManager {
                 continue;
             }
             match s.rollback() {
-                Ok(()) => undone.push(id.clone()),
+                Ok(()) => {
+                    // Compensation, not abandonment: the sandbox keeps its changes and is
+                    // active again (RolledBack → Active), so the plan can commit again.
+                    let _ = s.get_path(Path::new(""));
+                    undone.push(id.clone())
+                }
                 Err(e) => failed.push((id.clone(), e.to_string())),
             }
         }

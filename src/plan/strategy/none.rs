@@ -95,8 +95,9 @@ impl Sandbox for NoSandbox {
                 e,
             ));
         }
-        self.lc
-            .context()
+        st.record
+            .as_ref()
+            .map(Record::context)
             .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))
     }
 

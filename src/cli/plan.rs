@@ -1,0 +1,126 @@
+//! `patchbox plan …`: the plan executors' sandboxes under a root — list plans and their
+//! sandboxes, commit or roll back a plan, clean up.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use patchbox::plan::{PlanManager, SandboxError, Status};
+
+/// The `plan` subcommands.
+#[derive(Subcommand)]
+pub enum PlanCmd {
+    /// List plans and their sandboxes: id, resource, strategy, status, original, sandbox.
+    List {
+        /// Only this plan.
+        plan: Option<String>,
+    },
+    /// Print a plan's changes as one patch per sandbox.
+    Diff {
+        /// The plan.
+        plan: String,
+    },
+    /// Commit every created or active sandbox of the plan, all or nothing.
+    Commit {
+        /// The plan.
+        plan: String,
+    },
+    /// Roll back the plan: active sandboxes lose their changes, committed ones are undone.
+    Rollback {
+        /// The plan.
+        plan: String,
+    },
+    /// Remove every sandbox of the plan (active ones' changes are discarded).
+    Cleanup {
+        /// The plan.
+        plan: String,
+    },
+    /// Remove sandboxes whose work is over (committed, rolled back, errored) and the remains
+    /// of interrupted creations.
+    CleanAbandoned,
+}
+
+/// Runs a `plan` subcommand over `root`.
+pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
+    let mgr = PlanManager::open(&root)?;
+    // Looking is not finishing: only the commands that end a plan's sandboxes clean up.
+    mgr.set_cleanup_on_drop(false);
+    for (plan, ids) in &mgr.recovery().rolled_back {
+        eprintln!(
+            "patchbox: plan {plan}: an interrupted commit_all was rolled back ({} sandbox(es) undone)",
+            ids.len()
+        );
+    }
+    for w in &mgr.recovery().warnings {
+        eprintln!("patchbox: warning: {w}");
+    }
+    match cmd {
+        PlanCmd::List { plan } => {
+            let plans = match plan {
+                Some(p) => vec![p],
+                None => mgr.list_plans(),
+            };
+            for p in plans {
+                println!("plan {p}");
+                for s in mgr.list_sandboxes(&p) {
+                    let ctx = s.context();
+                    println!(
+                        "  {}  {:<14} {:<11} {}  {}  {}",
+                        s.sandbox_id(),
+                        s.strategy().name(),
+                        s.status().name(),
+                        ctx.as_ref().map(|c| c.resource_id.as_str()).unwrap_or("-"),
+                        ctx.as_ref()
+                            .map(|c| c.original_path.display().to_string())
+                            .unwrap_or_default(),
+                        ctx.as_ref()
+                            .map(|c| c.sandbox_path.display().to_string())
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+        }
+        PlanCmd::Diff { plan } => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            for s in mgr.list_sandboxes(&plan) {
+                if matches!(s.status(), Status::Created | Status::Active) {
+                    let d = s.diff()?;
+                    let _ = out.write_all(&d.patch);
+                }
+            }
+        }
+        PlanCmd::Commit { plan } => {
+            let results = mgr.commit_all(&plan)?;
+            for r in &results {
+                println!(
+                    "committed {}: {} changed, {} added, {} deleted{}",
+                    r.sandbox_id,
+                    r.changed_files.len(),
+                    r.added_files.len(),
+                    r.deleted_files.len(),
+                    r.commit_ref
+                        .as_ref()
+                        .map(|c| format!(" (ref {c})"))
+                        .unwrap_or_default()
+                );
+            }
+            if results.is_empty() {
+                println!("plan {plan}: nothing to commit");
+            }
+        }
+        PlanCmd::Rollback { plan } => {
+            mgr.rollback_all(&plan)?;
+            println!("plan {plan}: rolled back");
+        }
+        PlanCmd::Cleanup { plan } => {
+            mgr.cleanup_all(&plan)?;
+            println!("plan {plan}: cleaned up");
+        }
+        PlanCmd::CleanAbandoned => {
+            let n = mgr.cleanup_abandoned()?;
+            println!("{n} abandoned sandbox(es) removed");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,528 @@
+//! The plan layer as an engine uses it: the lifecycle table, `copy_on_write` and `none`
+//! against real directories, `commit_all` with a failure at every position, conflicts,
+//! reopening after the engine went away, threads, boundaries.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{mode_view, write};
+use patchbox::plan::manager::CommitAllOptions;
+use patchbox::plan::{
+    DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, SandboxError, Status, Strategy,
+};
+
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (p, c) in files {
+        write(d.path(), p, c.as_bytes());
+    }
+    d
+}
+
+/// The lifecycle the users' documentation describes, written out pair by pair.
+#[test]
+fn transition_table_every_pair() {
+    use Status::*;
+    let allowed: BTreeSet<(&str, &str)> = [
+        ("pending", "created"),
+        ("created", "active"),
+        ("created", "errored"),
+        ("active", "committed"),
+        ("active", "rolled_back"),
+        ("active", "errored"),
+        ("committed", "cleaned_up"),
+        ("committed", "rolled_back"),
+        ("rolled_back", "active"),
+        ("rolled_back", "cleaned_up"),
+        ("errored", "cleaned_up"),
+    ]
+    .into_iter()
+    .collect();
+    let all = [
+        Pending, Created, Active, Committed, RolledBack, CleanedUp, Errored,
+    ];
+    let mut checked = 0;
+    for from in all {
+        for to in all {
+            let want = allowed.contains(&(from.name(), to.name()));
+            assert_eq!(Status::can_transition(from, to), want, "{from} -> {to}");
+            match Status::assert_transition(from, to) {
+                Ok(()) => assert!(want),
+                Err(SandboxError::State { from: f, to: t, .. }) => {
+                    assert!(!want);
+                    assert_eq!((f, t), (from, to));
+                }
+                Err(e) => panic!("unexpected error {e}"),
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 49);
+}
+
+#[test]
+fn copy_on_write_create_edit_diff_commit_rollback_cleanup() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[
+        ("keep.txt", "same\n"),
+        ("edit.txt", "one\ntwo\nthree\n"),
+        ("gone.txt", "bye\n"),
+        ("dir/inner.txt", "inner\n"),
+        ("run.sh", "#!/bin/sh\n"),
+    ]);
+    std::os::unix::fs::symlink("keep.txt", p.path().join("link")).unwrap();
+    let before = mode_view(p.path());
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p1", "proj", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    assert_eq!(sb.status(), Status::Created);
+    let ctx = sb.context().unwrap();
+    assert!(ctx
+        .sandbox_path
+        .starts_with(root.path().canonicalize().unwrap()));
+    assert_eq!(ctx.plan_id, "p1");
+    assert_eq!(ctx.resource_id, "proj");
+    // The sandbox starts as a copy of the original.
+    assert_eq!(mode_view(&ctx.sandbox_path), before);
+
+    let at = |r: &str| sb.get_path(Path::new(r)).unwrap();
+    std::fs::write(at("edit.txt"), "one\nTWO\nthree\n").unwrap();
+    std::fs::remove_file(at("gone.txt")).unwrap();
+    std::fs::write(at("new.bin"), [0u8, 1, 2, 255]).unwrap();
+    std::fs::set_permissions(at("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(at("link")).unwrap();
+    std::os::unix::fs::symlink("dir/inner.txt", at("link")).unwrap();
+    assert_eq!(sb.status(), Status::Active);
+    // Nothing reached the original.
+    assert_eq!(mode_view(p.path()), before);
+
+    let d = sb.diff().unwrap();
+    let ops: Vec<(String, DiffOp)> = d
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.operation))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("edit.txt".to_string(), DiffOp::Modified),
+            ("gone.txt".to_string(), DiffOp::Deleted),
+            ("link".to_string(), DiffOp::Modified),
+            ("new.bin".to_string(), DiffOp::Added),
+            ("run.sh".to_string(), DiffOp::Modified),
+        ]
+    );
+    assert_eq!(
+        d.entries[0].before.as_deref(),
+        Some(&b"one\ntwo\nthree\n"[..])
+    );
+    assert_eq!(
+        d.entries[0].after.as_deref(),
+        Some(&b"one\nTWO\nthree\n"[..])
+    );
+    // The patch is one `git apply` accepts: applied to a copy of the original, it gives the
+    // sandbox.
+    let scratch = tempfile::tempdir().unwrap();
+    let applied = common::git_apply_copy(p.path(), &d.patch, scratch.path());
+    assert_eq!(mode_view(&applied), mode_view(&ctx.sandbox_path));
+
+    // Rollback before commit: the sandbox is the original again.
+    sb.rollback().unwrap();
+    assert_eq!(sb.status(), Status::RolledBack);
+    assert_eq!(mode_view(&ctx.sandbox_path), before);
+    assert!(sb.diff().unwrap().entries.is_empty());
+
+    // Re-use, then commit.
+    std::fs::write(
+        sb.get_path(Path::new("edit.txt")).unwrap(),
+        "one\nTWO\nthree\n",
+    )
+    .unwrap();
+    std::fs::create_dir(sb.get_path(Path::new("made")).unwrap()).unwrap();
+    std::fs::write(sb.get_path(Path::new("made/x")).unwrap(), "x\n").unwrap();
+    let sandbox_view = mode_view(&ctx.sandbox_path);
+    let r = sb.commit(Some("msg")).unwrap();
+    assert!(r.success);
+    assert_eq!(r.changed_files, ["edit.txt"]);
+    assert_eq!(r.added_files, ["made/x"]);
+    assert!(r.deleted_files.is_empty());
+    assert!(r.commit_ref.is_some());
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(mode_view(p.path()), sandbox_view);
+
+    // Rollback after commit: the undo.
+    sb.rollback().unwrap();
+    assert_eq!(mode_view(p.path()), before);
+    sb.cleanup().unwrap();
+    assert_eq!(sb.status(), Status::CleanedUp);
+    assert!(!ctx.sandbox_path.exists());
+    sb.cleanup().unwrap(); // idempotent
+                           // Operations on a cleaned-up sandbox are state errors.
+    assert!(matches!(
+        sb.get_path(Path::new("x")),
+        Err(SandboxError::State { .. })
+    ));
+    assert!(matches!(sb.commit(None), Err(SandboxError::State { .. })));
+    assert_eq!(mode_view(p.path()), before);
+}
+
+#[test]
+fn a_conflict_refuses_the_commit_whole_and_concurrent_edits_elsewhere_survive() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[
+        ("a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n"),
+        ("b.txt", "b\n"),
+        ("c.txt", "c\n"),
+    ]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    std::fs::write(
+        sb.get_path(Path::new("a.txt")).unwrap(),
+        "1\nTWO\n3\n4\n5\n6\n7\n8\n9\n",
+    )
+    .unwrap();
+    std::fs::write(sb.get_path(Path::new("b.txt")).unwrap(), "sandbox b\n").unwrap();
+    // The user edits b.txt too, meanwhile: a conflict.
+    std::fs::write(p.path().join("b.txt"), "user b\n").unwrap();
+    let before = mode_view(p.path());
+    match sb.check_commit() {
+        Err(SandboxError::Commit { files, .. }) => assert_eq!(files, ["b.txt"]),
+        other => panic!("expected a commit error, got {other:?}"),
+    }
+    match sb.commit(None) {
+        Err(SandboxError::Commit { files, .. }) => assert_eq!(files, ["b.txt"]),
+        other => panic!("expected a commit error, got {other:?}"),
+    }
+    assert_eq!(mode_view(p.path()), before, "nothing written");
+    assert_eq!(sb.status(), Status::Active);
+    // The user's edit elsewhere in a file the sandbox also changed merges; so does an edit
+    // of a file it did not touch.
+    std::fs::write(p.path().join("b.txt"), "b\n").unwrap();
+    std::fs::write(p.path().join("a.txt"), "1\n2\n3\n4\n5\n6\n7\n8\nNINE\n").unwrap();
+    std::fs::write(p.path().join("c.txt"), "user c\n").unwrap();
+    sb.commit(None).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("a.txt")).unwrap(),
+        "1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("b.txt")).unwrap(),
+        "sandbox b\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("c.txt")).unwrap(),
+        "user c\n"
+    );
+    // Rolling back after the user changed a committed file again is refused, naming it.
+    std::fs::write(p.path().join("b.txt"), "user again\n").unwrap();
+    match sb.rollback() {
+        Err(SandboxError::Rollback { files, .. }) => assert_eq!(files, ["b.txt"]),
+        other => panic!("expected a rollback error, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("b.txt")).unwrap(),
+        "user again\n"
+    );
+    assert_eq!(sb.status(), Status::Committed);
+}
+
+#[test]
+fn get_path_refuses_escapes() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let p = project(&[("a.txt", "a\n")]);
+    std::os::unix::fs::symlink(outside.path(), p.path().join("out")).unwrap();
+    std::os::unix::fs::symlink("a.txt", p.path().join("in")).unwrap();
+    let mgr = PlanManager::open(root.path()).unwrap();
+    for s in [Strategy::CopyOnWrite, Strategy::None] {
+        let sb = mgr
+            .get_or_create_sandbox("p", s.name(), p.path(), s.clone())
+            .unwrap();
+        for bad in ["../x", "/etc/passwd", "out/x", "out", "a/../../x"] {
+            let e = sb.get_path(Path::new(bad)).unwrap_err();
+            assert_eq!(e.kind(), "sandbox", "{s}: {bad}: {e}");
+        }
+        let ok = sb.get_path(Path::new("in")).unwrap();
+        assert!(ok.starts_with(&sb.context().unwrap().sandbox_path));
+        assert!(sb.get_path(Path::new("new/dir/file")).is_ok());
+    }
+}
+
+#[test]
+fn none_passes_through_and_cannot_roll_back() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("a.txt", "a\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "api", p.path(), Strategy::None)
+        .unwrap();
+    let path = sb.get_path(Path::new("a.txt")).unwrap();
+    assert_eq!(path, p.path().canonicalize().unwrap().join("a.txt"));
+    std::fs::write(&path, "now\n").unwrap();
+    assert!(sb.diff().unwrap().entries.is_empty());
+    assert!(matches!(sb.rollback(), Err(SandboxError::Rollback { .. })));
+    assert_eq!(sb.context().unwrap().metadata["isolation"], "bypassed");
+    let r = sb.commit(None).unwrap();
+    assert!(r.success && r.commit_ref.is_none());
+    assert!(matches!(sb.rollback(), Err(SandboxError::Rollback { .. })));
+    sb.cleanup().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("a.txt")).unwrap(),
+        "now\n"
+    );
+}
+
+/// Four sandboxes (three copy_on_write, one none): commit_all with a failure injected at each
+/// position rolls back what it committed, newest first, and every original is byte-identical.
+#[test]
+fn commit_all_failure_at_every_position_rolls_back_lifo() {
+    for fail_at in 0..4 {
+        let root = tempfile::tempdir().unwrap();
+        let projects: Vec<_> = (0..3)
+            .map(|i| project(&[("f.txt", &format!("p{i}\n")), ("g.txt", "g\n")]))
+            .collect();
+        let plain = project(&[("n.txt", "n\n")]);
+        let mgr = PlanManager::open(root.path()).unwrap();
+        // The `none` one is created first but commits last.
+        let n = mgr
+            .get_or_create_sandbox("plan", "none", plain.path(), Strategy::None)
+            .unwrap();
+        let mut ids = Vec::new();
+        for (i, p) in projects.iter().enumerate() {
+            let sb = mgr
+                .get_or_create_sandbox("plan", &format!("r{i}"), p.path(), Strategy::CopyOnWrite)
+                .unwrap();
+            std::fs::write(
+                sb.get_path(Path::new("f.txt")).unwrap(),
+                format!("changed {i}\n"),
+            )
+            .unwrap();
+            std::fs::write(sb.get_path(Path::new(&format!("new{i}"))).unwrap(), "x").unwrap();
+            ids.push(sb.sandbox_id().to_string());
+        }
+        ids.push(n.sandbox_id().to_string());
+        let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
+        let opts = CommitAllOptions {
+            fail_at: Some(fail_at),
+            ..Default::default()
+        };
+        match mgr.commit_all_with("plan", &opts) {
+            Err(SandboxError::AtomicCommit {
+                rolled_back_ids,
+                failed_rollback_ids,
+                failed_sandbox_id,
+                ..
+            }) => {
+                let want: Vec<String> = ids[..fail_at].iter().rev().cloned().collect();
+                assert_eq!(rolled_back_ids, want, "fail at {fail_at}: LIFO order");
+                assert!(failed_rollback_ids.is_empty());
+                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[fail_at].as_str()));
+            }
+            other => panic!("fail at {fail_at}: expected AtomicCommit, got {other:?}"),
+        }
+        for (p, b) in projects.iter().zip(&before) {
+            assert_eq!(
+                &mode_view(p.path()),
+                b,
+                "fail at {fail_at}: original changed"
+            );
+        }
+        assert!(!root.path().join("plans/plan-plan/commit.journal").exists());
+        // Nothing lost: the same plan commits whole afterwards.
+        let results = mgr.commit_all("plan").unwrap();
+        assert_eq!(results.len(), 4);
+        for (i, p) in projects.iter().enumerate() {
+            assert_eq!(
+                std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+                format!("changed {i}\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn commit_all_checks_every_sandbox_before_writing() {
+    let root = tempfile::tempdir().unwrap();
+    let a = project(&[("f.txt", "a\n")]);
+    let b = project(&[("f.txt", "b\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sa = mgr
+        .get_or_create_sandbox("p", "a", a.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    let sbb = mgr
+        .get_or_create_sandbox("p", "b", b.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    std::fs::write(sa.get_path(Path::new("f.txt")).unwrap(), "A\n").unwrap();
+    std::fs::write(sbb.get_path(Path::new("f.txt")).unwrap(), "B\n").unwrap();
+    std::fs::write(b.path().join("f.txt"), "user\n").unwrap();
+    match mgr.commit_all("p") {
+        Err(SandboxError::AtomicCommit {
+            rolled_back_ids,
+            failed_sandbox_id,
+            ..
+        }) => {
+            assert!(rolled_back_ids.is_empty(), "nothing was committed");
+            assert_eq!(failed_sandbox_id.as_deref(), Some(sbb.sandbox_id()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(a.path().join("f.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(sa.status(), Status::Active);
+}
+
+#[test]
+fn a_reopened_manager_finds_the_plans_and_drop_keeps_uncommitted_work() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("f.txt", "f\n")]);
+    let q = project(&[("g.txt", "g\n")]);
+    let (id, path) = {
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let sb = mgr
+            .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+            .unwrap();
+        std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "work\n").unwrap();
+        // A sandbox with no changes is cleaned on drop.
+        let idle = mgr
+            .get_or_create_sandbox("p", "idle", q.path(), Strategy::CopyOnWrite)
+            .unwrap();
+        let idle_path = idle.context().unwrap().sandbox_path;
+        drop(mgr);
+        assert!(!idle_path.exists());
+        (
+            sb.sandbox_id().to_string(),
+            sb.context().unwrap().sandbox_path,
+        )
+    };
+    assert!(path.exists(), "uncommitted work kept");
+    let mgr = PlanManager::open(root.path()).unwrap();
+    assert_eq!(mgr.list_plans(), ["p"]);
+    let found = mgr.get_sandbox("p", "r").unwrap();
+    assert_eq!(found.sandbox_id(), id);
+    assert_eq!(found.status(), Status::Active);
+    assert_eq!(found.diff().unwrap().entries.len(), 1);
+    // get_or_create returns the same one.
+    let same = mgr
+        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    assert_eq!(same.sandbox_id(), id);
+    mgr.commit_all("p").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+        "work\n"
+    );
+    assert_eq!(mgr.cleanup_abandoned().unwrap(), 1);
+    assert!(mgr.list_sandboxes("p").is_empty());
+}
+
+#[test]
+fn eight_threads_on_one_manager() {
+    let root = tempfile::tempdir().unwrap();
+    let projects: Vec<_> = (0..4)
+        .map(|i| project(&[("f.txt", &format!("{i}\n"))]))
+        .collect();
+    let mgr = Arc::new(PlanManager::open(root.path()).unwrap());
+    let paths: Vec<_> = projects.iter().map(|p| p.path().to_path_buf()).collect();
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let mgr = mgr.clone();
+            let paths = paths.clone();
+            std::thread::spawn(move || {
+                // Every thread asks for the shared sandbox, and for one of its own plan's.
+                let shared = mgr
+                    .get_or_create_sandbox("shared", "r0", &paths[0], Strategy::CopyOnWrite)
+                    .unwrap();
+                let own_plan = format!("t{t}");
+                let own = mgr
+                    .get_or_create_sandbox(&own_plan, "r", &paths[1 + t % 3], Strategy::CopyOnWrite)
+                    .unwrap();
+                std::fs::write(own.get_path(Path::new(&format!("t{t}.txt"))).unwrap(), "x")
+                    .unwrap();
+                let r = mgr.commit_all(&own_plan).unwrap();
+                assert_eq!(r.len(), 1);
+                shared.sandbox_id().to_string()
+            })
+        })
+        .collect();
+    let ids: BTreeSet<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(ids.len(), 1, "one shared sandbox");
+    for t in 0..8 {
+        assert!(paths[1 + t % 3].join(format!("t{t}.txt")).exists());
+    }
+}
+
+#[test]
+fn resources_under_one_boundary_share_one_sandbox() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("docs/a.md", "a\n"), ("src/b.rs", "b\n")]);
+    let mut reg = ResourceRegistry::new();
+    reg.add(
+        Resource::new("top", ResourceKind::Directory, p.path())
+            .with_strategy(Strategy::CopyOnWrite),
+    )
+    .unwrap();
+    reg.add(
+        Resource::new("docs", ResourceKind::Directory, p.path().join("docs")).with_parent("top"),
+    )
+    .unwrap();
+    reg.add(Resource::new("src", ResourceKind::Directory, p.path().join("src")).with_parent("top"))
+        .unwrap();
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let docs = mgr
+        .get_or_create_sandbox_for_resource("p", reg.get("docs").unwrap(), &reg)
+        .unwrap();
+    let src = mgr
+        .get_or_create_sandbox_for_resource("p", reg.get("src").unwrap(), &reg)
+        .unwrap();
+    assert!(Arc::ptr_eq(&docs.sandbox, &src.sandbox));
+    assert_eq!(
+        mgr.resolve_sandbox_key(reg.get("src").unwrap(), &reg)
+            .unwrap(),
+        "top"
+    );
+    let a = docs.get_path("a.md").unwrap();
+    assert!(a.ends_with("docs/a.md"));
+    std::fs::write(&a, "A\n").unwrap();
+    std::fs::write(src.get_path("b.rs").unwrap(), "B\n").unwrap();
+    assert_eq!(docs.sandbox.diff().unwrap().entries.len(), 2);
+    mgr.clear_boundary_cache();
+    assert!(reg.resolve_boundary("nope").is_err());
+    mgr.commit_all("p").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("docs/a.md")).unwrap(),
+        "A\n"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("f", "f\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    for bad in ["", "../x", "a/b", ".hidden"] {
+        let e = mgr
+            .get_or_create_sandbox(bad, "r", p.path(), Strategy::CopyOnWrite)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("invalid plan id"), "{e}");
+    }
+    let e = mgr
+        .get_or_create_sandbox("p", "r", p.path().join("missing"), Strategy::CopyOnWrite)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), "creation");
+    assert!(Strategy::from_name("zfs")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown sandbox strategy"));
+    assert!(mgr.list_plans().is_empty());
+}
