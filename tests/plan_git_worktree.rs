@@ -99,13 +99,17 @@ fn assert_no_sandbox_refs(f: &Fixture) {
     let refs = git(f, &f.repo, &["for-each-ref", "--format=%(refname)"]);
     assert!(!refs.contains("patchbox"), "refs left: {refs}");
     let wts = git(f, &f.repo, &["worktree", "list", "--porcelain"]);
-    assert!(!wts.contains(f.root.to_str().unwrap()), "worktree left: {wts}");
+    assert!(
+        !wts.contains(f.root.to_str().unwrap()),
+        "worktree left: {wts}"
+    );
     let admin = f.repo.join(".git/worktrees");
     let left: Vec<_> = fs::read_dir(&admin)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(
-        left.iter().all(|n| n.to_string_lossy().starts_with("other")),
+        left.iter()
+            .all(|n| n.to_string_lossy().starts_with("other")),
         "worktree admin dirs left: {left:?}"
     );
 }
@@ -134,7 +138,11 @@ fn create_edit_diff_commit_rollback_cleanup() {
     );
     assert_eq!(ctx.metadata["git.repo"], f.repo.to_str().unwrap());
     let root = fs::canonicalize(&f.root).unwrap();
-    assert!(ctx.sandbox_path.starts_with(&root), "{:?}", ctx.sandbox_path);
+    assert!(
+        ctx.sandbox_path.starts_with(&root),
+        "{:?}",
+        ctx.sandbox_path
+    );
     assert!(!ctx.sandbox_path.starts_with(&f.repo));
     // The branch starts at the original's HEAD.
     assert_eq!(
@@ -187,7 +195,11 @@ fn create_edit_diff_commit_rollback_cleanup() {
     fs::create_dir(&copy).unwrap();
     common::copy_tree(&f.repo, &copy);
     let out = gitcmd::git_apply(&copy, &f.home, &d.patch);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut want = mode_view(&ctx.sandbox_path);
     want.remove(&b"debug.log"[..]);
     assert_eq!(mode_view(&copy), want);
@@ -199,7 +211,10 @@ fn create_edit_diff_commit_rollback_cleanup() {
     let cref = r.commit_ref.clone().unwrap();
     assert_eq!(head(&f), cref);
     assert_eq!(git(&f, &f.repo, &["rev-parse", "HEAD^"]), base);
-    assert_eq!(git(&f, &f.repo, &["log", "-1", "--format=%s"]), "sandbox edits");
+    assert_eq!(
+        git(&f, &f.repo, &["log", "-1", "--format=%s"]),
+        "sandbox edits"
+    );
     assert_eq!(r.added_files, vec!["new/n.txt"]);
     assert_eq!(r.deleted_files, vec!["old.txt"]);
     // The user's tree is the sandbox's (the ignored file stays in the sandbox), byte for
@@ -278,12 +293,14 @@ fn commit_with_a_dirty_user_tree() {
     assert_eq!(head(&f), r.commit_ref.unwrap());
     assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"from sandbox\n");
     assert_eq!(fs::read(f.repo.join("b.txt")).unwrap(), b"user beta\n");
-    assert_eq!(fs::read(f.repo.join("sub/deep.txt")).unwrap(), b"user deep\n");
+    assert_eq!(
+        fs::read(f.repo.join("sub/deep.txt")).unwrap(),
+        b"user deep\n"
+    );
     assert_eq!(fs::read(f.repo.join("mine.txt")).unwrap(), b"untracked\n");
-    let status = String::from_utf8(
-        gitcmd::git(&f.repo, &f.home, &["status", "--porcelain"]).stdout,
-    )
-    .unwrap();
+    let status =
+        String::from_utf8(gitcmd::git(&f.repo, &f.home, &["status", "--porcelain"]).stdout)
+            .unwrap();
     assert!(status.contains(" M b.txt\n"), "{status}");
     assert!(status.contains("M  sub/deep.txt"), "{status}");
     assert!(status.contains("?? mine.txt"), "{status}");
@@ -301,7 +318,11 @@ fn commit_with_a_dirty_user_tree() {
     assert_eq!(e.kind(), "commit");
     let e = s2.commit(None).unwrap_err();
     assert_eq!(e.kind(), "commit");
-    assert_eq!(files_of(&e), vec!["b.txt", "mine.txt", "sub/deep.txt"], "{e}");
+    assert_eq!(
+        files_of(&e),
+        vec!["b.txt", "mine.txt", "sub/deep.txt"],
+        "{e}"
+    );
     assert_eq!(user_state(&f), before);
     assert_eq!(s2.status(), Status::Active);
     mgr.cleanup_all("p1").unwrap();
@@ -332,7 +353,10 @@ fn user_head_moved_merges_or_refuses_a_conflict() {
     let parents = git(&f, &f.repo, &["rev-list", "--parents", "-n1", "HEAD"]);
     assert!(parents.contains(&user_commit), "{parents}");
     assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"s1\n");
-    assert_eq!(fs::read(f.repo.join("old.txt")).unwrap(), b"user moved on\n");
+    assert_eq!(
+        fs::read(f.repo.join("old.txt")).unwrap(),
+        b"user moved on\n"
+    );
     assert_eq!(git(&f, &f.repo, &["status", "--porcelain"]), "");
 
     // The user changes b.txt in a commit: s2's edit of b.txt conflicts.
@@ -383,7 +407,11 @@ fn subdirectory_resource() {
         .get_or_create_sandbox("p", "sub", f.repo.join("sub"), Strategy::GitWorktree)
         .unwrap();
     let ctx = sb.context().unwrap();
-    assert!(ctx.sandbox_path.ends_with("tree/sub"), "{:?}", ctx.sandbox_path);
+    assert!(
+        ctx.sandbox_path.ends_with("tree/sub"),
+        "{:?}",
+        ctx.sandbox_path
+    );
     fs::write(sb.get_path(Path::new("deep.txt")).unwrap(), b"deeper\n").unwrap();
     fs::write(sb.get_path(Path::new("more.txt")).unwrap(), b"more\n").unwrap();
     let d = sb.diff().unwrap();
@@ -450,13 +478,20 @@ fn repository_with_a_submodule() {
     );
     fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"with sub\n").unwrap();
     // Inside the submodule: out of scope (neither diffed nor committed).
-    fs::write(sb.get_path(Path::new("vendor/lib/lib.txt")).unwrap(), b"x\n").unwrap();
+    fs::write(
+        sb.get_path(Path::new("vendor/lib/lib.txt")).unwrap(),
+        b"x\n",
+    )
+    .unwrap();
     let d = sb.diff().unwrap();
     assert_eq!(d.paths(DiffOp::Modified), vec!["a.txt"]);
     assert_eq!(d.entries.len(), 1);
     sb.commit(None).unwrap();
     assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"with sub\n");
-    assert_eq!(fs::read(f.repo.join("vendor/lib/lib.txt")).unwrap(), b"lib\n");
+    assert_eq!(
+        fs::read(f.repo.join("vendor/lib/lib.txt")).unwrap(),
+        b"lib\n"
+    );
     mgr.cleanup_all("p").unwrap();
     assert_no_sandbox_refs(&f);
     let modules = f.repo.join(".git/worktrees");
@@ -470,7 +505,14 @@ fn repository_with_an_existing_linked_worktree() {
     git(
         &f,
         &f.repo,
-        &["worktree", "add", "-q", "-b", "other", other.to_str().unwrap()],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "other",
+            other.to_str().unwrap(),
+        ],
     );
     let mgr = PlanManager::open(&f.root).unwrap();
     // A sandbox of the main tree and one of the linked tree.
@@ -480,7 +522,10 @@ fn repository_with_an_existing_linked_worktree() {
     let s2 = mgr
         .get_or_create_sandbox("p", "other", &other, Strategy::GitWorktree)
         .unwrap();
-    assert_eq!(s2.context().unwrap().metadata["git.original_branch"], "refs/heads/other");
+    assert_eq!(
+        s2.context().unwrap().metadata["git.original_branch"],
+        "refs/heads/other"
+    );
     fs::write(s1.get_path(Path::new("a.txt")).unwrap(), b"main\n").unwrap();
     fs::write(s2.get_path(Path::new("a.txt")).unwrap(), b"other\n").unwrap();
     let rs = mgr.commit_all("p").unwrap();
@@ -547,7 +592,13 @@ fn reopened_manager_finds_the_sandbox_and_settles_an_interrupted_commit() {
             .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
             .unwrap();
         fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"kept\n").unwrap();
-        let dir = sb.context().unwrap().sandbox_path.parent().unwrap().to_path_buf();
+        let dir = sb
+            .context()
+            .unwrap()
+            .sandbox_path
+            .parent()
+            .unwrap()
+            .to_path_buf();
         (sb.sandbox_id().to_string(), dir)
         // Dropped with uncommitted changes: kept.
     };
@@ -576,14 +627,35 @@ fn reopened_manager_finds_the_sandbox_and_settles_an_interrupted_commit() {
         let v: serde_json::Value = serde_json::from_slice(&fs::read(&state).unwrap()).unwrap();
         assert_eq!(v["commit_ref"], commit_ref.as_str());
         assert!(v["commit_in_flight"].is_null());
-        // An in-flight commit that never reached the branch: not landed.
+        // A rollback (revert) that reached the branch before the crash.
         sb.rollback().unwrap();
+        let revert = head(&f);
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&state).unwrap()).unwrap();
+        v["status"] = "committed".into();
+        v["commit_ref"] = commit_ref.as_str().into();
+        v["metadata"]["git.revert_in_flight"] = revert.as_str().into();
+        std::mem::forget(mgr);
+        fs::write(&state, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    {
+        let mgr = PlanManager::open(&f.root).unwrap();
+        let sb = mgr.get_sandbox("p", "repo").unwrap();
+        assert_eq!(sb.status(), Status::RolledBack);
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&state).unwrap()).unwrap();
+        assert!(v["commit_ref"].is_null());
+        assert!(v["metadata"].get("git.revert_in_flight").is_none());
+        // An in-flight commit that never reached the branch: not landed.
         let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&state).unwrap()).unwrap();
         v["status"] = "active".into();
         let stray = git(
             &f,
             &f.repo,
-            &["commit-tree", "-m", "never landed", &format!("{commit_ref}^{{tree}}")],
+            &[
+                "commit-tree",
+                "-m",
+                "never landed",
+                &format!("{commit_ref}^{{tree}}"),
+            ],
         );
         v["commit_in_flight"] = stray.into();
         std::mem::forget(mgr);
@@ -598,4 +670,61 @@ fn reopened_manager_finds_the_sandbox_and_settles_an_interrupted_commit() {
     mgr.cleanup_all("p").unwrap();
     assert_no_sandbox_refs(&f);
     assert!(git_ok(&f, &f.repo, &["rev-parse", "--verify", "HEAD"]));
+}
+
+#[test]
+fn a_root_inside_the_users_tree_is_refused() {
+    let f = fixture();
+    let inner = f.repo.join(".sandbox-root");
+    let mgr = PlanManager::open(&inner).unwrap();
+    let e = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), "creation");
+    assert!(e.to_string().contains("inside the user's work tree"), "{e}");
+    assert_no_sandbox_refs(&f);
+}
+
+#[test]
+fn commits_made_by_the_actor_in_the_worktree_are_squashed() {
+    let f = fixture();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .unwrap();
+    let tree = sb.get_path(Path::new("")).unwrap();
+    fs::write(tree.join("a.txt"), b"actor 1\n").unwrap();
+    git(&f, &tree, &["commit", "-q", "-am", "actor 1"]);
+    fs::write(tree.join("b.txt"), b"actor 2\n").unwrap();
+    let d = sb.diff().unwrap();
+    assert_eq!(d.paths(DiffOp::Modified), vec!["a.txt", "b.txt"]);
+    let base = head(&f);
+    let r = sb.commit(Some("one commit")).unwrap();
+    assert_eq!(git(&f, &f.repo, &["rev-parse", "HEAD^"]), base);
+    assert_eq!(r.commit_ref.unwrap(), head(&f));
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"actor 1\n");
+    assert_eq!(fs::read(f.repo.join("b.txt")).unwrap(), b"actor 2\n");
+    sb.cleanup().unwrap();
+    assert_no_sandbox_refs(&f);
+}
+
+#[test]
+fn a_user_who_switched_branches_is_refused() {
+    let f = fixture();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .unwrap();
+    fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"x\n").unwrap();
+    git(&f, &f.repo, &["checkout", "-q", "-b", "elsewhere"]);
+    let before = user_state(&f);
+    let e = sb.check_commit().unwrap_err();
+    assert!(e.to_string().contains("switch back"), "{e}");
+    let e = sb.commit(None).unwrap_err();
+    assert_eq!(e.kind(), "commit");
+    assert_eq!(user_state(&f), before);
+    assert_eq!(sb.status(), Status::Active);
+    sb.cleanup().unwrap();
+    assert_no_sandbox_refs(&f);
 }

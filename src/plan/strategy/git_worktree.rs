@@ -44,9 +44,17 @@
 //! - Submodules checked out in the original are initialised in the worktree from the
 //!   original's checkouts (`protocol.file.allow=always`, no network). Changes inside a
 //!   submodule are out of scope: they are neither in the diff nor committed.
-//! - A crash between `merge --ff-only` updating the user's files and moving the branch
-//!   leaves those changes in the user's tree as uncommitted changes; reopening reports the
-//!   commit as not landed.
+//! - Crash: the target of a commit (`commit_in_flight`) and of a revert
+//!   (`git.revert_in_flight` in the metadata) is persisted before the user's branch is
+//!   touched; reopening settles it by asking whether it is an ancestor of the user's branch.
+//!   A crash inside `merge --ff-only`, after it updated the user's files and before it moved
+//!   the branch, leaves those changes in the user's tree as uncommitted changes (nothing
+//!   lost); the commit is then reported as not landed.
+//! - The user's branch is never moved backwards: a rollback after commit is a revert commit
+//!   (history keeps both), never a reset.
+//! - Files named in errors are paths of the repository (not of the resource).
+//! - User hooks: sandbox commits are made with `commit-tree` (no hooks); the fast-forward in
+//!   the user's tree runs their `post-merge` hook as any `git merge` would.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -64,6 +72,8 @@ const TREE: &str = "tree";
 const SCRATCH_INDEX: &str = "scratch.index";
 const LOCKS_DIR: &str = "git-locks";
 const GITLINK: &str = "160000";
+/// Metadata key of a revert commit started and not known to have reached the user's branch.
+const REVERT_IN_FLIGHT: &str = "git.revert_in_flight";
 
 /// Environment variables that point git at another repository, index or configuration;
 /// removed from every git call.
@@ -365,10 +375,7 @@ impl Repo {
     fn from_record(r: &Record, dir: &Path) -> Result<Repo, SandboxError> {
         let get = |k: &str| {
             r.metadata.get(k).cloned().ok_or_else(|| {
-                SandboxError::sandbox(
-                    Some(&r.sandbox_id),
-                    format!("sandbox state lacks {k:?}"),
-                )
+                SandboxError::sandbox(Some(&r.sandbox_id), format!("sandbox state lacks {k:?}"))
             })
         };
         Ok(Repo {
@@ -437,20 +444,49 @@ impl GitWorktree {
         Ok(sb)
     }
 
+    fn set_revert_in_flight(&self, st: &mut State, v: Option<String>) -> Result<(), SandboxError> {
+        if let Some(r) = st.record.as_mut() {
+            match v {
+                Some(v) => r.metadata.insert(REVERT_IN_FLIGHT.into(), v),
+                None => r.metadata.remove(REVERT_IN_FLIGHT),
+            };
+        }
+        self.lc.persist(st)
+    }
+
+    /// Whether `commit` is on the user's branch.
+    fn landed(repo: &Repo, commit: &str) -> bool {
+        !repo.original_branch.is_empty()
+            && Git::at(&repo.top)
+                .run(&["merge-base", "--is-ancestor", commit, &repo.original_branch])
+                .is_ok_and(|o| o.ok)
+    }
+
     fn reconcile(&self, st: &mut State) -> Result<(), SandboxError> {
+        let revert = st
+            .record
+            .as_ref()
+            .and_then(|r| r.metadata.get(REVERT_IN_FLIGHT).cloned());
+        if let Some(revert) = revert {
+            let repo = self.repo(st)?;
+            let landed = Self::landed(&repo, &revert);
+            if let Some(r) = st.record.as_mut() {
+                r.metadata.remove(REVERT_IN_FLIGHT);
+                if landed {
+                    r.commit_ref = None;
+                }
+            }
+            if landed && st.status == Status::Committed {
+                self.lc.advance(st, Status::RolledBack)?;
+            } else {
+                self.lc.persist(st)?;
+            }
+        }
         let Some(target) = st.record.as_ref().and_then(|r| r.commit_in_flight.clone()) else {
             return Ok(());
         };
         let repo = self.repo(st)?;
-        let landed = !repo.original_branch.is_empty()
-            && Git::at(&repo.top)
-                .run(&[
-                    "merge-base",
-                    "--is-ancestor",
-                    &target,
-                    &repo.original_branch,
-                ])
-                .is_ok_and(|o| o.ok);
+        let landed = Self::landed(&repo, &target);
         if let Some(r) = st.record.as_mut() {
             r.commit_in_flight = None;
             if landed {
@@ -523,11 +559,8 @@ impl GitWorktree {
         }
         let top = PathBuf::from(g.line(&["rev-parse", "--show-toplevel"])?);
         let top = std::fs::canonicalize(&top).map_err(|e| format!("{}: {e}", top.display()))?;
-        let common = PathBuf::from(g.line(&[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-        ])?);
+        let common =
+            PathBuf::from(g.line(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?);
         let common = std::fs::canonicalize(&common).unwrap_or(common);
         let prefix = original
             .strip_prefix(&top)
@@ -538,15 +571,13 @@ impl GitWorktree {
         let base = g
             .line(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
             .map_err(|_| format!("the repository at {} has no commit yet", top.display()))?;
-        let original_branch = g
-            .run(&["symbolic-ref", "-q", "HEAD"])
-            .map(|o| {
-                if o.ok {
-                    String::from_utf8_lossy(&o.stdout).trim().to_string()
-                } else {
-                    String::new()
-                }
-            })?;
+        let original_branch = g.run(&["symbolic-ref", "-q", "HEAD"]).map(|o| {
+            if o.ok {
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            } else {
+                String::new()
+            }
+        })?;
         let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(plan_dir).map_err(|e| format!("{}: {e}", plan_dir.display()))?;
         let plan_real =
@@ -715,9 +746,15 @@ impl GitWorktree {
         let g = Git::at(&sub).index(&index);
         if !sub.exists() {
             // The actor removed the whole resource directory.
-            Git::at(&repo.tree)
-                .index(&index)
-                .ok(&["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", &repo.prefix])?;
+            Git::at(&repo.tree).index(&index).ok(&[
+                "rm",
+                "-r",
+                "-q",
+                "--cached",
+                "--ignore-unmatch",
+                "--",
+                &repo.prefix,
+            ])?;
         } else {
             g.ok(&["add", "-A", "--", "."])?;
         }
@@ -749,7 +786,9 @@ impl GitWorktree {
     }
 
     fn diff_now(&self, repo: &Repo) -> Result<SandboxDiff, SandboxError> {
-        let index = self.stage(repo).map_err(|e| self.err("stage the worktree", e))?;
+        let index = self
+            .stage(repo)
+            .map_err(|e| self.err("stage the worktree", e))?;
         let sub = repo.sub();
         let dir = if sub.exists() { &sub } else { &repo.tree };
         let g = Git::at(dir).index(&index);
@@ -961,7 +1000,10 @@ impl GitWorktree {
                     ));
                 }
                 return Err(self.commit_err(
-                    format!("git merge-tree failed (git 2.38 or later is needed): {}", out.stderr),
+                    format!(
+                        "git merge-tree failed (git 2.38 or later is needed): {}",
+                        out.stderr
+                    ),
                     vec![],
                 ));
             }
@@ -1041,7 +1083,16 @@ impl GitWorktree {
             let paths = self
                 .touched(&repo, &parent, &x)
                 .map_err(|e| self.rollback_err(e, vec![]))?;
-            let mut args = vec!["diff-tree", "-r", "-z", "--name-only", "--no-renames", &x, &tip, "--"];
+            let mut args = vec![
+                "diff-tree",
+                "-r",
+                "-z",
+                "--name-only",
+                "--no-renames",
+                &x,
+                &tip,
+                "--",
+            ];
             args.extend(paths.iter().map(String::as_str));
             let changed = nul_fields(
                 &Git::at(&repo.top)
@@ -1070,7 +1121,15 @@ impl GitWorktree {
             let fail = |e: String| self.rollback_err(e, vec![]);
             g.ok(&["read-tree", &tip]).map_err(fail)?;
             let raw = Git::at(&repo.top)
-                .ok(&["diff-tree", "-r", "-z", "--no-abbrev", "--no-renames", &x, &parent])
+                .ok(&[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--no-abbrev",
+                    "--no-renames",
+                    &x,
+                    &parent,
+                ])
                 .map_err(fail)?;
             let mut info = String::new();
             for e in parse_raw(&raw) {
@@ -1089,10 +1148,21 @@ impl GitWorktree {
             let mut args: Vec<&str> = ident.iter().map(String::as_str).collect();
             args.extend(["commit-tree", &tree, "-p", &tip, "-m", &msg]);
             let revert = Git::at(&repo.top).line(&args).map_err(fail)?;
-            self.fast_forward(&repo, &revert).map_err(|e| {
-                self.rollback_err(format!("the revert cannot be brought to the user's branch: {e}"), paths.clone())
-            })
+            // Recorded first, so a reopen after a crash learns whether the revert landed.
+            self.set_revert_in_flight(st, Some(revert.clone()))?;
+            let moved = self.fast_forward(&repo, &revert);
+            if let Err(e) = moved {
+                let _ = self.set_revert_in_flight(st, None);
+                return Err(self.rollback_err(
+                    format!("the revert cannot be brought to the user's branch: {e}"),
+                    paths.clone(),
+                ));
+            }
+            Ok(())
         })?;
+        if let Some(r) = st.record.as_mut() {
+            r.metadata.remove(REVERT_IN_FLIGHT);
+        }
         if let Some(r) = st.record.as_mut() {
             r.commit_ref = None;
         }
@@ -1241,7 +1311,9 @@ impl Sandbox for GitWorktree {
                     g.ok(&["reset", "-q", "--hard", &repo.base])
                         .and_then(|_| g.ok(&["clean", "-q", "-f", "-d", "-x"]))
                         .map(|_| ())
-                        .map_err(|e| self.rollback_err(format!("cannot reset the worktree: {e}"), vec![]))
+                        .map_err(|e| {
+                            self.rollback_err(format!("cannot reset the worktree: {e}"), vec![])
+                        })
                 })?;
                 self.lc.advance(&mut st, Status::RolledBack)
             }
