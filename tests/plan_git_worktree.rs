@@ -728,3 +728,21 @@ fn a_user_who_switched_branches_is_refused() {
     sb.cleanup().unwrap();
     assert_no_sandbox_refs(&f);
 }
+
+#[test]
+fn a_same_size_edit_right_after_create_is_seen() {
+    // Racy git: the edit lands in the same second as the checkout and keeps the size; the
+    // diff must not trust the index's stat data blindly.
+    let f = fixture();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    for i in 0..5 {
+        let plan = format!("p{i}");
+        let sb = mgr
+            .get_or_create_sandbox(&plan, "repo", &f.repo, Strategy::GitWorktree)
+            .unwrap();
+        fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"ALPHA\n").unwrap();
+        assert_eq!(sb.diff().unwrap().paths(DiffOp::Modified), vec!["a.txt"]);
+        mgr.cleanup_all(&plan).unwrap();
+    }
+    assert_no_sandbox_refs(&f);
+}

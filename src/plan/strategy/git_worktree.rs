@@ -95,6 +95,9 @@ const GIT_ENV: &[&str] = &[
     "GIT_SHALLOW_FILE",
     "GIT_REPLACE_REF_BASE",
     "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS",
+    "GIT_ICASE_PATHSPECS",
 ];
 
 /// What a git call produced.
@@ -141,7 +144,8 @@ impl<'a> Git<'a> {
         c.env("LC_ALL", "C")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_EDITOR", "true")
-            .env("GIT_MERGE_AUTOEDIT", "no");
+            .env("GIT_MERGE_AUTOEDIT", "no")
+            .env("GIT_LITERAL_PATHSPECS", "1");
         if let Some(i) = self.index {
             c.env("GIT_INDEX_FILE", i);
         }
@@ -285,6 +289,8 @@ struct RawEntry {
     new_oid: String,
     status: char,
     path: String,
+    /// The path exactly as git wrote it (not necessarily UTF-8).
+    path_bytes: Vec<u8>,
 }
 
 fn parse_raw(out: &[u8]) -> Vec<RawEntry> {
@@ -306,6 +312,7 @@ fn parse_raw(out: &[u8]) -> Vec<RawEntry> {
                 new_oid: parts[3].to_string(),
                 status: parts[4].chars().next().unwrap_or('M'),
                 path: String::from_utf8_lossy(fields[i + 1]).into_owned(),
+                path_bytes: fields[i + 1].to_vec(),
             });
         }
         i += 2;
@@ -653,6 +660,14 @@ impl GitWorktree {
             return Ok(());
         }
         let status = Git::at(&repo.top).ok(&["submodule", "status"])?;
+        let name_out = Git::at(&repo.top).run(&[
+            "config",
+            "-f",
+            ".gitmodules",
+            "--get-regexp",
+            r"^submodule\..*\.path$",
+        ])?;
+        let names = String::from_utf8_lossy(&name_out.stdout).into_owned();
         for line in String::from_utf8_lossy(&status).lines() {
             // " <oid> <path> (<describe>)"; '-' = not initialised.
             if line.starts_with('-') || line.len() < 2 {
@@ -661,14 +676,7 @@ impl GitWorktree {
             let Some(path) = line[1..].split(' ').nth(1) else {
                 continue;
             };
-            let name_out = Git::at(&repo.top).run(&[
-                "config",
-                "-f",
-                ".gitmodules",
-                "--get-regexp",
-                r"^submodule\..*\.path$",
-            ])?;
-            let name = String::from_utf8_lossy(&name_out.stdout)
+            let name = names
                 .lines()
                 .find_map(|l| {
                     let (k, v) = l.split_once(' ')?;
@@ -700,7 +708,19 @@ impl GitWorktree {
     /// earlier one failed). Returns what failed.
     fn remove_worktree(&self, repo: &Repo) -> Vec<String> {
         let mut failed = Vec::new();
-        let g = Git::at(&repo.top);
+        // The user's work tree may be gone; the repository itself may be gone too (then
+        // only the sandbox's files remain to remove).
+        let at = if repo.top.is_dir() {
+            &repo.top
+        } else if repo.common.is_dir() {
+            &repo.common
+        } else {
+            if let Err(e) = super::remove_dir(&repo.tree) {
+                failed.push(e.to_string());
+            }
+            return failed;
+        };
+        let g = Git::at(at);
         let tree = repo.tree.to_string_lossy().into_owned();
         if repo.tree.exists() {
             if let Err(e) = g.ok(&["worktree", "remove", "--force", "--force", &tree]) {
@@ -741,6 +761,17 @@ impl GitWorktree {
         let _ = std::fs::remove_file(&index);
         if real.exists() {
             std::fs::copy(&real, &index).map_err(|e| format!("copy {}: {e}", real.display()))?;
+            // The copy keeps the index's mtime: git's racy-clean detection compares file
+            // mtimes with it, and a newer copy would make a same-size edit made in the same
+            // second as the checkout look unchanged.
+            let mtime = std::fs::metadata(&real)
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("stat {}: {e}", real.display()))?;
+            std::fs::File::options()
+                .write(true)
+                .open(&index)
+                .and_then(|f| f.set_modified(mtime))
+                .map_err(|e| format!("set mtime of {}: {e}", index.display()))?;
         }
         let sub = repo.sub();
         let g = Git::at(&sub).index(&index);
@@ -926,11 +957,10 @@ impl GitWorktree {
             .into_iter()
             .filter_map(|e| e.get(3..).map(str::to_string))
             .collect();
-        let mut args = vec!["ls-tree", "-r", "-z", "--name-only", tip, "--"];
-        args.extend(paths.iter().map(String::as_str));
-        let in_tip: BTreeSet<String> = nul_fields(&Git::at(&repo.top).ok(&args)?)
-            .into_iter()
-            .collect();
+        let in_tip: BTreeSet<String> =
+            nul_fields(&Git::at(&repo.top).ok(&["ls-tree", "-r", "-z", "--name-only", tip])?)
+                .into_iter()
+                .collect();
         let mut out: Vec<String> = paths
             .iter()
             .filter(|p| {
@@ -1048,7 +1078,15 @@ impl GitWorktree {
     /// Fast-forwards the user's branch (with its index and files) to `target`.
     fn fast_forward(&self, repo: &Repo, target: &str) -> Result<(), String> {
         Git::at(&repo.top)
-            .ok(&["merge", "--ff-only", "--quiet", "--no-edit", target])
+            .ok(&[
+                "-c",
+                "merge.autoStash=false",
+                "merge",
+                "--ff-only",
+                "--quiet",
+                "--no-edit",
+                target,
+            ])
             .map(|_| ())
     }
 
@@ -1083,22 +1121,13 @@ impl GitWorktree {
             let paths = self
                 .touched(&repo, &parent, &x)
                 .map_err(|e| self.rollback_err(e, vec![]))?;
-            let mut args = vec![
-                "diff-tree",
-                "-r",
-                "-z",
-                "--name-only",
-                "--no-renames",
-                &x,
-                &tip,
-                "--",
-            ];
-            args.extend(paths.iter().map(String::as_str));
-            let changed = nul_fields(
-                &Git::at(&repo.top)
-                    .ok(&args)
-                    .map_err(|e| self.rollback_err(e, vec![]))?,
-            );
+            let touched: BTreeSet<&String> = paths.iter().collect();
+            let changed: Vec<String> = self
+                .touched(&repo, &x, &tip)
+                .map_err(|e| self.rollback_err(e, vec![]))?
+                .into_iter()
+                .filter(|p| touched.contains(p))
+                .collect();
             if !changed.is_empty() {
                 return Err(self.rollback_err(
                     format!("the user's branch changed files of commit {x} since"),
@@ -1131,15 +1160,18 @@ impl GitWorktree {
                     &parent,
                 ])
                 .map_err(fail)?;
-            let mut info = String::new();
+            let mut info = Vec::new();
             for e in parse_raw(&raw) {
-                if e.new_oid.bytes().all(|b| b == b'0') {
-                    info.push_str(&format!("0 {} 0\t{}\0", e.old_oid, e.path));
+                let head = if e.new_oid.bytes().all(|b| b == b'0') {
+                    format!("0 {} 0\t", e.old_oid)
                 } else {
-                    info.push_str(&format!("{} {} 0\t{}\0", e.new_mode, e.new_oid, e.path));
-                }
+                    format!("{} {} 0\t", e.new_mode, e.new_oid)
+                };
+                info.extend_from_slice(head.as_bytes());
+                info.extend_from_slice(&e.path_bytes);
+                info.push(0);
             }
-            g.input(info.as_bytes())
+            g.input(&info)
                 .ok(&["update-index", "-z", "--index-info"])
                 .map_err(fail)?;
             let tree = g.line(&["write-tree"]).map_err(fail)?;
