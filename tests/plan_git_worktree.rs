@@ -741,6 +741,10 @@ fn a_same_size_edit_right_after_create_is_seen() {
             .get_or_create_sandbox(&plan, "repo", &f.repo, Strategy::GitWorktree)
             .unwrap();
         fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"ALPHA\n").unwrap();
+        if i < 2 {
+            // The next second: a copied index would now look newer than the edit.
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+        }
         assert_eq!(sb.diff().unwrap().paths(DiffOp::Modified), vec!["a.txt"]);
         mgr.cleanup_all(&plan).unwrap();
     }
