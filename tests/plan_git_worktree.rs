@@ -750,3 +750,32 @@ fn a_same_size_edit_right_after_create_is_seen() {
     }
     assert_no_sandbox_refs(&f);
 }
+
+#[test]
+fn a_repository_resource_defaults_to_git_worktree_and_is_shared_by_its_directories() {
+    use patchbox::plan::{Resource, ResourceKind, ResourceRegistry};
+    let f = fixture();
+    let mut reg = ResourceRegistry::new();
+    reg.add(Resource::new("repo", ResourceKind::GitRepository, &f.repo))
+        .unwrap();
+    reg.add(Resource::new("sub", ResourceKind::Directory, f.repo.join("sub")).with_parent("repo"))
+        .unwrap();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sub = mgr
+        .get_or_create_sandbox_for_resource("p", reg.get("sub").unwrap(), &reg)
+        .unwrap();
+    assert_eq!(sub.sandbox.strategy(), Strategy::GitWorktree);
+    fs::write(sub.get_path("deep.txt").unwrap(), b"via sub\n").unwrap();
+    let top = mgr
+        .get_or_create_sandbox_for_resource("p", reg.get("repo").unwrap(), &reg)
+        .unwrap();
+    assert_eq!(top.sandbox.sandbox_id(), sub.sandbox.sandbox_id());
+    assert_eq!(
+        top.sandbox.diff().unwrap().paths(DiffOp::Modified),
+        vec!["sub/deep.txt"]
+    );
+    mgr.commit_all("p").unwrap();
+    assert_eq!(fs::read(f.repo.join("sub/deep.txt")).unwrap(), b"via sub\n");
+    mgr.cleanup_all("p").unwrap();
+    assert_no_sandbox_refs(&f);
+}

@@ -53,6 +53,9 @@
 //! - The user's branch is never moved backwards: a rollback after commit is a revert commit
 //!   (history keeps both), never a reset.
 //! - Files named in errors are paths of the repository (not of the resource).
+//! - The `flock` lives under the plans directory, so it serializes the processes sharing
+//!   one root; nothing is written into the user's `.git` for locking. Git's own
+//!   `index.lock` still guards against any other git running in the user's tree.
 //! - User hooks: sandbox commits are made with `commit-tree` (no hooks); the fast-forward in
 //!   the user's tree runs their `post-merge` hook as any `git merge` would.
 
