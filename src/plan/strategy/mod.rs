@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `none` | [`none`] |
 //! | `copy_on_write` | [`copy_on_write`] |
+//! | `git_worktree` | [`git_worktree`] |
 //!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
@@ -21,6 +22,7 @@ use super::status::Status;
 use crate::apply::store::UndoStore;
 
 pub mod copy_on_write;
+pub mod git_worktree;
 pub mod none;
 pub mod through_apply;
 pub mod tree_base;
@@ -51,6 +53,12 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
+        Strategy::GitWorktree => Arc::new(git_worktree::GitWorktree::new(
+            env.clone(),
+            plan_dir,
+            resource_id,
+            original,
+        )),
         other => {
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
@@ -71,6 +79,9 @@ pub fn open_sandbox(
         Strategy::None => Arc::new(none::NoSandbox::open(record, dir)),
         Strategy::CopyOnWrite => {
             Arc::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
+        }
+        Strategy::GitWorktree => {
+            Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
         ref other => {
             return Err(SandboxError::sandbox(
