@@ -24,6 +24,9 @@ pub enum PlanCmd {
     Commit {
         /// The plan.
         plan: String,
+        /// Test hook of the kill harness: abort before the commit at this position.
+        #[arg(long, hide = true)]
+        crash_before: Option<usize>,
     },
     /// Roll back the plan: active sandboxes lose their changes, committed ones are undone.
     Rollback {
@@ -90,8 +93,12 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
                 }
             }
         }
-        PlanCmd::Commit { plan } => {
-            let results = mgr.commit_all(&plan)?;
+        PlanCmd::Commit { plan, crash_before } => {
+            let opts = patchbox::plan::manager::CommitAllOptions {
+                crash_before,
+                ..Default::default()
+            };
+            let results = mgr.commit_all_with(&plan, &opts)?;
             for r in &results {
                 println!(
                     "committed {}: {} changed, {} added, {} deleted{}",
