@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `none` | [`none`] |
 //! | `copy_on_write` | [`copy_on_write`] |
+//! | `overlay` | [`overlay`] |
 //!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
@@ -22,6 +23,7 @@ use crate::apply::store::UndoStore;
 
 pub mod copy_on_write;
 pub mod none;
+pub mod overlay;
 pub mod through_apply;
 pub mod tree_base;
 
@@ -51,6 +53,12 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
+        Strategy::Overlay => Arc::new(overlay::Overlay::new(
+            env.clone(),
+            plan_dir,
+            resource_id,
+            original,
+        )),
         other => {
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
@@ -72,6 +80,7 @@ pub fn open_sandbox(
         Strategy::CopyOnWrite => {
             Arc::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
         }
+        Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
         ref other => {
             return Err(SandboxError::sandbox(
                 Some(&record.sandbox_id),
