@@ -91,8 +91,11 @@ fn mounts_under(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Per path: type, full mode, content.
+type Shape = BTreeMap<Vec<u8>, (String, u32, Vec<u8>)>;
+
 /// Type, full mode and content of every path (mtimes left out: two copies differ there).
-fn shape(root: &Path) -> BTreeMap<Vec<u8>, (String, u32, Vec<u8>)> {
+fn shape(root: &Path) -> Shape {
     common::fingerprint(root, false)
         .into_iter()
         .map(|(k, (kind, mode, content, _, _))| (k, (kind, mode, content)))
@@ -192,7 +195,7 @@ fn create(
 }
 
 /// What copy_on_write makes of the same edits: (diff patch, original after commit).
-fn copy_on_write_reference() -> (Vec<u8>, BTreeMap<Vec<u8>, (String, u32, Vec<u8>)>) {
+fn copy_on_write_reference() -> (Vec<u8>, Shape) {
     let root = tempfile::tempdir().unwrap();
     let orig = tempfile::tempdir().unwrap();
     project(orig.path());
@@ -237,7 +240,7 @@ fn lifecycle(mode: &str) {
     let t = Instant::now();
     let d = sb.diff().unwrap();
     let diff_took = t.elapsed();
-    println!("overlay mode {mode}: create {create_took:?}, diff {diff_took:?} (9 files of 10)");
+    println!("overlay mode {mode}: create {create_took:?}, diff {diff_took:?} (11 changed paths)");
     assert_eq!(entries(&*sb), expected_entries());
     assert_eq!(
         String::from_utf8_lossy(&d.patch),
@@ -457,4 +460,100 @@ fn auto_mode_and_unknown_mode() {
     }
     mgr.cleanup_all("p2").unwrap();
     assert!(mounts_under(root.path()).is_empty());
+}
+
+/// New files the repository ignores are not changes, in every mode (as in copy_on_write).
+#[test]
+fn ignored_new_files_are_left_out() {
+    let _g = serial();
+    for mode in ["kernel", "fuse", "copy"] {
+        if !available(mode) {
+            continue;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let orig = tempfile::tempdir().unwrap();
+        project(orig.path());
+        fs::write(orig.path().join(".gitignore"), "*.log\nbuild/\n").unwrap();
+        common::git_init(orig.path());
+        common::git_commit_all(orig.path());
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let (sb, _) = create(&mgr, "p1", orig.path(), mode);
+        let p = |rel: &str| sb.get_path(Path::new(rel)).unwrap();
+        fs::write(p("out.log"), "noise\n").unwrap();
+        fs::create_dir_all(p("build")).unwrap();
+        fs::write(p("build/x.o"), "obj\n").unwrap();
+        fs::write(p("src.txt"), "real\n").unwrap();
+        assert_eq!(
+            entries(&*sb),
+            vec![("src.txt".to_string(), DiffOp::Added)],
+            "mode {mode}"
+        );
+        mgr.cleanup_all("p1").unwrap();
+        assert!(mounts_under(root.path()).is_empty());
+    }
+}
+
+/// A diff reads the upper layer only: on a larger tree it costs what changed. Prints the
+/// figures (run with --nocapture).
+#[test]
+fn diff_cost_on_a_larger_tree() {
+    let _g = serial();
+    let orig = tempfile::tempdir().unwrap();
+    for d in 0..40 {
+        for f in 0..50 {
+            let p = orig.path().join(format!("d{d}/f{f}.txt"));
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, format!("file {d} {f}\n").repeat(20)).unwrap();
+        }
+    }
+    for mode in ["kernel", "fuse", "copy"] {
+        if !available(mode) {
+            continue;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let (sb, create_took) = create(&mgr, "p1", orig.path(), mode);
+        fs::write(sb.get_path(Path::new("d3/f7.txt")).unwrap(), "changed\n").unwrap();
+        fs::remove_file(sb.get_path(Path::new("d9/f1.txt")).unwrap()).unwrap();
+        fs::write(sb.get_path(Path::new("d9/new.txt")).unwrap(), "new\n").unwrap();
+        let t = Instant::now();
+        let e = entries(&*sb);
+        let diff_took = t.elapsed();
+        assert_eq!(e.len(), 3, "mode {mode}: {e:?}");
+        println!(
+            "overlay mode {mode}, 2000 files, 3 changed: create {create_took:?}, diff {diff_took:?}"
+        );
+        mgr.cleanup_all("p1").unwrap();
+        assert!(mounts_under(root.path()).is_empty());
+    }
+}
+
+/// A busy mount (a file held open in the view) is detached lazily: cleanup still leaves no
+/// mount and no directory behind.
+fn busy_cleanup(mode: &str) {
+    let _g = serial();
+    if !available(mode) {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let orig = tempfile::tempdir().unwrap();
+    project(orig.path());
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let (sb, _) = create(&mgr, "p1", orig.path(), mode);
+    let held = fs::File::open(sb.get_path(Path::new("a.txt")).unwrap()).unwrap();
+    let tree = sb.context().unwrap().sandbox_path;
+    mgr.cleanup_all("p1").unwrap();
+    assert!(mounts_under(root.path()).is_empty());
+    assert!(!tree.exists());
+    drop(held);
+}
+
+#[test]
+fn kernel_busy_cleanup_detaches() {
+    busy_cleanup("kernel");
+}
+
+#[test]
+fn fuse_busy_cleanup_detaches() {
+    busy_cleanup("fuse");
 }

@@ -206,6 +206,7 @@ impl Overlay {
     fn unmount(&self, mode: Mode) -> Result<(), crate::Error> {
         let mnt = self.mount_point()?;
         let mut tries = 0;
+        let mut detached = false;
         while is_mounted(&mnt)? {
             tries += 1;
             if tries > 8 {
@@ -218,7 +219,7 @@ impl Overlay {
             if mode == Mode::Fuse && !is_root() {
                 let _ = fusermount(&mnt, false);
                 if is_mounted(&mnt)? {
-                    let _ = fusermount(&mnt, true);
+                    detached = fusermount(&mnt, true).is_ok();
                 }
                 continue;
             }
@@ -227,6 +228,7 @@ impl Overlay {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     umount2(&mnt, libc::UMOUNT_NOFOLLOW | libc::MNT_DETACH)
                         .map_err(|e| crate::Error::io("detach mount", &mnt, e))?;
+                    detached = true;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
                 Err(e) => {
@@ -238,7 +240,12 @@ impl Overlay {
             }
         }
         if let Some(mut child) = self.fuse.lock().take() {
-            wait_or_kill(&mut child, Duration::from_secs(5));
+            if detached {
+                // It serves the detached mount until the last open file there is closed.
+                std::thread::spawn(move || child.wait());
+            } else {
+                wait_or_kill(&mut child, Duration::from_secs(5));
+            }
         }
         Ok(())
     }
@@ -588,7 +595,8 @@ fn changes_of_scan(
         };
         for n in &base.nodes[start..] {
             let b = n.rel.as_bytes();
-            if !dir.is_empty() && !(b.starts_with(dir) && b.get(dir.len()) == Some(&b'/')) {
+            let below = b.starts_with(dir) && b.get(dir.len()) == Some(&b'/');
+            if !dir.is_empty() && !below {
                 break;
             }
             suspects.insert(b);
