@@ -350,7 +350,9 @@ fn reopen(mode: &str, crash: bool) {
         fs::read_to_string(tree.join("a.txt")).unwrap(),
         "one\nTWO\nthree\n"
     );
-    sb.commit(None).unwrap();
+    let results = mgr.commit_all("p1").unwrap();
+    assert!(results.iter().all(|r| r.success));
+    assert_eq!(sb.status(), Status::Committed);
     assert_ne!(shape(orig.path()), before);
     sb.rollback().unwrap();
     assert_eq!(shape(orig.path()), before);
