@@ -903,6 +903,49 @@ mod tests {
         assert_eq!(unescape_mountinfo(br"/a\04"), br"/a\04".to_vec());
     }
 
+    /// fuse-overlayfs without privileges marks deletions with `.wh.<name>` files and
+    /// opaque directories with `.wh..wh..opq` (no device nodes, no trusted xattrs).
+    #[test]
+    fn fuse_wh_files_are_deletions() {
+        let t = tempfile::tempdir().unwrap();
+        let (base_dir, upper, view) = (t.path().join("b"), t.path().join("u"), t.path().join("v"));
+        for (rel, data) in [("keep", "k"), ("del", "x"), ("d/old", "o"), ("e/f", "f")] {
+            for root in [&base_dir, &view] {
+                let p = root.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, data).unwrap();
+            }
+        }
+        // The view after: del and d/old gone, d/new added, e/f unchanged.
+        std::fs::remove_file(view.join("del")).unwrap();
+        std::fs::remove_file(view.join("d/old")).unwrap();
+        std::fs::write(view.join("d/new"), "n").unwrap();
+        std::fs::create_dir_all(upper.join("d")).unwrap();
+        std::fs::write(upper.join(".wh.del"), "").unwrap();
+        std::fs::write(upper.join("d/.wh..wh..opq"), "").unwrap();
+        std::fs::write(upper.join("d/new"), "n").unwrap();
+        let base = tree_base::load(&base_dir).unwrap();
+        let scan = scan_upper(&upper, true).unwrap();
+        let changes = changes_of_scan(&base, &view, &scan, &|_| false).unwrap();
+        let got: Vec<(String, bool, bool)> = changes
+            .iter()
+            .map(|c| {
+                let p = c.rel.as_path().to_string_lossy().into_owned();
+                (p, c.old.is_some(), c.new.is_some())
+            })
+            .collect();
+        let want = [
+            ("d/new", false, true),
+            ("d/old", true, false),
+            ("del", true, false),
+        ];
+        let want: Vec<(String, bool, bool)> = want
+            .iter()
+            .map(|(p, o, n)| (p.to_string(), *o, *n))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn option_escapes() {
         assert_eq!(escape_opt(Path::new("/a,b:c\\d")), br"/a\,b\:c\\d".to_vec());
