@@ -34,10 +34,10 @@ const MANIFEST: &str = "manifest";
 
 /// A `copy_on_write` sandbox.
 pub struct CopyOnWrite {
-    lc: Lifecycle,
-    env: Arc<Env>,
-    resource_id: String,
-    original: PathBuf,
+    pub(super) lc: Lifecycle,
+    pub(super) env: Arc<Env>,
+    pub(super) resource_id: String,
+    pub(super) original: PathBuf,
     /// The base, loaded on first need after a reopen.
     base: Mutex<Option<Arc<TreeBase>>>,
 }
@@ -45,8 +45,20 @@ pub struct CopyOnWrite {
 impl CopyOnWrite {
     /// A pending sandbox for `original`.
     pub fn new(env: Arc<Env>, plan_dir: &Path, resource_id: &str, original: &Path) -> Self {
+        Self::new_as(Strategy::CopyOnWrite, env, plan_dir, resource_id, original)
+    }
+
+    /// A pending sandbox recorded as `strategy`: `overlay` behaves as this one when it
+    /// cannot mount, and shares its base and commit path when it can.
+    pub(super) fn new_as(
+        strategy: Strategy,
+        env: Arc<Env>,
+        plan_dir: &Path,
+        resource_id: &str,
+        original: &Path,
+    ) -> Self {
         CopyOnWrite {
-            lc: Lifecycle::pending(Strategy::CopyOnWrite, plan_dir),
+            lc: Lifecycle::pending(strategy, plan_dir),
             env,
             resource_id: resource_id.to_string(),
             original: original.to_path_buf(),
@@ -79,7 +91,8 @@ impl CopyOnWrite {
             .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))
     }
 
-    fn base(&self) -> Result<Arc<TreeBase>, SandboxError> {
+    /// The base snapshot (`base/`), read from disk on first need after a reopen.
+    pub(super) fn base(&self) -> Result<Arc<TreeBase>, SandboxError> {
         let mut b = self.base.lock();
         if let Some(b) = b.as_ref() {
             return Ok(b.clone());
@@ -97,7 +110,8 @@ impl CopyOnWrite {
             .and_then(|d| Manifest::decode(&d))
     }
 
-    fn lower(&self, what: &str, e: crate::Error) -> SandboxError {
+    /// A plan-layer error naming this sandbox and `what` was being done.
+    pub(super) fn lower(&self, what: &str, e: crate::Error) -> SandboxError {
         SandboxError::from_lower(Some(self.lc.id()), what, e)
     }
 
@@ -122,13 +136,15 @@ impl CopyOnWrite {
         .map_err(|e| self.lower("diff the sandbox", e))
     }
 
-    fn diff_now(&self) -> Result<SandboxDiff, SandboxError> {
+    /// The diff of `tree/` against the base.
+    pub(super) fn diff_now(&self) -> Result<SandboxDiff, SandboxError> {
         let changes = self.changes(false)?;
         tree_base::render(&*self.base()?, &self.lc.dir().join(TREE), &changes)
             .map_err(|e| self.lower("render the diff", e))
     }
 
-    fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
+    /// Makes the sandbox directory and takes the base snapshot into `base/`.
+    pub(super) fn make_base(&self) -> Result<(SessionDir, Arc<TreeBase>), crate::Error> {
         let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(plan_dir)
             .map_err(|e| crate::Error::io("create plan directory", plan_dir, e))?;
@@ -137,22 +153,141 @@ impl CopyOnWrite {
         let dir = SessionDir::open(self.lc.dir())?;
         let base_p = dir.join(Path::new(BASE))?;
         let (base, _) = tree_base::take(&self.original, &base_p, &self.env.exclude)?;
+        let base = Arc::new(base);
+        *self.base.lock() = Some(base.clone());
+        Ok((dir, base))
+    }
+
+    /// Copies the base into `tree/` and records its manifest: the sandbox of this strategy.
+    pub(super) fn make_copy(
+        &self,
+        dir: &SessionDir,
+        base: &TreeBase,
+    ) -> Result<SessionPath, crate::Error> {
         let tree_p = dir.join(Path::new(TREE))?;
         let marker = dir.join(Path::new(".clock"))?;
-        let manifest = tree_base::copy_to(&base, &tree_p, &marker)?;
+        let manifest = tree_base::copy_to(base, &tree_p, &marker)?;
         session_dir::write_atomic(&dir.join(Path::new(MANIFEST))?, &manifest.encode())?;
-        *self.base.lock() = Some(Arc::new(base));
-        let mut metadata = std::collections::BTreeMap::new();
-        metadata.insert("strategy".into(), "copy_on_write".into());
-        Ok(Record::new(
+        Ok(tree_p)
+    }
+
+    /// The record of a sandbox just made, whose files are at `tree`.
+    pub(super) fn new_record(
+        &self,
+        plan_id: &str,
+        tree: &Path,
+        mut metadata: std::collections::BTreeMap<String, String>,
+    ) -> Record {
+        metadata.insert("strategy".into(), self.lc.strategy().name().into());
+        Record::new(
             self.lc.id(),
             plan_id,
             &self.resource_id,
-            Strategy::CopyOnWrite,
+            self.lc.strategy(),
             &self.original,
-            tree_p.as_path(),
+            tree,
             metadata,
-        ))
+        )
+    }
+
+    fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
+        let (dir, base) = self.make_base()?;
+        let tree_p = self.make_copy(&dir, &base)?;
+        Ok(self.new_record(plan_id, tree_p.as_path(), Default::default()))
+    }
+
+    /// `create` around `make`: the lifecycle step, the record, and no leftovers on failure.
+    pub(super) fn create_with(
+        &self,
+        make: impl FnOnce() -> Result<Record, crate::Error>,
+        undo_make: impl FnOnce(),
+    ) -> Result<SandboxContext, SandboxError> {
+        let mut st = self.lc.lock();
+        self.lc.check(st.status, Status::Created)?;
+        match make() {
+            Ok(record) => {
+                st.record = Some(record);
+                if let Err(e) = self.lc.advance(&mut st, Status::Created) {
+                    st.record = None;
+                    undo_make();
+                    let _ = super::remove_dir(self.lc.dir());
+                    return Err(creation_err(
+                        &self.resource_id,
+                        "cannot record its state",
+                        e,
+                    ));
+                }
+                st.record.as_ref().map(Record::context).ok_or_else(|| {
+                    SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context")
+                })
+            }
+            Err(e) => {
+                undo_make();
+                let _ = super::remove_dir(self.lc.dir());
+                Err(SandboxError::Creation {
+                    resource_id: self.resource_id.clone(),
+                    reason: e.to_string(),
+                    source: Some(Box::new(e)),
+                })
+            }
+        }
+    }
+
+    /// `check_commit` with the diff `diff_now` computes.
+    pub(super) fn check_commit_with(
+        &self,
+        diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+    ) -> Result<(), SandboxError> {
+        let st = self.lc.lock();
+        let target = if st.status == Status::Created {
+            Status::Active
+        } else {
+            Status::Committed
+        };
+        self.lc.check(st.status, target)?;
+        let d = diff_now()?;
+        super::through_apply::check(&self.lc, &self.original, &self.lc.dir().join(BASE), &d)
+    }
+
+    /// `commit` with the diff `diff_now` computes (under the operation lock).
+    pub(super) fn commit_with(
+        &self,
+        diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+    ) -> Result<CommitResult, SandboxError> {
+        let mut st = self.lc.lock();
+        if st.status == Status::Created {
+            self.lc.advance(&mut st, Status::Active)?;
+        }
+        self.lc.check(st.status, Status::Committed)?;
+        let d = diff_now()?;
+        super::through_apply::commit(
+            &self.lc,
+            &mut st,
+            &self.env.undo,
+            &self.lc.dir().join(BASE),
+            &d,
+        )
+    }
+
+    /// `rollback` with `discard` making an active sandbox equal to its base again.
+    pub(super) fn rollback_with(
+        &self,
+        discard: impl FnOnce(&mut State) -> Result<(), SandboxError>,
+    ) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        match st.status {
+            Status::Committed => super::through_apply::undo(&self.lc, &mut st, &self.env.undo),
+            _ => {
+                self.lc.check(st.status, Status::RolledBack)?;
+                discard(&mut st).map_err(|e| SandboxError::Rollback {
+                    sandbox_id: self.lc.id().to_string(),
+                    reason: e.to_string(),
+                    files: Vec::new(),
+                    source: None,
+                })?;
+                self.lc.advance(&mut st, Status::RolledBack)
+            }
+        }
     }
 
     fn discard_changes(&self, _st: &mut State) -> Result<(), SandboxError> {
@@ -176,7 +311,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn strategy(&self) -> Strategy {
-        Strategy::CopyOnWrite
+        self.lc.strategy()
     }
 
     fn status(&self) -> Status {
@@ -188,33 +323,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
-        self.lc.check(st.status, Status::Created)?;
-        match self.make(plan_id) {
-            Ok(record) => {
-                st.record = Some(record);
-                if let Err(e) = self.lc.advance(&mut st, Status::Created) {
-                    st.record = None;
-                    let _ = super::remove_dir(self.lc.dir());
-                    return Err(creation_err(
-                        &self.resource_id,
-                        "cannot record its state",
-                        e,
-                    ));
-                }
-                st.record.as_ref().map(Record::context).ok_or_else(|| {
-                    SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context")
-                })
-            }
-            Err(e) => {
-                let _ = super::remove_dir(self.lc.dir());
-                Err(SandboxError::Creation {
-                    resource_id: self.resource_id.clone(),
-                    reason: e.to_string(),
-                    source: Some(Box::new(e)),
-                })
-            }
-        }
+        self.create_with(|| self.make(plan_id), || ())
     }
 
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
@@ -230,49 +339,15 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn check_commit(&self) -> Result<(), SandboxError> {
-        let st = self.lc.lock();
-        let target = if st.status == Status::Created {
-            Status::Active
-        } else {
-            Status::Committed
-        };
-        self.lc.check(st.status, target)?;
-        let d = self.diff_now()?;
-        super::through_apply::check(&self.lc, &self.original, &self.lc.dir().join(BASE), &d)
+        self.check_commit_with(|| self.diff_now())
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
-        if st.status == Status::Created {
-            self.lc.advance(&mut st, Status::Active)?;
-        }
-        self.lc.check(st.status, Status::Committed)?;
-        let d = self.diff_now()?;
-        super::through_apply::commit(
-            &self.lc,
-            &mut st,
-            &self.env.undo,
-            &self.lc.dir().join(BASE),
-            &d,
-        )
+        self.commit_with(|| self.diff_now())
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
-        match st.status {
-            Status::Committed => super::through_apply::undo(&self.lc, &mut st, &self.env.undo),
-            _ => {
-                self.lc.check(st.status, Status::RolledBack)?;
-                self.discard_changes(&mut st)
-                    .map_err(|e| SandboxError::Rollback {
-                        sandbox_id: self.lc.id().to_string(),
-                        reason: e.to_string(),
-                        files: Vec::new(),
-                        source: None,
-                    })?;
-                self.lc.advance(&mut st, Status::RolledBack)
-            }
-        }
+        self.rollback_with(|st| self.discard_changes(st))
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `none` | [`none`] |
 //! | `copy_on_write` | [`copy_on_write`] |
+//! | `overlay` | [`overlay`] |
 //! | `git_worktree` | [`git_worktree`] |
 //!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
@@ -24,6 +25,7 @@ use crate::apply::store::UndoStore;
 pub mod copy_on_write;
 pub mod git_worktree;
 pub mod none;
+pub mod overlay;
 pub mod through_apply;
 pub mod tree_base;
 
@@ -59,13 +61,12 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
-        other => {
-            return Err(SandboxError::Creation {
-                resource_id: resource_id.to_string(),
-                reason: format!("strategy {other} is not available in this build"),
-                source: None,
-            })
-        }
+        Strategy::Overlay => Arc::new(overlay::Overlay::new(
+            env.clone(),
+            plan_dir,
+            resource_id,
+            original,
+        )),
     })
 }
 
@@ -83,12 +84,7 @@ pub fn open_sandbox(
         Strategy::GitWorktree => {
             Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
-        ref other => {
-            return Err(SandboxError::sandbox(
-                Some(&record.sandbox_id),
-                format!("strategy {other} is not available in this build"),
-            ))
-        }
+        Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
     })
 }
 
