@@ -26,6 +26,24 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The README's example (a test keeps the two identical):
+//!
+//! ```rust,no_run
+//! use patchbox::plan::{PlanManager, Strategy};
+//!
+//! fn main() -> Result<(), patchbox::plan::SandboxError> {
+//!     let mgr = PlanManager::open("/home/me/.entropic/sandbox")?; // state under <root>/plans
+//!     let sb = mgr.get_or_create_sandbox("plan-1", "docs", "/home/me/project", Strategy::CopyOnWrite)?;
+//!     std::fs::write(sb.get_path("notes.txt".as_ref())?, "two\n").unwrap(); // the actor writes here
+//!     let diff = sb.diff()?;                  // per file (before/after) and as a git patch
+//!     println!("{}", String::from_utf8_lossy(&diff.patch));
+//!     let results = mgr.commit_all("plan-1")?; // all or nothing, through the 3-way apply
+//!     println!("{} committed", results.len());
+//!     sb.rollback()?;                         // after commit: undo the commit
+//!     mgr.cleanup_all("plan-1")
+//! }
+//! ```
+//!
 //! | file | owns |
 //! |---|---|
 //! | [`status`] | the lifecycle and its transition table |
@@ -57,3 +75,26 @@ pub use manager::{PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
 pub use sandbox::Sandbox;
 pub use status::Status;
+
+#[cfg(test)]
+mod tests {
+    /// The plan module's docs show the README's plan example; this keeps them the same text.
+    #[test]
+    fn module_docs_carry_the_readme_example() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("```rust,no_run\nuse patchbox::plan::{PlanManager, Strategy};")
+            .expect("README has its plan example");
+        let len = readme[start + 3..].find("```").expect("the block ends") + 6;
+        let example = &readme[start..start + len];
+        let docs: String = include_str!("mod.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+            .collect();
+        assert!(
+            docs.contains(example),
+            "src/plan/mod.rs lacks the README example:\n{example}"
+        );
+    }
+}
