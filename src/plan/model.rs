@@ -152,6 +152,10 @@ pub struct DiffEntry {
     pub before: Option<Vec<u8>>,
     /// The content after (none when deleted).
     pub after: Option<Vec<u8>>,
+    /// git's mode before (`0o100644`, `0o100755` or `0o120000` for a symlink); none when added.
+    pub before_mode: Option<u32>,
+    /// git's mode after; none when deleted.
+    pub after_mode: Option<u32>,
 }
 
 /// A sandbox's changes against what it was created from.

@@ -277,6 +277,11 @@ fn with_repo_lock<R>(
 }
 
 /// Splits NUL-separated git output into strings.
+/// A `--raw` mode field as a number; none for `000000` (the side does not exist).
+fn git_mode(m: &str) -> Option<u32> {
+    u32::from_str_radix(m, 8).ok().filter(|&m| m != 0)
+}
+
 fn nul_fields(out: &[u8]) -> Vec<String> {
     out.split(|&b| b == 0)
         .filter(|f| !f.is_empty())
@@ -891,6 +896,8 @@ impl GitWorktree {
                 },
                 before: blob(&e.old_oid),
                 after: blob(&e.new_oid),
+                before_mode: git_mode(&e.old_mode),
+                after_mode: git_mode(&e.new_mode),
             });
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));

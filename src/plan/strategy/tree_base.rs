@@ -160,6 +160,8 @@ pub fn render(base: &TreeBase, head_dir: &Path, changes: &[Change]) -> Result<Sa
             operation,
             before,
             after,
+            before_mode: c.old.map(|k| k.git_mode()),
+            after_mode: c.new.map(|k| k.git_mode()),
         });
     }
     let patch = diff::render_patch(base, head_dir, changes)?;
