@@ -314,7 +314,7 @@ fn registry_in(resources: &[bridge::FfiResource]) -> Result<ResourceRegistry, Sa
     Ok(reg)
 }
 
-/// The C++ plan `SandboxManager`'s Rust half: the manager, until [`PlanMgr::close`] drops it.
+/// The C++ plan `SandboxManager`'s Rust half: the manager, until its `close` drops it.
 pub struct PlanMgr {
     inner: Option<PlanManager>,
 }
