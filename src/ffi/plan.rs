@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{guarded, guarded_or_default, internal, path_from};
+use crate::plan::manager::CommitAllOptions;
 use crate::plan::{
     CommitResult, DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox,
     SandboxContext, SandboxDiff, SandboxError, Status, Strategy,
@@ -122,6 +123,12 @@ mod bridge {
         fn list_sandboxes(self: &PlanMgr, plan_id: &str) -> Result<Box<PlanSandboxList>>;
         fn list_plans(self: &PlanMgr) -> Result<Vec<String>>;
         fn commit_all(self: &PlanMgr, plan_id: &str) -> Result<Vec<FfiCommitResult>>;
+        /// `commit_all_with` (test hook): the commit at `fail_at` fails.
+        fn commit_all_failing_at(
+            self: &PlanMgr,
+            plan_id: &str,
+            fail_at: usize,
+        ) -> Result<Vec<FfiCommitResult>>;
         fn rollback_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
         fn cleanup_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
         fn cleanup_abandoned(self: &PlanMgr) -> Result<usize>;
@@ -402,6 +409,21 @@ impl PlanMgr {
     fn commit_all(&self, plan_id: &str) -> Result<Vec<bridge::FfiCommitResult>, String> {
         guarded(|| {
             let results = plan(self.get()?.commit_all(plan_id))?;
+            Ok(results.into_iter().map(result_out).collect())
+        })
+    }
+
+    fn commit_all_failing_at(
+        &self,
+        plan_id: &str,
+        fail_at: usize,
+    ) -> Result<Vec<bridge::FfiCommitResult>, String> {
+        guarded(|| {
+            let opts = CommitAllOptions {
+                fail_at: Some(fail_at),
+                ..CommitAllOptions::default()
+            };
+            let results = plan(self.get()?.commit_all_with(plan_id, &opts))?;
             Ok(results.into_iter().map(result_out).collect())
         })
     }

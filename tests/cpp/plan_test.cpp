@@ -233,6 +233,34 @@ TEST(PlanManager, CommitAllWithAConflictWritesNothing) {
   EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 3; }\n");
 }
 
+TEST(PlanManager, AFailedCommitRollsBackTheCommittedOnes) {
+  Fixture f;
+  auto mgr = plan::SandboxManager::open(f.root.path());
+  auto app = mgr.get_or_create_sandbox("p", "app", f.app, plan::strategy::copy_on_write);
+  auto docs = mgr.get_or_create_sandbox("p", "docs", f.docs, plan::strategy::copy_on_write);
+  write_file(app->get_path("main.c"), "int main() { return 3; }\n");
+  write_file(docs->get_path("README.md"), "# two\n");
+  // The second commit fails after the first went in: the first is undone.
+  auto e = thrown<plan::AtomicCommitError>([&] { mgr.commit_all_failing_at("p", 1); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->rolled_back_ids(), std::vector<std::string>{app->sandbox_id()});
+  EXPECT_TRUE(e->failed_rollback_ids().empty());
+  EXPECT_EQ(e->sandbox_id(), docs->sandbox_id());
+  EXPECT_NE(std::string(e->what()).find("injected failure"), std::string::npos) << e->what();
+  EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 0; }\n");
+  EXPECT_EQ(read_file(f.docs / "README.md"), "# one\n");
+  EXPECT_EQ(app->status(), Status::RolledBack);
+  EXPECT_EQ(docs->status(), Status::Active);
+  // Caught as the base classes too.
+  try {
+    mgr.commit_all_failing_at("p", 0);
+    ADD_FAILURE() << "no exception";
+  } catch (const plan::SandboxError& base) {
+    EXPECT_NE(dynamic_cast<const plan::AtomicCommitError*>(&base), nullptr);
+    EXPECT_EQ(base.kind(), patchbox::ErrorKind::Plan);
+  }
+}
+
 TEST(PlanErrors, StateErrorOnACleanedUpSandbox) {
   Fixture f;
   auto mgr = plan::SandboxManager::open(f.root.path());
