@@ -36,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "patchbox/error.hpp"
@@ -324,9 +325,9 @@ class Sandbox {
  protected:
   /// For implementations.
   Sandbox() = default;
-  /// Not copyable through the interface.
+  /// For implementations (protected: no slicing copy through the interface).
   Sandbox(const Sandbox&) = default;
-  /// Not assignable through the interface.
+  /// For implementations (protected: no slicing assignment through the interface).
   Sandbox& operator=(const Sandbox&) = default;
 };
 
