@@ -43,11 +43,13 @@ inline constexpr KindName kKinds[] = {
     {ErrorKind::Pending, "pending"},
     {ErrorKind::Callback, "callback"},
     {ErrorKind::Internal, "internal"},
+    {ErrorKind::Plan, "plan"},
 };
 
-// Every ErrorKind before Internal (the last) has its row; the C++ tests check these names
-// against the Rust library's Error::KINDS.
-static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == static_cast<std::size_t>(ErrorKind::Internal) + 1,
+// Every ErrorKind (Plan is the last) has its row; the C++ tests check the names before
+// Internal against the Rust library's Error::KINDS. The plan bridge's errors (`plan_<kind>`)
+// are decoded by cpp/plan.cpp, not by kind_from().
+static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == static_cast<std::size_t>(ErrorKind::Plan) + 1,
               "kKinds must list every ErrorKind");
 
 inline ErrorKind kind_from(std::string_view name) {

@@ -14,7 +14,8 @@
 /// patchbox's C++ API.
 namespace patchbox {
 
-/// What went wrong: one value per variant of the Rust `patchbox::Error`, plus Internal.
+/// What went wrong: one value per variant of the Rust `patchbox::Error` (the values before
+/// Internal, in its order), then Internal and Plan, the C++ side's own.
 enum class ErrorKind {
   Io,              ///< A system call failed; the message names the operation and the path.
   Containment,     ///< A path would leave the session directory (or the project, for an
@@ -30,6 +31,9 @@ enum class ErrorKind {
   Pending,         ///< A pending patch id that matches nothing, or more than one patch.
   Callback,        ///< A callback supplied by the caller failed.
   Internal,        ///< A bug or resource exhaustion inside the library (e.g. a Rust panic).
+  Plan,            ///< A plan-layer error: patchbox::plan::SandboxError or a subclass of it
+                   ///< (`<patchbox/plan.hpp>`; the Rust `patchbox::plan::SandboxError`, a
+                   ///< type of its own, not a variant of `patchbox::Error`).
 };
 
 /// The stable lower-case name of a kind, as the Rust `Error::kind()` and the CLI spell it
@@ -38,9 +42,9 @@ const char* to_string(ErrorKind kind) noexcept;
 
 /// The kind names the linked Rust library can report (its `Error::KINDS`), in its order.
 ///
-/// Each has an ErrorKind whose to_string() is that name; ErrorKind::Internal is the C++ side's
-/// own. The library's tests check the two lists agree, so a kind added on one side only fails
-/// them.
+/// Each has an ErrorKind whose to_string() is that name; ErrorKind::Internal and
+/// ErrorKind::Plan (`"plan"`) are the C++ side's own. The library's tests check the two lists
+/// agree, so a kind added on one side only fails them.
 std::vector<std::string> library_error_kinds();
 
 /// The one exception type patchbox throws.

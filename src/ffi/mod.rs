@@ -3,7 +3,8 @@
 //! One `#[cxx::bridge]` per public header it serves: [`sandbox`] for `<patchbox/sandbox.hpp>`
 //! (the [`SandboxManager`](crate::SandboxManager) and its callbacks), [`apply`] for
 //! `<patchbox/apply.hpp>` (`apply_patch`, `undo_apply`, `apply_pending`), [`store`] for
-//! `<patchbox/store.hpp>` (pending patches and sessions under the root), and [`error`] for
+//! `<patchbox/store.hpp>` (pending patches and sessions under the root), [`plan`] for
+//! `<patchbox/plan.hpp>` (the plan-sandbox layer, [`crate::plan`]), and [`error`] for
 //! `<patchbox/error.hpp>` (the error kind names). The C++ glue is in `cpp/`; `build.rs`
 //! compiles both into this crate, so the Rust staticlib is the whole C++ library. Rules every
 //! bridge keeps:
@@ -11,7 +12,9 @@
 //! * Paths and patches cross as bytes (`&[u8]` / `Vec<u8>`): paths need not be UTF-8 on Unix.
 //! * Every fallible function returns `Result`, whose error string is `"<kind>\x1f<message>"`
 //!   ([`KIND_SEPARATOR`]); `<kind>` is [`Error::kind`] or `internal`. The C++ glue splits it
-//!   and throws `patchbox::Error` with the matching `patchbox::ErrorKind`.
+//!   and throws `patchbox::Error` with the matching `patchbox::ErrorKind`. The [`plan`] bridge's
+//!   kinds are `plan_<kind>` with details after the message (see its docs); its glue throws
+//!   the `patchbox::plan::SandboxError` subclass of that kind (`ErrorKind::Plan`).
 //! * No panic crosses the boundary: every bridge function runs under
 //!   [`std::panic::catch_unwind`]; a panic becomes an `internal` error (or a neutral value for
 //!   the infallible getters). cxx would otherwise abort the process.
@@ -29,6 +32,7 @@ use crate::error::Error;
 
 pub mod apply;
 pub mod error;
+pub mod plan;
 pub mod sandbox;
 pub mod store;
 

@@ -40,6 +40,7 @@ if(MODE STREQUAL "install")
   run("cmake --install" "${CMAKE_COMMAND}" --install "${PATCHBOX_BINARY_DIR}" --prefix "${prefix}")
   foreach(f
       include/patchbox/sandbox.hpp
+      include/patchbox/plan.hpp
       include/patchbox/compat/entropic/core/sandbox.h
       lib*/libpatchbox.a
       lib*/cmake/patchbox/patchboxConfig.cmake

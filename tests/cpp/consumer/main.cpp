@@ -1,8 +1,11 @@
-// Downstream use of patchbox::patchbox: one delegation, its patch, a pending patch.
+// Downstream use of patchbox::patchbox: one delegation, its patch, a pending patch; then one
+// plan sandbox (<patchbox/plan.hpp>) committed.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
+#include <patchbox/plan.hpp>
 #include <patchbox/sandbox.hpp>
 
 int main(int argc, char** argv) {
@@ -28,6 +31,16 @@ int main(int argc, char** argv) {
     } catch (const patchbox::Error& e) {
       if (e.kind() != patchbox::ErrorKind::InvalidId) return 1;
     }
+    namespace plan = patchbox::plan;
+    auto plans = plan::SandboxManager::open(work / "plan-root");
+    auto psb = plans.get_or_create_sandbox("consumer-plan", "project", work / "project",
+                                           plan::strategy::copy_on_write);
+    std::ofstream(psb->get_path("b.txt")) << "plan\n";
+    std::vector<plan::CommitResult> results = plans.commit_all("consumer-plan");
+    if (results.size() != 1 || !results[0].success) return 1;
+    if (!fs::exists(work / "project" / "b.txt")) return 1;
+    plans.cleanup_all("consumer-plan");
+    std::cout << "plan committed: " << results[0].added_files.size() << " file added\n";
   } catch (const patchbox::Error& e) {
     std::cerr << patchbox::to_string(e.kind()) << ": " << e.what() << "\n";
     return 1;

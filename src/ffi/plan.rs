@@ -1,0 +1,675 @@
+//! The bridge behind `<patchbox/plan.hpp>`: the C++ `patchbox::plan::SandboxManager` drives a
+//! Rust [`PlanManager`] through the opaque [`PlanMgr`]; each sandbox it hands out is an opaque
+//! [`PlanSandbox`] holding the `Arc<dyn Sandbox>`, wrapped on the C++ side by the built-in
+//! implementation of the abstract `patchbox::plan::Sandbox`.
+//!
+//! Strategies and statuses cross as their snake_case names ([`Strategy::name`],
+//! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change.
+//! Times cross as milliseconds since the Unix epoch.
+//!
+//! Errors keep the rules of [`super`], with the plan error's kind and details:
+//!
+//! ```text
+//! plan_<kind> \x1f <message> \x1e <sandbox id> \x1e <files> \x1e <rolled back ids> \x1e <failed rollback ids>
+//! ```
+//!
+//! `<kind>` is [`SandboxError::kind`] (`plan_sandbox`, `plan_creation`, `plan_commit`,
+//! `plan_rollback`, `plan_state`, `plan_atomic_commit`); the four trailing fields are always
+//! present (possibly empty) and are parsed from the right, so a message holding a `\x1e` still
+//! parses; lists are `\x1f`-separated. The sandbox id is the failed sandbox of an atomic commit.
+//! A panic is an `internal` error, as in every bridge.
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStringExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{guarded, guarded_or_default, internal, path_from};
+use crate::plan::manager::CommitAllOptions;
+use crate::plan::{
+    CommitResult, DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox,
+    SandboxContext, SandboxDiff, SandboxError, Status, Strategy,
+};
+
+#[cxx::bridge(namespace = "patchbox::bridge::plan")]
+mod bridge {
+    /// One metadata entry.
+    struct FfiPlanMeta {
+        key: String,
+        value: String,
+    }
+
+    /// `SandboxContext` across the bridge.
+    struct FfiPlanContext {
+        sandbox_id: String,
+        sandbox_path: Vec<u8>,
+        original_path: Vec<u8>,
+        resource_id: String,
+        plan_id: String,
+        created_at_ms: i64,
+        metadata: Vec<FfiPlanMeta>,
+    }
+
+    /// An optional context: `present == false` before `create`.
+    struct FfiPlanContextOpt {
+        present: bool,
+        context: FfiPlanContext,
+    }
+
+    /// `CommitResult` across the bridge; absent options are `has_* == false`.
+    struct FfiCommitResult {
+        sandbox_id: String,
+        success: bool,
+        has_commit_ref: bool,
+        commit_ref: String,
+        changed_files: Vec<String>,
+        added_files: Vec<String>,
+        deleted_files: Vec<String>,
+        has_error: bool,
+        error: String,
+        timestamp_ms: i64,
+        metadata: Vec<FfiPlanMeta>,
+    }
+
+    /// `DiffEntry` across the bridge; `operation` is `added`, `modified` or `deleted`.
+    struct FfiDiffEntry {
+        path: String,
+        operation: String,
+        has_before: bool,
+        before: Vec<u8>,
+        has_after: bool,
+        after: Vec<u8>,
+    }
+
+    /// `SandboxDiff` across the bridge.
+    struct FfiDiff {
+        entries: Vec<FfiDiffEntry>,
+        patch: Vec<u8>,
+    }
+
+    /// `Resource` across the bridge; `kind` is `git_repository`, `directory`, `file`,
+    /// `database` or anything else (other).
+    struct FfiResource {
+        id: String,
+        kind: String,
+        path: Vec<u8>,
+        has_parent: bool,
+        parent: String,
+        has_strategy: bool,
+        strategy: String,
+    }
+
+    extern "Rust" {
+        type PlanMgr;
+        type PlanSandbox;
+        type PlanSandboxList;
+
+        fn plan_open(root: &[u8]) -> Result<Box<PlanMgr>>;
+        fn root(self: &PlanMgr) -> Vec<u8>;
+        fn get_or_create_sandbox(
+            self: &PlanMgr,
+            plan_id: &str,
+            resource_id: &str,
+            original_path: &[u8],
+            strategy: &str,
+        ) -> Result<Box<PlanSandbox>>;
+        fn get_sandbox(
+            self: &PlanMgr,
+            plan_id: &str,
+            resource_id: &str,
+        ) -> Result<Box<PlanSandbox>>;
+        fn list_sandboxes(self: &PlanMgr, plan_id: &str) -> Result<Box<PlanSandboxList>>;
+        fn list_plans(self: &PlanMgr) -> Result<Vec<String>>;
+        fn commit_all(self: &PlanMgr, plan_id: &str) -> Result<Vec<FfiCommitResult>>;
+        /// `commit_all_with` (test hook): the commit at `fail_at` fails.
+        fn commit_all_failing_at(
+            self: &PlanMgr,
+            plan_id: &str,
+            fail_at: usize,
+        ) -> Result<Vec<FfiCommitResult>>;
+        fn rollback_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
+        fn cleanup_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
+        fn cleanup_abandoned(self: &PlanMgr) -> Result<usize>;
+        fn resolve_sandbox_key(
+            self: &PlanMgr,
+            resource_id: &str,
+            registry: &[FfiResource],
+        ) -> Result<String>;
+        /// The boundary's sandbox; `prefix` receives the resource's place under the boundary.
+        fn get_or_create_sandbox_for_resource(
+            self: &PlanMgr,
+            plan_id: &str,
+            resource_id: &str,
+            registry: &[FfiResource],
+            prefix: &mut Vec<u8>,
+        ) -> Result<Box<PlanSandbox>>;
+        fn clear_boundary_cache(self: &PlanMgr);
+        fn close(self: &mut PlanMgr);
+
+        fn len(self: &PlanSandboxList) -> usize;
+        fn get(self: &PlanSandboxList, i: usize) -> Box<PlanSandbox>;
+
+        fn is_some(self: &PlanSandbox) -> bool;
+        fn sandbox_id(self: &PlanSandbox) -> String;
+        fn strategy(self: &PlanSandbox) -> String;
+        fn status(self: &PlanSandbox) -> String;
+        fn context(self: &PlanSandbox) -> FfiPlanContextOpt;
+        fn create(self: &PlanSandbox, plan_id: &str) -> Result<FfiPlanContext>;
+        fn get_path(self: &PlanSandbox, resource_relative: &[u8]) -> Result<Vec<u8>>;
+        fn diff(self: &PlanSandbox) -> Result<FfiDiff>;
+        fn check_commit(self: &PlanSandbox) -> Result<()>;
+        fn commit(self: &PlanSandbox, has_message: bool, message: &str) -> Result<FfiCommitResult>;
+        fn rollback(self: &PlanSandbox) -> Result<()>;
+        fn cleanup(self: &PlanSandbox) -> Result<()>;
+        fn is_rollbackable(self: &PlanSandbox) -> bool;
+
+        fn plan_status_names() -> Vec<String>;
+        fn plan_can_transition(from: &str, to: &str) -> bool;
+        fn plan_strategy_names() -> Vec<String>;
+        fn plan_error_kinds() -> Vec<String>;
+    }
+}
+
+/// Separates the error message from the details in a plan error string.
+const DETAIL_SEPARATOR: char = '\x1e';
+
+/// Encodes a plan error (see the module docs).
+fn encode(e: &SandboxError) -> String {
+    let none: &[String] = &[];
+    let (id, files, undone, failed): (Option<&str>, &[String], &[String], &[String]) = match e {
+        SandboxError::Sandbox { sandbox_id, .. } | SandboxError::State { sandbox_id, .. } => {
+            (sandbox_id.as_deref(), none, none, none)
+        }
+        SandboxError::Creation { .. } => (None, none, none, none),
+        SandboxError::Commit {
+            sandbox_id, files, ..
+        }
+        | SandboxError::Rollback {
+            sandbox_id, files, ..
+        } => (Some(sandbox_id.as_str()), files.as_slice(), none, none),
+        SandboxError::AtomicCommit {
+            failed_sandbox_id,
+            rolled_back_ids,
+            failed_rollback_ids,
+            ..
+        } => (
+            failed_sandbox_id.as_deref(),
+            none,
+            rolled_back_ids.as_slice(),
+            failed_rollback_ids.as_slice(),
+        ),
+    };
+    let sep = super::KIND_SEPARATOR.to_string();
+    format!(
+        "plan_{kind}{k}{e}{d}{id}{d}{files}{d}{undone}{d}{failed}",
+        kind = e.kind(),
+        k = super::KIND_SEPARATOR,
+        d = DETAIL_SEPARATOR,
+        id = id.unwrap_or(""),
+        files = files.join(&sep),
+        undone = undone.join(&sep),
+        failed = failed.join(&sep),
+    )
+}
+
+fn plan<T>(r: Result<T, SandboxError>) -> Result<T, String> {
+    r.map_err(|e| encode(&e))
+}
+
+fn bytes(p: PathBuf) -> Vec<u8> {
+    p.into_os_string().into_vec()
+}
+
+fn millis(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+fn meta_out(m: BTreeMap<String, String>) -> Vec<bridge::FfiPlanMeta> {
+    m.into_iter()
+        .map(|(key, value)| bridge::FfiPlanMeta { key, value })
+        .collect()
+}
+
+fn context_out(c: SandboxContext) -> bridge::FfiPlanContext {
+    bridge::FfiPlanContext {
+        sandbox_id: c.sandbox_id,
+        sandbox_path: bytes(c.sandbox_path),
+        original_path: bytes(c.original_path),
+        resource_id: c.resource_id,
+        plan_id: c.plan_id,
+        created_at_ms: millis(c.created_at),
+        metadata: meta_out(c.metadata),
+    }
+}
+
+fn empty_context() -> bridge::FfiPlanContext {
+    bridge::FfiPlanContext {
+        sandbox_id: String::new(),
+        sandbox_path: Vec::new(),
+        original_path: Vec::new(),
+        resource_id: String::new(),
+        plan_id: String::new(),
+        created_at_ms: 0,
+        metadata: Vec::new(),
+    }
+}
+
+fn result_out(r: CommitResult) -> bridge::FfiCommitResult {
+    bridge::FfiCommitResult {
+        sandbox_id: r.sandbox_id,
+        success: r.success,
+        has_commit_ref: r.commit_ref.is_some(),
+        commit_ref: r.commit_ref.unwrap_or_default(),
+        changed_files: r.changed_files,
+        added_files: r.added_files,
+        deleted_files: r.deleted_files,
+        has_error: r.error.is_some(),
+        error: r.error.unwrap_or_default(),
+        timestamp_ms: millis(r.timestamp),
+        metadata: meta_out(r.metadata),
+    }
+}
+
+fn diff_out(d: SandboxDiff) -> bridge::FfiDiff {
+    bridge::FfiDiff {
+        entries: d
+            .entries
+            .into_iter()
+            .map(|e| bridge::FfiDiffEntry {
+                path: e.path,
+                operation: match e.operation {
+                    DiffOp::Added => "added",
+                    DiffOp::Modified => "modified",
+                    DiffOp::Deleted => "deleted",
+                }
+                .to_string(),
+                has_before: e.before.is_some(),
+                before: e.before.unwrap_or_default(),
+                has_after: e.after.is_some(),
+                after: e.after.unwrap_or_default(),
+            })
+            .collect(),
+        patch: d.patch,
+    }
+}
+
+/// A registry from C++ resources (added in order, so parents come first).
+fn registry_in(resources: &[bridge::FfiResource]) -> Result<ResourceRegistry, SandboxError> {
+    let mut reg = ResourceRegistry::new();
+    for r in resources {
+        let kind = match r.kind.as_str() {
+            "git_repository" => ResourceKind::GitRepository,
+            "directory" => ResourceKind::Directory,
+            "file" => ResourceKind::File,
+            "database" => ResourceKind::Database,
+            other => ResourceKind::Other(other.to_string()),
+        };
+        let mut res = Resource::new(&r.id, kind, path_from(&r.path));
+        if r.has_parent {
+            res = res.with_parent(&r.parent);
+        }
+        if r.has_strategy {
+            res = res.with_strategy(Strategy::from_name(&r.strategy)?);
+        }
+        reg.add(res)?;
+    }
+    Ok(reg)
+}
+
+/// The C++ plan `SandboxManager`'s Rust half: the manager, until its `close` drops it.
+pub struct PlanMgr {
+    inner: Option<PlanManager>,
+}
+
+/// One sandbox handed to C++ (none: `get_sandbox` found nothing).
+pub struct PlanSandbox {
+    inner: Option<Arc<dyn Sandbox>>,
+}
+
+/// The sandboxes of a plan, handed to C++ one by one.
+pub struct PlanSandboxList {
+    items: Vec<Arc<dyn Sandbox>>,
+}
+
+fn plan_open(root: &[u8]) -> Result<Box<PlanMgr>, String> {
+    guarded(|| {
+        let mgr = plan(if root.is_empty() {
+            PlanManager::open_default()
+        } else {
+            PlanManager::open(path_from(root))
+        })?;
+        Ok(Box::new(PlanMgr { inner: Some(mgr) }))
+    })
+}
+
+fn boxed(sb: Arc<dyn Sandbox>) -> Box<PlanSandbox> {
+    Box::new(PlanSandbox { inner: Some(sb) })
+}
+
+impl PlanMgr {
+    fn get(&self) -> Result<&PlanManager, String> {
+        self.inner
+            .as_ref()
+            .ok_or_else(|| internal("the plan sandbox manager is closed"))
+    }
+
+    fn root(&self) -> Vec<u8> {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .map(|m| m.root().as_os_str().to_owned().into_vec())
+                .unwrap_or_default()
+        })
+    }
+
+    fn get_or_create_sandbox(
+        &self,
+        plan_id: &str,
+        resource_id: &str,
+        original_path: &[u8],
+        strategy: &str,
+    ) -> Result<Box<PlanSandbox>, String> {
+        guarded(|| {
+            let strategy = plan(Strategy::from_name(strategy))?;
+            let sb = plan(self.get()?.get_or_create_sandbox(
+                plan_id,
+                resource_id,
+                path_from(original_path),
+                strategy,
+            ))?;
+            Ok(boxed(sb))
+        })
+    }
+
+    fn get_sandbox(&self, plan_id: &str, resource_id: &str) -> Result<Box<PlanSandbox>, String> {
+        guarded(|| {
+            Ok(Box::new(PlanSandbox {
+                inner: self.get()?.get_sandbox(plan_id, resource_id),
+            }))
+        })
+    }
+
+    fn list_sandboxes(&self, plan_id: &str) -> Result<Box<PlanSandboxList>, String> {
+        guarded(|| {
+            Ok(Box::new(PlanSandboxList {
+                items: self.get()?.list_sandboxes(plan_id),
+            }))
+        })
+    }
+
+    fn list_plans(&self) -> Result<Vec<String>, String> {
+        guarded(|| Ok(self.get()?.list_plans()))
+    }
+
+    fn commit_all(&self, plan_id: &str) -> Result<Vec<bridge::FfiCommitResult>, String> {
+        guarded(|| {
+            let results = plan(self.get()?.commit_all(plan_id))?;
+            Ok(results.into_iter().map(result_out).collect())
+        })
+    }
+
+    fn commit_all_failing_at(
+        &self,
+        plan_id: &str,
+        fail_at: usize,
+    ) -> Result<Vec<bridge::FfiCommitResult>, String> {
+        guarded(|| {
+            let opts = CommitAllOptions {
+                fail_at: Some(fail_at),
+                ..CommitAllOptions::default()
+            };
+            let results = plan(self.get()?.commit_all_with(plan_id, &opts))?;
+            Ok(results.into_iter().map(result_out).collect())
+        })
+    }
+
+    fn rollback_all(&self, plan_id: &str) -> Result<(), String> {
+        guarded(|| plan(self.get()?.rollback_all(plan_id)))
+    }
+
+    fn cleanup_all(&self, plan_id: &str) -> Result<(), String> {
+        guarded(|| plan(self.get()?.cleanup_all(plan_id)))
+    }
+
+    fn cleanup_abandoned(&self) -> Result<usize, String> {
+        guarded(|| plan(self.get()?.cleanup_abandoned()))
+    }
+
+    fn resource<'a>(reg: &'a ResourceRegistry, id: &str) -> Result<&'a Resource, String> {
+        reg.get(id).ok_or_else(|| {
+            encode(&SandboxError::sandbox(
+                None,
+                format!("unknown resource {id:?}"),
+            ))
+        })
+    }
+
+    fn resolve_sandbox_key(
+        &self,
+        resource_id: &str,
+        registry: &[bridge::FfiResource],
+    ) -> Result<String, String> {
+        guarded(|| {
+            let reg = plan(registry_in(registry))?;
+            let r = Self::resource(&reg, resource_id)?;
+            plan(self.get()?.resolve_sandbox_key(r, &reg))
+        })
+    }
+
+    fn get_or_create_sandbox_for_resource(
+        &self,
+        plan_id: &str,
+        resource_id: &str,
+        registry: &[bridge::FfiResource],
+        prefix: &mut Vec<u8>,
+    ) -> Result<Box<PlanSandbox>, String> {
+        guarded(|| {
+            let reg = plan(registry_in(registry))?;
+            let r = Self::resource(&reg, resource_id)?;
+            let view = plan(
+                self.get()?
+                    .get_or_create_sandbox_for_resource(plan_id, r, &reg),
+            )?;
+            *prefix = bytes(view.prefix);
+            Ok(boxed(view.sandbox))
+        })
+    }
+
+    fn clear_boundary_cache(&self) {
+        guarded_or_default(|| {
+            if let Some(m) = self.inner.as_ref() {
+                m.clear_boundary_cache();
+            }
+        })
+    }
+
+    /// Drops the manager now (the Rust `Drop`: sandboxes without work cleaned up), so the
+    /// C++ destructor runs it under `catch_unwind`. Idempotent.
+    fn close(&mut self) {
+        let inner = self.inner.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
+    }
+}
+
+impl PlanSandboxList {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn get(&self, i: usize) -> Box<PlanSandbox> {
+        Box::new(PlanSandbox {
+            inner: self.items.get(i).cloned(),
+        })
+    }
+}
+
+impl PlanSandbox {
+    fn sb(&self) -> Result<&Arc<dyn Sandbox>, String> {
+        self.inner
+            .as_ref()
+            .ok_or_else(|| internal("no such plan sandbox"))
+    }
+
+    fn is_some(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    fn sandbox_id(&self) -> String {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .map(|s| s.sandbox_id().to_string())
+                .unwrap_or_default()
+        })
+    }
+
+    fn strategy(&self) -> String {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .map(|s| s.strategy().name().to_string())
+                .unwrap_or_default()
+        })
+    }
+
+    fn status(&self) -> String {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .map(|s| s.status().name().to_string())
+                .unwrap_or_default()
+        })
+    }
+
+    fn context(&self) -> bridge::FfiPlanContextOpt {
+        let ctx = catch_unwind(AssertUnwindSafe(|| {
+            self.inner.as_ref().and_then(|s| s.context())
+        }))
+        .ok()
+        .flatten();
+        match ctx {
+            Some(c) => bridge::FfiPlanContextOpt {
+                present: true,
+                context: context_out(c),
+            },
+            None => bridge::FfiPlanContextOpt {
+                present: false,
+                context: empty_context(),
+            },
+        }
+    }
+
+    fn create(&self, plan_id: &str) -> Result<bridge::FfiPlanContext, String> {
+        guarded(|| Ok(context_out(plan(self.sb()?.create(plan_id))?)))
+    }
+
+    fn get_path(&self, resource_relative: &[u8]) -> Result<Vec<u8>, String> {
+        guarded(|| {
+            Ok(bytes(plan(
+                self.sb()?.get_path(&path_from(resource_relative)),
+            )?))
+        })
+    }
+
+    fn diff(&self) -> Result<bridge::FfiDiff, String> {
+        guarded(|| Ok(diff_out(plan(self.sb()?.diff())?)))
+    }
+
+    fn check_commit(&self) -> Result<(), String> {
+        guarded(|| plan(self.sb()?.check_commit()))
+    }
+
+    fn commit(&self, has_message: bool, message: &str) -> Result<bridge::FfiCommitResult, String> {
+        guarded(|| {
+            let r = plan(self.sb()?.commit(has_message.then_some(message)))?;
+            Ok(result_out(r))
+        })
+    }
+
+    fn rollback(&self) -> Result<(), String> {
+        guarded(|| plan(self.sb()?.rollback()))
+    }
+
+    fn cleanup(&self) -> Result<(), String> {
+        guarded(|| plan(self.sb()?.cleanup()))
+    }
+
+    fn is_rollbackable(&self) -> bool {
+        guarded_or_default(|| self.inner.as_ref().is_some_and(|s| s.is_rollbackable()))
+    }
+}
+
+/// [`Status::ALL`] by name, for the C++ tests' check of `patchbox::plan::Status`.
+fn plan_status_names() -> Vec<String> {
+    guarded_or_default(|| Status::ALL.iter().map(|s| s.name().to_string()).collect())
+}
+
+/// [`Status::can_transition`] by names; an unknown name is `false`.
+fn plan_can_transition(from: &str, to: &str) -> bool {
+    guarded_or_default(|| match (Status::from_name(from), Status::from_name(to)) {
+        (Some(f), Some(t)) => Status::can_transition(f, t),
+        _ => false,
+    })
+}
+
+/// [`Strategy::ALL`] by name.
+fn plan_strategy_names() -> Vec<String> {
+    guarded_or_default(|| Strategy::ALL.iter().map(|s| s.name().to_string()).collect())
+}
+
+/// [`SandboxError::KINDS`], each as its bridge kind (`plan_<kind>`).
+fn plan_error_kinds() -> Vec<String> {
+    guarded_or_default(|| {
+        SandboxError::KINDS
+            .iter()
+            .map(|k| format!("plan_{k}"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(s: &str) -> (String, Vec<String>) {
+        let (kind, rest) = s.split_once(super::super::KIND_SEPARATOR).unwrap();
+        let parts: Vec<String> = rest
+            .rsplitn(5, DETAIL_SEPARATOR)
+            .map(String::from)
+            .collect();
+        (kind.to_string(), parts)
+    }
+
+    #[test]
+    fn atomic_commit_ids_cross_in_the_error_string() {
+        let e = SandboxError::AtomicCommit {
+            plan_id: "p".into(),
+            reason: "boom".into(),
+            rolled_back_ids: vec!["A".into(), "B".into()],
+            failed_rollback_ids: vec!["C".into()],
+            failed_sandbox_id: Some("D".into()),
+        };
+        let (kind, parts) = fields(&encode(&e));
+        assert_eq!(kind, "plan_atomic_commit");
+        // rsplitn: failed, undone, files, id, message.
+        assert_eq!(parts[0], "C");
+        assert_eq!(parts[1], "A\x1fB");
+        assert_eq!(parts[2], "");
+        assert_eq!(parts[3], "D");
+        assert!(parts[4].contains("boom"));
+    }
+
+    #[test]
+    fn every_kind_is_prefixed() {
+        let e = Status::assert_transition(Status::CleanedUp, Status::Active).unwrap_err();
+        assert!(encode(&e).starts_with("plan_state\x1f"));
+        assert_eq!(plan_error_kinds().len(), SandboxError::KINDS.len());
+        assert!(plan_can_transition("active", "committed"));
+        assert!(!plan_can_transition("active", "nonsense"));
+    }
+}
