@@ -55,15 +55,19 @@
 //! | [`manager`] | [`PlanManager`]: lazy creation, `commit_all`, cleanup, recovery |
 //! | [`journal`] | the journal that makes `commit_all` crash-atomic |
 //! | [`boundary`] | resources, the registry, and which sandbox a resource belongs to |
+//! | [`checkpoint`] | checkpoints (deduplicated, proportional to change) and rollback to them |
+//! | [`phases`] | the Execute and Apply phase hooks (checkpoint, run, roll back on failure) |
 //!
 //! The plan layer sits above [`crate::apply`] (commits go through the atomic 3-way apply and
 //! its undo records) and [`crate::tree`] (snapshots and diffs); nothing below imports it.
 
 pub mod boundary;
+pub mod checkpoint;
 pub mod error;
 pub mod journal;
 pub mod manager;
 pub mod model;
+pub mod phases;
 pub mod record;
 pub mod sandbox;
 pub mod status;
@@ -73,7 +77,7 @@ pub use boundary::{Resource, ResourceKind, ResourceRegistry};
 pub use error::SandboxError;
 pub use manager::{PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
-pub use sandbox::Sandbox;
+pub use sandbox::{CheckpointSupport, Sandbox};
 pub use status::Status;
 
 #[cfg(test)]

@@ -58,4 +58,44 @@ pub trait Sandbox: Send + Sync {
     fn is_rollbackable(&self) -> bool {
         self.strategy().is_rollbackable()
     }
+
+    /// How [`crate::plan::checkpoint::CheckpointManager`] checkpoints this sandbox: by its
+    /// files (the default: its diff against base, deduplicated), natively (a database's
+    /// savepoints), or not at all (`none`).
+    fn checkpoint_support(&self) -> CheckpointSupport {
+        CheckpointSupport::Files
+    }
+
+    /// Saves a native checkpoint named `id` (only called when [`Sandbox::checkpoint_support`]
+    /// is `Native`).
+    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+        Err(SandboxError::sandbox(
+            Some(self.sandbox_id()),
+            format!("no native checkpoint {id}: this sandbox has none"),
+        ))
+    }
+
+    /// Restores the native checkpoint `id`.
+    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+        Err(SandboxError::sandbox(
+            Some(self.sandbox_id()),
+            format!("no native checkpoint {id}: this sandbox has none"),
+        ))
+    }
+
+    /// Forgets the native checkpoint `id` (its sandbox keeps its state).
+    fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
+        Ok(())
+    }
+}
+
+/// How a sandbox can be checkpointed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointSupport {
+    /// By its files: what changed against the base, content-addressed.
+    Files,
+    /// By the sandbox itself (savepoints of a database transaction).
+    Native,
+    /// Not at all (`none`: its writes went to the original).
+    Unsupported,
 }

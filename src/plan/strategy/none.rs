@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record};
-use crate::plan::sandbox::Sandbox;
+use crate::plan::sandbox::{CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
 /// A `none` sandbox.
@@ -146,6 +146,11 @@ impl Sandbox for NoSandbox {
             files: Vec::new(),
             source: None,
         })
+    }
+
+    /// None: the writes went to the original; there is nothing to restore from.
+    fn checkpoint_support(&self) -> CheckpointSupport {
+        CheckpointSupport::Unsupported
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {

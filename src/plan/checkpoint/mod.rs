@@ -1,0 +1,298 @@
+//! Checkpoints of plan sandboxes: before Execute, after a successful Execute, before Apply —
+//! and rollback to the latest one when a phase fails.
+//!
+//! ```
+//! use patchbox::plan::checkpoint::{CheckpointManager, Phase};
+//! use patchbox::plan::{PlanManager, Strategy};
+//! # fn main() -> Result<(), patchbox::plan::SandboxError> {
+//! let root = tempfile::tempdir().unwrap();
+//! let project = tempfile::tempdir().unwrap();
+//! std::fs::write(project.path().join("a.txt"), "one\n").unwrap();
+//! let plans = PlanManager::open(root.path())?;
+//! let sb = plans.get_or_create_sandbox("p", "r", project.path(), Strategy::CopyOnWrite)?;
+//! let checkpoints = CheckpointManager::new(root.path());
+//! let before = checkpoints.create_checkpoint(&sb, "p", Phase::PreExecute.name(), Default::default())?;
+//! std::fs::write(sb.get_path("a.txt".as_ref())?, "broken\n").unwrap(); // a failing phase
+//! assert!(checkpoints.rollback_to(&before)?);
+//! assert_eq!(std::fs::read_to_string(sb.get_path("a.txt".as_ref())?).unwrap(), "one\n");
+//! # Ok(()) }
+//! ```
+//!
+//! A checkpoint is not a copy of the sandbox. It records the sandbox's changes against its
+//! base ([`store`]: content-addressed objects named by git blob id, plus a small manifest),
+//! so it costs what changed, content several checkpoints share is stored once, and N
+//! checkpoints of an unchanged tree cost N small files. Rollback writes only the paths where
+//! the sandbox and the checkpoint differ ([`files`]). Checkpoints live in the sandbox's own
+//! directory: cleaning the sandbox up removes them. A database sandbox checkpoints natively
+//! (savepoints); `none` refuses (its writes went to the original).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::error::SandboxError;
+use super::manager::PLANS_DIR;
+use super::sandbox::{CheckpointSupport, Sandbox};
+use super::status::Status;
+
+pub mod files;
+pub mod store;
+
+use store::{Manifest, Store};
+
+/// The phases plan executors checkpoint at (any other name is accepted as a free-form phase).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Before the Execute phase.
+    PreExecute,
+    /// After a successful Execute phase.
+    PostExecute,
+    /// Before the Apply phase.
+    PreApply,
+}
+
+impl Phase {
+    /// `pre_execute`, `post_execute` or `pre_apply`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::PreExecute => "pre_execute",
+            Phase::PostExecute => "post_execute",
+            Phase::PreApply => "pre_apply",
+        }
+    }
+}
+
+/// A point-in-time state of a sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Its ULID.
+    pub checkpoint_id: String,
+    /// The sandbox.
+    pub sandbox_id: String,
+    /// The plan.
+    pub plan_id: String,
+    /// The phase it was taken at.
+    pub phase: String,
+    /// When.
+    pub created_at: SystemTime,
+    /// The caller's metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// Its manifest (the snapshot: the changes it records and where their content is).
+    pub snapshot_path: PathBuf,
+}
+
+impl Checkpoint {
+    fn from_manifest(m: &Manifest, path: PathBuf) -> Checkpoint {
+        Checkpoint {
+            checkpoint_id: m.checkpoint_id.clone(),
+            sandbox_id: m.sandbox_id.clone(),
+            plan_id: m.plan_id.clone(),
+            phase: m.phase.clone(),
+            created_at: UNIX_EPOCH + Duration::from_millis(m.created_at_ms),
+            metadata: m.metadata.clone(),
+            snapshot_path: path,
+        }
+    }
+}
+
+struct Known {
+    sandbox: Arc<dyn Sandbox>,
+    store: Arc<Store>,
+    /// Serializes checkpoint and rollback of one sandbox.
+    op: Arc<Mutex<()>>,
+}
+
+/// Checkpoints of the sandboxes of one [`PlanManager`](super::PlanManager)'s root.
+/// `Send + Sync`.
+///
+/// On drop, the checkpoints it made are removed unless [`CheckpointManager::keep`] was
+/// called.
+pub struct CheckpointManager {
+    plans_dir: PathBuf,
+    sandboxes: Mutex<HashMap<String, Known>>,
+    /// checkpoint id → sandbox id, for the checkpoints made here.
+    made: Mutex<Vec<(String, String)>>,
+    keep: AtomicBool,
+}
+
+impl CheckpointManager {
+    /// The checkpoint manager of the sandboxes under `root` (the root a
+    /// [`PlanManager`](super::PlanManager) was opened with).
+    pub fn new(root: impl AsRef<Path>) -> CheckpointManager {
+        CheckpointManager {
+            plans_dir: root.as_ref().join(PLANS_DIR),
+            sandboxes: Mutex::new(HashMap::new()),
+            made: Mutex::new(Vec::new()),
+            keep: AtomicBool::new(false),
+        }
+    }
+
+    /// Keeps the checkpoints on disk when the manager is dropped.
+    pub fn keep(&self) {
+        self.keep.store(true, Ordering::Relaxed);
+    }
+
+    fn known(&self, sb: &Arc<dyn Sandbox>) -> Result<(Arc<Store>, Arc<Mutex<()>>), SandboxError> {
+        let mut map = self.sandboxes.lock();
+        if let Some(k) = map.get(sb.sandbox_id()) {
+            return Ok((k.store.clone(), k.op.clone()));
+        }
+        let ctx = sb.context().ok_or_else(|| SandboxError::State {
+            sandbox_id: Some(sb.sandbox_id().to_string()),
+            from: sb.status(),
+            to: Status::Active,
+        })?;
+        let dir = self
+            .plans_dir
+            .join(format!("plan-{}", ctx.plan_id))
+            .join(sb.sandbox_id());
+        let k = Known {
+            sandbox: sb.clone(),
+            store: Arc::new(Store::new(&dir)),
+            op: Arc::new(Mutex::new(())),
+        };
+        let out = (k.store.clone(), k.op.clone());
+        map.insert(sb.sandbox_id().to_string(), k);
+        Ok(out)
+    }
+
+    /// Records the state of `sandbox` now. `phase` is `pre_execute`, `post_execute`,
+    /// `pre_apply` ([`Phase::name`]) or any other name.
+    pub fn create_checkpoint(
+        &self,
+        sandbox: &Arc<dyn Sandbox>,
+        plan_id: &str,
+        phase: &str,
+        metadata: BTreeMap<String, String>,
+    ) -> Result<Checkpoint, SandboxError> {
+        let (store, op) = self.known(sandbox)?;
+        let _op = op.lock();
+        let id = ulid::Ulid::new().to_string();
+        let (kind, changes) = match sandbox.checkpoint_support() {
+            CheckpointSupport::Files => ("files", files::capture(sandbox.as_ref(), &store)?),
+            CheckpointSupport::Native => {
+                sandbox.save_native_checkpoint(&id)?;
+                ("native", BTreeMap::new())
+            }
+            CheckpointSupport::Unsupported => {
+                return Err(SandboxError::sandbox(
+                    Some(sandbox.sandbox_id()),
+                    format!(
+                        "strategy {} cannot be checkpointed: its writes went to the original",
+                        sandbox.strategy()
+                    ),
+                ))
+            }
+        };
+        let m = Manifest {
+            checkpoint_id: id.clone(),
+            sandbox_id: sandbox.sandbox_id().to_string(),
+            plan_id: plan_id.to_string(),
+            phase: phase.to_string(),
+            created_at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            metadata,
+            kind: kind.to_string(),
+            changes,
+        };
+        let path = store.write(&m)?;
+        self.made
+            .lock()
+            .push((id, sandbox.sandbox_id().to_string()));
+        Ok(Checkpoint::from_manifest(&m, path))
+    }
+
+    /// Makes the checkpoint's sandbox exactly what it was at the checkpoint (contents, modes,
+    /// symlinks, deleted and added files), in time proportional to the difference. `Ok(false)`
+    /// when the checkpoint no longer exists (deleted, or its sandbox cleaned up).
+    pub fn rollback_to(&self, checkpoint: &Checkpoint) -> Result<bool, SandboxError> {
+        let (sb, store, op) = {
+            let map = self.sandboxes.lock();
+            let Some(k) = map.get(&checkpoint.sandbox_id) else {
+                return Err(SandboxError::sandbox(
+                    Some(&checkpoint.sandbox_id),
+                    "this checkpoint manager does not know the sandbox: attach it first",
+                ));
+            };
+            (k.sandbox.clone(), k.store.clone(), k.op.clone())
+        };
+        let _op = op.lock();
+        let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
+            return Ok(false);
+        };
+        if m.kind == "native" {
+            sb.restore_native_checkpoint(&m.checkpoint_id)?;
+        } else {
+            files::restore(sb.as_ref(), &store, &m.changes)?;
+        }
+        Ok(true)
+    }
+
+    /// Makes the manager know `sandbox` (for checkpoints read back from disk after a
+    /// restart: [`CheckpointManager::list_checkpoints`] then finds them).
+    pub fn attach(&self, sandbox: &Arc<dyn Sandbox>) -> Result<(), SandboxError> {
+        self.known(sandbox).map(|_| ())
+    }
+
+    /// The checkpoints of a sandbox this manager knows, oldest first (none once the sandbox
+    /// is cleaned up: its checkpoints went with it).
+    pub fn list_checkpoints(&self, sandbox_id: &str) -> Result<Vec<Checkpoint>, SandboxError> {
+        let store = match self.sandboxes.lock().get(sandbox_id) {
+            Some(k) if k.sandbox.status() != Status::CleanedUp => k.store.clone(),
+            _ => return Ok(Vec::new()),
+        };
+        Ok(store
+            .list()?
+            .iter()
+            .map(|m| Checkpoint::from_manifest(m, store.manifest_path(&m.checkpoint_id)))
+            .collect())
+    }
+
+    /// Removes a checkpoint (and the objects no other checkpoint uses). `Ok(false)` when it
+    /// was not there.
+    pub fn delete_checkpoint(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
+        let known: Vec<(Arc<dyn Sandbox>, Arc<Store>, Arc<Mutex<()>>)> = self
+            .sandboxes
+            .lock()
+            .values()
+            .map(|k| (k.sandbox.clone(), k.store.clone(), k.op.clone()))
+            .collect();
+        for (sb, store, op) in known {
+            let _op = op.lock();
+            if let Some(m) = store.read(checkpoint_id)? {
+                if m.kind == "native" {
+                    sb.release_native_checkpoint(checkpoint_id)?;
+                }
+                return store.remove(checkpoint_id);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Bytes the checkpoints of a sandbox take on disk.
+    pub fn disk_bytes(&self, sandbox_id: &str) -> u64 {
+        self.sandboxes
+            .lock()
+            .get(sandbox_id)
+            .map(|k| k.store.disk_bytes())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for CheckpointManager {
+    fn drop(&mut self) {
+        if self.keep.load(Ordering::Relaxed) {
+            return;
+        }
+        let made = std::mem::take(&mut *self.made.lock());
+        for (id, _) in made {
+            let _ = self.delete_checkpoint(&id);
+        }
+    }
+}

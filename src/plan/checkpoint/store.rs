@@ -1,0 +1,215 @@
+//! Where checkpoints live: content-addressed objects and one small manifest per checkpoint,
+//! inside the sandbox's own directory (so cleaning the sandbox up removes its checkpoints).
+//!
+//! ```text
+//! <plans>/plan-<plan>/<sandbox>/checkpoints/
+//!   objects/<blob id>        the content of a changed file or symlink target, stored once
+//!   <checkpoint id>.json     the checkpoint: its fields and the sandbox's changes against base
+//! ```
+//!
+//! A checkpoint records the sandbox's changes against its base (the diff every strategy
+//! computes in time proportional to what changed), each changed path as an object id and a
+//! git mode, or as deleted. Objects are named by git's blob id, so content that several
+//! checkpoints hold is stored once, and a checkpoint of an unchanged tree costs one small
+//! manifest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fs::session_dir::{self, SessionDir};
+use crate::git::oid::blob_id_hex;
+use crate::plan::error::SandboxError;
+
+/// Name of the checkpoints directory in a sandbox's directory.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+const OBJECTS_DIR: &str = "objects";
+
+/// One path's state in a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathState {
+    /// The object holding the content; none when the path is deleted.
+    pub oid: Option<String>,
+    /// git's mode (`0o100644`, `0o100755`, `0o120000`); 0 when deleted.
+    pub mode: u32,
+}
+
+/// A checkpoint's manifest.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Its ULID.
+    pub checkpoint_id: String,
+    /// The sandbox.
+    pub sandbox_id: String,
+    /// The plan.
+    pub plan_id: String,
+    /// The phase (`pre_execute`, `post_execute`, `pre_apply`, or free-form).
+    pub phase: String,
+    /// When it was taken (milliseconds since the epoch).
+    pub created_at_ms: u64,
+    /// The caller's metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// `files`: the sandbox's changes against its base; `native`: a savepoint of the
+    /// sandbox's own kind.
+    pub kind: String,
+    /// Changed paths (relative to the resource) and their state.
+    pub changes: BTreeMap<String, PathState>,
+}
+
+/// The checkpoints of one sandbox.
+pub struct Store {
+    dir: PathBuf,
+}
+
+fn lower(what: &str, e: crate::Error) -> SandboxError {
+    SandboxError::from_lower(None, what, e)
+}
+
+impl Store {
+    /// The store of the sandbox whose directory is `sandbox_dir` (made when first written).
+    pub fn new(sandbox_dir: &Path) -> Store {
+        Store {
+            dir: sandbox_dir.join(CHECKPOINTS_DIR),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn session(&self) -> Result<SessionDir, SandboxError> {
+        std::fs::create_dir_all(self.dir.join(OBJECTS_DIR)).map_err(|e| {
+            lower(
+                "create checkpoint store",
+                crate::Error::io("create directory", &self.dir, e),
+            )
+        })?;
+        SessionDir::open(&self.dir).map_err(|e| lower("open checkpoint store", e))
+    }
+
+    /// Stores `data` (once: an object already present is not written again); returns its id.
+    pub fn put(&self, data: &[u8]) -> Result<String, SandboxError> {
+        let oid = blob_id_hex(data);
+        let rel = Path::new(OBJECTS_DIR).join(&oid);
+        if self.dir.join(&rel).exists() {
+            return Ok(oid);
+        }
+        let sd = self.session()?;
+        let p = sd.join(&rel).map_err(|e| lower("object path", e))?;
+        session_dir::write_atomic_new(&p, data).map_err(|e| lower("write checkpoint object", e))?;
+        Ok(oid)
+    }
+
+    /// The content of object `oid`, checked against its id.
+    pub fn get(&self, oid: &str) -> Result<Vec<u8>, SandboxError> {
+        let p = self.dir.join(OBJECTS_DIR).join(oid);
+        let data = std::fs::read(&p)
+            .map_err(|e| lower("read checkpoint object", crate::Error::io("read", &p, e)))?;
+        if blob_id_hex(&data) != oid {
+            return Err(SandboxError::sandbox(
+                None,
+                format!("checkpoint object {} is corrupt", p.display()),
+            ));
+        }
+        Ok(data)
+    }
+
+    /// The path of checkpoint `id`'s manifest.
+    pub fn manifest_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Writes a manifest durably.
+    pub fn write(&self, m: &Manifest) -> Result<PathBuf, SandboxError> {
+        let data = serde_json::to_vec(m)
+            .map_err(|e| SandboxError::sandbox(None, format!("encode checkpoint: {e}")))?;
+        let sd = self.session()?;
+        let name = format!("{}.json", m.checkpoint_id);
+        let p = sd
+            .join(Path::new(&name))
+            .map_err(|e| lower("checkpoint path", e))?;
+        session_dir::write_atomic(&p, &data).map_err(|e| lower("write checkpoint", e))?;
+        Ok(self.manifest_path(&m.checkpoint_id))
+    }
+
+    /// Reads checkpoint `id`'s manifest; `None` when it is not there.
+    pub fn read(&self, id: &str) -> Result<Option<Manifest>, SandboxError> {
+        let p = self.manifest_path(id);
+        match std::fs::read(&p) {
+            Ok(d) => serde_json::from_slice(&d).map(Some).map_err(|e| {
+                SandboxError::sandbox(None, format!("{}: malformed checkpoint: {e}", p.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(lower("read checkpoint", crate::Error::io("read", &p, e))),
+        }
+    }
+
+    /// Every manifest, oldest first (ULIDs sort by time).
+    pub fn list(&self) -> Result<Vec<Manifest>, SandboxError> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return Ok(Vec::new());
+        };
+        let mut ids: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
+            .filter(|n| ulid::Ulid::from_string(n).is_ok())
+            .collect();
+        ids.sort();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(m) = self.read(&id)? {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes checkpoint `id`'s manifest, then every object no remaining manifest uses.
+    pub fn remove(&self, id: &str) -> Result<bool, SandboxError> {
+        let p = self.manifest_path(id);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(lower(
+                    "remove checkpoint",
+                    crate::Error::io("remove", &p, e),
+                ))
+            }
+        }
+        let used: std::collections::HashSet<String> = self
+            .list()?
+            .into_iter()
+            .flat_map(|m| m.changes.into_values().filter_map(|s| s.oid))
+            .collect();
+        if let Ok(rd) = std::fs::read_dir(self.dir.join(OBJECTS_DIR)) {
+            for e in rd.filter_map(|e| e.ok()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !used.contains(&name) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Bytes the store holds on disk (objects and manifests).
+    pub fn disk_bytes(&self) -> u64 {
+        walk_bytes(&self.dir)
+    }
+}
+
+fn walk_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => walk_bytes(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
