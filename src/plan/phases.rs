@@ -62,7 +62,7 @@ pub struct PhaseError {
     /// Sandboxes whose rollback failed, with why.
     pub rollback_failures: Vec<(String, String)>,
     /// The plan-layer error, when one caused the failure (a checkpoint or commit error).
-    pub source: Option<SandboxError>,
+    pub source: Option<Box<SandboxError>>,
 }
 
 impl fmt::Display for PhaseError {
@@ -80,9 +80,12 @@ impl fmt::Display for PhaseError {
 
 impl std::error::Error for PhaseError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
+        self.source.as_deref().map(|e| e as _)
     }
 }
+
+/// The checkpoints a phase took, per sandbox.
+type Taken = Vec<(Arc<dyn Sandbox>, Checkpoint)>;
 
 /// Runs the phases of plans with checkpoint hooks.
 pub struct PhaseRunner<'a> {
@@ -110,7 +113,7 @@ impl<'a> PhaseRunner<'a> {
         plan_id: &str,
         phase: Phase,
         which: &'static str,
-    ) -> Result<Vec<(Arc<dyn Sandbox>, Checkpoint)>, PhaseError> {
+    ) -> Result<Taken, PhaseError> {
         let Some(cm) = self.checkpoints else {
             return Ok(Vec::new());
         };
@@ -195,7 +198,7 @@ fn failure(
         panicked,
         restored: Vec::new(),
         rollback_failures: Vec::new(),
-        source,
+        source: source.map(Box::new),
     }
 }
 

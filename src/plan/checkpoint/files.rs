@@ -29,8 +29,13 @@ pub fn capture(
             (Some(data), Some(mode)) => PathState {
                 oid: Some(store.put(&data)?),
                 mode,
+                base: false,
             },
-            _ => PathState { oid: None, mode: 0 },
+            _ => PathState {
+                oid: None,
+                mode: 0,
+                base: false,
+            },
         };
         out.insert(e.path, state);
     }
@@ -65,6 +70,7 @@ pub fn restore(
             Some(PathState {
                 oid: Some(oid),
                 mode,
+                ..
             }) => Want::Node(store.get(oid)?, *mode),
             Some(PathState { oid: None, .. }) => Want::Absent,
             // Not changed in the checkpoint: the base's state, which the current diff knows.
@@ -122,7 +128,15 @@ fn io(op: &'static str, p: &Path, e: std::io::Error) -> SandboxError {
 
 fn remove_node(p: &Path) -> Result<(), SandboxError> {
     match std::fs::symlink_metadata(p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        // Gone, or a parent is no longer a directory (it is removed or replaced too).
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(io("inspect", p, e)),
         Ok(m) if m.is_dir() => match std::fs::remove_dir(p) {
             // A directory that still holds files the restore keeps stays.

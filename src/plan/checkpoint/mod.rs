@@ -188,8 +188,16 @@ impl CheckpointManager {
                 ))
             }
         };
+        // Recorded as a delta against the sandbox's latest checkpoint: a checkpoint costs
+        // what changed since the previous one.
+        let parent = store.list()?.pop().filter(|_| kind == "files");
+        let changes = match &parent {
+            Some(p) => store::delta(&store.full(&p.checkpoint_id)?, &changes),
+            None => changes,
+        };
         let m = Manifest {
             checkpoint_id: id.clone(),
+            parent: parent.map(|p| p.checkpoint_id),
             sandbox_id: sandbox.sandbox_id().to_string(),
             plan_id: plan_id.to_string(),
             phase: phase.to_string(),
@@ -229,7 +237,7 @@ impl CheckpointManager {
         if m.kind == "native" {
             sb.restore_native_checkpoint(&m.checkpoint_id)?;
         } else {
-            files::restore(sb.as_ref(), &store, &m.changes)?;
+            files::restore(sb.as_ref(), &store, &store.full(&m.checkpoint_id)?)?;
         }
         Ok(true)
     }
@@ -257,13 +265,22 @@ impl CheckpointManager {
     /// Removes a checkpoint (and the objects no other checkpoint uses). `Ok(false)` when it
     /// was not there.
     pub fn delete_checkpoint(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
-        let known: Vec<(Arc<dyn Sandbox>, Arc<Store>, Arc<Mutex<()>>)> = self
+        let known: Vec<Known> = self
             .sandboxes
             .lock()
             .values()
-            .map(|k| (k.sandbox.clone(), k.store.clone(), k.op.clone()))
+            .map(|k| Known {
+                sandbox: k.sandbox.clone(),
+                store: k.store.clone(),
+                op: k.op.clone(),
+            })
             .collect();
-        for (sb, store, op) in known {
+        for Known {
+            sandbox: sb,
+            store,
+            op,
+        } in known
+        {
             let _op = op.lock();
             if let Some(m) = store.read(checkpoint_id)? {
                 if m.kind == "native" {

@@ -33,6 +33,10 @@ pub struct PathState {
     pub oid: Option<String>,
     /// git's mode (`0o100644`, `0o100755`, `0o120000`); 0 when deleted.
     pub mode: u32,
+    /// In a manifest's delta only: the path is back to the base's state (it leaves the set of
+    /// changes its parent checkpoint had).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub base: bool,
 }
 
 /// A checkpoint's manifest.
@@ -53,8 +57,47 @@ pub struct Manifest {
     /// `files`: the sandbox's changes against its base; `native`: a savepoint of the
     /// sandbox's own kind.
     pub kind: String,
-    /// Changed paths (relative to the resource) and their state.
+    /// The previous checkpoint of the sandbox, whose changes `changes` is a delta against
+    /// (none for the first).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// The paths whose state differs from the parent's (relative to the resource).
     pub changes: BTreeMap<String, PathState>,
+}
+
+/// A sandbox's full set of changes against its base, as a checkpoint records it.
+pub type Changes = BTreeMap<String, PathState>;
+
+/// What turns `from` into `to`: the entries that differ, and `base` markers for the paths
+/// `to` no longer changes.
+pub fn delta(from: &Changes, to: &Changes) -> Changes {
+    let mut out = Changes::new();
+    for (p, s) in to {
+        if from.get(p) != Some(s) {
+            out.insert(p.clone(), s.clone());
+        }
+    }
+    for p in from.keys().filter(|p| !to.contains_key(*p)) {
+        out.insert(
+            p.clone(),
+            PathState {
+                oid: None,
+                mode: 0,
+                base: true,
+            },
+        );
+    }
+    out
+}
+
+fn apply_delta(into: &mut Changes, d: &Changes) {
+    for (p, s) in d {
+        if s.base {
+            into.remove(p);
+        } else {
+            into.insert(p.clone(), s.clone());
+        }
+    }
 }
 
 /// The checkpoints of one sandbox.
@@ -167,8 +210,50 @@ impl Store {
         Ok(out)
     }
 
-    /// Removes checkpoint `id`'s manifest, then every object no remaining manifest uses.
+    /// The full changes checkpoint `id` records (its delta applied over its ancestors').
+    pub fn full(&self, id: &str) -> Result<Changes, SandboxError> {
+        let mut chain = Vec::new();
+        let mut next = Some(id.to_string());
+        while let Some(cur) = next {
+            let m = self.read(&cur)?.ok_or_else(|| {
+                SandboxError::sandbox(
+                    None,
+                    format!("checkpoint {cur} is missing from {}", self.dir.display()),
+                )
+            })?;
+            if chain.len() > 100_000 {
+                return Err(SandboxError::sandbox(None, "checkpoint chain does not end"));
+            }
+            next = m.parent.clone();
+            chain.push(m.changes);
+        }
+        let mut out = Changes::new();
+        for d in chain.iter().rev() {
+            apply_delta(&mut out, d);
+        }
+        Ok(out)
+    }
+
+    /// Removes checkpoint `id`'s manifest (its children are re-based on its parent first, so
+    /// they keep their state), then every object no remaining manifest uses.
     pub fn remove(&self, id: &str) -> Result<bool, SandboxError> {
+        let Some(gone) = self.read(id)? else {
+            return Ok(false);
+        };
+        let base = match &gone.parent {
+            Some(parent) => self.full(parent)?,
+            None => Changes::new(),
+        };
+        for mut child in self
+            .list()?
+            .into_iter()
+            .filter(|m| m.parent.as_deref() == Some(id))
+        {
+            let full = self.full(&child.checkpoint_id)?;
+            child.changes = delta(&base, &full);
+            child.parent = gone.parent.clone();
+            self.write(&child)?;
+        }
         let p = self.manifest_path(id);
         match std::fs::remove_file(&p) {
             Ok(()) => {}
