@@ -1,0 +1,232 @@
+//! `git_worktree`: the sandbox is a linked worktree of the resource's repository, on a branch
+//! of its own, kept under the library's root; a commit is a git commit that reaches the
+//! user's branch by fast-forward only, so the user's uncommitted work is never discarded.
+//!
+//! ```text
+//! <plan dir>/<sandbox id>/
+//!   state.json    the lifecycle record
+//!   tree/         the linked worktree (branch patchbox/<plan>/<sandbox id>), what get_path
+//!                 points into (or its subdirectory when the resource is one)
+//!   scratch.index a temporary index: diff and commit stage the worktree here
+//! <plans dir>/git-locks/<hash>.lock   flock per repository (its common git dir)
+//! ```
+//!
+//! The worktree starts at the original's `HEAD` commit (`git.base`). Every git call runs the
+//! git CLI with the repository-locating variables removed (`GIT_DIR`, `GIT_WORK_TREE`,
+//! `GIT_INDEX_FILE`, …), `LC_ALL=C`, no prompts, and a fallback identity when none is
+//! configured. Git operations on one repository are serialized: a process-wide lock keyed
+//! by the canonical common git dir, plus an `flock` under the plans directory.
+//!
+//! **Diff**: every non-ignored file of the resource's part of the worktree is staged into
+//! `scratch.index` (`git add -A`), which is compared with the base commit; the patch is
+//! `git diff --binary`.
+//!
+//! **Commit**: the staged tree becomes a commit `C` (parent: the base) on the sandbox branch.
+//! If the user's branch is still at the base, the target is `C`; if it moved, the target is
+//! a merge commit of the branch tip and `C` computed by `git merge-tree --write-tree` (git
+//! 2.38+) without touching the user's tree — a conflict refuses, naming the files, with
+//! nothing changed. Files the target changes that are dirty in the user's tree (modified,
+//! staged, untracked or ignored in the way) refuse the commit, named. Otherwise the target
+//! is recorded as in flight, then `git merge --ff-only <target>` runs in the user's tree: it
+//! updates the user's index and files and advances the branch, and refuses (never
+//! overwrites) when local changes are in the way. `commit_ref` is the target.
+//!
+//! **Rollback** from `Committed`: a revert commit whose tree is the branch tip with the
+//! committed paths set back to the target's first parent, reached by fast-forward in the
+//! same way; refused, naming the files, when the branch or the user's tree changed them
+//! since. From `Active`: `git reset --hard <base>` and `git clean -fdx` in the worktree only.
+//!
+//! **Cleanup**: `git worktree remove --force`, `git branch -D`, `git worktree prune`.
+//!
+//! **Limits** (documented choices):
+//! - A detached `HEAD` in the original may be sandboxed, but its commit is refused: commits
+//!   land on a branch. So is a commit after the user switched to another branch.
+//! - Submodules checked out in the original are initialised in the worktree from the
+//!   original's checkouts (`protocol.file.allow=always`, no network). Changes inside a
+//!   submodule are out of scope: they are neither in the diff nor committed.
+//! - Crash: the target of a commit (`commit_in_flight`) and of a revert
+//!   (`git.revert_in_flight` in the metadata) is persisted before the user's branch is
+//!   touched; reopening settles it by asking whether it is an ancestor of the user's branch.
+//!   A crash inside `merge --ff-only`, after it updated the user's files and before it moved
+//!   the branch, leaves those changes in the user's tree as uncommitted changes (nothing
+//!   lost); the commit is then reported as not landed.
+//! - The user's branch is never moved backwards: a rollback after commit is a revert commit
+//!   (history keeps both), never a reset.
+//! - Files named in errors are paths of the repository (not of the resource).
+//! - The `flock` lives under the plans directory, so it serializes the processes sharing
+//!   one root; nothing is written into the user's `.git` for locking. Git's own
+//!   `index.lock` still guards against any other git running in the user's tree.
+//! - User hooks: sandbox commits are made with `commit-tree` (no hooks); the fast-forward in
+//!   the user's tree runs their `post-merge` hook as any `git merge` would.
+
+//!
+//! The files, one idea each: `git.rs` runs git (environment, identity, error messages),
+//! `lock.rs` holds the repository lock, `raw.rs` reads git's machine output, `repo.rs` the
+//! recorded repository facts and the questions asked of the user's repository; the
+//! operations are `lifecycle.rs` (create, cleanup, reopen), `diff.rs`, `commit.rs` and
+//! `rollback.rs`. This file keeps the [`GitWorktree`] type and its [`Sandbox`] impl.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{sandbox_path_of, Env};
+use crate::plan::error::SandboxError;
+use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::record::{Lifecycle, Record, State};
+use crate::plan::sandbox::Sandbox;
+use crate::plan::status::Status;
+
+mod commit;
+mod diff;
+mod git;
+mod lifecycle;
+mod lock;
+mod raw;
+mod repo;
+mod rollback;
+
+use lock::with_repo_lock;
+use repo::Repo;
+
+/// The worktree's directory, in the sandbox directory.
+const TREE: &str = "tree";
+/// The temporary index diff and commit stage the worktree into, in the sandbox directory.
+const SCRATCH_INDEX: &str = "scratch.index";
+/// Metadata key of a revert commit started and not known to have reached the user's branch.
+const REVERT_IN_FLIGHT: &str = "git.revert_in_flight";
+
+/// A `git_worktree` sandbox.
+pub struct GitWorktree {
+    lc: Lifecycle,
+    env: Arc<Env>,
+    resource_id: String,
+    original: PathBuf,
+}
+
+impl GitWorktree {
+    /// A pending sandbox for `original`.
+    pub fn new(env: Arc<Env>, plan_dir: &Path, resource_id: &str, original: &Path) -> Self {
+        GitWorktree {
+            lc: Lifecycle::pending(Strategy::GitWorktree, plan_dir),
+            env,
+            resource_id: resource_id.to_string(),
+            original: original.to_path_buf(),
+        }
+    }
+
+    /// A sandbox found on disk; a commit interrupted by a crash is settled here: it landed
+    /// when its target is on the user's branch.
+    pub fn open(env: Arc<Env>, record: Record, dir: PathBuf) -> Result<Self, SandboxError> {
+        let sb = GitWorktree {
+            resource_id: record.resource_id.clone(),
+            original: record.original_path.clone(),
+            lc: Lifecycle::loaded(record, dir),
+            env,
+        };
+        {
+            let mut st = sb.lc.lock();
+            sb.reconcile(&mut st)?;
+        }
+        Ok(sb)
+    }
+
+    fn repo(&self, st: &State) -> Result<Repo, SandboxError> {
+        let r = st
+            .record
+            .as_ref()
+            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))?;
+        Repo::from_record(r, self.lc.dir())
+    }
+
+    fn err(&self, what: &str, e: String) -> SandboxError {
+        SandboxError::sandbox(Some(self.lc.id()), format!("{what}: {e}"))
+    }
+
+    fn commit_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
+        SandboxError::Commit {
+            sandbox_id: self.lc.id().to_string(),
+            reason: reason.into(),
+            files,
+            source: None,
+        }
+    }
+
+    fn rollback_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
+        SandboxError::Rollback {
+            sandbox_id: self.lc.id().to_string(),
+            reason: reason.into(),
+            files,
+            source: None,
+        }
+    }
+
+    /// Runs `f` holding the repository lock (see `lock.rs`); its errors name this sandbox.
+    fn locked<R>(
+        &self,
+        repo: &Repo,
+        f: impl FnOnce() -> Result<R, SandboxError>,
+    ) -> Result<R, SandboxError> {
+        with_repo_lock(&self.env.plans_dir, &repo.common, f)
+            .map_err(|e| e.for_sandbox(self.lc.id()))
+    }
+}
+
+impl Sandbox for GitWorktree {
+    fn sandbox_id(&self) -> &str {
+        self.lc.id()
+    }
+
+    fn strategy(&self) -> Strategy {
+        Strategy::GitWorktree
+    }
+
+    fn status(&self) -> Status {
+        self.lc.status()
+    }
+
+    fn context(&self) -> Option<SandboxContext> {
+        self.lc.context()
+    }
+
+    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+        self.create_sandbox(plan_id)
+    }
+
+    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
+        let mut st = self.lc.lock();
+        super::activate_for_path(&self.lc, &mut st)?;
+        sandbox_path_of(&self.lc, &st, rel)
+    }
+
+    fn diff(&self) -> Result<SandboxDiff, SandboxError> {
+        let st = self.lc.lock();
+        super::require_created(&self.lc, &st)?;
+        let repo = self.repo(&st)?;
+        self.locked(&repo, || self.diff_now(&repo))
+    }
+
+    fn check_commit(&self) -> Result<(), SandboxError> {
+        let st = self.lc.lock();
+        let target = if st.status == Status::Created {
+            Status::Active
+        } else {
+            Status::Committed
+        };
+        self.lc.check(st.status, target)?;
+        let repo = self.repo(&st)?;
+        let msg = self.message(&st, None);
+        self.locked(&repo, || self.plan_commit(&repo, &msg).map(|_| ()))
+    }
+
+    fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
+        self.commit_sandbox(message)
+    }
+
+    fn rollback(&self) -> Result<(), SandboxError> {
+        self.rollback_sandbox()
+    }
+
+    fn cleanup(&self) -> Result<(), SandboxError> {
+        self.cleanup_sandbox()
+    }
+}
