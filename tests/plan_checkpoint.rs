@@ -118,8 +118,21 @@ fn round_trips(strategy: Strategy, trials: usize) {
             );
         }
         assert_eq!(cm.list_checkpoints(sb.sandbox_id()).unwrap().len(), 4);
+        if strategy == Strategy::GitWorktree {
+            let refs = common::git(p.path(), &["for-each-ref", "refs/patchbox"]);
+            assert!(
+                !refs.stdout.is_empty(),
+                "checkpoints are refs while the sandbox lives"
+            );
+        }
         sb.cleanup().unwrap();
         assert!(cm.list_checkpoints(sb.sandbox_id()).unwrap().is_empty());
+        if strategy == Strategy::GitWorktree {
+            let refs = common::git(p.path(), &["for-each-ref"]);
+            let refs = String::from_utf8_lossy(&refs.stdout).into_owned();
+            assert!(!refs.contains("patchbox"), "refs left behind: {refs}");
+            assert!(refs.lines().count() == 1, "only the user's branch: {refs}");
+        }
     }
 }
 
