@@ -209,12 +209,20 @@ impl PlanManager {
         }
         let original = original_path.as_ref();
         let meta = std::fs::metadata(original);
-        if !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+        let (fits, want) = if strategy.resource_is_file() {
+            (meta.as_ref().is_ok_and(|m| m.is_file()), "a file")
+        } else {
+            (meta.as_ref().is_ok_and(|m| m.is_dir()), "a directory")
+        };
+        if !fits {
             drop(filled);
             self.forget_empty(&key);
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
-                reason: format!("{} is not a directory", original.display()),
+                reason: format!(
+                    "{} is not {want} (strategy {strategy})",
+                    original.display()
+                ),
                 source: None,
             });
         }

@@ -58,4 +58,10 @@ pub trait Sandbox: Send + Sync {
     fn is_rollbackable(&self) -> bool {
         self.strategy().is_rollbackable()
     }
+
+    /// The SQLite sandbox's own interface (statements, savepoints), for a
+    /// `transaction_rollback` sandbox; `None` for every other strategy.
+    fn as_sqlite(&self) -> Option<&super::strategy::sqlite::SqliteSandbox> {
+        None
+    }
 }
