@@ -219,10 +219,7 @@ impl PlanManager {
             self.forget_empty(&key);
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
-                reason: format!(
-                    "{} is not {want} (strategy {strategy})",
-                    original.display()
-                ),
+                reason: format!("{} is not {want} (strategy {strategy})", original.display()),
                 source: None,
             });
         }
@@ -571,6 +568,9 @@ impl PlanManager {
 
 impl Drop for PlanManager {
     fn drop(&mut self) {
+        if !self.cleanup_on_drop.load(Ordering::Relaxed) {
+            return;
+        }
         for (_, slot) in self.slots() {
             let Some(s) = slot.lock().clone() else {
                 continue;
