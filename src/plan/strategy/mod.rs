@@ -69,11 +69,9 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
-        Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::new(
-            plan_dir,
-            resource_id,
-            original,
-        )),
+        Strategy::TransactionRollback => {
+            Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
+        }
     })
 }
 

@@ -84,13 +84,22 @@ fn read_item(item: &ChangesetItem) -> rusqlite::Result<Option<RowChange>> {
             .map(|i| item.old_value(i).ok().map(SqlValue::from))
             .collect()
     };
-    let new = if kind == DiffOp::Deleted {
+    let mut new: Vec<Option<SqlValue>> = if kind == DiffOp::Deleted {
         vec![None; n]
     } else {
         (0..n)
             .map(|i| item.new_value(i).ok().map(SqlValue::from))
             .collect()
     };
+    if kind == DiffOp::Modified {
+        // An update's new side holds only the changed columns; its key is the old one's
+        // (a changed key is a delete and an insert).
+        for (i, is_pk) in pk.iter().enumerate() {
+            if *is_pk && new.get(i).is_some_and(Option::is_none) {
+                new[i] = old.get(i).cloned().flatten();
+            }
+        }
+    }
     Ok(Some(RowChange {
         table,
         op: kind,
@@ -266,9 +275,7 @@ pub fn render(
             };
             match e.operation {
                 DiffOp::Added => patch.push_str(&format!("+ {} {}\n", e.path, side(&e.after))),
-                DiffOp::Deleted => {
-                    patch.push_str(&format!("- {} {}\n", e.path, side(&e.before)))
-                }
+                DiffOp::Deleted => patch.push_str(&format!("- {} {}\n", e.path, side(&e.before))),
                 DiffOp::Modified => patch.push_str(&format!(
                     "~ {} {} -> {}\n",
                     e.path,

@@ -220,10 +220,9 @@ impl SqliteSandbox {
         let mut live = self.live.lock();
         if live.is_none() {
             if !matches!(st.status, Status::Created | Status::Active) {
-                return Err(self.sandbox_err(format!(
-                    "no transaction is open in status {}",
-                    st.status
-                )));
+                return Err(
+                    self.sandbox_err(format!("no transaction is open in status {}", st.status))
+                );
             }
             let begun = Live::begin(&self.original).map_err(|e| {
                 self.sandbox_err(format!(
@@ -238,10 +237,7 @@ impl SqliteSandbox {
 
     /// Runs `f` on the connection inside the sandbox's transaction (made active first), one
     /// caller at a time. Ending the transaction in `f` makes the sandbox `Errored`.
-    fn run<R>(
-        &self,
-        f: impl FnOnce(&rusqlite::Connection) -> R,
-    ) -> Result<R, SandboxError> {
+    fn run<R>(&self, f: impl FnOnce(&rusqlite::Connection) -> R) -> Result<R, SandboxError> {
         let mut st = self.lc.lock();
         super::activate_for_path(&self.lc, &mut st)?;
         let mut live = self.live(&st)?;
@@ -366,7 +362,8 @@ impl SqliteSandbox {
         let (name, cs) = self
             .committed_changeset(st)
             .map_err(|e| self.rollback_err(e.to_string(), vec![]))?;
-        let lower = |what: &str, e: rusqlite::Error| self.rollback_err(format!("{what}: {e}"), vec![]);
+        let lower =
+            |what: &str, e: rusqlite::Error| self.rollback_err(format!("{what}: {e}"), vec![]);
         let inverse = changeset::invert(&cs).map_err(|e| lower("invert the changeset", e))?;
         let conn = live::connect(&self.original)
             .map_err(|e| lower(&format!("open {}", self.original.display()), e))?;
@@ -489,7 +486,10 @@ impl Sandbox for SqliteSandbox {
             ))
         })?;
         let mut metadata = BTreeMap::new();
-        metadata.insert("strategy".into(), Strategy::TransactionRollback.name().into());
+        metadata.insert(
+            "strategy".into(),
+            Strategy::TransactionRollback.name().into(),
+        );
         metadata.insert("sqlite.journal_mode".into(), journal_mode);
         st.record = Some(Record::new(
             self.lc.id(),
@@ -548,7 +548,9 @@ impl Sandbox for SqliteSandbox {
             Status::Committed
         };
         self.lc.check(st.status, target)?;
-        if st.status == Status::Active && !self.live.lock().as_ref().is_some_and(Live::in_transaction) {
+        if st.status == Status::Active
+            && !self.live.lock().as_ref().is_some_and(Live::in_transaction)
+        {
             return Err(self.commit_err("the sandbox's transaction is not open", vec![]));
         }
         Ok(())
