@@ -302,8 +302,9 @@ impl PlanManager {
     ///
     /// 1. Every one is checked against its original first ([`Sandbox::check_commit`]): a
     ///    conflict anywhere refuses the whole plan before anything is written.
-    /// 2. The order (rollbackable strategies first, `none` last; creation order within) goes
-    ///    into the plan's journal, durably, before the first commit.
+    /// 2. The order (rollbackable strategies first, `transaction_rollback` and `none` last;
+    ///    creation order within) goes into the plan's journal, durably, before the first
+    ///    commit.
     /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
     ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
     ///    `failed_rollback_ids`.

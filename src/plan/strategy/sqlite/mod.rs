@@ -53,7 +53,8 @@
 //! that cannot get its lock in the connection's busy timeout (5 s unless the actor sets
 //! another through [`SqliteSandbox::with_connection`]) is a [`SandboxError::Commit`] that
 //! wrote nothing; the transaction stays open and the sandbox `Active`, so the commit can be
-//! retried. In WAL mode a transaction that read before another connection committed cannot
+//! retried (in rollback-journal mode the failed `COMMIT` keeps its pending lock, which
+//! keeps new readers out until the retry or a rollback). In WAL mode a transaction that read before another connection committed cannot
 //! write at all afterwards (`SQLITE_BUSY_SNAPSHOT`): the actor's statement fails, not the
 //! commit.
 //!
@@ -409,7 +410,7 @@ fn run_statement(
     params: &[SqlValue],
 ) -> rusqlite::Result<Rows> {
     let mut stmt = conn.prepare(sql)?;
-    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let columns: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = columns.len();
     let mut out = Vec::new();
     {
