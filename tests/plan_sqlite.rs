@@ -597,3 +597,38 @@ fn a_commit_interrupted_by_a_crash_is_settled_on_reopen() {
     assert_eq!(users(&db), ["1:ada", "2:bob"]);
     mgr.cleanup_all("p").unwrap();
 }
+
+#[test]
+fn threads_share_one_sandbox_and_wal_mode_works() {
+    let f = fixture();
+    Connection::open(&f.db)
+        .unwrap()
+        .query_row("PRAGMA journal_mode = wal", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    let sb = sandbox(&f);
+    assert_eq!(sb.context().unwrap().metadata["sqlite.journal_mode"], "wal");
+    std::thread::scope(|s| {
+        for t in 0..4i64 {
+            let sb = sb.clone();
+            s.spawn(move || {
+                for i in 0..25i64 {
+                    let id = 100 + t * 25 + i;
+                    sb.as_sqlite()
+                        .unwrap()
+                        .execute(
+                            "INSERT INTO users(id, name) VALUES (?1, ?2)",
+                            &[SqlValue::Integer(id), text(&format!("u{id}"))],
+                        )
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(sb.diff().unwrap().paths(DiffOp::Added).len(), 100);
+    // WAL: a reader sees the committed state while the transaction is open.
+    assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
+    sb.commit(None).unwrap();
+    assert_eq!(users(&f.db).len(), 102);
+    sb.rollback().unwrap();
+    assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
+}

@@ -20,9 +20,10 @@ pub(super) struct Live(Tracked);
 
 // SAFETY: `Connection` is `Send`; `Session` is not only because it holds raw pointers into
 // that same connection (and an optional table filter, which is never set here). The two move
-// together, are used only by one thread at a time (behind the sandbox's mutex), and the
-// bundled SQLite is built thread-safe (`SQLITE_THREADSAFE=1`), which allows a connection and
-// its session objects to be used from another thread than the one that made them.
+// together and are used by one thread at a time only (behind the sandbox's mutex). The bundled
+// SQLite is built thread-safe (`SQLITE_THREADSAFE=1`); a connection opened with
+// `SQLITE_OPEN_NO_MUTEX` is in multi-thread mode, where a connection and the objects made from
+// it may be used from any thread as long as no two threads use them at once.
 unsafe impl Send for Live {}
 
 /// Opens `db` read-write (never creating it) and checks it is a SQLite database.
