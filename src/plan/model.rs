@@ -24,24 +24,32 @@ pub enum Strategy {
     Overlay,
     /// A git worktree of the resource's repository on a branch of its own.
     GitWorktree,
+    /// An open transaction on a SQLite database file (the resource is the file): `commit`
+    /// is `COMMIT`, `rollback` is `ROLLBACK`, `diff` lists the rows changed. Counted as not
+    /// rollbackable (`commit_all` commits it after the others), though `rollback()` after
+    /// commit undoes it when no other writer touched those rows since.
+    TransactionRollback,
 }
 
 impl Strategy {
     /// Every built-in strategy.
-    pub const ALL: [Strategy; 4] = [
+    pub const ALL: [Strategy; 5] = [
         Strategy::None,
         Strategy::CopyOnWrite,
         Strategy::Overlay,
         Strategy::GitWorktree,
+        Strategy::TransactionRollback,
     ];
 
-    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`).
+    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`,
+    /// `transaction_rollback`).
     pub fn name(&self) -> &'static str {
         match self {
             Strategy::None => "none",
             Strategy::CopyOnWrite => "copy_on_write",
             Strategy::Overlay => "overlay",
             Strategy::GitWorktree => "git_worktree",
+            Strategy::TransactionRollback => "transaction_rollback",
         }
     }
 
@@ -54,15 +62,24 @@ impl Strategy {
                 SandboxError::sandbox(
                     None,
                     format!(
-                        "unknown sandbox strategy {name:?} (known: none, copy_on_write, overlay, git_worktree)"
+                        "unknown sandbox strategy {name:?} (known: none, copy_on_write, overlay, git_worktree, transaction_rollback)"
                     ),
                 )
             })
     }
 
-    /// Whether a commit of this strategy can be undone (commit_all commits these first).
+    /// Whether a commit of this strategy can be undone reliably (commit_all commits these
+    /// first). `transaction_rollback` is not: its undo is refused when another writer
+    /// touched the rows since, and its `COMMIT` can fail without any check foreseeing it, so
+    /// it commits after the others (a failure then rolls those back).
     pub fn is_rollbackable(&self) -> bool {
-        !matches!(self, Strategy::None)
+        !matches!(self, Strategy::None | Strategy::TransactionRollback)
+    }
+
+    /// Whether the resource is a file (the database of `transaction_rollback`) rather than
+    /// a directory.
+    pub fn resource_is_file(&self) -> bool {
+        matches!(self, Strategy::TransactionRollback)
     }
 }
 

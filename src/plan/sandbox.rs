@@ -87,6 +87,12 @@ pub trait Sandbox: Send + Sync {
     fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
         Ok(())
     }
+
+    /// The SQLite sandbox's own interface (statements, savepoints), for a
+    /// `transaction_rollback` sandbox; `None` for every other strategy.
+    fn as_sqlite(&self) -> Option<&super::strategy::sqlite::SqliteSandbox> {
+        None
+    }
 }
 
 /// How a sandbox can be checkpointed.

@@ -7,6 +7,7 @@
 //! | `copy_on_write` | [`copy_on_write`] |
 //! | `overlay` | [`overlay`] |
 //! | `git_worktree` | [`git_worktree`] |
+//! | `transaction_rollback` | [`sqlite`] |
 //!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
@@ -26,6 +27,7 @@ pub mod copy_on_write;
 pub mod git_worktree;
 pub mod none;
 pub mod overlay;
+pub mod sqlite;
 pub mod through_apply;
 pub mod tree_base;
 
@@ -67,6 +69,9 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
+        Strategy::TransactionRollback => {
+            Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
+        }
     })
 }
 
@@ -85,6 +90,7 @@ pub fn open_sandbox(
             Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
         Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
+        Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::open(record, dir)?),
     })
 }
 
