@@ -37,6 +37,12 @@ pub trait Sandbox: Send + Sync {
     /// The sandbox's changes against what it was made from (per file, and as a patch).
     fn diff(&self) -> Result<SandboxDiff, SandboxError>;
 
+    /// The per-file entries of [`Sandbox::diff`] without the patch: what a review or a
+    /// checkpoint needs, without the line diffs (strategies override it when cheaper).
+    fn changes(&self) -> Result<Vec<super::model::DiffEntry>, SandboxError> {
+        self.diff().map(|d| d.entries)
+    }
+
     /// Checks, without writing anything, that [`Sandbox::commit`] would succeed now: the
     /// changes apply to the original as it is. `commit_all` calls it on every sandbox of a
     /// plan before the first write. [`SandboxError::Commit`] names the conflicting files.
