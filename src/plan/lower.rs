@@ -109,7 +109,8 @@ pub(crate) fn prepare(
         let info = SnapshotInfo {
             id: id.clone(),
             original: original.to_path_buf(),
-            created_at: SystemTime::now(),
+            // Whole milliseconds, as stored: the info read back equals this one.
+            created_at: whole_millis(SystemTime::now()),
             files: base.nodes.len(),
             path: PathBuf::new(),
         };
@@ -133,6 +134,13 @@ pub(crate) fn prepare(
     info.path = base_dir(lowers, &id);
     base.dir = info.path.clone();
     Ok((info, base))
+}
+
+fn whole_millis(t: SystemTime) -> SystemTime {
+    let ms = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
 }
 
 /// Every ready snapshot in `lowers`, oldest first.
@@ -283,7 +291,10 @@ mod tests {
         ];
         let back = decode_nodes(&encode_nodes(&nodes)).unwrap();
         assert_eq!(back.len(), 3);
-        assert!(back.iter().zip(&nodes).all(|(a, b)| a.rel == b.rel && a.kind == b.kind));
+        assert!(back
+            .iter()
+            .zip(&nodes)
+            .all(|(a, b)| a.rel == b.rel && a.kind == b.kind));
         assert!(decode_nodes(b"qa\0").is_none());
         assert_eq!(decode_nodes(b"").map(|v| v.len()), Some(0));
     }

@@ -292,13 +292,7 @@ impl CopyOnWrite {
         }
         self.lc.check(st.status, Status::Committed)?;
         let d = diff_now()?;
-        super::through_apply::commit(
-            &self.lc,
-            &mut st,
-            &self.env.undo,
-            &self.base_dir(),
-            &d,
-        )
+        super::through_apply::commit(&self.lc, &mut st, &self.env.undo, &self.base_dir(), &d)
     }
 
     /// `rollback` with `discard` making an active sandbox equal to its base again.

@@ -40,7 +40,8 @@ pub struct Env {
     /// The shared lower snapshots (`<root>/plans/lower`, see [`crate::plan::lower`]).
     pub lowers: PathBuf,
     /// Shared snapshots' listings, loaded once per manager.
-    pub lower_bases: parking_lot::Mutex<std::collections::HashMap<String, Arc<tree_base::TreeBase>>>,
+    pub lower_bases:
+        parking_lot::Mutex<std::collections::HashMap<String, Arc<tree_base::TreeBase>>>,
 }
 
 impl Env {

@@ -41,12 +41,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::copy_on_write::CopyOnWrite;
-use crate::plan::lower;
 use super::tree_base::{self, TreeBase};
 use super::{sandbox_path_of, Env};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
+use crate::plan::lower;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Record, State};
 use crate::plan::sandbox::Sandbox;
