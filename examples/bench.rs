@@ -12,7 +12,7 @@
 //! `git add -A -N . && git diff --binary` in the worktree vs `diff -rN` of the snapshot and
 //! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
 //! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
-//! patches (4 processes, summed).
+//! patches (4 processes, summed). `--plan-commit` runs only that last row.
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
 //! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
 //! `--depth-only [--depths 10,1000,4000]` runs only the path-depth row: for each depth it
@@ -739,6 +739,7 @@ fn main() {
                 plan_only = true;
                 i -= 1;
             }
+            "--plan-commit" => i -= 1,
             "--small" => {
                 small_n = args
                     .get(i + 1)
@@ -779,6 +780,19 @@ fn main() {
         );
     }
     let small = make_small(&tree, &work, small_n);
+    if args.iter().any(|a| a == "--plan-commit") {
+        let pw = work.join("plan-commit");
+        let _ = fs::remove_dir_all(&pw);
+        fs::create_dir_all(&pw).expect("work dir");
+        let mgr = patchbox::plan::PlanManager::open(pw.join("root")).expect("open");
+        let mut f = PlanFigures::default();
+        bench_plan_commit(&mgr, &small, &pw, rounds, &mut f);
+        let (ca, ga) = (median(f.commit_all.clone()), median(f.git_apply.clone()));
+        println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply) | {ca:.3} s | {ga:.3} s | {:.2}× | ≤ 1.2× |", ca / ga);
+        drop(mgr);
+        let _ = fs::remove_dir_all(&pw);
+        return;
+    }
     if plan_only {
         let f = bench_plan(&tree, &small, &work, rounds);
         print_plan(&f, &tree, small_n);
@@ -1015,6 +1029,24 @@ fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigu
         kept.push((ov, cow));
     }
 
+    bench_plan_commit(&mgr, small, &pw, rounds, &mut f);
+    drop(kept);
+    drop(mgr);
+    eprintln!("plan: deleting {}", pw.display());
+    let _ = fs::remove_dir_all(&pw);
+    f
+}
+
+/// `commit_all` of four overlay sandboxes over four copies of `small` (each with its prepared
+/// lower), 100 edits each, vs `git apply` of the same four patches, alternating per round.
+fn bench_plan_commit(
+    mgr: &patchbox::plan::PlanManager,
+    small: &Path,
+    pw: &Path,
+    rounds: usize,
+    f: &mut PlanFigures,
+) {
+    use patchbox::plan::Strategy;
     // commit_all: four originals (copies of `small`), each with its prepared lower.
     let origs: Vec<PathBuf> = (0..4).map(|i| pw.join(format!("orig{i}"))).collect();
     for o in &origs {
@@ -1057,11 +1089,6 @@ fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigu
             sh(&format!("git apply -R {}", p.display()), o);
         }
     }
-    drop(kept);
-    drop(mgr);
-    eprintln!("plan: deleting {}", pw.display());
-    let _ = fs::remove_dir_all(&pw);
-    f
 }
 
 fn print_plan(f: &PlanFigures, tree: &Path, small_n: usize) {
