@@ -1050,7 +1050,7 @@ fn bench_plan_commit(
     // commit_all: four originals (copies of `small`), each with its prepared lower.
     let origs: Vec<PathBuf> = (0..4).map(|i| pw.join(format!("orig{i}"))).collect();
     for o in &origs {
-        sh(&format!("cp -a {} {}", small.display(), o.display()), &pw);
+        sh(&format!("cp -a {} {}", small.display(), o.display()), pw);
         mgr.prepare_snapshot(o).expect("prepare small");
     }
     let small_edits = edit_list(small, 100);
