@@ -1651,7 +1651,11 @@ impl Worker {
                 if what == "equal" {
                     (Class::Agree, String::new())
                 } else {
-                    let what = if path == "dev" || path.starts_with("dev/") {
+                    // git wrote a file `dev/null` (a `/dev/null` name it took for a file's):
+                    // the first difference may be elsewhere (the directory it left behind).
+                    let git_wrote_dev_null = !ours.contains_key(b"dev/null".as_slice())
+                        && theirs_view.contains_key(b"dev/null".as_slice());
+                    let what = if path == "dev" || path.starts_with("dev/") || git_wrote_dev_null {
                         format!("{what} (git wrote dev/null)")
                     } else if stderr.contains("error: ") {
                         format!(
