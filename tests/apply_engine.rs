@@ -2024,3 +2024,75 @@ fn check_mode_predicts_file_patches_that_cancel_out() {
     assert_eq!(real.outcome, Outcome::AlreadyApplied, "{real}");
     assert_eq!(fs::read(dir.path().join("f")).unwrap(), b"a\n");
 }
+
+#[test]
+fn cr_in_binary_data_is_refused_as_git_does() {
+    // A CRLF-converted binary hunk (the separator, or a data line): git calls it corrupt,
+    // stops reading the patch there and applies only what came before (exit 0 when that is
+    // something); patchbox refuses the whole patch.
+    let base = |r: &Path| {
+        write(r, "b.bin", pseudo_random(300, 3));
+        write(r, "a.txt", "a\n");
+    };
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            write(r, "a.txt", "b\n");
+            write(r, "b.bin", pseudo_random(300, 4));
+        },
+        &["--binary"],
+    );
+    both_agree(base, &patch);
+    let text = String::from_utf8(patch).unwrap();
+    let separator = text.replacen("\n\nliteral ", "\n\r\nliteral ", 1);
+    let data_line = {
+        let at = text.find("GIT binary patch\n").unwrap();
+        let eol = at + text[at..].find("\nz").unwrap() + 1;
+        let end = eol + text[eol..].find('\n').unwrap();
+        format!("{}\r{}", &text[..end], &text[end..])
+    };
+    for p in [separator, data_line] {
+        git_refuses_patchbox_too(
+            base,
+            p.as_bytes(),
+            "corrupt binary patch",
+            true,
+            "corrupt binary patch",
+        );
+    }
+}
+
+#[test]
+fn dev_null_names_need_new_or_deleted_file_mode_as_in_git() {
+    let base = |r: &Path| write(r, "f", "a\n");
+    // A deletion without `deleted file mode`: git "renames" f to a file named dev/null.
+    let p =
+        b"diff --git a/f b/f\nindex 7898192..0000000\n--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n";
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(base);
+    assert!(git_apply(theirs.path(), home.path(), p).status.success());
+    assert!(theirs.path().join("dev/null").is_file());
+    let ours = tmp_with(base);
+    let e = apply_patch(ours.path(), p, &opts()).unwrap_err();
+    assert!(e.to_string().contains("without 'deleted file mode'"), "{e}");
+    assert_eq!(tree_view(ours.path()), tree_view(tmp_with(base).path()));
+    // A creation without `new file mode`: git looks for dev/null.
+    let p =
+        b"diff --git a/g b/g\nindex 0000000..6178079\n--- /dev/null\n+++ b/g\n@@ -0,0 +1 @@\n+b\n";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "dev/null: No such file or directory",
+        false,
+        "without 'new file mode'",
+    );
+    // A creation whose `diff --git` line names no file to check the `+++` name against.
+    let p = b"diff --git a/ b/\nnew file mode 100644\nindex 0000000..6178079\n--- /dev/null\n+++ b/g\n@@ -0,0 +1 @@\n+b\n";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "inconsistent new filename",
+        false,
+        "inconsistent file name",
+    );
+}

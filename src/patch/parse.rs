@@ -547,6 +547,32 @@ impl<'a> Parser<'a> {
             }
             (Some(from), Some(to))
         } else {
+            // In a git diff only `new file mode`/`deleted file mode` say that a file is
+            // created or deleted; git reads a `/dev/null` name without them as a file named
+            // `dev/null` (and writes one, or refuses). Refused rather than guessed.
+            if matches!(minus_name, Some(None)) && !h.new_file {
+                return Err(Self::err(
+                    start,
+                    "'--- /dev/null' without 'new file mode' in a git diff",
+                ));
+            }
+            if matches!(plus_name, Some(None)) && !h.deleted_file {
+                return Err(Self::err(
+                    start,
+                    "'+++ /dev/null' without 'deleted file mode' in a git diff",
+                ));
+            }
+            // A creation's or deletion's name is the `diff --git` line's (git's def_name), and
+            // git checks the `---`/`+++` name against it: a line whose names cannot be read
+            // leaves nothing to check against (git: "inconsistent new filename").
+            let named_by_dashes = (h.new_file && matches!(plus_name, Some(Some(_))))
+                || (h.deleted_file && matches!(minus_name, Some(Some(_))));
+            if named_by_dashes && line_name.is_none() {
+                return Err(Self::err(
+                    start,
+                    "inconsistent file name: a new or deleted file whose 'diff --git' line names no file",
+                ));
+            }
             let creation = h.new_file || matches!(minus_name, Some(None));
             let deletion = h.deleted_file || matches!(plus_name, Some(None));
             if creation && deletion {
@@ -910,7 +936,11 @@ impl<'a> Parser<'a> {
                     ),
                 ));
             }
-            let l = trim_eol(self.lines[*i]);
+            // Only the newline is taken off: a CR before it (a CRLF-converted patch) makes
+            // the data line or the closing blank line corrupt, as in git (parse_binary_hunk);
+            // git then stops reading the patch and applies only what came before.
+            let raw = self.lines[*i];
+            let l = &raw[..raw.len() - 1];
             if l.is_empty() {
                 *i += 1;
                 break;
