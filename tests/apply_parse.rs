@@ -644,6 +644,12 @@ fn git_header_names_must_agree_as_in_git() {
     let e = parse_patch(patch).unwrap_err();
     assert_eq!(parse_line(&e), 4, "{e}");
     assert!(e.to_string().contains(lacks), "{e}");
+    // A '"' inside an unquoted first name: git takes it as the start of a quoted second
+    // name, so the line names nothing.
+    let patch = b"diff --git a/q\"t b/q\"t\nnew file mode 100644\nindex 0000000..e69de29\n";
+    assert_git_refuses(&[], patch, lacks);
+    let e = parse_patch(patch).unwrap_err();
+    assert!(e.to_string().contains(lacks), "{e}");
     // Still fine: the same names, quoted or not, and a quoted pair from a CRLF patch.
     for patch in [
         &b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"[..],

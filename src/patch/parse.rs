@@ -26,6 +26,14 @@
 //! and the 1-based line number. Text outside file patches (a commit message, `Only in …`
 //! lines, a mail signature) is skipped, as `git apply` does.
 //!
+//! Where `git apply` refuses a malformed or doubtful git patch, so does the parser (see
+//! `fuzz/DIFFERENCES.md`): a cut patch (a hunk line, hunk header or binary hunk the input
+//! ends inside; a header line without its newline is not read, as in git), a hunk without
+//! any change, a CR in binary data, a `diff --git` line without an extended header line
+//! after it or with `//` in its names, `/dev/null` without `new file mode`/`deleted file
+//! mode`, a creation or deletion with `old mode`/`new mode` lines. Of `old mode`, `deleted
+//! file mode` and the `index` line's mode the last one gives the old mode, as in git.
+//!
 //! The parser never panics on any input, and limits what a hostile binary hunk can make it
 //! allocate to the data actually present.
 //!
@@ -339,7 +347,11 @@ impl<'a> Parser<'a> {
             };
             return same(strip(&a)?, strip(&b)?);
         }
-        if let Some(q) = rest.windows(2).position(|w| w == b" \"") {
+        // An unquoted first name: git takes the first `"` on the line, wherever it is, as
+        // the start of a quoted second name (so a `"` inside the first name leaves the line
+        // without names: "lacks filename information").
+        if let Some(dq) = rest.iter().position(|&c| c == b'"') {
+            let q = dq.checked_sub(1).filter(|&q| rest[q] == b' ')?;
             let (b, used) = unquote_c_style(&rest[q + 1..])?;
             if q + 1 + used != rest.len() {
                 return None;
