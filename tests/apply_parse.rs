@@ -650,6 +650,15 @@ fn git_header_names_must_agree_as_in_git() {
     assert_git_refuses(&[], patch, lacks);
     let e = parse_patch(patch).unwrap_err();
     assert!(e.to_string().contains(lacks), "{e}");
+    // Names with a leading '/': git's skip_tree_prefix finds no 'a/' prefix to skip.
+    for patch in [
+        &b"diff --git \"/abs\" \"/abs\"\nnew file mode 100644\nindex 0000000..e69de29\n"[..],
+        b"diff --git /abs /abs\nnew file mode 100644\nindex 0000000..e69de29\n",
+    ] {
+        assert_git_refuses(&[], patch, lacks);
+        let e = parse_patch(patch).unwrap_err();
+        assert!(e.to_string().contains(lacks), "{e}");
+    }
     // Still fine: the same names, quoted or not, and a quoted pair from a CRLF patch.
     for patch in [
         &b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"[..],

@@ -134,6 +134,23 @@ fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
     Some(s)
 }
 
+/// Removes `n` leading components from a `diff --git` line's name as git's
+/// `skip_tree_prefix` does: like [`strip_components`], but a name whose stripping slash is
+/// its first character (`/abs` with `-p1`) or a leading `/` with `-p0` has no prefix to
+/// skip and gives no name.
+fn skip_tree_prefix(name: &[u8], n: usize) -> Option<&[u8]> {
+    if n == 0 {
+        return (name.first() != Some(&b'/')).then_some(name);
+    }
+    let i = name
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'/')
+        .nth(n - 1)
+        .map(|(i, _)| i)?;
+    (i != 0).then(|| &name[i + 1..])
+}
+
 /// The `\ No newline at end of file` marker as git and GNU diff write it in English.
 const NO_NEWLINE_MARKER: &[u8] = b"\\ No newline at end of file";
 
@@ -331,7 +348,7 @@ impl<'a> Parser<'a> {
     /// reads it as part of an unquoted second name (so a CRLF-converted line names nothing),
     /// and ignores it after a quoted one.
     fn git_line_names(&self, rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-        let strip = |n: &[u8]| strip_components(n, self.strip).map(<[u8]>::to_vec);
+        let strip = |n: &[u8]| skip_tree_prefix(n, self.strip).map(<[u8]>::to_vec);
         let same = |a: Vec<u8>, b: Vec<u8>| (a == b && !a.is_empty()).then_some((a, b));
         if rest.first() == Some(&b'"') {
             let (a, used) = unquote_c_style(rest)?;
@@ -1209,6 +1226,13 @@ mod tests {
         assert_eq!(strip_components(b"/abs/x", 1), Some(&b"abs/x"[..]));
         assert_eq!(strip_components(b"abc", 1), None);
         assert_eq!(strip_components(b"abc", 0), Some(&b"abc"[..]));
+        // git's skip_tree_prefix for the `diff --git` line: a leading '/' is no prefix.
+        assert_eq!(skip_tree_prefix(b"a/b/c", 1), Some(&b"b/c"[..]));
+        assert_eq!(skip_tree_prefix(b"/abs", 1), None);
+        assert_eq!(skip_tree_prefix(b"a//b", 2), Some(&b"b"[..]));
+        assert_eq!(skip_tree_prefix(b"abc", 1), None);
+        assert_eq!(skip_tree_prefix(b"/abs", 0), None);
+        assert_eq!(skip_tree_prefix(b"abc", 0), Some(&b"abc"[..]));
     }
 
     #[test]
