@@ -2096,3 +2096,16 @@ fn dev_null_names_need_new_or_deleted_file_mode_as_in_git() {
         "inconsistent file name",
     );
 }
+
+#[test]
+fn rename_onto_itself_leaves_the_path_deleted_for_later_sections_as_in_git() {
+    // git marks a rename's source deleted even when the rename puts the file back under the
+    // same name: a later deletion of the path is refused ("has been renamed/deleted").
+    let base = |r: &Path| write(r, "f", "a\n");
+    let rename = "diff --git a/f b/f\nsimilarity index 100%\nrename from f\nrename to f\n";
+    both_refuse(
+        base,
+        format!("{DELETE_F}{rename}{DELETE_F}").as_bytes(),
+        "has been renamed/deleted",
+    );
+}

@@ -1684,7 +1684,13 @@ impl Worker {
                 let already = !failed.is_empty()
                     && failed.iter().all(|p| {
                         r.files.iter().any(|f| {
-                            f.status == FileStatus::AlreadyApplied && f.path.to_string() == *p
+                            // A rename or copy whose contents are already the result is
+                            // "Applied" (the file still moves), its detail says so.
+                            let named = f.path.to_string() == *p
+                                || f.old_path.as_ref().is_some_and(|o| o.to_string() == *p);
+                            named
+                                && (f.status == FileStatus::AlreadyApplied
+                                    || f.detail.contains("already present"))
                         })
                     });
                 if k == "git: patch failed" && already {

@@ -310,8 +310,11 @@ impl<'a> Planner<'a> {
             if let Some(n) = &fp.new_path {
                 self.seen.insert(n.clone(), Seen::Written);
             }
+            // A rename's source is gone even when the rename puts the file back under the
+            // same name: git's add_to_fn_table marks the old name deleted after recording the
+            // new one, so a later modification or deletion of it is refused there too.
             if let Some(o) = &fp.old_path {
-                if fp.new_path.is_none() || (fp.is_rename && fp.new_path.as_ref() != Some(o)) {
+                if fp.new_path.is_none() || fp.is_rename {
                     self.seen.insert(o.clone(), Seen::Gone);
                 }
             }
