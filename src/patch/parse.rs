@@ -348,6 +348,11 @@ impl<'a> Parser<'a> {
     /// reads it as part of an unquoted second name (so a CRLF-converted line names nothing),
     /// and ignores it after a quoted one.
     fn git_line_names(&self, rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        // git reads the line as a C string: a NUL ends it before its newline, and a line
+        // without a newline names nothing (git_header_name).
+        if rest.contains(&0) {
+            return None;
+        }
         let strip = |n: &[u8]| skip_tree_prefix(n, self.strip).map(<[u8]>::to_vec);
         let same = |a: Vec<u8>, b: Vec<u8>| (a == b && !a.is_empty()).then_some((a, b));
         if rest.first() == Some(&b'"') {
