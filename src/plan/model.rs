@@ -24,6 +24,9 @@ pub enum Strategy {
     Overlay,
     /// A git worktree of the resource's repository on a branch of its own.
     GitWorktree,
+    /// A strategy registered under this name in the manager's
+    /// [`StrategyRegistry`](crate::plan::custom::StrategyRegistry) (see [`crate::plan::custom`]).
+    Custom(String),
 }
 
 impl Strategy {
@@ -35,17 +38,32 @@ impl Strategy {
         Strategy::GitWorktree,
     ];
 
-    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`).
-    pub fn name(&self) -> &'static str {
+    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`, or
+    /// a custom strategy's registered name).
+    pub fn name(&self) -> &str {
         match self {
             Strategy::None => "none",
             Strategy::CopyOnWrite => "copy_on_write",
             Strategy::Overlay => "overlay",
             Strategy::GitWorktree => "git_worktree",
+            Strategy::Custom(name) => name,
         }
     }
 
-    /// The strategy named `name`; [`SandboxError::Sandbox`] naming the known ones otherwise.
+    /// The built-in strategy named `name`, else [`Strategy::Custom`] of it: what a name from a
+    /// user (C++, a configuration) means. Whether a custom name is registered is checked when
+    /// a sandbox of it is made.
+    pub fn parse(name: &str) -> Strategy {
+        Strategy::from_name(name).unwrap_or_else(|_| Strategy::Custom(name.to_string()))
+    }
+
+    /// Whether this is a [`Strategy::Custom`].
+    pub fn is_custom(&self) -> bool {
+        matches!(self, Strategy::Custom(_))
+    }
+
+    /// The built-in strategy named `name`; [`SandboxError::Sandbox`] naming the known ones
+    /// otherwise (custom strategies: [`Strategy::parse`]).
     pub fn from_name(name: &str) -> Result<Strategy, SandboxError> {
         Strategy::ALL
             .into_iter()
@@ -60,7 +78,8 @@ impl Strategy {
             })
     }
 
-    /// Whether a commit of this strategy can be undone (commit_all commits these first).
+    /// Whether a commit of this strategy can be undone (commit_all commits these first). A
+    /// custom strategy is, unless its protocol says otherwise (the sandbox asks it).
     pub fn is_rollbackable(&self) -> bool {
         !matches!(self, Strategy::None)
     }

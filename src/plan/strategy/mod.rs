@@ -37,6 +37,8 @@ pub struct Env {
     pub undo: UndoStore,
     /// Directories never copied into a sandbox (the root itself, when inside a resource).
     pub exclude: Vec<PathBuf>,
+    /// The custom strategies sandboxes may be made of (none until the manager gets one).
+    pub registry: parking_lot::RwLock<Option<Arc<crate::plan::custom::StrategyRegistry>>>,
 }
 
 /// A new pending sandbox of `strategy`.
@@ -67,6 +69,16 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
+        Strategy::Custom(name) => {
+            let proto = custom_instance(env, name)?;
+            Arc::new(crate::plan::custom::CustomSandbox::new(
+                name,
+                proto,
+                plan_dir,
+                resource_id,
+                original,
+            ))
+        }
     })
 }
 
@@ -85,7 +97,32 @@ pub fn open_sandbox(
             Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
         Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
+        Strategy::Custom(ref name) => {
+            let proto = custom_instance(env, name)?;
+            Arc::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
+        }
     })
+}
+
+/// The protocol instance of the custom strategy `name`, from the manager's registry;
+/// [`SandboxError::Sandbox`] naming the built-in and registered strategies when it has none.
+fn custom_instance(
+    env: &Env,
+    name: &str,
+) -> Result<Arc<dyn crate::plan::custom::StrategyProtocol>, SandboxError> {
+    let registry = env.registry.read().clone();
+    let registered = registry.as_ref().map(|r| r.names()).unwrap_or_default();
+    match registry.as_ref().map(|r| r.get_custom_strategy(name)) {
+        Some(Ok(p)) => Ok(p),
+        _ => Err(SandboxError::sandbox(
+            None,
+            format!(
+                "unknown sandbox strategy {name:?} (built-in: none, copy_on_write, overlay, git_worktree; registered: [{}]{})",
+                registered.join(", "),
+                if registry.is_none() { "; the manager has no strategy registry" } else { "" }
+            ),
+        )),
+    }
 }
 
 /// A [`SandboxError::Creation`] from a plan-layer error.
