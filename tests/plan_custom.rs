@@ -460,7 +460,7 @@ fn reopening_needs_the_registry() {
     let w = mgr.recovery().warnings.join("\n");
     assert!(w.contains("unknown sandbox strategy \"kv\""), "{w}");
     // Registering reopens it, as it was.
-    assert_eq!(mgr.set_registry(reg), [id.clone()]);
+    assert_eq!(mgr.set_registry(reg), vec![id.clone()]);
     let sb = mgr.get_sandbox("p", "cache").unwrap();
     assert_eq!(sb.sandbox_id(), id);
     assert_eq!(sb.status(), Status::Active);
