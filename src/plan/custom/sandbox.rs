@@ -25,6 +25,12 @@ pub const ORIGINAL_KEY: &str = "original_path";
 /// other path is refused — actors use [`Sandbox::read`] and [`Sandbox::write`], which go to
 /// the strategy. Checkpoints are native (the strategy's `checkpoint`/`restore_checkpoint`).
 /// `check_commit` checks the lifecycle only (the protocol has no dry run).
+///
+/// Crash atomicity is the strategy's: `commit_all`'s journal makes a reopened manager roll
+/// back the custom sandboxes recorded as committed (through the strategy's `rollback`), but a
+/// crash between the strategy's `commit` and the status change on disk leaves a commit the
+/// library does not know of (built-in strategies record the commit's reference first; the
+/// protocol has no lookup for that).
 pub struct CustomSandbox {
     lc: Lifecycle,
     name: String,
