@@ -4,7 +4,14 @@
 //! implementation of the abstract `patchbox::plan::Sandbox`.
 //!
 //! Strategies and statuses cross as their snake_case names ([`Strategy::name`],
-//! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change.
+//! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change;
+//! a name that is not built in is a custom strategy's ([`Strategy::parse`]).
+//!
+//! Custom strategies: every C++ manager has a [`StrategyRegistry`]; `register_strategy` puts a
+//! C++ `patchbox::plan::CustomStrategy` in it, held by the opaque C++ `CustomStrategyHandle`
+//! (`cpp/custom_strategy.h`). The Rust side (`CppStrategy`, a [`StrategyProtocol`]) calls the
+//! handle's `noexcept` methods, which catch everything the strategy throws and return it as an
+//! error string; those calls run inside the bridge functions' `catch_unwind`.
 //! Times cross as milliseconds since the Unix epoch.
 //!
 //! Errors keep the rules of [`super`], with the plan error's kind and details:

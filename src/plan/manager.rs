@@ -253,7 +253,9 @@ impl PlanManager {
 
     /// The sandbox of `(plan_id, resource_id)`, made and created on first use with
     /// `strategy` over `original_path`. Later calls return the same sandbox (whatever
-    /// strategy they name). Concurrent first calls make it once.
+    /// strategy they name). Concurrent first calls make it once. A [`Strategy::Custom`] needs
+    /// its name registered in the manager's registry ([`PlanManager::open_with_registry`]);
+    /// otherwise the error names the built-in and registered strategies.
     pub fn get_or_create_sandbox(
         &self,
         plan_id: &str,
