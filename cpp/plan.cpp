@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "patchbox/cpp/glue.h"
+#include "patchbox/cpp/plan_internal.h"
 #include "patchbox/src/ffi/plan.rs.h"
 #include "rust/cxx.h"
 
@@ -234,6 +235,8 @@ class BuiltinSandbox final : public Sandbox {
   void cleanup() override {
     call([&] { sb_->cleanup(); });
   }
+  /// The Rust sandbox (for cpp/checkpoint.cpp, through internal::rust_sandbox).
+  const pb::PlanSandbox& rust_sandbox() const noexcept { return *sb_; }
 
  private:
   rust::Box<pb::PlanSandbox> sb_;
@@ -524,6 +527,25 @@ void SandboxManager::register_strategy(const std::string& name,
 bool SandboxManager::has_custom_strategy(const std::string& name) const {
   return impl().mgr->has_custom_strategy(name);
 }
+
+// ---- shared with the other plan glue files (cpp/plan_internal.h) ----------------------------
+
+namespace internal {
+
+void rethrow(const rust::Error& e) { ::patchbox::plan::rethrow(e); }
+
+const pb::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept {
+  const auto* builtin = dynamic_cast<const BuiltinSandbox*>(&sb);
+  return builtin ? &builtin->rust_sandbox() : nullptr;
+}
+
+Clock::time_point time_of(std::int64_t ms) { return ::patchbox::plan::time_of(ms); }
+
+std::map<std::string, std::string> meta_of(const rust::Vec<pb::FfiPlanMeta>& v) {
+  return ::patchbox::plan::meta_of(v);
+}
+
+}  // namespace internal
 
 }  // namespace plan
 

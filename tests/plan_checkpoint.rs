@@ -118,8 +118,21 @@ fn round_trips(strategy: Strategy, trials: usize) {
             );
         }
         assert_eq!(cm.list_checkpoints(sb.sandbox_id()).unwrap().len(), 4);
+        if strategy == Strategy::GitWorktree {
+            let refs = common::git(p.path(), &["for-each-ref", "refs/patchbox"]);
+            assert!(
+                !refs.stdout.is_empty(),
+                "checkpoints are refs while the sandbox lives"
+            );
+        }
         sb.cleanup().unwrap();
         assert!(cm.list_checkpoints(sb.sandbox_id()).unwrap().is_empty());
+        if strategy == Strategy::GitWorktree {
+            let refs = common::git(p.path(), &["for-each-ref"]);
+            let refs = String::from_utf8_lossy(&refs.stdout).into_owned();
+            assert!(!refs.contains("patchbox"), "refs left behind: {refs}");
+            assert!(refs.lines().count() == 1, "only the user's branch: {refs}");
+        }
     }
 }
 
@@ -363,4 +376,42 @@ fn phases_roll_back_failing_and_panicking_work() {
         .execute("p", || -> Result<(), String> { Err("x".into()) })
         .unwrap_err();
     assert!(e.restored.is_empty());
+}
+
+#[test]
+fn sqlite_checkpoints_are_savepoints() {
+    let root = tempfile::tempdir().unwrap();
+    let db = root.path().join("app.db");
+    let setup = rusqlite::Connection::open(&db).unwrap();
+    setup
+        .execute_batch(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a');",
+        )
+        .unwrap();
+    let plans = PlanManager::open(root.path().join("sandboxes")).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "db", &db, Strategy::TransactionRollback)
+        .unwrap();
+    let cm = CheckpointManager::new(root.path().join("sandboxes"));
+    let sql = sb.as_sqlite().unwrap();
+    sql.execute("INSERT INTO t VALUES (2, 'b')", &[]).unwrap();
+    let cp = cm
+        .create_checkpoint(&sb, "p", Phase::PreExecute.name(), BTreeMap::new())
+        .unwrap();
+    sql.execute("INSERT INTO t VALUES (3, 'c')", &[]).unwrap();
+    sql.execute("DELETE FROM t WHERE id = 1", &[]).unwrap();
+    assert!(cm.rollback_to(&cp).unwrap());
+    let ids: Vec<String> = sb
+        .diff()
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert_eq!(ids, ["t/2"], "back to the checkpoint: only row 2 inserted");
+    plans.commit_all("p").unwrap();
+    let n: i64 = setup
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
 }

@@ -3,6 +3,9 @@
 //! [`PlanSandbox`] holding the `Arc<dyn Sandbox>`, wrapped on the C++ side by the built-in
 //! implementation of the abstract `patchbox::plan::Sandbox`.
 //!
+//! It also serves `<patchbox/checkpoint.hpp>`: the opaque [`PlanCheckpoints`] wraps a
+//! [`CheckpointManager`]; the C++ `PhaseRunner` is written in C++ over these calls.
+//!
 //! Strategies and statuses cross as their snake_case names ([`Strategy::name`],
 //! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change;
 //! a name that is not built in is a custom strategy's ([`Strategy::parse`]).
@@ -34,10 +37,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{guarded, guarded_or_default, internal, path_from};
+use crate::plan::checkpoint::{Checkpoint, CheckpointManager};
 use crate::plan::custom::{
     DiffView, OpResult, SandboxRef, StrategyFailure, StrategyProtocol, StrategyRegistry,
 };
 use crate::plan::manager::CommitAllOptions;
+use crate::plan::CheckpointSupport;
 use crate::plan::DiffEntry;
 use crate::plan::{
     CommitResult, DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox,
@@ -194,6 +199,17 @@ mod bridge {
         fn is_rollbackable(self: &CustomStrategyHandle) -> bool;
     }
 
+    /// `Checkpoint` across the bridge.
+    struct FfiCheckpoint {
+        checkpoint_id: String,
+        sandbox_id: String,
+        plan_id: String,
+        phase: String,
+        created_at_ms: i64,
+        metadata: Vec<FfiPlanMeta>,
+        snapshot_path: Vec<u8>,
+    }
+
     extern "Rust" {
         type PlanMgr;
         type PlanSandbox;
@@ -272,6 +288,33 @@ mod bridge {
         fn plan_can_transition(from: &str, to: &str) -> bool;
         fn plan_strategy_names() -> Vec<String>;
         fn plan_error_kinds() -> Vec<String>;
+
+        /// `files`, `native` or `unsupported` (`CheckpointSupport`).
+        fn checkpoint_support(self: &PlanSandbox) -> String;
+
+        type PlanCheckpoints;
+
+        fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>>;
+        fn keep(self: &PlanCheckpoints) -> Result<()>;
+        fn attach(self: &PlanCheckpoints, sandbox: &PlanSandbox) -> Result<()>;
+        fn create_checkpoint(
+            self: &PlanCheckpoints,
+            sandbox: &PlanSandbox,
+            plan_id: &str,
+            phase: &str,
+            metadata: &[FfiPlanMeta],
+        ) -> Result<FfiCheckpoint>;
+        /// `rollback_to` of the checkpoint with these ids (all it needs of the checkpoint).
+        fn rollback_to(
+            self: &PlanCheckpoints,
+            checkpoint_id: &str,
+            sandbox_id: &str,
+        ) -> Result<bool>;
+        fn list_checkpoints(self: &PlanCheckpoints, sandbox_id: &str)
+            -> Result<Vec<FfiCheckpoint>>;
+        fn delete_checkpoint(self: &PlanCheckpoints, checkpoint_id: &str) -> Result<bool>;
+        fn disk_bytes(self: &PlanCheckpoints, sandbox_id: &str) -> u64;
+        fn close(self: &mut PlanCheckpoints);
     }
 }
 
@@ -927,6 +970,128 @@ fn plan_error_kinds() -> Vec<String> {
             .map(|k| format!("plan_{k}"))
             .collect()
     })
+}
+
+// ---- checkpoints (<patchbox/checkpoint.hpp>) ------------------------------------------------
+
+impl PlanSandbox {
+    fn checkpoint_support(&self) -> String {
+        guarded_or_default(|| {
+            match self.inner.as_ref().map(|s| s.checkpoint_support()) {
+                Some(CheckpointSupport::Files) => "files",
+                Some(CheckpointSupport::Native) => "native",
+                Some(CheckpointSupport::Unsupported) | None => "unsupported",
+            }
+            .to_string()
+        })
+    }
+}
+
+/// The C++ `patchbox::plan::CheckpointManager`'s Rust half, until its `close` drops it.
+pub struct PlanCheckpoints {
+    inner: Option<CheckpointManager>,
+}
+
+fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
+    bridge::FfiCheckpoint {
+        checkpoint_id: c.checkpoint_id,
+        sandbox_id: c.sandbox_id,
+        plan_id: c.plan_id,
+        phase: c.phase,
+        created_at_ms: millis(c.created_at),
+        metadata: meta_out(c.metadata),
+        snapshot_path: bytes(c.snapshot_path),
+    }
+}
+
+fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, String> {
+    guarded(|| {
+        Ok(Box::new(PlanCheckpoints {
+            inner: Some(CheckpointManager::new(path_from(root))),
+        }))
+    })
+}
+
+impl PlanCheckpoints {
+    fn get(&self) -> Result<&CheckpointManager, String> {
+        self.inner
+            .as_ref()
+            .ok_or_else(|| internal("the checkpoint manager is closed"))
+    }
+
+    fn keep(&self) -> Result<(), String> {
+        guarded(|| {
+            self.get()?.keep();
+            Ok(())
+        })
+    }
+
+    fn attach(&self, sandbox: &PlanSandbox) -> Result<(), String> {
+        guarded(|| plan(self.get()?.attach(sandbox.sb()?)))
+    }
+
+    fn create_checkpoint(
+        &self,
+        sandbox: &PlanSandbox,
+        plan_id: &str,
+        phase: &str,
+        metadata: &[bridge::FfiPlanMeta],
+    ) -> Result<bridge::FfiCheckpoint, String> {
+        guarded(|| {
+            let metadata = metadata
+                .iter()
+                .map(|m| (m.key.clone(), m.value.clone()))
+                .collect();
+            let cp = plan(
+                self.get()?
+                    .create_checkpoint(sandbox.sb()?, plan_id, phase, metadata),
+            )?;
+            Ok(checkpoint_out(cp))
+        })
+    }
+
+    fn rollback_to(&self, checkpoint_id: &str, sandbox_id: &str) -> Result<bool, String> {
+        guarded(|| {
+            // `rollback_to` reads only the two ids; the rest is from the manifest on disk.
+            let cp = Checkpoint {
+                checkpoint_id: checkpoint_id.to_string(),
+                sandbox_id: sandbox_id.to_string(),
+                plan_id: String::new(),
+                phase: String::new(),
+                created_at: UNIX_EPOCH,
+                metadata: BTreeMap::new(),
+                snapshot_path: PathBuf::new(),
+            };
+            plan(self.get()?.rollback_to(&cp))
+        })
+    }
+
+    fn list_checkpoints(&self, sandbox_id: &str) -> Result<Vec<bridge::FfiCheckpoint>, String> {
+        guarded(|| {
+            let list = plan(self.get()?.list_checkpoints(sandbox_id))?;
+            Ok(list.into_iter().map(checkpoint_out).collect())
+        })
+    }
+
+    fn delete_checkpoint(&self, checkpoint_id: &str) -> Result<bool, String> {
+        guarded(|| plan(self.get()?.delete_checkpoint(checkpoint_id)))
+    }
+
+    fn disk_bytes(&self, sandbox_id: &str) -> u64 {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .map(|m| m.disk_bytes(sandbox_id))
+                .unwrap_or(0)
+        })
+    }
+
+    /// Drops the manager now (the Rust `Drop`: its checkpoints removed unless kept), so the
+    /// C++ destructor runs it under `catch_unwind`. Idempotent.
+    fn close(&mut self) {
+        let inner = self.inner.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
+    }
 }
 
 #[cfg(test)]

@@ -281,12 +281,19 @@ impl PlanManager {
         let original = original_path.as_ref();
         let meta = std::fs::metadata(original);
         // A custom strategy's resource need not be a directory (it resolves it itself).
-        if !strategy.is_custom() && !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+        let (fits, want) = if strategy.is_custom() {
+            (meta.is_ok(), "there")
+        } else if strategy.resource_is_file() {
+            (meta.as_ref().is_ok_and(|m| m.is_file()), "a file")
+        } else {
+            (meta.as_ref().is_ok_and(|m| m.is_dir()), "a directory")
+        };
+        if !fits {
             drop(filled);
             self.forget_empty(&key);
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
-                reason: format!("{} is not a directory", original.display()),
+                reason: format!("{} is not {want} (strategy {strategy})", original.display()),
                 source: None,
             });
         }
@@ -369,8 +376,9 @@ impl PlanManager {
     ///
     /// 1. Every one is checked against its original first ([`Sandbox::check_commit`]): a
     ///    conflict anywhere refuses the whole plan before anything is written.
-    /// 2. The order (rollbackable strategies first, `none` last; creation order within) goes
-    ///    into the plan's journal, durably, before the first commit.
+    /// 2. The order (rollbackable strategies first, `transaction_rollback` and `none` last;
+    ///    creation order within) goes into the plan's journal, durably, before the first
+    ///    commit.
     /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
     ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
     ///    `failed_rollback_ids`.
@@ -635,6 +643,9 @@ impl PlanManager {
 
 impl Drop for PlanManager {
     fn drop(&mut self) {
+        if !self.cleanup_on_drop.load(Ordering::Relaxed) {
+            return;
+        }
         for (_, slot) in self.slots() {
             let Some(s) = slot.lock().clone() else {
                 continue;

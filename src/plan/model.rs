@@ -27,19 +27,25 @@ pub enum Strategy {
     /// A strategy registered under this name in the manager's
     /// [`StrategyRegistry`](crate::plan::custom::StrategyRegistry) (see [`crate::plan::custom`]).
     Custom(String),
+    /// An open transaction on a SQLite database file (the resource is the file): `commit`
+    /// is `COMMIT`, `rollback` is `ROLLBACK`, `diff` lists the rows changed. Counted as not
+    /// rollbackable (`commit_all` commits it after the others), though `rollback()` after
+    /// commit undoes it when no other writer touched those rows since.
+    TransactionRollback,
 }
 
 impl Strategy {
     /// Every built-in strategy.
-    pub const ALL: [Strategy; 4] = [
+    pub const ALL: [Strategy; 5] = [
         Strategy::None,
         Strategy::CopyOnWrite,
         Strategy::Overlay,
         Strategy::GitWorktree,
+        Strategy::TransactionRollback,
     ];
 
-    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`, or
-    /// a custom strategy's registered name).
+    /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`,
+    /// `transaction_rollback`, or a custom strategy's registered name).
     pub fn name(&self) -> &str {
         match self {
             Strategy::None => "none",
@@ -47,6 +53,7 @@ impl Strategy {
             Strategy::Overlay => "overlay",
             Strategy::GitWorktree => "git_worktree",
             Strategy::Custom(name) => name,
+            Strategy::TransactionRollback => "transaction_rollback",
         }
     }
 
@@ -72,16 +79,25 @@ impl Strategy {
                 SandboxError::sandbox(
                     None,
                     format!(
-                        "unknown sandbox strategy {name:?} (known: none, copy_on_write, overlay, git_worktree)"
+                        "unknown sandbox strategy {name:?} (known: none, copy_on_write, overlay, git_worktree, transaction_rollback)"
                     ),
                 )
             })
     }
 
-    /// Whether a commit of this strategy can be undone (commit_all commits these first). A
-    /// custom strategy is, unless its protocol says otherwise (the sandbox asks it).
+    /// Whether a commit of this strategy can be undone reliably (commit_all commits these
+    /// first). `transaction_rollback` is not: its undo is refused when another writer
+    /// touched the rows since, and its `COMMIT` can fail without any check foreseeing it, so
+    /// it commits after the others (a failure then rolls those back). A custom strategy is,
+    /// unless its protocol says otherwise (the sandbox asks it).
     pub fn is_rollbackable(&self) -> bool {
-        !matches!(self, Strategy::None)
+        !matches!(self, Strategy::None | Strategy::TransactionRollback)
+    }
+
+    /// Whether the resource is a file (the database of `transaction_rollback`) rather than
+    /// a directory.
+    pub fn resource_is_file(&self) -> bool {
+        matches!(self, Strategy::TransactionRollback)
     }
 }
 

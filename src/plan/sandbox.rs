@@ -67,6 +67,12 @@ pub trait Sandbox: Send + Sync {
     /// The sandbox's changes against what it was made from (per file, and as a patch).
     fn diff(&self) -> Result<SandboxDiff, SandboxError>;
 
+    /// The per-file entries of [`Sandbox::diff`] without the patch: what a review or a
+    /// checkpoint needs, without the line diffs (strategies override it when cheaper).
+    fn changes(&self) -> Result<Vec<super::model::DiffEntry>, SandboxError> {
+        self.diff().map(|d| d.entries)
+    }
+
     /// Checks, without writing anything, that [`Sandbox::commit`] would succeed now: the
     /// changes apply to the original as it is. `commit_all` calls it on every sandbox of a
     /// plan before the first write. [`SandboxError::Commit`] names the conflicting files.
@@ -116,6 +122,12 @@ pub trait Sandbox: Send + Sync {
     /// Forgets the native checkpoint `id` (its sandbox keeps its state).
     fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
         Ok(())
+    }
+
+    /// The SQLite sandbox's own interface (statements, savepoints), for a
+    /// `transaction_rollback` sandbox; `None` for every other strategy.
+    fn as_sqlite(&self) -> Option<&super::strategy::sqlite::SqliteSandbox> {
+        None
     }
 }
 

@@ -41,6 +41,7 @@ if(MODE STREQUAL "install")
   foreach(f
       include/patchbox/sandbox.hpp
       include/patchbox/plan.hpp
+      include/patchbox/checkpoint.hpp
       include/patchbox/compat/entropic/core/sandbox.h
       lib*/libpatchbox.a
       lib*/cmake/patchbox/patchboxConfig.cmake

@@ -22,9 +22,8 @@ pub fn capture(
     sb: &dyn Sandbox,
     store: &Store,
 ) -> Result<BTreeMap<String, PathState>, SandboxError> {
-    let d = sb.diff()?;
     let mut out = BTreeMap::new();
-    for e in d.entries {
+    for e in sb.changes()? {
         let state = match (e.after, e.after_mode) {
             (Some(data), Some(mode)) => PathState {
                 oid: Some(store.put(&data)?),
@@ -56,9 +55,8 @@ pub fn restore(
     store: &Store,
     target: &BTreeMap<String, PathState>,
 ) -> Result<usize, SandboxError> {
-    let now = sb.diff()?;
-    let current: BTreeMap<String, _> = now
-        .entries
+    let current: BTreeMap<String, _> = sb
+        .changes()?
         .into_iter()
         .map(|e| (e.path.clone(), e))
         .collect();

@@ -141,7 +141,12 @@ impl Store {
         }
         let sd = self.session()?;
         let p = sd.join(&rel).map_err(|e| lower("object path", e))?;
-        session_dir::write_atomic_new(&p, data).map_err(|e| lower("write checkpoint object", e))?;
+        // Renamed into place, not fsynced: one fsync per object would cost most of a
+        // checkpoint. A process crash cannot leave a partial object; a power loss can leave
+        // an empty one, which `get` refuses by its id (never restored as content), and the
+        // manifest that names it is fsynced after the objects are written.
+        session_dir::write_file_replace(&p, data, 0o644)
+            .map_err(|e| lower("write checkpoint object", e))?;
         Ok(oid)
     }
 

@@ -22,7 +22,7 @@ use super::{creation_err, sandbox_path_of, Env};
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
-use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
 use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
@@ -138,9 +138,19 @@ impl CopyOnWrite {
 
     /// The diff of `tree/` against the base.
     pub(super) fn diff_now(&self) -> Result<SandboxDiff, SandboxError> {
+        self.diff_with(true)
+    }
+
+    /// The diff of `tree/` against the base; the patch only `with_patch`.
+    pub(super) fn diff_with(&self, with_patch: bool) -> Result<SandboxDiff, SandboxError> {
         let changes = self.changes(false)?;
-        tree_base::render(&*self.base()?, &self.lc.dir().join(TREE), &changes)
-            .map_err(|e| self.lower("render the diff", e))
+        tree_base::render(
+            &*self.base()?,
+            &self.lc.dir().join(TREE),
+            &changes,
+            with_patch,
+        )
+        .map_err(|e| self.lower("render the diff", e))
     }
 
     /// Makes the sandbox directory and takes the base snapshot into `base/`.
@@ -336,6 +346,12 @@ impl Sandbox for CopyOnWrite {
         let st = self.lc.lock();
         super::require_created(&self.lc, &st)?;
         self.diff_now()
+    }
+
+    fn changes(&self) -> Result<Vec<DiffEntry>, SandboxError> {
+        let st = self.lc.lock();
+        super::require_created(&self.lc, &st)?;
+        Ok(self.diff_with(false)?.entries)
     }
 
     fn check_commit(&self) -> Result<(), SandboxError> {

@@ -7,6 +7,7 @@
 //! | `copy_on_write` | [`copy_on_write`] |
 //! | `overlay` | [`overlay`] |
 //! | `git_worktree` | [`git_worktree`] |
+//! | `transaction_rollback` | [`sqlite`] |
 //!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
@@ -26,6 +27,7 @@ pub mod copy_on_write;
 pub mod git_worktree;
 pub mod none;
 pub mod overlay;
+pub mod sqlite;
 pub mod through_apply;
 pub mod tree_base;
 
@@ -79,6 +81,9 @@ pub fn new_sandbox(
                 original,
             ))
         }
+        Strategy::TransactionRollback => {
+            Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
+        }
     })
 }
 
@@ -101,6 +106,7 @@ pub fn open_sandbox(
             let proto = custom_instance(env, name)?;
             Arc::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
         }
+        Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::open(record, dir)?),
     })
 }
 
@@ -117,7 +123,7 @@ fn custom_instance(
         _ => Err(SandboxError::sandbox(
             None,
             format!(
-                "unknown sandbox strategy {name:?} (built-in: none, copy_on_write, overlay, git_worktree; registered: [{}]{})",
+                "unknown sandbox strategy {name:?} (built-in: none, copy_on_write, overlay, git_worktree, transaction_rollback; registered: [{}]{})",
                 registered.join(", "),
                 if registry.is_none() { "; the manager has no strategy registry" } else { "" }
             ),

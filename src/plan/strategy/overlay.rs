@@ -39,7 +39,7 @@ use super::{sandbox_path_of, Env};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
-use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Record, State};
 use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
@@ -337,9 +337,13 @@ impl Overlay {
     }
 
     fn diff_now(&self, mode: Mode) -> Result<SandboxDiff, SandboxError> {
+        self.diff_with(mode, true)
+    }
+
+    fn diff_with(&self, mode: Mode, with_patch: bool) -> Result<SandboxDiff, SandboxError> {
         self.ensure_mounted(mode)?;
         let changes = self.changes(mode)?;
-        tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes)
+        tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, with_patch)
             .map_err(|e| self.err("render the diff", e))
     }
 
@@ -420,6 +424,15 @@ impl Sandbox for Overlay {
         let st = self.cow.lc.lock();
         super::require_created(&self.cow.lc, &st)?;
         self.diff_now(mode)
+    }
+
+    fn changes(&self) -> Result<Vec<DiffEntry>, SandboxError> {
+        let Some(mode) = self.mounted_mode() else {
+            return Sandbox::changes(&self.cow);
+        };
+        let st = self.cow.lc.lock();
+        super::require_created(&self.cow.lc, &st)?;
+        Ok(self.diff_with(mode, false)?.entries)
     }
 
     fn check_commit(&self) -> Result<(), SandboxError> {

@@ -138,8 +138,14 @@ pub fn changes(
     Ok(d.changes)
 }
 
-/// The per-file entries and the patch of `changes`.
-pub fn render(base: &TreeBase, head_dir: &Path, changes: &[Change]) -> Result<SandboxDiff> {
+/// The per-file entries of `changes`, and with `with_patch` their patch (the line diffs
+/// are most of the cost: checkpoints do without).
+pub fn render(
+    base: &TreeBase,
+    head_dir: &Path,
+    changes: &[Change],
+    with_patch: bool,
+) -> Result<SandboxDiff> {
     let mut entries = Vec::with_capacity(changes.len());
     for c in changes {
         let before = match (c.base_index, c.old) {
@@ -164,7 +170,11 @@ pub fn render(base: &TreeBase, head_dir: &Path, changes: &[Change]) -> Result<Sa
             after_mode: c.new.map(|k| k.git_mode()),
         });
     }
-    let patch = diff::render_patch(base, head_dir, changes)?;
+    let patch = if with_patch {
+        diff::render_patch(base, head_dir, changes)?
+    } else {
+        Vec::new()
+    };
     Ok(SandboxDiff { entries, patch })
 }
 

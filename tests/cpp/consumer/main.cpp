@@ -1,10 +1,12 @@
 // Downstream use of patchbox::patchbox: one delegation, its patch, a pending patch; then one
-// plan sandbox (<patchbox/plan.hpp>) committed.
+// plan sandbox (<patchbox/plan.hpp>) checkpointed and rolled back to it
+// (<patchbox/checkpoint.hpp>), then committed.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <vector>
 
+#include <patchbox/checkpoint.hpp>
 #include <patchbox/plan.hpp>
 #include <patchbox/sandbox.hpp>
 
@@ -36,6 +38,11 @@ int main(int argc, char** argv) {
     auto psb = plans.get_or_create_sandbox("consumer-plan", "project", work / "project",
                                            plan::strategy::copy_on_write);
     std::ofstream(psb->get_path("b.txt")) << "plan\n";
+    auto checkpoints = plan::CheckpointManager::open(work / "plan-root");
+    plan::Checkpoint cp =
+        checkpoints.create_checkpoint(psb, "consumer-plan", plan::Phase::PreApply);
+    std::ofstream(psb->get_path("c.txt")) << "undone\n";
+    if (!checkpoints.rollback_to(cp) || fs::exists(psb->get_path("c.txt"))) return 1;
     std::vector<plan::CommitResult> results = plans.commit_all("consumer-plan");
     if (results.size() != 1 || !results[0].success) return 1;
     if (!fs::exists(work / "project" / "b.txt")) return 1;

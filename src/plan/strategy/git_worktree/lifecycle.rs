@@ -262,7 +262,11 @@ impl GitWorktree {
         };
         cleanup_dir(&self.lc, &mut st, || {
             let Some(repo) = repo else { return Ok(()) };
-            let failed = self.locked(&repo, || Ok(self.remove_worktree(&repo)))?;
+            let failed = self.locked(&repo, || {
+                let mut failed = self.drop_checkpoint_refs(&repo);
+                failed.extend(self.remove_worktree(&repo));
+                Ok(failed)
+            })?;
             if failed.is_empty() {
                 Ok(())
             } else {

@@ -73,9 +73,10 @@ use super::{sandbox_path_of, Env};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::Sandbox;
+use crate::plan::sandbox::{CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
+mod checkpoint;
 mod commit;
 mod diff;
 mod git;
@@ -228,5 +229,22 @@ impl Sandbox for GitWorktree {
 
     fn cleanup(&self) -> Result<(), SandboxError> {
         self.cleanup_sandbox()
+    }
+
+    /// Checkpoints are commits under `refs/patchbox/checkpoints/` (see `checkpoint.rs`).
+    fn checkpoint_support(&self) -> CheckpointSupport {
+        CheckpointSupport::Native
+    }
+
+    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+        self.save_checkpoint(id)
+    }
+
+    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+        self.restore_checkpoint(id)
+    }
+
+    fn release_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+        self.release_checkpoint(id)
     }
 }

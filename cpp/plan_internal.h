@@ -1,0 +1,36 @@
+// Private to the library (not installed): what cpp/plan.cpp shares with the other glue files
+// of the plan bridge (cpp/checkpoint.cpp). Defined at the end of cpp/plan.cpp.
+#ifndef PATCHBOX_CPP_PLAN_INTERNAL_H
+#define PATCHBOX_CPP_PLAN_INTERNAL_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "patchbox/plan.hpp"
+#include "patchbox/src/ffi/plan.rs.h"
+#include "rust/cxx.h"
+
+namespace patchbox {
+namespace plan {
+namespace internal {
+
+/// Throws the exception a plan bridge error stands for (a SandboxError subclass for
+/// `plan_<kind>`, patchbox::Error for the rest).
+[[noreturn]] void rethrow(const rust::Error& e);
+
+/// The Rust sandbox behind @p sb when it is the built-in implementation; null for a user's
+/// own Sandbox subclass.
+const bridge::plan::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept;
+
+/// Milliseconds since the Unix epoch as a time point.
+Clock::time_point time_of(std::int64_t ms);
+
+/// Bridge metadata as a map.
+std::map<std::string, std::string> meta_of(const rust::Vec<bridge::plan::FfiPlanMeta>& v);
+
+}  // namespace internal
+}  // namespace plan
+}  // namespace patchbox
+
+#endif  // PATCHBOX_CPP_PLAN_INTERNAL_H

@@ -1,0 +1,295 @@
+//! SQLite session changesets as the plan layer uses them: decoded into rows, rendered as a
+//! [`SandboxDiff`], inverted, and applied all or nothing.
+//!
+//! A changeset (SQLite's session extension) lists, per table, the rows a connection
+//! inserted, updated or deleted, keyed by primary key: an insert carries the new row, a
+//! delete the old row, an update the key and, for each changed column, its old and new
+//! value (the unchanged columns are not in it). Tables without a declared `PRIMARY KEY`
+//! are not recorded by SQLite's sessions, so their changes appear in no diff and no undo.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rusqlite::fallible_streaming_iterator::FallibleStreamingIterator;
+use rusqlite::hooks::Action;
+use rusqlite::session::{ChangesetItem, ChangesetIter, ConflictAction, ConflictType};
+use rusqlite::Connection;
+
+use super::value::SqlValue;
+use crate::plan::model::{DiffEntry, DiffOp, SandboxDiff};
+
+/// One row of a changeset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowChange {
+    /// The table.
+    pub table: String,
+    /// Inserted (`Added`), updated (`Modified`) or deleted (`Deleted`).
+    pub op: DiffOp,
+    /// Per column: whether it is part of the primary key.
+    pub pk: Vec<bool>,
+    /// Per column, the value before (none for an insert, and for an update's unchanged
+    /// non-key columns).
+    pub old: Vec<Option<SqlValue>>,
+    /// Per column, the value after (none for a delete, and for an update's unchanged
+    /// non-key columns).
+    pub new: Vec<Option<SqlValue>>,
+}
+
+impl RowChange {
+    /// The row's key: its primary-key values, rendered and joined with `/`.
+    pub fn key(&self) -> String {
+        let side = if self.op == DiffOp::Added {
+            &self.new
+        } else {
+            &self.old
+        };
+        self.pk
+            .iter()
+            .zip(side)
+            .filter(|(is_pk, _)| **is_pk)
+            .map(|(_, v)| v.as_ref().map_or_else(|| "?".to_string(), SqlValue::render))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// `<table>/<key>`: the row's path in a diff.
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.table, self.key())
+    }
+}
+
+fn op_of(a: Action) -> Option<DiffOp> {
+    match a {
+        Action::SQLITE_INSERT => Some(DiffOp::Added),
+        Action::SQLITE_UPDATE => Some(DiffOp::Modified),
+        Action::SQLITE_DELETE => Some(DiffOp::Deleted),
+        _ => None,
+    }
+}
+
+/// Table, operation, key flags and both sides of the item the iterator is on.
+fn read_item(item: &ChangesetItem) -> rusqlite::Result<Option<RowChange>> {
+    let op = item.op()?;
+    let Some(kind) = op_of(op.code()) else {
+        return Ok(None);
+    };
+    let n = usize::try_from(op.number_of_columns()).unwrap_or(0);
+    let table = op.table_name().to_string();
+    let pk: Vec<bool> = item.pk()?.iter().map(|b| *b != 0).collect();
+    let old = if kind == DiffOp::Added {
+        vec![None; n]
+    } else {
+        (0..n)
+            .map(|i| item.old_value(i).ok().map(SqlValue::from))
+            .collect()
+    };
+    let mut new: Vec<Option<SqlValue>> = if kind == DiffOp::Deleted {
+        vec![None; n]
+    } else {
+        (0..n)
+            .map(|i| item.new_value(i).ok().map(SqlValue::from))
+            .collect()
+    };
+    if kind == DiffOp::Modified {
+        // An update's new side holds only the changed columns; its key is the old one's
+        // (a changed key is a delete and an insert).
+        for (i, is_pk) in pk.iter().enumerate() {
+            if *is_pk && new.get(i).is_some_and(Option::is_none) {
+                new[i] = old.get(i).cloned().flatten();
+            }
+        }
+    }
+    Ok(Some(RowChange {
+        table,
+        op: kind,
+        pk,
+        old,
+        new,
+    }))
+}
+
+/// The rows of a changeset, in its order (table by table).
+pub fn decode(changeset: &[u8]) -> rusqlite::Result<Vec<RowChange>> {
+    if changeset.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut bytes: &[u8] = changeset;
+    let input: &mut dyn Read = &mut bytes;
+    let mut it = ChangesetIter::start_strm(&input)?;
+    let mut out = Vec::new();
+    while let Some(item) = it.next()? {
+        if let Some(row) = read_item(item)? {
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// The inverse of a changeset: inserts become deletes, deletes inserts, updates swap their
+/// sides. Applying it undoes the changeset.
+pub fn invert(changeset: &[u8]) -> rusqlite::Result<Vec<u8>> {
+    if changeset.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut bytes: &[u8] = changeset;
+    let mut out = Vec::new();
+    rusqlite::session::invert_strm(&mut bytes, &mut out)?;
+    Ok(out)
+}
+
+/// A row that could not be applied, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// `<table>/<key>`.
+    pub path: String,
+    /// What SQLite found (`changed since`, `deleted since`, …).
+    pub why: &'static str,
+}
+
+fn why(c: &ConflictType) -> &'static str {
+    match c {
+        ConflictType::SQLITE_CHANGESET_DATA => "changed since",
+        ConflictType::SQLITE_CHANGESET_NOTFOUND => "deleted since",
+        ConflictType::SQLITE_CHANGESET_CONFLICT => "a row with this key was inserted since",
+        ConflictType::SQLITE_CHANGESET_CONSTRAINT => "a constraint would fail",
+        ConflictType::SQLITE_CHANGESET_FOREIGN_KEY => "a foreign key would fail",
+        _ => "unknown conflict",
+    }
+}
+
+/// Applies `changeset` to `conn` inside the transaction the caller opened, refusing the
+/// whole of it at the first conflict of any kind (the row differs from the changeset's
+/// old side, is gone, a row with its key exists, a constraint or foreign key fails).
+/// `Ok(Err(conflicts))` names the rows; the caller rolls its transaction back.
+pub fn apply_or_refuse(
+    conn: &Connection,
+    changeset: &[u8],
+) -> rusqlite::Result<Result<(), Vec<Conflict>>> {
+    if changeset.is_empty() {
+        return Ok(Ok(()));
+    }
+    let seen: Arc<Mutex<Vec<Conflict>>> = Arc::default();
+    let record = seen.clone();
+    let mut bytes: &[u8] = changeset;
+    let applied = conn.apply_strm(
+        &mut bytes,
+        None::<fn(&str) -> bool>,
+        move |kind: ConflictType, item: &ChangesetItem| {
+            let path = match read_item(item) {
+                Ok(Some(row)) => row.path(),
+                _ => item
+                    .op()
+                    .map(|o| format!("{}/?", o.table_name()))
+                    .unwrap_or_else(|_| "?".into()),
+            };
+            record.lock().push(Conflict {
+                path,
+                why: why(&kind),
+            });
+            ConflictAction::SQLITE_CHANGESET_ABORT
+        },
+    );
+    let conflicts = std::mem::take(&mut *seen.lock());
+    match applied {
+        Ok(()) if conflicts.is_empty() => Ok(Ok(())),
+        Ok(()) => Ok(Err(conflicts)),
+        Err(_) if !conflicts.is_empty() => Ok(Err(conflicts)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The column names of `table` in `conn`'s main database (empty when it is unknown).
+pub fn column_names(conn: &Connection, table: &str) -> Vec<String> {
+    let names = || -> rusqlite::Result<Vec<String>> {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
+        let rows = stmt.query_map([table], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    };
+    names().unwrap_or_default()
+}
+
+/// A row side as a JSON object in column order, holding the columns present.
+fn render_side(columns: &[String], side: &[Option<SqlValue>]) -> Vec<u8> {
+    let fields: Vec<String> = side
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let v = v.as_ref()?;
+            let name = columns.get(i).cloned().unwrap_or_else(|| format!("c{i}"));
+            Some(format!(
+                "{}: {}",
+                serde_json::Value::String(name),
+                v.to_json()
+            ))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(", ")).into_bytes()
+}
+
+/// The diff of a changeset: one entry per row (`<table>/<key>`, sorted), each side a JSON
+/// object of the columns the changeset holds (an update: the key and the changed columns),
+/// and as `patch` a readable summary per table — **not** a git patch. `columns` names a
+/// table's columns (see [`column_names`]); unknown ones are called `c0`, `c1`, ….
+pub fn render(
+    rows: &[RowChange],
+    source: &str,
+    columns: &mut dyn FnMut(&str) -> Vec<String>,
+) -> SandboxDiff {
+    let mut names: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut entries: Vec<DiffEntry> = rows
+        .iter()
+        .map(|r| {
+            let cols = names
+                .entry(r.table.clone())
+                .or_insert_with(|| columns(&r.table));
+            DiffEntry {
+                path: r.path(),
+                operation: r.op,
+                before: (r.op != DiffOp::Added).then(|| render_side(cols, &r.old)),
+                after: (r.op != DiffOp::Deleted).then(|| render_side(cols, &r.new)),
+                // Rows have no file modes.
+                before_mode: None,
+                after_mode: None,
+            }
+        })
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut patch = String::new();
+    if !entries.is_empty() {
+        patch.push_str(&format!(
+            "# rows changed in {source} (a summary of a SQLite changeset, not a git patch)\n"
+        ));
+        let mut per_table: std::collections::BTreeMap<&str, [usize; 3]> = Default::default();
+        for r in rows {
+            let n = per_table.entry(&r.table).or_default();
+            n[r.op as usize] += 1;
+        }
+        for (table, [a, m, d]) in &per_table {
+            patch.push_str(&format!(
+                "table {table}: {a} added, {m} modified, {d} deleted\n"
+            ));
+        }
+        for e in &entries {
+            let side = |s: &Option<Vec<u8>>| {
+                s.as_deref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default()
+            };
+            match e.operation {
+                DiffOp::Added => patch.push_str(&format!("+ {} {}\n", e.path, side(&e.after))),
+                DiffOp::Deleted => patch.push_str(&format!("- {} {}\n", e.path, side(&e.before))),
+                DiffOp::Modified => patch.push_str(&format!(
+                    "~ {} {} -> {}\n",
+                    e.path,
+                    side(&e.before),
+                    side(&e.after)
+                )),
+            }
+        }
+    }
+    SandboxDiff {
+        entries,
+        patch: patch.into_bytes(),
+    }
+}
