@@ -3,8 +3,16 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
-//!     [--ext4-image] [--skip-large]
+//!     [--ext4-image] [--skip-large] [--plan]
 //! ```
+//! `--plan` runs only the plan-sandbox rows (they also end the default run, unless
+//! `--skip-large`): on `DIR`, `prepare_snapshot` once, then per round `overlay` create (with
+//! the prepared lower) vs `copy_on_write` create vs `git worktree add` vs `cp -a` of the
+//! snapshot; 100 edits in each, then overlay diff vs copy_on_write diff vs
+//! `git add -A -N . && git diff --binary` in the worktree vs `diff -rN` of the snapshot and
+//! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
+//! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
+//! patches (4 processes, summed). `--plan-commit` runs only that last row.
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
 //! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
 //! `--depth-only [--depths 10,1000,4000]` runs only the path-depth row: for each depth it
@@ -58,6 +66,12 @@ fn wait_until_empty(root: &Path) {
 /// 30 s): every timed step starts from the same quiet state, instead of paying for the
 /// write-back (or the discards) of the step before it.
 fn settle() {
+    settle_for(30);
+}
+
+/// [`settle`], waiting at most `max_secs` for the disks to go idle (the plan rows, on a
+/// machine whose disk other jobs keep busy).
+fn settle_for(max_secs: u64) {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     let busy_ms = || -> u64 {
@@ -72,7 +86,7 @@ fn settle() {
     };
     let start = Instant::now();
     let mut last = busy_ms();
-    while start.elapsed().as_secs() < 30 {
+    while start.elapsed().as_secs() < max_secs {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let now = busy_ms();
         if now == last {
@@ -706,6 +720,7 @@ fn main() {
     let mut small_n = 20_000;
     let mut skip_large = false;
     let mut ext4_image = false;
+    let mut plan_only = false;
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
@@ -720,6 +735,11 @@ fn main() {
                 ext4_image = true;
                 i -= 1;
             }
+            "--plan" => {
+                plan_only = true;
+                i -= 1;
+            }
+            "--plan-commit" => i -= 1,
             "--small" => {
                 small_n = args
                     .get(i + 1)
@@ -760,6 +780,24 @@ fn main() {
         );
     }
     let small = make_small(&tree, &work, small_n);
+    if args.iter().any(|a| a == "--plan-commit") {
+        let pw = work.join("plan-commit");
+        let _ = fs::remove_dir_all(&pw);
+        fs::create_dir_all(&pw).expect("work dir");
+        let mgr = patchbox::plan::PlanManager::open(pw.join("root")).expect("open");
+        let mut f = PlanFigures::default();
+        bench_plan_commit(&mgr, &small, &pw, rounds, &mut f);
+        let (ca, ga) = (median(f.commit_all.clone()), median(f.git_apply.clone()));
+        println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply) | {ca:.3} s | {ga:.3} s | {:.2}× | ≤ 1.2× |", ca / ga);
+        drop(mgr);
+        let _ = fs::remove_dir_all(&pw);
+        return;
+    }
+    if plan_only {
+        let f = bench_plan(&tree, &small, &work, rounds);
+        print_plan(&f, &tree, small_n);
+        return;
+    }
 
     // Every step that creates files runs before any tree is deleted (see `bench_tree`).
     let mut l = if skip_large {
@@ -849,10 +887,245 @@ fn main() {
             kb as f64 / 1024.0
         );
     }
+    if !skip_large {
+        let f = bench_plan(&tree, &small, &work, rounds);
+        print_plan(&f, &tree, small_n);
+    }
     println!(
         "\nmedians of {rounds} rounds; machine: {} cores",
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0)
     );
+}
+
+// ---- plan sandboxes (`--plan`) -------------------------------------------------------------
+
+/// The plan rows' figures (seconds per round).
+#[derive(Default)]
+struct PlanFigures {
+    prepare: f64,
+    lower_files: usize,
+    ov_create: Vec<f64>,
+    cow_create: Vec<f64>,
+    wt_create: Vec<f64>,
+    cp_create: Vec<f64>,
+    ov_diff: Vec<f64>,
+    cow_diff: Vec<f64>,
+    git_diff: Vec<f64>,
+    full_diff: Vec<f64>,
+    commit_all: Vec<f64>,
+    git_apply: Vec<f64>,
+    mode: String,
+    commit_files: usize,
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed().as_secs_f64())
+}
+
+/// The plan-sandbox rows on `tree` (create and diff) and on four copies of `small`
+/// (commit_all). Kernel OverlayFS is forced (this needs root).
+fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigures {
+    use patchbox::plan::{PlanManager, Strategy};
+    let pw = work.join("plan");
+    let _ = fs::remove_dir_all(&pw);
+    fs::create_dir_all(&pw).expect("plan work dir");
+    let root = pw.join("root");
+    let mgr = PlanManager::open(&root).expect("open plan manager");
+    let mut f = PlanFigures::default();
+
+    settle_for(3);
+    let (info, prep) = timed(|| mgr.prepare_snapshot(tree).expect("prepare_snapshot"));
+    f.prepare = prep;
+    f.lower_files = info.files;
+    let lower = info.path.clone();
+    let edits = edit_list(tree, 100);
+    let gitsrc = pw.join("gitsrc");
+    sh(
+        &format!(
+            "git clone -q --shared --no-checkout {} {}",
+            tree.display(),
+            gitsrc.display()
+        ),
+        &pw,
+    );
+    let mut kept = Vec::new();
+    for r in 0..rounds {
+        eprintln!("plan round {r}: create");
+        settle_for(3);
+        let (ov, t) = timed(|| {
+            mgr.get_or_create_sandbox(&format!("ov{r}"), "tree", tree, Strategy::Overlay)
+                .expect("overlay create")
+        });
+        f.ov_create.push(t);
+        let ctx = ov.context().expect("context");
+        f.mode = ctx
+            .metadata
+            .get("overlay.mode")
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            ctx.metadata.contains_key("overlay.lower"),
+            "the overlay sandbox did not use the prepared lower"
+        );
+        settle_for(3);
+        let (cow, t) = timed(|| {
+            mgr.get_or_create_sandbox(&format!("cow{r}"), "tree", tree, Strategy::CopyOnWrite)
+                .expect("copy_on_write create")
+        });
+        f.cow_create.push(t);
+        settle_for(3);
+        let wt = pw.join(format!("wt{r}"));
+        f.wt_create.push(
+            sh(
+                &format!("git worktree add -q --detach {} HEAD", wt.display()),
+                &gitsrc,
+            )
+            .as_secs_f64(),
+        );
+        settle_for(3);
+        let cp = pw.join(format!("cp{r}"));
+        f.cp_create
+            .push(sh(&format!("cp -a {} {}", lower.display(), cp.display()), &pw).as_secs_f64());
+
+        eprintln!("plan round {r}: diff");
+        let ov_root = ov.get_path(Path::new("")).expect("overlay path");
+        let cow_root = cow.get_path(Path::new("")).expect("cow path");
+        for root in [&ov_root, &cow_root, &wt, &cp] {
+            edit_files(root, &edits);
+        }
+        settle_for(3);
+        let (d, t) = timed(|| ov.diff().expect("overlay diff"));
+        assert_eq!(d.entries.len(), edits.len(), "overlay diff");
+        f.ov_diff.push(t);
+        settle_for(3);
+        let (d, t) = timed(|| cow.diff().expect("cow diff"));
+        assert_eq!(d.entries.len(), edits.len(), "cow diff");
+        f.cow_diff.push(t);
+        settle_for(3);
+        f.git_diff
+            .push(sh("git add -A -N . && git diff --binary > /dev/null", &wt).as_secs_f64());
+        settle_for(3);
+        f.full_diff.push(
+            sh(
+                &format!(
+                    "diff -rN --no-dereference {} {} > /dev/null",
+                    lower.display(),
+                    cp.display()
+                ),
+                &pw,
+            )
+            .as_secs_f64(),
+        );
+        eprintln!(
+            "  create ov {:.4} cow {:.3} wt {:.3} cp {:.3}; diff ov {:.4} cow {:.3} git {:.3} full {:.3}",
+            f.ov_create[r], f.cow_create[r], f.wt_create[r], f.cp_create[r],
+            f.ov_diff[r], f.cow_diff[r], f.git_diff[r], f.full_diff[r]
+        );
+        // Nothing is deleted before the last timed step (see `bench_tree`).
+        kept.push((ov, cow));
+    }
+
+    bench_plan_commit(&mgr, small, &pw, rounds, &mut f);
+    drop(kept);
+    drop(mgr);
+    eprintln!("plan: deleting {}", pw.display());
+    let _ = fs::remove_dir_all(&pw);
+    f
+}
+
+/// `commit_all` of four overlay sandboxes over four copies of `small` (each with its prepared
+/// lower), 100 edits each, vs `git apply` of the same four patches, alternating per round.
+fn bench_plan_commit(
+    mgr: &patchbox::plan::PlanManager,
+    small: &Path,
+    pw: &Path,
+    rounds: usize,
+    f: &mut PlanFigures,
+) {
+    use patchbox::plan::Strategy;
+    // commit_all: four originals (copies of `small`), each with its prepared lower.
+    let origs: Vec<PathBuf> = (0..4).map(|i| pw.join(format!("orig{i}"))).collect();
+    for o in &origs {
+        sh(&format!("cp -a {} {}", small.display(), o.display()), pw);
+        mgr.prepare_snapshot(o).expect("prepare small");
+    }
+    let small_edits = edit_list(small, 100);
+    assert_eq!(
+        small_edits.len(),
+        100,
+        "the small project has too few .c/.h files"
+    );
+    f.commit_files = ls_files(small).len();
+    for r in 0..rounds {
+        eprintln!("plan round {r}: commit_all");
+        let plan = format!("c{r}");
+        let mut patches = Vec::new();
+        for (i, o) in origs.iter().enumerate() {
+            let sb = mgr
+                .get_or_create_sandbox(&plan, &format!("r{i}"), o, Strategy::Overlay)
+                .expect("overlay create");
+            edit_files(&sb.get_path(Path::new("")).expect("path"), &small_edits);
+            let p = pw.join(format!("p{i}.patch"));
+            fs::write(&p, sb.diff().expect("diff").patch).expect("write patch");
+            patches.push(p);
+        }
+        settle_for(3);
+        let (res, t) = timed(|| mgr.commit_all(&plan).expect("commit_all"));
+        assert!(res.iter().all(|c| c.success) && res.len() == 4);
+        f.commit_all.push(t);
+        mgr.rollback_all(&plan).expect("undo the commits");
+        settle_for(3);
+        let mut sum = 0.0;
+        for (o, p) in origs.iter().zip(&patches) {
+            sum += sh(&format!("git apply {}", p.display()), o).as_secs_f64();
+        }
+        f.git_apply.push(sum);
+        eprintln!("  commit_all {:.3} git apply {:.3}", f.commit_all[r], sum);
+        for (o, p) in origs.iter().zip(&patches) {
+            sh(&format!("git apply -R {}", p.display()), o);
+        }
+    }
+}
+
+fn print_plan(f: &PlanFigures, tree: &Path, small_n: usize) {
+    let m = |v: &[f64]| median(v.to_vec());
+    let (ov, cow, wt, cp) = (
+        m(&f.ov_create),
+        m(&f.cow_create),
+        m(&f.wt_create),
+        m(&f.cp_create),
+    );
+    let (od, cd, gd, fd) = (
+        m(&f.ov_diff),
+        m(&f.cow_diff),
+        m(&f.git_diff),
+        m(&f.full_diff),
+    );
+    let (ca, ga) = (m(&f.commit_all), m(&f.git_apply));
+    println!(
+        "\nplan sandboxes on {} ({} files in the prepared lower; overlay mode: {}); prepare_snapshot took {:.3} s (once)\n",
+        tree.display(),
+        f.lower_files,
+        f.mode,
+        f.prepare
+    );
+    println!("| step | overlay | copy_on_write | git worktree | cp -a / diff -r | target |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| create (prepared lower exists) | {:.4} s | {:.3} s ({:.0}×) | {:.3} s ({:.0}×) | {:.3} s ({:.0}×) | overlay ≤ 10 ms |",
+        ov, cow, cow / ov, wt, wt / ov, cp, cp / ov
+    );
+    println!(
+        "| diff of 100 edits | {:.4} s | {:.3} s ({:.1}×) | {:.3} s ({:.1}×) | {:.3} s ({:.1}×) | overlay ≤ 0.05× full tree diff: {:.3}× |",
+        od, cd, cd / od, gd, gd / od, fd, fd / od, od / fd
+    );
+    println!(
+        "\n| step | patchbox | reference | ratio | target |\n|---|---|---|---|---|\n| commit_all of 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply, summed) | {:.3} s | {:.3} s | {:.2}× | ≤ 1.2× |",
+        ca, ga, ca / ga
+    );
+    println!("\nplan: medians of {} rounds", f.ov_create.len());
 }

@@ -1784,3 +1784,328 @@ fn lone_new_mode_line_sets_the_mode_as_git_does() {
     assert_eq!(mode(&ours), mode(&theirs));
     assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 12: truncated patches, modes, names and binary ids as strict as git apply
+// ---------------------------------------------------------------------------------------------
+
+/// git refuses `patch` on `base` (its message contains `git_msg`; with `git_exit_0` git only
+/// prints the error, skips that file and exits 0, as it does for a corrupt binary hunk);
+/// patchbox refuses it (a parse error containing `pb_msg`, or a refused report) and leaves
+/// the tree untouched.
+#[track_caller]
+fn git_refuses_patchbox_too(
+    base: impl Fn(&Path),
+    patch: &[u8],
+    git_msg: &str,
+    git_exit_0: bool,
+    pb_msg: &str,
+) {
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(&base);
+    let out = git_apply(theirs.path(), home.path(), patch);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(git_msg), "git: {err}");
+    assert_eq!(out.status.success(), git_exit_0, "git: {err}");
+    let ours = tmp_with(&base);
+    let before = tree_view(ours.path());
+    match apply_patch(ours.path(), patch, &opts()) {
+        Err(e) => assert!(e.to_string().contains(pb_msg), "patchbox: {e}"),
+        Ok(r) => {
+            assert_eq!(r.outcome, Outcome::Refused, "{r}");
+            assert!(r.to_string().contains(pb_msg), "{r}");
+        }
+    }
+    assert_eq!(tree_view(ours.path()), before);
+}
+
+#[test]
+fn truncated_patches_are_refused_as_git_does() {
+    let base = |r: &Path| {
+        write(r, "f", "a\nb\n");
+        write(r, "d/b.txt", "line 37\nc\na\n");
+    };
+    // Cut inside the last hunk line while the counts still add up (`+same` cut to `+s`):
+    // applying it would write `s`, which the author never wrote.
+    let p = b"diff --git a/d/b.txt b/d/b.txt\nindex a4d774a..b3f11c6 100644\n--- a/d/b.txt\n+++ b/d/b.txt\n@@ -1,3 +1,4 @@\n line 37\n c\n a\n+s";
+    git_refuses_patchbox_too(base, p, "corrupt patch at line 9", false, "truncated");
+    // Cut inside a hunk header, and a hunk left without any change.
+    let p = b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@";
+    git_refuses_patchbox_too(base, p, "corrupt patch at line 4", false, "truncated");
+    let p = b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n b\n";
+    git_refuses_patchbox_too(base, p, "corrupt patch", false, "corrupt patch");
+    // A header's last line without its newline is not part of the header (git stops
+    // there): a cut `new mode` line leaves a section without change, a cut `new file mode`
+    // line no patch at all.
+    let p = b"diff --git a/f b/f\nold mode 100644\nnew mode 100755";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "patch with only garbage",
+        false,
+        "without any change",
+    );
+    let p = b"diff --git a/c b/c\nnew file mode 100644";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "No valid patches in input",
+        false,
+        "extended header",
+    );
+    // A cut `copy to` line: git copies to the name on the complete `copy to` line before it
+    // (here a name with a spliced `diff --git` in it), and so does patchbox.
+    let p = b"diff --git a/f b/g\nsimilarity index 100%\ncopy from f\ncopy to g h\nsimilarity index 100%\ncopy from f\ncopy to g";
+    let (out, report, ours, theirs) = both_apply(base, p);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(ours.path().join("g h").exists());
+    assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+    // A binary hunk cut before its closing blank line: git prints "corrupt binary patch",
+    // drops that file and exits 0; patchbox refuses the patch.
+    let bin_base = |r: &Path| write(r, "b.bin", pseudo_random(300, 3));
+    let repo = Repo::new(bin_base);
+    let full = repo.diff(|r| fs::remove_file(r.join("b.bin")).unwrap(), &["--binary"]);
+    let text = String::from_utf8(full.clone()).unwrap();
+    let cut = text.find("\n\nliteral ").expect("a reverse hunk") + 1;
+    git_refuses_patchbox_too(
+        bin_base,
+        &full[..cut],
+        "corrupt binary patch",
+        false,
+        "truncated",
+    );
+    both_agree(bin_base, &full);
+}
+
+#[test]
+fn mode_lines_are_read_as_git_reads_them() {
+    let base = |r: &Path| write(r, "f", "a\nb\n");
+    let hunk = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
+    // The last of `old mode` and the `index` line's mode is the old mode (git's
+    // gitdiff_oldmode): here a symlink's, so a regular `new mode` is a change of type.
+    let p = format!(
+        "diff --git a/f b/f\nold mode 100755\nnew mode 100644\nindex 422c2b7..de98044 120000\n{hunk}"
+    );
+    git_refuses_patchbox_too(
+        base,
+        p.as_bytes(),
+        "f: wrong type",
+        false,
+        "does not match old mode",
+    );
+    // `old mode` disagreeing with a later `index` mode in type (the reproducer of
+    // `new mode of P does not match old mode`).
+    let p = format!(
+        "diff --git a/f b/f\nold mode 100600\nnew mode 120000\nindex 422c2b7..de98044 100755\n{hunk}"
+    );
+    git_refuses_patchbox_too(
+        base,
+        p.as_bytes(),
+        "does not match old mode",
+        false,
+        "does not match old mode",
+    );
+    // A creation with `old mode`/`new mode` lines: git 2.39 takes the last `new mode`
+    // (here 160000, so it makes an empty submodule directory where the author wrote a
+    // file); patchbox refuses the inconsistent header.
+    let p = b"diff --git a/g b/g\nnew file mode 100755\nold mode 120000\nnew mode 160000\nindex 0000000..6a73333\n--- /dev/null\n+++ b/g\n@@ -0,0 +1 @@\n+x\n";
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(base);
+    assert!(git_apply(theirs.path(), home.path(), p).status.success());
+    assert!(theirs.path().join("g").is_dir());
+    let ours = tmp_with(base);
+    let e = apply_patch(ours.path(), p, &opts()).unwrap_err();
+    assert!(e.to_string().contains("inconsistent header lines"), "{e}");
+    assert!(!ours.path().join("g").exists());
+}
+
+#[test]
+fn noncanonical_names_are_refused_as_git_does() {
+    let base = |r: &Path| write(r, "d/b.txt", "x\n");
+    // `//` in the `diff --git` line's names: git does not squash it there.
+    let p = b"diff --git a/d//b.txt b/d//b.txt\nold mode 100644\nnew mode 100755\n";
+    git_refuses_patchbox_too(base, p, "invalid path 'd//b.txt'", false, "invalid path");
+    let p = b"diff --git a/d//c.txt b/d//c.txt\nnew file mode 100644\nindex 0000000..e69de29\n";
+    git_refuses_patchbox_too(base, p, "invalid path 'd//c.txt'", false, "invalid path");
+    // A `.` component.
+    let p = b"diff --git a/d/./b.txt b/d/./b.txt\nold mode 100644\nnew mode 100755\n";
+    git_refuses_patchbox_too(base, p, "invalid path 'd/./b.txt'", false, "'.' component");
+    // A quoted second name in a traditional diff is taken as it is, even when the first
+    // name is a prefix of it (git's find_name_gnu): here a path below a file.
+    let base = |r: &Path| write(r, "t", "a\n");
+    let p = b"--- \"a/t\"\n+++ \"b/t/in.txt\"\n@@ -1 +1,2 @@\n a\n+b\n";
+    git_refuses_patchbox_too(base, p, "t/in.txt", false, "t/in.txt");
+}
+
+#[test]
+fn binary_patches_need_a_full_index_line_as_in_git() {
+    let base = |r: &Path| write(r, "b.bin", pseudo_random(300, 3));
+    let repo = Repo::new(base);
+    // The `index` line with abbreviated ids (as `git diff` without `--binary` writes them).
+    let abbreviate = |p: &[u8]| -> Vec<u8> {
+        String::from_utf8(p.to_vec())
+            .unwrap()
+            .lines()
+            .map(|l| match l.strip_prefix("index ") {
+                Some(ids) => {
+                    let (a, b) = ids.split_once("..").unwrap();
+                    let (b, mode) = b.split_once(' ').unwrap_or((b, ""));
+                    format!("index {}..{} {mode}\n", &a[..7], &b[..7]).replace(" \n", "\n")
+                }
+                None => format!("{l}\n"),
+            })
+            .collect::<String>()
+            .into_bytes()
+    };
+    let strip_index = |p: &[u8]| -> Vec<u8> {
+        String::from_utf8(p.to_vec())
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("index "))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    // A modification: the reverse literal matches the file, but nothing else ties the data
+    // to it.
+    let modify = repo.diff(|r| write(r, "b.bin", pseudo_random(300, 4)), &["--binary"]);
+    both_agree(base, &modify);
+    git_refuses_patchbox_too(
+        base,
+        &abbreviate(&modify),
+        "without full index line",
+        false,
+        "without full index line",
+    );
+    // A deletion: its forward `literal 0` would "delete" any contents.
+    let delete = repo.diff(|r| fs::remove_file(r.join("b.bin")).unwrap(), &["--binary"]);
+    git_refuses_patchbox_too(
+        base,
+        &abbreviate(&delete),
+        "without full index line",
+        false,
+        "without full index line",
+    );
+    // A `diff --git` line directly followed by the binary patch (no header line): git skips
+    // the line and reads the rest as garbage; patchbox refuses it.
+    let bare = strip_index(&modify);
+    let e = apply_patch(tmp_with(base).path(), &bare, &opts()).unwrap_err();
+    assert!(e.to_string().contains("extended header"), "{e}");
+    let only_line = b"diff --git a/b.bin b/b.bin\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n";
+    let e = apply_patch(tmp_with(base).path(), only_line, &opts()).unwrap_err();
+    assert!(e.to_string().contains("extended header"), "{e}");
+}
+
+#[test]
+fn check_mode_predicts_file_patches_that_cancel_out() {
+    // A deletion, then a rename of the path onto itself (git reads a rename's source from
+    // the project, not from the earlier patch): nothing changes, and check mode says so.
+    let base = |r: &Path| write(r, "f", "a\n");
+    let p = format!(
+        "{DELETE_F}diff --git a/f b/f\nsimilarity index 100%\nrename from f\nrename to f\n"
+    );
+    let dir = tmp_with(base);
+    let check = apply_patch(
+        dir.path(),
+        p.as_bytes(),
+        &ApplyOptions {
+            check: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let real = apply_patch(dir.path(), p.as_bytes(), &opts()).unwrap();
+    assert_eq!(check.outcome, Outcome::AlreadyApplied, "{check}");
+    assert_eq!(real.outcome, Outcome::AlreadyApplied, "{real}");
+    assert_eq!(fs::read(dir.path().join("f")).unwrap(), b"a\n");
+}
+
+#[test]
+fn cr_in_binary_data_is_refused_as_git_does() {
+    // A CRLF-converted binary hunk (the separator, or a data line): git calls it corrupt,
+    // stops reading the patch there and applies only what came before (exit 0 when that is
+    // something); patchbox refuses the whole patch.
+    let base = |r: &Path| {
+        write(r, "b.bin", pseudo_random(300, 3));
+        write(r, "a.txt", "a\n");
+    };
+    let repo = Repo::new(base);
+    let patch = repo.diff(
+        |r| {
+            write(r, "a.txt", "b\n");
+            write(r, "b.bin", pseudo_random(300, 4));
+        },
+        &["--binary"],
+    );
+    both_agree(base, &patch);
+    let text = String::from_utf8(patch).unwrap();
+    let separator = text.replacen("\n\nliteral ", "\n\r\nliteral ", 1);
+    let data_line = {
+        let at = text.find("GIT binary patch\n").unwrap();
+        let eol = at + text[at..].find("\nz").unwrap() + 1;
+        let end = eol + text[eol..].find('\n').unwrap();
+        format!("{}\r{}", &text[..end], &text[end..])
+    };
+    for p in [separator, data_line] {
+        git_refuses_patchbox_too(
+            base,
+            p.as_bytes(),
+            "corrupt binary patch",
+            true,
+            "corrupt binary patch",
+        );
+    }
+}
+
+#[test]
+fn dev_null_names_need_new_or_deleted_file_mode_as_in_git() {
+    let base = |r: &Path| write(r, "f", "a\n");
+    // A deletion without `deleted file mode`: git "renames" f to a file named dev/null.
+    let p =
+        b"diff --git a/f b/f\nindex 7898192..0000000\n--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n";
+    let home = tempfile::tempdir().unwrap();
+    let theirs = tmp_with(base);
+    assert!(git_apply(theirs.path(), home.path(), p).status.success());
+    assert!(theirs.path().join("dev/null").is_file());
+    let ours = tmp_with(base);
+    let e = apply_patch(ours.path(), p, &opts()).unwrap_err();
+    assert!(e.to_string().contains("without 'deleted file mode'"), "{e}");
+    assert_eq!(tree_view(ours.path()), tree_view(tmp_with(base).path()));
+    // A creation without `new file mode`: git looks for dev/null.
+    let p =
+        b"diff --git a/g b/g\nindex 0000000..6178079\n--- /dev/null\n+++ b/g\n@@ -0,0 +1 @@\n+b\n";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "dev/null: No such file or directory",
+        false,
+        "without 'new file mode'",
+    );
+    // A creation whose `diff --git` line names no file to check the `+++` name against.
+    let p = b"diff --git a/ b/\nnew file mode 100644\nindex 0000000..6178079\n--- /dev/null\n+++ b/g\n@@ -0,0 +1 @@\n+b\n";
+    git_refuses_patchbox_too(
+        base,
+        p,
+        "inconsistent new filename",
+        false,
+        "inconsistent file name",
+    );
+}
+
+#[test]
+fn rename_onto_itself_leaves_the_path_deleted_for_later_sections_as_in_git() {
+    // git marks a rename's source deleted even when the rename puts the file back under the
+    // same name: a later deletion of the path is refused ("has been renamed/deleted").
+    let base = |r: &Path| write(r, "f", "a\n");
+    let rename = "diff --git a/f b/f\nsimilarity index 100%\nrename from f\nrename to f\n";
+    both_refuse(
+        base,
+        format!("{DELETE_F}{rename}{DELETE_F}").as_bytes(),
+        "has been renamed/deleted",
+    );
+}

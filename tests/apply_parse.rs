@@ -644,6 +644,24 @@ fn git_header_names_must_agree_as_in_git() {
     let e = parse_patch(patch).unwrap_err();
     assert_eq!(parse_line(&e), 4, "{e}");
     assert!(e.to_string().contains(lacks), "{e}");
+    // A '"' inside an unquoted first name: git takes it as the start of a quoted second
+    // name, so the line names nothing.
+    let patch = b"diff --git a/q\"t b/q\"t\nnew file mode 100644\nindex 0000000..e69de29\n";
+    assert_git_refuses(&[], patch, lacks);
+    let e = parse_patch(patch).unwrap_err();
+    assert!(e.to_string().contains(lacks), "{e}");
+    // Names with a leading '/': git's skip_tree_prefix finds no 'a/' prefix to skip.
+    for patch in [
+        &b"diff --git \"/abs\" \"/abs\"\nnew file mode 100644\nindex 0000000..e69de29\n"[..],
+        b"diff --git /abs /abs\nnew file mode 100644\nindex 0000000..e69de29\n",
+    ] {
+        assert_git_refuses(&[], patch, lacks);
+        let e = parse_patch(patch).unwrap_err();
+        assert!(e.to_string().contains(lacks), "{e}");
+    }
+    // A NUL in the line (here for the 'b' of the second prefix): git's C strings end there.
+    let patch = b"diff --git a/x \0/x\nnew file mode 100644\nindex 0000000..e69de29\n";
+    assert!(parse_patch(patch).unwrap_err().to_string().contains(lacks));
     // Still fine: the same names, quoted or not, and a quoted pair from a CRLF patch.
     for patch in [
         &b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"[..],

@@ -469,7 +469,7 @@ pub fn exact(root: &Path, skip: Option<&Path>) -> Exact {
 /// What a patch can change, per path (directories included): type, exec bit, contents.
 pub type View = BTreeMap<Vec<u8>, (char, bool, Vec<u8>)>;
 
-/// The [`View`] of `root`; `outside` in symlink targets becomes `@OUTSIDE@`.
+/// The [`View`] of `root`; `outside` in symlink targets and file contents becomes `@OUTSIDE@`.
 pub fn view(root: &Path, outside: &Path) -> View {
     exact(root, None)
         .into_iter()
@@ -482,11 +482,9 @@ pub fn view(root: &Path, outside: &Path) -> View {
                 _ => '?',
             };
             let exec = kind == 'f' && mode & 0o100 != 0;
-            let content = if kind == 'l' {
-                replace_all(&content, outside.as_os_str().as_bytes(), OUTSIDE.as_bytes())
-            } else {
-                content
-            };
+            // In file contents too: a patch's `@OUTSIDE@` line (a symlink's target written
+            // as a regular file) is each copy's own outside directory.
+            let content = replace_all(&content, outside.as_os_str().as_bytes(), OUTSIDE.as_bytes());
             (k, (kind, exec, content))
         })
         .collect()
@@ -1651,7 +1649,11 @@ impl Worker {
                 if what == "equal" {
                     (Class::Agree, String::new())
                 } else {
-                    let what = if path == "dev" || path.starts_with("dev/") {
+                    // git wrote a file `dev/null` (a `/dev/null` name it took for a file's):
+                    // the first difference may be elsewhere (the directory it left behind).
+                    let git_wrote_dev_null = !ours.contains_key(b"dev/null".as_slice())
+                        && theirs_view.contains_key(b"dev/null".as_slice());
+                    let what = if path == "dev" || path.starts_with("dev/") || git_wrote_dev_null {
                         format!("{what} (git wrote dev/null)")
                     } else if stderr.contains("error: ") {
                         format!(
@@ -1672,7 +1674,28 @@ impl Worker {
             (true, false) => {
                 let r = applied.as_ref().unwrap();
                 let mut k = format!("git: {}", git_error_class(&stderr));
-                if k == "git: patch failed" {
+                // git's hunks failed only on files patchbox found already patched (the
+                // project drifted to the patch's result): patchbox's idempotence.
+                let failed: Vec<&str> = stderr
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("error: patch failed: "))
+                    .filter_map(|l| l.rsplit_once(':').map(|x| x.0))
+                    .collect();
+                let already = !failed.is_empty()
+                    && failed.iter().all(|p| {
+                        r.files.iter().any(|f| {
+                            // A rename or copy whose contents are already the result is
+                            // "Applied" (the file still moves), its detail says so.
+                            let named = f.path.to_string() == *p
+                                || f.old_path.as_ref().is_some_and(|o| o.to_string() == *p);
+                            named
+                                && (f.status == FileStatus::AlreadyApplied
+                                    || f.detail.contains("already present"))
+                        })
+                    });
+                if k == "git: patch failed" && already {
+                    k.push_str(" + already applied");
+                } else if k == "git: patch failed" {
                     // Zero-context hunks: git wants --unidiff-zero for them.
                     let (ok, _) = git_apply_args(theirs, &home, patch_theirs, &["--unidiff-zero"]);
                     let same = ok && {

@@ -214,12 +214,17 @@ pub fn apply_parsed(
         warnings: std::mem::take(&mut warnings),
         recovery,
     };
-    if opts.check || !matches!(outcome, Outcome::Applied | Outcome::AppliedWithConflicts) {
+    if !matches!(outcome, Outcome::Applied | Outcome::AppliedWithConflicts) {
         return Ok(report);
     }
+    // Computed in check mode too: file patches that cancel out (a deletion and a rename
+    // putting the file back) change nothing, and check mode must predict that outcome.
     let ops = planner.ops()?;
     if ops.is_empty() {
         report.outcome = Outcome::AlreadyApplied;
+        return Ok(report);
+    }
+    if opts.check {
         return Ok(report);
     }
     let tx_ops: Vec<txn::TxOp> = ops

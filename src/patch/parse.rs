@@ -26,6 +26,14 @@
 //! and the 1-based line number. Text outside file patches (a commit message, `Only in …`
 //! lines, a mail signature) is skipped, as `git apply` does.
 //!
+//! Where `git apply` refuses a malformed or doubtful git patch, so does the parser (see
+//! `fuzz/DIFFERENCES.md`): a cut patch (a hunk line, hunk header or binary hunk the input
+//! ends inside; a header line without its newline is not read, as in git), a hunk without
+//! any change, a CR in binary data, a `diff --git` line without an extended header line
+//! after it or with `//` in its names, `/dev/null` without `new file mode`/`deleted file
+//! mode`, a creation or deletion with `old mode`/`new mode` lines. Of `old mode`, `deleted
+//! file mode` and the `index` line's mode the last one gives the old mode, as in git.
+//!
 //! The parser never panics on any input, and limits what a hostile binary hunk can make it
 //! allocate to the data actually present.
 //!
@@ -126,8 +134,45 @@ fn strip_components(name: &[u8], n: usize) -> Option<&[u8]> {
     Some(s)
 }
 
+/// Removes `n` leading components from a `diff --git` line's name as git's
+/// `skip_tree_prefix` does: like [`strip_components`], but a name whose stripping slash is
+/// its first character (`/abs` with `-p1`) or a leading `/` with `-p0` has no prefix to
+/// skip and gives no name.
+fn skip_tree_prefix(name: &[u8], n: usize) -> Option<&[u8]> {
+    if n == 0 {
+        return (name.first() != Some(&b'/')).then_some(name);
+    }
+    let i = name
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'/')
+        .nth(n - 1)
+        .map(|(i, _)| i)?;
+    (i != 0).then(|| &name[i + 1..])
+}
+
 /// The `\ No newline at end of file` marker as git and GNU diff write it in English.
 const NO_NEWLINE_MARKER: &[u8] = b"\\ No newline at end of file";
+
+/// The lines git's `parse_git_diff_header` recognizes after `diff --git` (apply.c's optable,
+/// without `@@ -`, which ends a header that then has no line of its own).
+const GIT_HEADER_LINES: &[&[u8]] = &[
+    b"--- ",
+    b"+++ ",
+    b"old mode ",
+    b"new mode ",
+    b"deleted file mode ",
+    b"new file mode ",
+    b"copy from ",
+    b"copy to ",
+    b"rename old ",
+    b"rename new ",
+    b"rename from ",
+    b"rename to ",
+    b"similarity index ",
+    b"dissimilarity index ",
+    b"index ",
+];
 
 /// A file name as read from a header: `None` is `/dev/null`.
 type HeaderName = Option<Vec<u8>>;
@@ -154,6 +199,11 @@ struct GitHeader {
     old_oid: Option<String>,
     new_oid: Option<String>,
     index_mode: Option<u32>,
+    /// The old mode as git ends up with it: `old mode`, `deleted file mode` and the `index`
+    /// line's mode all set it, the last one read wins (apply.c's `gitdiff_oldmode`).
+    last_old_mode: Option<u32>,
+    /// Whether an `old mode` or `new mode` line was read (see the creation/deletion check).
+    mode_lines: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -298,7 +348,12 @@ impl<'a> Parser<'a> {
     /// reads it as part of an unquoted second name (so a CRLF-converted line names nothing),
     /// and ignores it after a quoted one.
     fn git_line_names(&self, rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-        let strip = |n: &[u8]| strip_components(n, self.strip).map(<[u8]>::to_vec);
+        // git reads the line as a C string: a NUL ends it before its newline, and a line
+        // without a newline names nothing (git_header_name).
+        if rest.contains(&0) {
+            return None;
+        }
+        let strip = |n: &[u8]| skip_tree_prefix(n, self.strip).map(<[u8]>::to_vec);
         let same = |a: Vec<u8>, b: Vec<u8>| (a == b && !a.is_empty()).then_some((a, b));
         if rest.first() == Some(&b'"') {
             let (a, used) = unquote_c_style(rest)?;
@@ -314,7 +369,11 @@ impl<'a> Parser<'a> {
             };
             return same(strip(&a)?, strip(&b)?);
         }
-        if let Some(q) = rest.windows(2).position(|w| w == b" \"") {
+        // An unquoted first name: git takes the first `"` on the line, wherever it is, as
+        // the start of a quoted second name (so a `"` inside the first name leaves the line
+        // without names: "lacks filename information").
+        if let Some(dq) = rest.iter().position(|&c| c == b'"') {
+            let q = dq.checked_sub(1).filter(|&q| rest[q] == b' ')?;
             let (b, used) = unquote_c_style(&rest[q + 1..])?;
             if q + 1 + used != rest.len() {
                 return None;
@@ -336,9 +395,36 @@ impl<'a> Parser<'a> {
     }
 
     fn git_section(&self, start: usize) -> Result<(FilePatch, usize)> {
+        // git reads a `diff --git` line as a header only when an extended header line (or
+        // `---`) follows it; otherwise it skips the line and reads what follows (a hunk, a
+        // binary patch) as garbage or as part of the next header, with odd results. Refused.
+        let header_follows = self.lines.get(start + 1).is_some_and(|l| {
+            l.ends_with(b"\n") && GIT_HEADER_LINES.iter().any(|p| l.starts_with(p))
+        });
+        if !header_follows {
+            return Err(Self::err(
+                start,
+                "'diff --git' line not followed by a complete extended header line (git skips it as garbage)",
+            ));
+        }
         let raw = &self.lines[start][b"diff --git ".len()..];
         let rest = raw.strip_suffix(b"\n").unwrap_or(raw);
         let line_names = self.git_line_names(rest);
+        // A `diff --git` name with an empty component (`d//b.txt`): git does not squash the
+        // slashes there (git_header_name), and its verify_path refuses the name whenever it
+        // is used; refused here whether or not `---`/`+++` lines name the file too.
+        if let Some((a, b)) = &line_names {
+            if let Some(bad) = [a, b]
+                .into_iter()
+                .find(|n| n.windows(2).any(|w| w == b"//"))
+            {
+                return Err(Error::Containment {
+                    path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bad)),
+                    base: std::path::PathBuf::from("."),
+                    reason: "invalid path: the name has an empty component ('//')",
+                });
+            }
+        }
         let mut h = GitHeader::default();
         let mut i = start + 1;
         let n = self.lines.len();
@@ -349,13 +435,23 @@ impl<'a> Parser<'a> {
         let rename_strip = self.strip.saturating_sub(1);
         while i < n {
             let l = trim_eol(self.lines[i]);
+            // git stops reading a header at a line without its newline (the input's last
+            // line, so a cut patch): that line is not part of the header (apply.c,
+            // parse_git_diff_header). A section left without any change is then an error.
+            if !self.lines[i].ends_with(b"\n") {
+                break;
+            }
             if let Some(v) = l.strip_prefix(b"old mode ") {
                 h.old_mode = Some(Self::parse_mode(v, i)?);
+                h.last_old_mode = h.old_mode;
+                h.mode_lines = true;
             } else if let Some(v) = l.strip_prefix(b"new mode ") {
                 h.new_mode = Some(Self::parse_mode(v, i)?);
+                h.mode_lines = true;
             } else if let Some(v) = l.strip_prefix(b"deleted file mode ") {
                 h.deleted_file = true;
                 h.deleted_file_mode = Some(Self::parse_mode(v, i)?);
+                h.last_old_mode = h.deleted_file_mode;
             } else if let Some(v) = l.strip_prefix(b"new file mode ") {
                 h.new_file = true;
                 h.new_file_mode = Some(Self::parse_mode(v, i)?);
@@ -485,6 +581,32 @@ impl<'a> Parser<'a> {
             }
             (Some(from), Some(to))
         } else {
+            // In a git diff only `new file mode`/`deleted file mode` say that a file is
+            // created or deleted; git reads a `/dev/null` name without them as a file named
+            // `dev/null` (and writes one, or refuses). Refused rather than guessed.
+            if matches!(minus_name, Some(None)) && !h.new_file {
+                return Err(Self::err(
+                    start,
+                    "'--- /dev/null' without 'new file mode' in a git diff",
+                ));
+            }
+            if matches!(plus_name, Some(None)) && !h.deleted_file {
+                return Err(Self::err(
+                    start,
+                    "'+++ /dev/null' without 'deleted file mode' in a git diff",
+                ));
+            }
+            // A creation's or deletion's name is the `diff --git` line's (git's def_name), and
+            // git checks the `---`/`+++` name against it: a line whose names cannot be read
+            // leaves nothing to check against (git: "inconsistent new filename").
+            let named_by_dashes = (h.new_file && matches!(plus_name, Some(Some(_))))
+                || (h.deleted_file && matches!(minus_name, Some(Some(_))));
+            if named_by_dashes && line_name.is_none() {
+                return Err(Self::err(
+                    start,
+                    "inconsistent file name: a new or deleted file whose 'diff --git' line names no file",
+                ));
+            }
             let creation = h.new_file || matches!(minus_name, Some(None));
             let deletion = h.deleted_file || matches!(plus_name, Some(None));
             if creation && deletion {
@@ -536,18 +658,24 @@ impl<'a> Parser<'a> {
         };
 
         // Modes.
+        // A creation or deletion with `old mode`/`new mode` lines says two things about the
+        // modes (git's own diffs never mix them; git 2.39 lets a later `new mode 160000`
+        // turn a new file into a submodule): refused rather than guessed.
+        if (h.new_file || h.deleted_file) && h.mode_lines {
+            return Err(Self::err(
+                start,
+                "inconsistent header lines: a new or deleted file with 'old mode'/'new mode' lines",
+            ));
+        }
         let (old_mode, new_mode) = if old_path.is_none() {
             (
                 None,
                 Some(h.new_file_mode.or(h.index_mode).unwrap_or(MODE_FILE)),
             )
         } else if new_path.is_none() {
-            (h.deleted_file_mode.or(h.index_mode), None)
+            (h.last_old_mode, None)
         } else {
-            (
-                h.old_mode.or(h.index_mode),
-                h.new_mode.or(h.index_mode).or(h.old_mode),
-            )
+            (h.last_old_mode, h.new_mode.or(h.index_mode).or(h.old_mode))
         };
 
         // Sanity of contents against creation/deletion.
@@ -566,8 +694,7 @@ impl<'a> Parser<'a> {
             // A mode change only when the modes differ (git's `metadata_changes`): an old
             // mode given by the `index` line counts, a lone `new mode` does not.
             || h
-                .old_mode
-                .or(h.index_mode)
+                .last_old_mode
                 .zip(h.new_mode)
                 .is_some_and(|(o, n)| o != n);
         if !changes_something {
@@ -632,6 +759,7 @@ impl<'a> Parser<'a> {
         h.new_oid = Some(b.to_ascii_lowercase());
         if let Some(m) = parts.next() {
             h.index_mode = Some(Self::parse_mode(m.as_bytes(), line_idx)?);
+            h.last_old_mode = h.index_mode;
         }
         if parts.next().is_some() {
             return Err(bad());
@@ -645,6 +773,12 @@ impl<'a> Parser<'a> {
         let mut out = Vec::new();
         while i < n && self.lines[i].starts_with(b"@@ -") {
             let header_idx = i;
+            if !self.lines[i].ends_with(b"\n") {
+                return Err(Self::err(
+                    i,
+                    "the input ends inside a hunk header (truncated patch)",
+                ));
+            }
             let (old_start, old_len, new_start, new_len, section) =
                 parse_hunk_header(trim_eol(self.lines[i]))
                     .ok_or_else(|| Self::err(i, "bad hunk header"))?;
@@ -734,6 +868,14 @@ impl<'a> Parser<'a> {
                 self.no_newline(&mut lines, i)?;
                 i += 1;
             }
+            // git: a hunk that neither removes nor adds a line is a corrupt patch
+            // (parse_fragment), e.g. `@@ -0,0 +0,0 @@` left by a cut.
+            if lines.iter().all(|l| l.kind == LineKind::Context) {
+                return Err(Self::err(
+                    header_idx,
+                    "corrupt patch: hunk without any removed or added line",
+                ));
+            }
             out.push(Hunk {
                 old_start,
                 old_len,
@@ -817,10 +959,22 @@ impl<'a> Parser<'a> {
         *i += 1;
         let mut deflated = Vec::new();
         loop {
-            if *i >= n {
-                break;
+            // A binary hunk ends with a blank line; input ending before it, or inside a line,
+            // is a cut patch (git: "corrupt binary patch"), even if the data inflates.
+            if *i >= n || !self.lines[*i].ends_with(b"\n") {
+                return Err(Self::err(
+                    (*i).min(n),
+                    format!(
+                        "corrupt binary patch: the input ends inside the binary hunk at line {} (truncated patch)",
+                        header_idx + 1
+                    ),
+                ));
             }
-            let l = trim_eol(self.lines[*i]);
+            // Only the newline is taken off: a CR before it (a CRLF-converted patch) makes
+            // the data line or the closing blank line corrupt, as in git (parse_binary_hunk);
+            // git then stops reading the patch and applies only what came before.
+            let raw = self.lines[*i];
+            let l = &raw[..raw.len() - 1];
             if l.is_empty() {
                 *i += 1;
                 break;
@@ -853,6 +1007,9 @@ impl<'a> Parser<'a> {
         let minus_v = &trim_eol(self.lines[start])[4..];
         let plus_v = &trim_eol(self.lines[start + 1])[4..];
         let (minus, minus_rest) = Self::header_name(minus_v, start, true)?;
+        // git takes a C-quoted second name as it is (find_name_traditional returns the name
+        // find_name_gnu reads); only an unquoted one yields to a shorter first name.
+        let plus_quoted = plus_v.first() == Some(&b'"');
         let (plus, plus_rest) = Self::header_name(plus_v, start + 1, true)?;
         let i = start + 2;
         if i >= self.lines.len() || !self.lines[i].starts_with(b"@@ -") {
@@ -877,7 +1034,7 @@ impl<'a> Parser<'a> {
             (true, _, _, Some(p)) => p,
             (_, true, Some(m), _) => m,
             (_, _, Some(m), Some(p)) => {
-                if m.len() < p.len() && p.starts_with(&m) {
+                if !plus_quoted && m.len() < p.len() && p.starts_with(&m) {
                     m
                 } else {
                     p
@@ -1074,6 +1231,13 @@ mod tests {
         assert_eq!(strip_components(b"/abs/x", 1), Some(&b"abs/x"[..]));
         assert_eq!(strip_components(b"abc", 1), None);
         assert_eq!(strip_components(b"abc", 0), Some(&b"abc"[..]));
+        // git's skip_tree_prefix for the `diff --git` line: a leading '/' is no prefix.
+        assert_eq!(skip_tree_prefix(b"a/b/c", 1), Some(&b"b/c"[..]));
+        assert_eq!(skip_tree_prefix(b"/abs", 1), None);
+        assert_eq!(skip_tree_prefix(b"a//b", 2), Some(&b"b"[..]));
+        assert_eq!(skip_tree_prefix(b"abc", 1), None);
+        assert_eq!(skip_tree_prefix(b"/abs", 0), None);
+        assert_eq!(skip_tree_prefix(b"abc", 0), Some(&b"abc"[..]));
     }
 
     #[test]

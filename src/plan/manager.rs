@@ -3,6 +3,7 @@
 //! ```text
 //! <root>/plans/
 //!   undo/                     undo records of commits (their ids are commit_refs)
+//!   lower/                    shared snapshots of originals (see crate::plan::lower)
 //!   plan-<plan id>/
 //!     commit.lock             held while a commit_all of the plan runs
 //!     commit.journal          present while a commit_all runs (see journal)
@@ -20,6 +21,7 @@ use super::boundary::{Resource, ResourceRegistry};
 use super::custom::StrategyRegistry;
 use super::error::SandboxError;
 use super::journal::CommitJournal;
+use super::lower::{self, SnapshotInfo};
 use super::model::{CommitResult, Strategy};
 use super::record::{Record, STATE_FILE};
 use super::sandbox::Sandbox;
@@ -155,6 +157,8 @@ impl PlanManager {
                 ..PrunePolicy::default()
             }),
             exclude: vec![root.clone()],
+            lowers: plans_dir.join(super::lower::LOWER_DIR),
+            lower_bases: Mutex::new(HashMap::new()),
             plans_dir,
             registry: parking_lot::RwLock::new(registry),
         });
@@ -297,6 +301,15 @@ impl PlanManager {
                 source: None,
             });
         }
+        // An overlay sandbox may take a shared snapshot: no sweep removes one meanwhile.
+        let _lower_lock = if matches!(strategy, Strategy::Overlay) && self.env.lowers.is_dir() {
+            Some(
+                lower::lock(&self.env.lowers, false)
+                    .map_err(|e| SandboxError::from_lower(None, "lock the shared snapshots", e))?,
+            )
+        } else {
+            None
+        };
         let made = strategy::new_sandbox(
             &strategy,
             &self.env,
@@ -538,8 +551,9 @@ impl PlanManager {
         first.map_or(Ok(()), Err)
     }
 
-    /// Cleans up sandboxes whose work is over (`Committed`, `RolledBack`, `Errored`) and the
-    /// remains of creations a crash interrupted; returns how many were removed.
+    /// Cleans up sandboxes whose work is over (`Committed`, `RolledBack`, `Errored`), the
+    /// remains of creations a crash interrupted, and the shared snapshots no sandbox uses
+    /// that are not the newest of their original; returns how many were removed.
     pub fn cleanup_abandoned(&self) -> Result<usize, SandboxError> {
         let mut n = 0;
         for (_, slot) in self.slots() {
@@ -578,7 +592,90 @@ impl PlanManager {
                 }
             }
         }
+        n += self.sweep_lowers(&|_, newest| !newest)?;
         Ok(n)
+    }
+
+    /// Takes a stable snapshot of `original` that every `overlay` sandbox created for it
+    /// afterwards (same canonical path, any plan) uses as its lower layer, pre-images and
+    /// rollback source, instead of copying the tree: their creation then costs a few
+    /// directories and a mount, whatever the tree's size. The snapshot is taken with the
+    /// snapshot engine into `<root>/plans/lower/<ulid>/` and becomes ready atomically (a
+    /// rename) when complete; a manager opened later over the root finds it.
+    ///
+    /// A snapshot is a point-in-time view: edits made to the original after it are not in
+    /// the sandboxes' view, and their commits merge with those edits through the 3-way apply
+    /// (or refuse on a conflict), as for any sandbox whose original changed after create.
+    /// Calling this again takes a newer snapshot for the sandboxes created after it;
+    /// existing sandboxes keep theirs. [`PlanManager::cleanup_abandoned`] removes the
+    /// snapshots no sandbox uses that are not the newest of their original;
+    /// [`PlanManager::drop_snapshots`] removes the unused ones of an original.
+    pub fn prepare_snapshot(
+        &self,
+        original: impl AsRef<Path>,
+    ) -> Result<SnapshotInfo, SandboxError> {
+        let original = original.as_ref();
+        let canon = std::fs::canonicalize(original)
+            .ok()
+            .filter(|p| p.is_dir())
+            .ok_or_else(|| {
+                SandboxError::sandbox(
+                    None,
+                    format!("cannot snapshot {}: not a directory", original.display()),
+                )
+            })?;
+        let (info, base) = lower::prepare(&self.env.lowers, &canon, &self.env.exclude)
+            .map_err(|e| SandboxError::from_lower(None, "prepare a snapshot", e))?;
+        self.env
+            .lower_bases
+            .lock()
+            .insert(info.id.clone(), Arc::new(base));
+        Ok(info)
+    }
+
+    /// Every ready shared snapshot under the root, oldest first.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        lower::list(&self.env.lowers)
+    }
+
+    /// Removes every shared snapshot of `original` that no sandbox uses (the newest too:
+    /// sandboxes created afterwards take private snapshots until the next
+    /// [`PlanManager::prepare_snapshot`]). Returns how many were removed.
+    pub fn drop_snapshots(&self, original: impl AsRef<Path>) -> Result<usize, SandboxError> {
+        let original = original.as_ref();
+        let canon = std::fs::canonicalize(original).unwrap_or_else(|_| original.to_path_buf());
+        self.sweep_lowers(&|s, _| s.original == canon)
+    }
+
+    /// Removes the shared snapshots no sandbox's state names that `removable` accepts.
+    fn sweep_lowers(
+        &self,
+        removable: &dyn Fn(&SnapshotInfo, bool) -> bool,
+    ) -> Result<usize, SandboxError> {
+        let err = |e| SandboxError::from_lower(None, "remove unused shared snapshots", e);
+        if !self.env.lowers.is_dir() {
+            return Ok(0);
+        }
+        // Taken first, so no sandbox can start using a snapshot while references are read.
+        let _lock = lower::lock(&self.env.lowers, true).map_err(err)?;
+        let mut referenced = std::collections::HashSet::new();
+        for (_, plan_dir) in self.plan_dirs()? {
+            for dir in subdirs(&plan_dir) {
+                if !dir.join(STATE_FILE).exists() {
+                    continue;
+                }
+                match Record::load(&dir) {
+                    Ok(r) => {
+                        if let Some(id) = r.metadata.get(lower::LOWER_KEY) {
+                            referenced.insert(id.clone());
+                        }
+                    }
+                    // A state that cannot be read might name any of them: keep them all.
+                    Err(_) => return Ok(0),
+                }
+            }
+        }
+        lower::sweep(&self.env.lowers, &referenced, removable).map_err(err)
     }
 
     /// The boundary key of `resource` (the id of the resource whose sandbox it shares), cached

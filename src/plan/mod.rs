@@ -53,6 +53,7 @@
 //! | [`record`] | a sandbox's state on disk, and the lifecycle guard |
 //! | [`strategy`] | the built-in strategies |
 //! | [`manager`] | [`PlanManager`]: lazy creation, `commit_all`, cleanup, recovery |
+//! | [`lower`] | shared lower snapshots: `overlay` sandboxes made in O(1) |
 //! | [`journal`] | the journal that makes `commit_all` crash-atomic |
 //! | [`boundary`] | resources, the registry, and which sandbox a resource belongs to |
 //! | [`checkpoint`] | checkpoints (deduplicated, proportional to change) and rollback to them |
@@ -67,6 +68,7 @@ pub mod checkpoint;
 pub mod custom;
 pub mod error;
 pub mod journal;
+pub mod lower;
 pub mod manager;
 pub mod model;
 pub mod phases;
@@ -77,6 +79,7 @@ pub mod strategy;
 
 pub use boundary::{Resource, ResourceKind, ResourceRegistry};
 pub use error::SandboxError;
+pub use lower::SnapshotInfo;
 pub use manager::{PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
 pub use sandbox::{CheckpointSupport, Sandbox};

@@ -123,6 +123,14 @@ fn usable_oid(o: &Option<String>) -> Option<&str> {
         .filter(|o| o.len() >= 4 && o.len() <= 40 && o.bytes().any(|c| c != b'0'))
 }
 
+/// A complete blob id on an `index` line (SHA-1 or SHA-256 hex), all zeros included: what git
+/// calls a full index line.
+fn full_oid(o: &Option<String>) -> bool {
+    o.as_deref().is_some_and(|o| {
+        (o.len() == 40 || o.len() == 64) && o.bytes().all(|c| c.is_ascii_hexdigit())
+    })
+}
+
 fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
     usable_oid(o).map(|o| blob_id_hex(data).starts_with(o))
 }
@@ -302,8 +310,11 @@ impl<'a> Planner<'a> {
             if let Some(n) = &fp.new_path {
                 self.seen.insert(n.clone(), Seen::Written);
             }
+            // A rename's source is gone even when the rename puts the file back under the
+            // same name: git's add_to_fn_table marks the old name deleted after recording the
+            // new one, so a later modification or deletion of it is refused there too.
             if let Some(o) = &fp.old_path {
-                if fp.new_path.is_none() || (fp.is_rename && fp.new_path.as_ref() != Some(o)) {
+                if fp.new_path.is_none() || fp.is_rename {
                     self.seen.insert(o.clone(), Seen::Gone);
                 }
             }
@@ -437,6 +448,27 @@ impl<'a> Planner<'a> {
                 fp,
                 FileStatus::Refused,
                 "binary change without data (make the patch with 'git diff --binary')",
+            ));
+        }
+        // git applies a binary patch only with the full blob ids of both sides (apply.c,
+        // apply_binary): without them nothing ties the data to the file it changes (a forward
+        // `literal 0` "deletes" any contents). Only a creation goes without (justified in
+        // fuzz/DIFFERENCES.md: its literal is the whole file, checked by zlib and its size).
+        if fp.old_path.is_some()
+            && matches!(fp.binary, Some(BinaryPatch::Data { .. }))
+            && !(full_oid(&fp.old_oid) && full_oid(&fp.new_oid))
+        {
+            let p = fp
+                .old_path
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            return Ok(Self::report(
+                fp,
+                FileStatus::Refused,
+                format!(
+                    "cannot apply binary patch to '{p}' without full index line (git refuses it too)"
+                ),
             ));
         }
         let res = match (&fp.old_path, &fp.new_path) {

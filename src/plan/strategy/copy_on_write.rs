@@ -40,6 +40,9 @@ pub struct CopyOnWrite {
     pub(super) original: PathBuf,
     /// The base, loaded on first need after a reopen.
     base: Mutex<Option<Arc<TreeBase>>>,
+    /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`]);
+    /// only `overlay` sandboxes set it.
+    shared: Mutex<Option<String>>,
 }
 
 impl CopyOnWrite {
@@ -63,6 +66,7 @@ impl CopyOnWrite {
             resource_id: resource_id.to_string(),
             original: original.to_path_buf(),
             base: Mutex::new(None),
+            shared: Mutex::new(None),
         }
     }
 
@@ -71,6 +75,7 @@ impl CopyOnWrite {
         let sb = CopyOnWrite {
             resource_id: record.resource_id.clone(),
             original: record.original_path.clone(),
+            shared: Mutex::new(record.metadata.get(crate::plan::lower::LOWER_KEY).cloned()),
             lc: Lifecycle::loaded(record, dir),
             env,
             base: Mutex::new(None),
@@ -91,15 +96,37 @@ impl CopyOnWrite {
             .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))
     }
 
-    /// The base snapshot (`base/`), read from disk on first need after a reopen.
+    /// The shared snapshot this sandbox uses as its base, if any.
+    pub(super) fn shared_lower(&self) -> Option<String> {
+        self.shared.lock().clone()
+    }
+
+    /// Makes the shared snapshot `id` this sandbox's base (before it is created).
+    pub(super) fn use_shared(&self, id: &str) {
+        *self.shared.lock() = Some(id.to_string());
+        *self.base.lock() = None;
+    }
+
+    /// Where the base's files are: `base/`, or the shared snapshot's files.
+    pub(super) fn base_dir(&self) -> PathBuf {
+        match self.shared.lock().as_deref() {
+            Some(id) => crate::plan::lower::base_dir(&self.env.lowers, id),
+            None => self.lc.dir().join(BASE),
+        }
+    }
+
+    /// The base snapshot (`base/` or the shared one), read from disk on first need after a
+    /// reopen.
     pub(super) fn base(&self) -> Result<Arc<TreeBase>, SandboxError> {
         let mut b = self.base.lock();
         if let Some(b) = b.as_ref() {
             return Ok(b.clone());
         }
-        let loaded = tree_base::load(&self.lc.dir().join(BASE))
-            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "read the base", e))?;
-        let loaded = Arc::new(loaded);
+        let loaded = match self.shared_lower() {
+            Some(id) => self.env.lower_base(&id),
+            None => tree_base::load(&self.lc.dir().join(BASE)).map(Arc::new),
+        }
+        .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "read the base", e))?;
         *b = Some(loaded.clone());
         Ok(loaded)
     }
@@ -153,14 +180,19 @@ impl CopyOnWrite {
         .map_err(|e| self.lower("render the diff", e))
     }
 
-    /// Makes the sandbox directory and takes the base snapshot into `base/`.
-    pub(super) fn make_base(&self) -> Result<(SessionDir, Arc<TreeBase>), crate::Error> {
+    /// Makes the (empty) sandbox directory.
+    pub(super) fn make_dir(&self) -> Result<SessionDir, crate::Error> {
         let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(plan_dir)
             .map_err(|e| crate::Error::io("create plan directory", plan_dir, e))?;
         std::fs::create_dir(self.lc.dir())
             .map_err(|e| crate::Error::io("create sandbox directory", self.lc.dir(), e))?;
-        let dir = SessionDir::open(self.lc.dir())?;
+        SessionDir::open(self.lc.dir())
+    }
+
+    /// Makes the sandbox directory and takes the base snapshot into `base/`.
+    pub(super) fn make_base(&self) -> Result<(SessionDir, Arc<TreeBase>), crate::Error> {
+        let dir = self.make_dir()?;
         let base_p = dir.join(Path::new(BASE))?;
         let (base, _) = tree_base::take(&self.original, &base_p, &self.env.exclude)?;
         let base = Arc::new(base);
@@ -256,7 +288,7 @@ impl CopyOnWrite {
         };
         self.lc.check(st.status, target)?;
         let d = diff_now()?;
-        super::through_apply::check(&self.lc, &self.original, &self.lc.dir().join(BASE), &d)
+        super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)
     }
 
     /// `commit` with the diff `diff_now` computes (under the operation lock).
@@ -270,13 +302,7 @@ impl CopyOnWrite {
         }
         self.lc.check(st.status, Status::Committed)?;
         let d = diff_now()?;
-        super::through_apply::commit(
-            &self.lc,
-            &mut st,
-            &self.env.undo,
-            &self.lc.dir().join(BASE),
-            &d,
-        )
+        super::through_apply::commit(&self.lc, &mut st, &self.env.undo, &self.base_dir(), &d)
     }
 
     /// `rollback` with `discard` making an active sandbox equal to its base again.

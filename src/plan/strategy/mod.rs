@@ -41,6 +41,23 @@ pub struct Env {
     pub exclude: Vec<PathBuf>,
     /// The custom strategies sandboxes may be made of (none until the manager gets one).
     pub registry: parking_lot::RwLock<Option<Arc<crate::plan::custom::StrategyRegistry>>>,
+    /// The shared lower snapshots (`<root>/plans/lower`, see [`crate::plan::lower`]).
+    pub lowers: PathBuf,
+    /// Shared snapshots' listings, loaded once per manager.
+    pub lower_bases:
+        parking_lot::Mutex<std::collections::HashMap<String, Arc<tree_base::TreeBase>>>,
+}
+
+impl Env {
+    /// The base of shared snapshot `id`, loaded on first need.
+    pub(crate) fn lower_base(&self, id: &str) -> Result<Arc<tree_base::TreeBase>, crate::Error> {
+        if let Some(b) = self.lower_bases.lock().get(id) {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(crate::plan::lower::load_base(&self.lowers, id)?);
+        self.lower_bases.lock().insert(id.to_string(), b.clone());
+        Ok(b)
+    }
 }
 
 /// A new pending sandbox of `strategy`.

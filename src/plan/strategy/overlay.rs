@@ -4,12 +4,19 @@
 //!
 //! ```text
 //! <plan dir>/<sandbox id>/
-//!   state.json    the lifecycle record (metadata "overlay.mode": kernel | fuse | copy_on_write)
+//!   state.json    the lifecycle record (metadata "overlay.mode": kernel | fuse | copy_on_write,
+//!                 and "overlay.lower": the shared snapshot used, if one)
 //!   base/         the stable snapshot taken at create: lower layer, pre-images, rollback source
+//!                 (absent when a shared snapshot plays that part)
 //!   upper/        the upper layer: what the sandbox changed (whiteouts for deletions)
 //!   work/         OverlayFS's work directory
 //!   tree/         the mount point: what get_path points into
 //! ```
+//!
+//! When the manager holds a prepared snapshot of the original
+//! ([`crate::plan::PlanManager::prepare_snapshot`]), the newest one is the lower layer and
+//! the pre-images instead of `base/`: create then copies nothing (a few directories, a
+//! mount), and is O(1) in the tree's size. Without one, create takes a private snapshot.
 //!
 //! The mode is chosen at create: the kernel's OverlayFS when the process may mount (root or
 //! `CAP_SYS_ADMIN`), else `fuse-overlayfs` when it is installed and `/dev/fuse` opens, else
@@ -39,6 +46,7 @@ use super::{sandbox_path_of, Env};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
+use crate::plan::lower;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Record, State};
 use crate::plan::sandbox::Sandbox;
@@ -189,7 +197,7 @@ impl Overlay {
         let mnt = self.mount_point()?;
         check_mount_point(&mnt)?;
         let dir = mnt.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let (lower, upper, work) = (dir.join("base"), dir.join(UPPER), dir.join(WORK));
+        let (lower, upper, work) = (self.cow.base_dir(), dir.join(UPPER), dir.join(WORK));
         match mode {
             Mode::Kernel => mount_kernel(&lower, &upper, &work, &mnt),
             Mode::Fuse => {
@@ -268,7 +276,20 @@ impl Overlay {
     // ---- create ---------------------------------------------------------------------------
 
     fn make(&self, plan_id: &str, forced: Option<Mode>) -> Result<Record, crate::Error> {
-        let (dir, base) = self.cow.make_base()?;
+        // The newest prepared snapshot of the original, else a private one.
+        let shared = std::fs::canonicalize(&self.cow.original)
+            .ok()
+            .and_then(|o| lower::newest_for(&self.cow.env.lowers, &o));
+        let (dir, base) = match &shared {
+            Some(info) => {
+                self.cow.use_shared(&info.id);
+                (self.cow.make_dir()?, None)
+            }
+            None => {
+                let (dir, base) = self.cow.make_base()?;
+                (dir, Some(base))
+            }
+        };
         for name in [UPPER, WORK, TREE] {
             session_dir::create_dir_new(&dir.join(Path::new(name))?)?;
         }
@@ -303,11 +324,21 @@ impl Overlay {
             for name in [UPPER, WORK, TREE] {
                 session_dir::remove_tree(&dir.join(Path::new(name))?)?;
             }
+            let base = match base {
+                Some(b) => b,
+                None => {
+                    let id = self.cow.shared_lower().unwrap_or_default();
+                    self.cow.env.lower_base(&id)?
+                }
+            };
             self.cow.make_copy(&dir, &base)?;
         }
         *self.mode.lock() = Some(mode);
         let mut metadata = std::collections::BTreeMap::new();
         metadata.insert(MODE_KEY.to_string(), mode.name().to_string());
+        if let Some(info) = &shared {
+            metadata.insert(lower::LOWER_KEY.to_string(), info.id.clone());
+        }
         if !refusals.is_empty() {
             metadata.insert("overlay.refused".into(), refusals.join("; "));
         }
