@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -205,6 +207,17 @@ class BuiltinSandbox final : public Sandbox {
   std::filesystem::path get_path(const std::filesystem::path& resource_relative) override {
     return call([&] { return path_of(sb_->get_path(bytes(resource_relative))); });
   }
+  std::optional<std::string> read(const std::filesystem::path& resource_relative) override {
+    return call([&]() -> std::optional<std::string> {
+      bool found = false;
+      rust::Vec<std::uint8_t> data = sb_->read(bytes(resource_relative), found);
+      if (!found) return std::nullopt;
+      return str_of(data);
+    });
+  }
+  void write(const std::filesystem::path& resource_relative, const std::string& data) override {
+    call([&] { sb_->write(bytes(resource_relative), bytes(data)); });
+  }
   SandboxDiff diff() const override {
     return call([&] { return diff_of(sb_->diff()); });
   }
@@ -340,6 +353,26 @@ std::vector<std::string> library_plan_error_kinds() {
 }
 
 Sandbox::~Sandbox() = default;
+
+std::optional<std::string> Sandbox::read(const std::filesystem::path& resource_relative) {
+  std::filesystem::path p = get_path(resource_relative);
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) return std::nullopt;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw SandboxError("cannot read " + p.string(), sandbox_id());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void Sandbox::write(const std::filesystem::path& resource_relative, const std::string& data) {
+  std::filesystem::path p = get_path(resource_relative);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!out) throw SandboxError("cannot write " + p.string(), sandbox_id());
+}
+
+CustomStrategy::~CustomStrategy() = default;
 
 // ---- SandboxManager --------------------------------------------------------------------------
 
@@ -482,6 +515,19 @@ ResourceSandbox SandboxManager::get_or_create_sandbox_for_resource(
 
 void SandboxManager::clear_boundary_cache() { impl().mgr->clear_boundary_cache(); }
 
+void SandboxManager::register_strategy(const std::string& name,
+                                       std::shared_ptr<CustomStrategy> strategy) {
+  call([&] {
+    if (!strategy) throw SandboxError("register_strategy(\"" + name + "\"): no strategy");
+    impl().mgr->register_strategy(
+        name, std::make_unique<pb::CustomStrategyHandle>(std::move(strategy)));
+  });
+}
+
+bool SandboxManager::has_custom_strategy(const std::string& name) const {
+  return impl().mgr->has_custom_strategy(name);
+}
+
 // ---- shared with the other plan glue files (cpp/plan_internal.h) ----------------------------
 
 namespace internal {
@@ -502,4 +548,134 @@ std::map<std::string, std::string> meta_of(const rust::Vec<pb::FfiPlanMeta>& v) 
 }  // namespace internal
 
 }  // namespace plan
+
+// ---- the Rust side's calls into a CustomStrategy ---------------------------------------------
+
+namespace bridge {
+namespace plan {
+namespace {
+
+namespace pp = ::patchbox::plan;
+
+pp::SandboxRef ref_of(const FfiSandboxRef& r) {
+  pp::SandboxRef out;
+  out.sandbox_id = std::string(r.sandbox_id);
+  out.plan_id = std::string(r.plan_id);
+  out.resource_id = std::string(r.resource_id);
+  out.created_at = pp::time_of(r.created_at_ms);
+  out.metadata = pp::meta_of(r.metadata);
+  return out;
+}
+
+std::string string_of(rust::Slice<const std::uint8_t> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+/// Runs @p f; whatever it throws is caught, its message put in @p err, and false returned.
+template <class F>
+bool guard(rust::String& err, F&& f) noexcept {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    try {
+      err = rust::String::lossy(e.what());
+    } catch (...) {
+    }
+  } catch (...) {
+    try {
+      err = "the C++ strategy threw an exception that is not a std::exception";
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool CustomStrategyHandle::create(const FfiSandboxRef& sandbox,
+                                  rust::Slice<const std::uint8_t> original,
+                                  rust::Vec<FfiPlanMeta>& metadata, rust::String& err) const noexcept {
+  return guard(err, [&] {
+    auto m = s_->create(ref_of(sandbox), std::filesystem::path(string_of(original)));
+    for (const auto& [k, v] : m) metadata.push_back(FfiPlanMeta{k, v});
+  });
+}
+
+bool CustomStrategyHandle::read(const FfiSandboxRef& sandbox, rust::Str path, bool& found,
+                                rust::Vec<std::uint8_t>& data, rust::String& err) const noexcept {
+  return guard(err, [&] {
+    auto d = s_->read(ref_of(sandbox), std::string(path));
+    found = d.has_value();
+    if (d) data = glue::to_vec(*d);
+  });
+}
+
+bool CustomStrategyHandle::write(const FfiSandboxRef& sandbox, rust::Str path,
+                                 rust::Slice<const std::uint8_t> data,
+                                 rust::String& err) const noexcept {
+  return guard(err, [&] { s_->write(ref_of(sandbox), std::string(path), string_of(data)); });
+}
+
+bool CustomStrategyHandle::diff(const FfiSandboxRef& sandbox, FfiDiffView& view,
+                                rust::String& err) const noexcept {
+  return guard(err, [&] {
+    pp::DiffView v = s_->diff(ref_of(sandbox));
+    view.sandbox_id = v.sandbox_id;
+    view.summary = v.summary;
+    for (const auto& e : v.entries) {
+      FfiDiffEntry f;
+      f.path = e.path;
+      f.operation = pp::to_string(e.operation);
+      f.has_before = e.before.has_value();
+      if (e.before) f.before = glue::to_vec(*e.before);
+      f.has_after = e.after.has_value();
+      if (e.after) f.after = glue::to_vec(*e.after);
+      view.entries.push_back(std::move(f));
+    }
+  });
+}
+
+bool CustomStrategyHandle::commit(const FfiSandboxRef& sandbox, bool has_message, rust::Str message,
+                                  bool& has_ref, rust::String& commit_ref,
+                                  rust::String& err) const noexcept {
+  return guard(err, [&] {
+    std::optional<std::string> msg;
+    if (has_message) msg = std::string(message);
+    auto r = s_->commit(ref_of(sandbox), msg);
+    has_ref = r.has_value();
+    if (r) commit_ref = *r;
+  });
+}
+
+bool CustomStrategyHandle::rollback(const FfiSandboxRef& sandbox, bool after_commit,
+                                    rust::String& err) const noexcept {
+  return guard(err, [&] { s_->rollback(ref_of(sandbox), after_commit); });
+}
+
+bool CustomStrategyHandle::checkpoint(const FfiSandboxRef& sandbox, rust::Str checkpoint_id,
+                                      rust::String& err) const noexcept {
+  return guard(err, [&] { s_->checkpoint(ref_of(sandbox), std::string(checkpoint_id)); });
+}
+
+bool CustomStrategyHandle::restore_checkpoint(const FfiSandboxRef& sandbox,
+                                              rust::Str checkpoint_id,
+                                              rust::String& err) const noexcept {
+  return guard(err, [&] { s_->restore_checkpoint(ref_of(sandbox), std::string(checkpoint_id)); });
+}
+
+bool CustomStrategyHandle::cleanup(const FfiSandboxRef& sandbox, rust::String& err) const noexcept {
+  return guard(err, [&] { s_->cleanup(ref_of(sandbox)); });
+}
+
+bool CustomStrategyHandle::is_rollbackable() const noexcept {
+  try {
+    return s_->is_rollbackable();
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace plan
+}  // namespace bridge
 }  // namespace patchbox

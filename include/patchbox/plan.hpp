@@ -10,8 +10,8 @@
 /// plan before anything is written; a failed commit rolls back those already committed).
 ///
 /// Strategies are named by strings (see patchbox::plan::strategy): `none`, `copy_on_write`,
-/// `overlay`, `git_worktree`. A name the linked library does not know is refused with
-/// SandboxError. Every failure throws a subclass of patchbox::plan::SandboxError (itself a
+/// `overlay`, `git_worktree`, or a CustomStrategy's registered name. A name neither built in
+/// nor registered is refused with SandboxError. Every failure throws a subclass of patchbox::plan::SandboxError (itself a
 /// patchbox::Error of ErrorKind::Plan), except a bug inside the library (ErrorKind::Internal).
 /// Link the CMake target `patchbox::patchbox`. A SandboxManager and its sandboxes may be used
 /// from any number of threads at once.
@@ -321,6 +321,15 @@ class Sandbox {
   /// Removes every artefact (→ CleanedUp); an active sandbox's changes are discarded.
   /// Idempotent.
   virtual void cleanup() = 0;
+  /// The content of @p resource_relative in the sandbox; nullopt when it does not exist there.
+  /// The only way into a custom strategy's sandbox (its get_path() refuses file paths).
+  /// Default: reads the file at get_path().
+  /// @throws SandboxError (bad path, the strategy failed), SandboxStateError.
+  virtual std::optional<std::string> read(const std::filesystem::path& resource_relative);
+  /// Sets the content of @p resource_relative in the sandbox (making a created sandbox
+  /// active). Default: writes the file at get_path(), making its directories.
+  /// @throws SandboxError (bad path, the strategy failed), SandboxStateError.
+  virtual void write(const std::filesystem::path& resource_relative, const std::string& data);
 
  protected:
   /// For implementations.
@@ -329,6 +338,78 @@ class Sandbox {
   Sandbox(const Sandbox&) = default;
   /// For implementations (protected: no slicing assignment through the interface).
   Sandbox& operator=(const Sandbox&) = default;
+};
+
+// ---- custom strategies ---------------------------------------------------------------------
+
+/// Which sandbox a CustomStrategy operation is about.
+struct SandboxRef {
+  std::string sandbox_id;   ///< The library's id of the sandbox (a ULID; stable across restarts).
+  std::string plan_id;      ///< The plan that owns it.
+  std::string resource_id;  ///< The resource it isolates.
+  Clock::time_point created_at;  ///< When it was created (millisecond precision).
+  /// What create() returned, plus `original_path` and `strategy`, which the library sets.
+  std::map<std::string, std::string> metadata;
+};
+
+/// A custom sandbox's changes, as its strategy reports them.
+struct DiffView {
+  std::string sandbox_id;          ///< The sandbox.
+  std::vector<DiffEntry> entries;  ///< One entry per changed path (the library sorts them).
+  std::string summary;  ///< One line; empty: the library counts (`1 added, 2 modified`).
+};
+
+/// An isolation strategy written in C++: the nine operations, each about one sandbox.
+///
+/// Register an instance with SandboxManager::register_strategy(); then
+/// get_or_create_sandbox(plan, resource, path, name) makes sandboxes of it, and commit_all(),
+/// rollback_all(), cleanup_all() drive them with the built-in ones (all or nothing). The
+/// library keeps the lifecycle (status checks, state on disk); the strategy keeps the content.
+/// Actors reach it with Sandbox::read() / Sandbox::write().
+///
+/// The library calls one operation of a sandbox at a time, but one instance serves every
+/// sandbox of its name, possibly from several threads: implementations must be thread-safe.
+/// Whatever an operation throws becomes the error of the step (a throwing commit() is a
+/// SandboxCommitError, inside commit_all() an AtomicCommitError with the others rolled back);
+/// no exception ever reaches the Rust side. All nine are pure virtual, so a strategy lacking
+/// one does not compile (the C++ form of the registry's protocol check).
+class CustomStrategy {
+ public:
+  /// Destroyed when the last manager using it is.
+  virtual ~CustomStrategy();
+  /// Makes the sandbox over @p original (Pending → Created); returns metadata to keep with it.
+  virtual std::map<std::string, std::string> create(const SandboxRef& sandbox,
+                                                    const std::filesystem::path& original) = 0;
+  /// The content of @p path (resource-relative, `/`-separated); nullopt when absent.
+  virtual std::optional<std::string> read(const SandboxRef& sandbox, const std::string& path) = 0;
+  /// Sets the content of @p path in the sandbox (never in the original).
+  virtual void write(const SandboxRef& sandbox, const std::string& path,
+                     const std::string& data) = 0;
+  /// The sandbox's changes against what it was made from.
+  virtual DiffView diff(const SandboxRef& sandbox) = 0;
+  /// Brings the changes into the original; returns what names the commit, if anything.
+  virtual std::optional<std::string> commit(const SandboxRef& sandbox,
+                                            const std::optional<std::string>& message) = 0;
+  /// @p after_commit false: discards the changes. True: undoes the commit in the original
+  /// (keeping the changes in the sandbox, so the plan may commit again).
+  virtual void rollback(const SandboxRef& sandbox, bool after_commit) = 0;
+  /// Records the sandbox's state now under @p checkpoint_id.
+  virtual void checkpoint(const SandboxRef& sandbox, const std::string& checkpoint_id) = 0;
+  /// Makes the sandbox what it was at @p checkpoint_id.
+  virtual void restore_checkpoint(const SandboxRef& sandbox,
+                                  const std::string& checkpoint_id) = 0;
+  /// Removes everything made for the sandbox.
+  virtual void cleanup(const SandboxRef& sandbox) = 0;
+  /// Whether rollback() after a commit works (commit_all commits the others last). Default: yes.
+  virtual bool is_rollbackable() const { return true; }
+
+ protected:
+  /// For implementations.
+  CustomStrategy() = default;
+  /// For implementations (protected: no slicing copy through the interface).
+  CustomStrategy(const CustomStrategy&) = default;
+  /// For implementations (protected: no slicing assignment through the interface).
+  CustomStrategy& operator=(const CustomStrategy&) = default;
 };
 
 // ---- boundaries ------------------------------------------------------------------------------
@@ -444,6 +525,15 @@ class SandboxManager {
                                                      const ResourceRegistry& registry);
   /// Drops the boundary cache (call when the registry changes).
   void clear_boundary_cache();
+
+  /// Registers @p strategy under @p name (1 to 64 of `A-Z a-z 0-9 _ - .`), for this manager:
+  /// get_or_create_sandbox(plan, resource, path, name) then makes sandboxes of it. Sandboxes of
+  /// @p name found on disk (a restart) are reopened now.
+  /// @throws SandboxError when the name is a built-in strategy's, already registered, or
+  /// malformed, or @p strategy is null.
+  void register_strategy(const std::string& name, std::shared_ptr<CustomStrategy> strategy);
+  /// Whether a custom strategy is registered under @p name.
+  bool has_custom_strategy(const std::string& name) const;
 
  private:
   struct Impl;

@@ -7,7 +7,14 @@
 //! [`CheckpointManager`]; the C++ `PhaseRunner` is written in C++ over these calls.
 //!
 //! Strategies and statuses cross as their snake_case names ([`Strategy::name`],
-//! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change.
+//! [`Status::name`]), so a strategy added in Rust is usable from C++ without a header change;
+//! a name that is not built in is a custom strategy's ([`Strategy::parse`]).
+//!
+//! Custom strategies: every C++ manager has a [`StrategyRegistry`]; `register_strategy` puts a
+//! C++ `patchbox::plan::CustomStrategy` in it, held by the opaque C++ `CustomStrategyHandle`
+//! (`cpp/custom_strategy.h`). The Rust side (`CppStrategy`, a [`StrategyProtocol`]) calls the
+//! handle's `noexcept` methods, which catch everything the strategy throws and return it as an
+//! error string; those calls run inside the bridge functions' `catch_unwind`.
 //! Times cross as milliseconds since the Unix epoch.
 //!
 //! Errors keep the rules of [`super`], with the plan error's kind and details:
@@ -31,8 +38,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{guarded, guarded_or_default, internal, path_from};
 use crate::plan::checkpoint::{Checkpoint, CheckpointManager};
+use crate::plan::custom::{
+    DiffView, OpResult, SandboxRef, StrategyFailure, StrategyProtocol, StrategyRegistry,
+};
 use crate::plan::manager::CommitAllOptions;
 use crate::plan::CheckpointSupport;
+use crate::plan::DiffEntry;
 use crate::plan::{
     CommitResult, DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox,
     SandboxContext, SandboxDiff, SandboxError, Status, Strategy,
@@ -106,6 +117,88 @@ mod bridge {
         strategy: String,
     }
 
+    /// `SandboxRef` across the bridge (to a C++ `CustomStrategy`).
+    struct FfiSandboxRef {
+        sandbox_id: String,
+        plan_id: String,
+        resource_id: String,
+        created_at_ms: i64,
+        metadata: Vec<FfiPlanMeta>,
+    }
+
+    /// `DiffView` across the bridge (from a C++ `CustomStrategy`).
+    struct FfiDiffView {
+        sandbox_id: String,
+        entries: Vec<FfiDiffEntry>,
+        summary: String,
+    }
+
+    unsafe extern "C++" {
+        include!("patchbox/cpp/custom_strategy.h");
+
+        /// A C++ `patchbox::plan::CustomStrategy`, held by a `shared_ptr`. Every method is
+        /// `noexcept`: it catches whatever the strategy throws, puts its message in `err` and
+        /// returns false.
+        type CustomStrategyHandle;
+        fn create(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            original: &[u8],
+            metadata: &mut Vec<FfiPlanMeta>,
+            err: &mut String,
+        ) -> bool;
+        fn read(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            path: &str,
+            found: &mut bool,
+            data: &mut Vec<u8>,
+            err: &mut String,
+        ) -> bool;
+        fn write(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            path: &str,
+            data: &[u8],
+            err: &mut String,
+        ) -> bool;
+        fn diff(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            view: &mut FfiDiffView,
+            err: &mut String,
+        ) -> bool;
+        fn commit(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            has_message: bool,
+            message: &str,
+            has_ref: &mut bool,
+            commit_ref: &mut String,
+            err: &mut String,
+        ) -> bool;
+        fn rollback(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            after_commit: bool,
+            err: &mut String,
+        ) -> bool;
+        fn checkpoint(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            checkpoint_id: &str,
+            err: &mut String,
+        ) -> bool;
+        fn restore_checkpoint(
+            self: &CustomStrategyHandle,
+            sandbox: &FfiSandboxRef,
+            checkpoint_id: &str,
+            err: &mut String,
+        ) -> bool;
+        fn cleanup(self: &CustomStrategyHandle, sandbox: &FfiSandboxRef, err: &mut String) -> bool;
+        fn is_rollbackable(self: &CustomStrategyHandle) -> bool;
+    }
+
     /// `Checkpoint` across the bridge.
     struct FfiCheckpoint {
         checkpoint_id: String,
@@ -162,6 +255,14 @@ mod bridge {
             prefix: &mut Vec<u8>,
         ) -> Result<Box<PlanSandbox>>;
         fn clear_boundary_cache(self: &PlanMgr);
+        /// Registers a C++ custom strategy under `name` (then reopens the manager's sandboxes
+        /// of it found on disk).
+        fn register_strategy(
+            self: &PlanMgr,
+            name: &str,
+            strategy: UniquePtr<CustomStrategyHandle>,
+        ) -> Result<()>;
+        fn has_custom_strategy(self: &PlanMgr, name: &str) -> bool;
         fn close(self: &mut PlanMgr);
 
         fn len(self: &PlanSandboxList) -> usize;
@@ -174,6 +275,8 @@ mod bridge {
         fn context(self: &PlanSandbox) -> FfiPlanContextOpt;
         fn create(self: &PlanSandbox, plan_id: &str) -> Result<FfiPlanContext>;
         fn get_path(self: &PlanSandbox, resource_relative: &[u8]) -> Result<Vec<u8>>;
+        fn read(self: &PlanSandbox, resource_relative: &[u8], found: &mut bool) -> Result<Vec<u8>>;
+        fn write(self: &PlanSandbox, resource_relative: &[u8], data: &[u8]) -> Result<()>;
         fn diff(self: &PlanSandbox) -> Result<FfiDiff>;
         fn check_commit(self: &PlanSandbox) -> Result<()>;
         fn commit(self: &PlanSandbox, has_message: bool, message: &str) -> Result<FfiCommitResult>;
@@ -212,6 +315,153 @@ mod bridge {
         fn delete_checkpoint(self: &PlanCheckpoints, checkpoint_id: &str) -> Result<bool>;
         fn disk_bytes(self: &PlanCheckpoints, sandbox_id: &str) -> u64;
         fn close(self: &mut PlanCheckpoints);
+    }
+}
+
+// SAFETY: `patchbox::plan::CustomStrategy` requires implementations to be thread-safe (its
+// docs say so); the handle only holds the shared_ptr and calls it.
+unsafe impl Send for bridge::CustomStrategyHandle {}
+// SAFETY: as above; every method of the handle is const.
+unsafe impl Sync for bridge::CustomStrategyHandle {}
+
+/// A C++ `CustomStrategy` as a [`StrategyProtocol`]: each operation calls the handle's
+/// `noexcept` glue, which turns whatever the strategy throws into an error message.
+struct CppStrategy {
+    handle: cxx::UniquePtr<bridge::CustomStrategyHandle>,
+}
+
+fn sref_out(r: &SandboxRef) -> bridge::FfiSandboxRef {
+    bridge::FfiSandboxRef {
+        sandbox_id: r.sandbox_id.clone(),
+        plan_id: r.plan_id.clone(),
+        resource_id: r.resource_id.clone(),
+        created_at_ms: millis(r.created_at),
+        metadata: meta_out(r.metadata.clone()),
+    }
+}
+
+impl CppStrategy {
+    fn h(&self) -> OpResult<&bridge::CustomStrategyHandle> {
+        self.handle
+            .as_ref()
+            .ok_or_else(|| StrategyFailure::from("the C++ strategy is gone"))
+    }
+
+    /// Runs one call of the glue: `f` returns its success flag, filling `err` on failure.
+    fn run(
+        &self,
+        f: impl FnOnce(&bridge::CustomStrategyHandle, &mut String) -> bool,
+    ) -> OpResult<()> {
+        let h = self.h()?;
+        let mut err = String::new();
+        if f(h, &mut err) {
+            Ok(())
+        } else {
+            Err(StrategyFailure(err))
+        }
+    }
+}
+
+impl StrategyProtocol for CppStrategy {
+    fn create(
+        &self,
+        sandbox: &SandboxRef,
+        original: &std::path::Path,
+    ) -> OpResult<BTreeMap<String, String>> {
+        let r = sref_out(sandbox);
+        let mut meta = Vec::new();
+        let orig = super::path_bytes(original);
+        self.run(|h, err| h.create(&r, &orig, &mut meta, err))?;
+        Ok(meta.into_iter().map(|m| (m.key, m.value)).collect())
+    }
+
+    fn read(&self, sandbox: &SandboxRef, path: &str) -> OpResult<Option<Vec<u8>>> {
+        let r = sref_out(sandbox);
+        let (mut found, mut data) = (false, Vec::new());
+        self.run(|h, err| h.read(&r, path, &mut found, &mut data, err))?;
+        Ok(found.then_some(data))
+    }
+
+    fn write(&self, sandbox: &SandboxRef, path: &str, data: &[u8]) -> OpResult<()> {
+        let r = sref_out(sandbox);
+        self.run(|h, err| h.write(&r, path, data, err))
+    }
+
+    fn diff(&self, sandbox: &SandboxRef) -> OpResult<DiffView> {
+        let r = sref_out(sandbox);
+        let mut view = bridge::FfiDiffView {
+            sandbox_id: String::new(),
+            entries: Vec::new(),
+            summary: String::new(),
+        };
+        self.run(|h, err| h.diff(&r, &mut view, err))?;
+        let mut entries = Vec::with_capacity(view.entries.len());
+        for e in view.entries {
+            let operation = match e.operation.as_str() {
+                "added" => DiffOp::Added,
+                "modified" => DiffOp::Modified,
+                "deleted" => DiffOp::Deleted,
+                other => {
+                    return Err(StrategyFailure(format!(
+                        "diff: unknown operation {other:?} for {}",
+                        e.path
+                    )))
+                }
+            };
+            entries.push(DiffEntry {
+                path: e.path,
+                operation,
+                before: e.has_before.then_some(e.before),
+                after: e.has_after.then_some(e.after),
+                before_mode: None,
+                after_mode: None,
+            });
+        }
+        let mut out = DiffView::new(&sandbox.sandbox_id, entries);
+        if !view.summary.is_empty() {
+            out.summary = view.summary;
+        }
+        Ok(out)
+    }
+
+    fn commit(&self, sandbox: &SandboxRef, message: Option<&str>) -> OpResult<Option<String>> {
+        let r = sref_out(sandbox);
+        let (mut has_ref, mut commit_ref) = (false, String::new());
+        self.run(|h, err| {
+            h.commit(
+                &r,
+                message.is_some(),
+                message.unwrap_or(""),
+                &mut has_ref,
+                &mut commit_ref,
+                err,
+            )
+        })?;
+        Ok(has_ref.then_some(commit_ref))
+    }
+
+    fn rollback(&self, sandbox: &SandboxRef, after_commit: bool) -> OpResult<()> {
+        let r = sref_out(sandbox);
+        self.run(|h, err| h.rollback(&r, after_commit, err))
+    }
+
+    fn checkpoint(&self, sandbox: &SandboxRef, checkpoint_id: &str) -> OpResult<()> {
+        let r = sref_out(sandbox);
+        self.run(|h, err| h.checkpoint(&r, checkpoint_id, err))
+    }
+
+    fn restore_checkpoint(&self, sandbox: &SandboxRef, checkpoint_id: &str) -> OpResult<()> {
+        let r = sref_out(sandbox);
+        self.run(|h, err| h.restore_checkpoint(&r, checkpoint_id, err))
+    }
+
+    fn cleanup(&self, sandbox: &SandboxRef) -> OpResult<()> {
+        let r = sref_out(sandbox);
+        self.run(|h, err| h.cleanup(&r, err))
+    }
+
+    fn is_rollbackable(&self) -> bool {
+        self.h().is_ok_and(|h| h.is_rollbackable())
     }
 }
 
@@ -357,7 +607,7 @@ fn registry_in(resources: &[bridge::FfiResource]) -> Result<ResourceRegistry, Sa
             res = res.with_parent(&r.parent);
         }
         if r.has_strategy {
-            res = res.with_strategy(Strategy::from_name(&r.strategy)?);
+            res = res.with_strategy(Strategy::parse(&r.strategy));
         }
         reg.add(res)?;
     }
@@ -386,6 +636,8 @@ fn plan_open(root: &[u8]) -> Result<Box<PlanMgr>, String> {
         } else {
             PlanManager::open(path_from(root))
         })?;
+        // Every C++ manager has a registry, for SandboxManager::register_strategy.
+        mgr.set_registry(Arc::new(StrategyRegistry::new()));
         Ok(Box::new(PlanMgr { inner: Some(mgr) }))
     })
 }
@@ -418,7 +670,7 @@ impl PlanMgr {
         strategy: &str,
     ) -> Result<Box<PlanSandbox>, String> {
         guarded(|| {
-            let strategy = plan(Strategy::from_name(strategy))?;
+            let strategy = Strategy::parse(strategy);
             let sb = plan(self.get()?.get_or_create_sandbox(
                 plan_id,
                 resource_id,
@@ -523,6 +775,39 @@ impl PlanMgr {
         })
     }
 
+    fn register_strategy(
+        &self,
+        name: &str,
+        strategy: cxx::UniquePtr<bridge::CustomStrategyHandle>,
+    ) -> Result<(), String> {
+        guarded(|| {
+            let mgr = self.get()?;
+            if strategy.is_null() {
+                return Err(encode(&SandboxError::sandbox(
+                    None,
+                    format!("register_strategy({name:?}): no strategy"),
+                )));
+            }
+            let registry = mgr
+                .registry()
+                .ok_or_else(|| internal("the plan sandbox manager has no registry"))?;
+            registry
+                .register_instance(name, Arc::new(CppStrategy { handle: strategy }))
+                .map_err(|e| encode(&SandboxError::sandbox(None, e.to_string())))?;
+            mgr.reopen_custom();
+            Ok(())
+        })
+    }
+
+    fn has_custom_strategy(&self, name: &str) -> bool {
+        guarded_or_default(|| {
+            self.inner
+                .as_ref()
+                .and_then(|m| m.registry())
+                .is_some_and(|r| r.has_custom_strategy(name))
+        })
+    }
+
     fn clear_boundary_cache(&self) {
         guarded_or_default(|| {
             if let Some(m) = self.inner.as_ref() {
@@ -617,6 +902,18 @@ impl PlanSandbox {
                 self.sb()?.get_path(&path_from(resource_relative)),
             )?))
         })
+    }
+
+    fn read(&self, resource_relative: &[u8], found: &mut bool) -> Result<Vec<u8>, String> {
+        guarded(|| {
+            let d = plan(self.sb()?.read(&path_from(resource_relative)))?;
+            *found = d.is_some();
+            Ok(d.unwrap_or_default())
+        })
+    }
+
+    fn write(&self, resource_relative: &[u8], data: &[u8]) -> Result<(), String> {
+        guarded(|| plan(self.sb()?.write(&path_from(resource_relative), data)))
     }
 
     fn diff(&self) -> Result<bridge::FfiDiff, String> {

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::boundary::{Resource, ResourceRegistry};
+use super::custom::StrategyRegistry;
 use super::error::SandboxError;
 use super::journal::CommitJournal;
 use super::lower::{self, SnapshotInfo};
@@ -71,7 +72,74 @@ impl PlanManager {
     /// Opens the manager of `root` (the library's sandbox root; plan sandboxes live in
     /// `<root>/plans`). Sandboxes on disk are loaded; interrupted commits are rolled back.
     pub fn open(root: impl AsRef<Path>) -> Result<PlanManager, SandboxError> {
-        let root = root.as_ref();
+        PlanManager::open_inner(root.as_ref(), None)
+    }
+
+    /// [`PlanManager::open`] with the custom strategies of `registry`: sandboxes of them can be
+    /// made ([`Strategy::Custom`]), and those on disk are reopened. (A manager opened without
+    /// the registry of its custom sandboxes leaves them on disk, with a warning in
+    /// [`PlanManager::recovery`]; [`PlanManager::set_registry`] then reopens them.)
+    pub fn open_with_registry(
+        root: impl AsRef<Path>,
+        registry: Arc<StrategyRegistry>,
+    ) -> Result<PlanManager, SandboxError> {
+        PlanManager::open_inner(root.as_ref(), Some(registry))
+    }
+
+    /// Sets the registry of custom strategies, and reopens the custom sandboxes on disk that
+    /// were left for want of it (now registered). Returns the ids of those reopened.
+    pub fn set_registry(&self, registry: Arc<StrategyRegistry>) -> Vec<String> {
+        *self.env.registry.write() = Some(registry);
+        self.reopen_custom()
+    }
+
+    /// The registry of custom strategies, if the manager has one.
+    pub fn registry(&self) -> Option<Arc<StrategyRegistry>> {
+        self.env.registry.read().clone()
+    }
+
+    /// Reopens the custom sandboxes on disk that the manager does not hold yet and whose
+    /// strategy is now registered (call after registering a strategy). Returns their ids.
+    pub fn reopen_custom(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let Ok(plans) = self.plan_dirs() else {
+            return out;
+        };
+        for (_, plan_dir) in plans {
+            for dir in subdirs(&plan_dir) {
+                if !dir.join(STATE_FILE).exists() {
+                    continue;
+                }
+                let Ok(r) = Record::load(&dir) else { continue };
+                if !r.strategy.is_custom() || r.status.is_terminal() {
+                    continue;
+                }
+                let key = (r.plan_id.clone(), r.resource_id.clone());
+                let slot = self.table.lock().entry(key.clone()).or_default().clone();
+                let mut filled = slot.lock();
+                if filled.is_some() {
+                    continue;
+                }
+                let id = r.sandbox_id.clone();
+                match strategy::open_sandbox(&self.env, r, dir.clone()) {
+                    Ok(sb) => {
+                        *filled = Some(sb);
+                        out.push(id);
+                    }
+                    Err(_) => {
+                        drop(filled);
+                        self.forget_empty(&key);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn open_inner(
+        root: &Path,
+        registry: Option<Arc<StrategyRegistry>>,
+    ) -> Result<PlanManager, SandboxError> {
         std::fs::create_dir_all(root.join(PLANS_DIR)).map_err(|e| {
             SandboxError::from_lower(
                 None,
@@ -92,6 +160,7 @@ impl PlanManager {
             lowers: plans_dir.join(super::lower::LOWER_DIR),
             lower_bases: Mutex::new(HashMap::new()),
             plans_dir,
+            registry: parking_lot::RwLock::new(registry),
         });
         let mut mgr = PlanManager {
             root,
@@ -188,7 +257,9 @@ impl PlanManager {
 
     /// The sandbox of `(plan_id, resource_id)`, made and created on first use with
     /// `strategy` over `original_path`. Later calls return the same sandbox (whatever
-    /// strategy they name). Concurrent first calls make it once.
+    /// strategy they name). Concurrent first calls make it once. A [`Strategy::Custom`] needs
+    /// its name registered in the manager's registry ([`PlanManager::open_with_registry`]);
+    /// otherwise the error names the built-in and registered strategies.
     pub fn get_or_create_sandbox(
         &self,
         plan_id: &str,
@@ -213,7 +284,10 @@ impl PlanManager {
         }
         let original = original_path.as_ref();
         let meta = std::fs::metadata(original);
-        let (fits, want) = if strategy.resource_is_file() {
+        // A custom strategy's resource need not be a directory (it resolves it itself).
+        let (fits, want) = if strategy.is_custom() {
+            (meta.is_ok(), "there")
+        } else if strategy.resource_is_file() {
             (meta.as_ref().is_ok_and(|m| m.is_file()), "a file")
         } else {
             (meta.as_ref().is_ok_and(|m| m.is_dir()), "a directory")

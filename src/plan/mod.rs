@@ -57,6 +57,7 @@
 //! | [`journal`] | the journal that makes `commit_all` crash-atomic |
 //! | [`boundary`] | resources, the registry, and which sandbox a resource belongs to |
 //! | [`checkpoint`] | checkpoints (deduplicated, proportional to change) and rollback to them |
+//! | [`custom`] | custom strategies: the protocol, the registry, shared-library modules |
 //! | [`phases`] | the Execute and Apply phase hooks (checkpoint, run, roll back on failure) |
 //!
 //! The plan layer sits above [`crate::apply`] (commits go through the atomic 3-way apply and
@@ -64,6 +65,7 @@
 
 pub mod boundary;
 pub mod checkpoint;
+pub mod custom;
 pub mod error;
 pub mod journal;
 pub mod lower;

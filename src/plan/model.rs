@@ -24,6 +24,9 @@ pub enum Strategy {
     Overlay,
     /// A git worktree of the resource's repository on a branch of its own.
     GitWorktree,
+    /// A strategy registered under this name in the manager's
+    /// [`StrategyRegistry`](crate::plan::custom::StrategyRegistry) (see [`crate::plan::custom`]).
+    Custom(String),
     /// An open transaction on a SQLite database file (the resource is the file): `commit`
     /// is `COMMIT`, `rollback` is `ROLLBACK`, `diff` lists the rows changed. Counted as not
     /// rollbackable (`commit_all` commits it after the others), though `rollback()` after
@@ -42,18 +45,32 @@ impl Strategy {
     ];
 
     /// The users' name of the strategy (`none`, `copy_on_write`, `overlay`, `git_worktree`,
-    /// `transaction_rollback`).
-    pub fn name(&self) -> &'static str {
+    /// `transaction_rollback`, or a custom strategy's registered name).
+    pub fn name(&self) -> &str {
         match self {
             Strategy::None => "none",
             Strategy::CopyOnWrite => "copy_on_write",
             Strategy::Overlay => "overlay",
             Strategy::GitWorktree => "git_worktree",
+            Strategy::Custom(name) => name,
             Strategy::TransactionRollback => "transaction_rollback",
         }
     }
 
-    /// The strategy named `name`; [`SandboxError::Sandbox`] naming the known ones otherwise.
+    /// The built-in strategy named `name`, else [`Strategy::Custom`] of it: what a name from a
+    /// user (C++, a configuration) means. Whether a custom name is registered is checked when
+    /// a sandbox of it is made.
+    pub fn parse(name: &str) -> Strategy {
+        Strategy::from_name(name).unwrap_or_else(|_| Strategy::Custom(name.to_string()))
+    }
+
+    /// Whether this is a [`Strategy::Custom`].
+    pub fn is_custom(&self) -> bool {
+        matches!(self, Strategy::Custom(_))
+    }
+
+    /// The built-in strategy named `name`; [`SandboxError::Sandbox`] naming the known ones
+    /// otherwise (custom strategies: [`Strategy::parse`]).
     pub fn from_name(name: &str) -> Result<Strategy, SandboxError> {
         Strategy::ALL
             .into_iter()
@@ -71,7 +88,8 @@ impl Strategy {
     /// Whether a commit of this strategy can be undone reliably (commit_all commits these
     /// first). `transaction_rollback` is not: its undo is refused when another writer
     /// touched the rows since, and its `COMMIT` can fail without any check foreseeing it, so
-    /// it commits after the others (a failure then rolls those back).
+    /// it commits after the others (a failure then rolls those back). A custom strategy is,
+    /// unless its protocol says otherwise (the sandbox asks it).
     pub fn is_rollbackable(&self) -> bool {
         !matches!(self, Strategy::None | Strategy::TransactionRollback)
     }

@@ -34,6 +34,36 @@ pub trait Sandbox: Send + Sync {
     /// path that leads through a symlink out of the sandbox. Makes a created sandbox active.
     fn get_path(&self, resource_relative: &Path) -> Result<PathBuf, SandboxError>;
 
+    /// The content of `resource_relative` in the sandbox; `None` when it does not exist
+    /// there. Default: read through [`Sandbox::get_path`] (so a created sandbox becomes
+    /// active); a custom strategy's sandbox asks its strategy.
+    fn read(&self, resource_relative: &Path) -> Result<Option<Vec<u8>>, SandboxError> {
+        let p = self.get_path(resource_relative)?;
+        match std::fs::read(&p) {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SandboxError::from_lower(
+                Some(self.sandbox_id()),
+                "read",
+                crate::Error::io("read", &p, e),
+            )),
+        }
+    }
+
+    /// Sets the content of `resource_relative` in the sandbox (making its parent
+    /// directories). Default: through [`Sandbox::get_path`]; a custom strategy's sandbox asks
+    /// its strategy.
+    fn write(&self, resource_relative: &Path, data: &[u8]) -> Result<(), SandboxError> {
+        let p = self.get_path(resource_relative)?;
+        let io = |what: &'static str, e: std::io::Error| {
+            SandboxError::from_lower(Some(self.sandbox_id()), what, crate::Error::io(what, &p, e))
+        };
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io("create directory", e))?;
+        }
+        std::fs::write(&p, data).map_err(|e| io("write", e))
+    }
+
     /// The sandbox's changes against what it was made from (per file, and as a patch).
     fn diff(&self) -> Result<SandboxDiff, SandboxError>;
 

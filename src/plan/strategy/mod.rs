@@ -39,6 +39,8 @@ pub struct Env {
     pub undo: UndoStore,
     /// Directories never copied into a sandbox (the root itself, when inside a resource).
     pub exclude: Vec<PathBuf>,
+    /// The custom strategies sandboxes may be made of (none until the manager gets one).
+    pub registry: parking_lot::RwLock<Option<Arc<crate::plan::custom::StrategyRegistry>>>,
     /// The shared lower snapshots (`<root>/plans/lower`, see [`crate::plan::lower`]).
     pub lowers: PathBuf,
     /// Shared snapshots' listings, loaded once per manager.
@@ -86,6 +88,16 @@ pub fn new_sandbox(
             resource_id,
             original,
         )),
+        Strategy::Custom(name) => {
+            let proto = custom_instance(env, name)?;
+            Arc::new(crate::plan::custom::CustomSandbox::new(
+                name,
+                proto,
+                plan_dir,
+                resource_id,
+                original,
+            ))
+        }
         Strategy::TransactionRollback => {
             Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
         }
@@ -107,8 +119,33 @@ pub fn open_sandbox(
             Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
         Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
+        Strategy::Custom(ref name) => {
+            let proto = custom_instance(env, name)?;
+            Arc::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
+        }
         Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::open(record, dir)?),
     })
+}
+
+/// The protocol instance of the custom strategy `name`, from the manager's registry;
+/// [`SandboxError::Sandbox`] naming the built-in and registered strategies when it has none.
+fn custom_instance(
+    env: &Env,
+    name: &str,
+) -> Result<Arc<dyn crate::plan::custom::StrategyProtocol>, SandboxError> {
+    let registry = env.registry.read().clone();
+    let registered = registry.as_ref().map(|r| r.names()).unwrap_or_default();
+    match registry.as_ref().map(|r| r.get_custom_strategy(name)) {
+        Some(Ok(p)) => Ok(p),
+        _ => Err(SandboxError::sandbox(
+            None,
+            format!(
+                "unknown sandbox strategy {name:?} (built-in: none, copy_on_write, overlay, git_worktree, transaction_rollback; registered: [{}]{})",
+                registered.join(", "),
+                if registry.is_none() { "; the manager has no strategy registry" } else { "" }
+            ),
+        )),
+    }
 }
 
 /// A [`SandboxError::Creation`] from a plan-layer error.
