@@ -102,6 +102,8 @@ inline constexpr const char* copy_on_write = "copy_on_write";
 inline constexpr const char* overlay = "overlay";
 /// A git worktree of the resource's repository, on a branch of its own.
 inline constexpr const char* git_worktree = "git_worktree";
+/// A transaction on a SQLite database; committed last by commit_all.
+inline constexpr const char* transaction_rollback = "transaction_rollback";
 }  // namespace strategy
 
 /// The strategy names the linked library knows, in its order.

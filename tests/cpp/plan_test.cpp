@@ -80,7 +80,8 @@ TEST(PlanStatus, TableAgreesWithTheLibrary) {
 TEST(PlanStatus, StrategyAndErrorNamesAgreeWithTheLibrary) {
   EXPECT_EQ(plan::library_strategy_names(),
             (std::vector<std::string>{plan::strategy::none, plan::strategy::copy_on_write,
-                                      plan::strategy::overlay, plan::strategy::git_worktree}));
+                                      plan::strategy::overlay, plan::strategy::git_worktree,
+                                      plan::strategy::transaction_rollback}));
   // Each kind has its class in the glue; a kind added in Rust fails here until it has one.
   EXPECT_EQ(plan::library_plan_error_kinds(),
             (std::vector<std::string>{"plan_sandbox", "plan_creation", "plan_commit",
