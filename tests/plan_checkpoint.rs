@@ -415,3 +415,33 @@ fn sqlite_checkpoints_are_savepoints() {
         .unwrap();
     assert_eq!(n, 2);
 }
+
+/// A directory the sandbox replaced by a symlink to somewhere else: restoring the checkpoint
+/// brings the directory back and never writes through the link.
+#[test]
+fn restore_never_writes_through_a_symlink() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let p = project(3);
+    let plans = PlanManager::open(root.path()).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    let cm = CheckpointManager::new(root.path());
+    let d = sb.get_path(Path::new("made")).unwrap();
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("x"), "inside\n").unwrap();
+    let cp = cm
+        .create_checkpoint(&sb, "p", "step", BTreeMap::new())
+        .unwrap();
+    std::fs::remove_dir_all(&d).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &d).unwrap();
+    assert!(cm.rollback_to(&cp).unwrap());
+    assert!(std::fs::symlink_metadata(&d).unwrap().is_dir());
+    assert_eq!(std::fs::read_to_string(d.join("x")).unwrap(), "inside\n");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+}

@@ -61,6 +61,7 @@ pub fn restore(
         .map(|e| (e.path.clone(), e))
         .collect();
     let paths: BTreeSet<&String> = current.keys().chain(target.keys()).collect();
+    let root = sb.get_path(Path::new(""))?;
     let mut removals = Vec::new();
     let mut writes = Vec::new();
     for p in paths {
@@ -92,7 +93,12 @@ pub fn restore(
         if current.contains_key(p) && have == want {
             continue;
         }
-        let full = sb.get_path(Path::new(p))?;
+        // Not `get_path`: it refuses a path whose symlink leads out of the sandbox, and such
+        // a symlink is exactly what a restore may have to remove. The path is checked to be
+        // plain here, and nothing is ever done through a symlinked parent (`real_parents`).
+        let rel = crate::fs::RelPath::new(p)
+            .map_err(|e| SandboxError::from_lower(Some(sb.sandbox_id()), "checkpoint path", e))?;
+        let full = root.join(rel.as_path());
         removals.push(full.clone());
         if let Want::Node(data, mode) = want {
             writes.push((full, data, mode));
@@ -103,21 +109,60 @@ pub fn restore(
     // replaced a file (or the other way round) is gone before the new node is made.
     removals.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for p in &removals {
-        remove_node(p)?;
+        // Below a symlink the path does not exist in the sandbox: the symlink itself is
+        // among the removals.
+        if real_parents(&root, p).is_ok() {
+            remove_node(p)?;
+        }
     }
-    for p in &removals {
-        let mut dir = p.parent();
+    for p in removals.iter().filter(|p| real_parents(&root, p).is_ok()) {
+        let mut dir = p
+            .parent()
+            .filter(|d| d.starts_with(&root) && *d != root.as_path());
         while let Some(d) = dir {
             if std::fs::remove_dir(d).is_err() {
                 break;
             }
-            dir = d.parent();
+            dir = d.parent().filter(|d| *d != root.as_path());
         }
     }
     for (p, data, mode) in writes {
+        real_parents(&root, &p)?;
         write_node(&p, &data, mode)?;
     }
     Ok(n)
+}
+
+/// Refuses to write `p` through a symlink: every existing directory between the sandbox
+/// root and `p` must be a real directory (a symlink there would send the write elsewhere,
+/// possibly out of the sandbox).
+fn real_parents(root: &Path, p: &Path) -> Result<(), SandboxError> {
+    let Ok(rel) = p.strip_prefix(root) else {
+        return Err(SandboxError::sandbox(
+            None,
+            format!("restore checkpoint: {} is outside the sandbox", p.display()),
+        ));
+    };
+    let mut cur = root.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in parts.iter().take(parts.len().saturating_sub(1)) {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(SandboxError::sandbox(
+                    None,
+                    format!(
+                        "restore checkpoint: refusing to write through the symlink {}",
+                        cur.display()
+                    ),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(io("inspect", &cur, e)),
+        }
+    }
+    Ok(())
 }
 
 fn io(op: &'static str, p: &Path, e: std::io::Error) -> SandboxError {
@@ -126,12 +171,13 @@ fn io(op: &'static str, p: &Path, e: std::io::Error) -> SandboxError {
 
 fn remove_node(p: &Path) -> Result<(), SandboxError> {
     match std::fs::symlink_metadata(p) {
-        // Gone, or a parent is no longer a directory (it is removed or replaced too).
+        // Gone, or a parent is no longer a directory (a file, or a symlink: it is removed
+        // or replaced too, and nothing is ever done through it).
         Err(e)
             if matches!(
                 e.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
+            ) || e.raw_os_error() == Some(libc::ELOOP) =>
         {
             Ok(())
         }

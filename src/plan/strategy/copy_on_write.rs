@@ -43,6 +43,8 @@ pub struct CopyOnWrite {
     /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`]);
     /// only `overlay` sandboxes set it.
     shared: Mutex<Option<String>>,
+    /// The last rendered diff (see [`tree_base::RenderCache`]).
+    pub(super) rendered: tree_base::RenderCache,
 }
 
 impl CopyOnWrite {
@@ -67,6 +69,7 @@ impl CopyOnWrite {
             original: original.to_path_buf(),
             base: Mutex::new(None),
             shared: Mutex::new(None),
+            rendered: Default::default(),
         }
     }
 
@@ -76,6 +79,7 @@ impl CopyOnWrite {
             resource_id: record.resource_id.clone(),
             original: record.original_path.clone(),
             shared: Mutex::new(record.metadata.get(crate::plan::lower::LOWER_KEY).cloned()),
+            rendered: Default::default(),
             lc: Lifecycle::loaded(record, dir),
             env,
             base: Mutex::new(None),

@@ -220,3 +220,56 @@ pub fn reset(
     // unchanged (not in `changes`).
     manifest_of(&nodes, &keys, marker)
 }
+
+/// The last diff a sandbox rendered, reused while the changed paths and their stat data are
+/// the same: `commit_all` checks each sandbox and then commits it, and a checkpoint often
+/// follows a review, so the reads and line diffs of the changed files are done once.
+///
+/// The key is the list of changes (paths and kinds) and each changed path's stat data in the
+/// sandbox (inode, size, mtime, ctime, mode): any write, chmod or replacement changes it. The
+/// base never changes, so it is not part of the key.
+#[derive(Default)]
+pub struct RenderCache(parking_lot::Mutex<Option<(u64, bool, SandboxDiff)>>);
+
+impl RenderCache {
+    /// [`render`], from the cache when nothing changed since the last call.
+    pub fn render(
+        &self,
+        base: &TreeBase,
+        head_dir: &Path,
+        changes: &[Change],
+        with_patch: bool,
+    ) -> Result<SandboxDiff> {
+        let key = render_key(head_dir, changes);
+        if let Some((k, had_patch, d)) = self.0.lock().as_ref() {
+            if *k == key && (*had_patch || !with_patch) {
+                return Ok(d.clone());
+            }
+        }
+        let d = render(base, head_dir, changes, with_patch)?;
+        *self.0.lock() = Some((key, with_patch, d.clone()));
+        Ok(d)
+    }
+}
+
+fn render_key(head_dir: &Path, changes: &[Change]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for c in changes {
+        c.rel.as_bytes().hash(&mut h);
+        c.old.map(|k| k.git_mode()).hash(&mut h);
+        c.new.map(|k| k.git_mode()).hash(&mut h);
+        if c.new.is_some() {
+            match std::fs::symlink_metadata(head_dir.join(c.rel.as_path())) {
+                Ok(m) => {
+                    let k = StatKey::from_metadata(&m);
+                    (k.ino, k.size, k.mtime, k.ctime, k.mode).hash(&mut h);
+                }
+                // Unreadable now: never equal to a rendered state.
+                Err(_) => std::time::SystemTime::now().hash(&mut h),
+            }
+        }
+    }
+    changes.len().hash(&mut h);
+    h.finish()
+}
