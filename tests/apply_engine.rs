@@ -1872,6 +1872,21 @@ fn rename_of_a_file_already_at_its_result_moves_it_where_git_refuses() {
     assert_eq!(fs::read(ours.path().join("g")).unwrap(), b"b\n");
 }
 
+#[test]
+fn copy_onto_its_own_source_is_refused_as_git_does() {
+    // `copy to d//f` names `d/f`, the source: git says "already exists in working directory".
+    let base = |r: &Path| write(r, "d/f", "a\n");
+    for to in ["d/f", "d//f"] {
+        let patch =
+            format!("diff --git a/d/f b/d/f\nsimilarity index 100%\ncopy from d/f\ncopy to {to}\n");
+        both_refuse(
+            base,
+            patch.as_bytes(),
+            "already exists in working directory",
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Issue 12: truncated patches, modes, names and binary ids as strict as git apply
 // ---------------------------------------------------------------------------------------------

@@ -335,7 +335,17 @@ impl<'a> Planner<'a> {
     /// `check_to_create` in its apply.c): a later modification or deletion applies to what
     /// the earlier one left, a deleted path may be created again, and nothing else. The
     /// reason to refuse `fp`, if any.
+    ///
+    /// Also a copy onto its own source (`copy from f`, `copy to f`, or `f//` names that
+    /// normalize to it): git refuses it (`f: already exists in working directory`).
     fn repeated(&self, fp: &FilePatch) -> Option<String> {
+        if let (true, Some(o)) = (fp.is_copy, &fp.old_path) {
+            if fp.new_path.as_ref() == Some(o) {
+                return Some(format!(
+                    "copy of {o} onto itself: the copy target already exists (git refuses it too)"
+                ));
+            }
+        }
         let moving = fp.is_rename || fp.is_copy;
         if let Some(o) = &fp.old_path {
             // Renames and copies read the original tree, as in git.
