@@ -1785,6 +1785,108 @@ fn lone_new_mode_line_sets_the_mode_as_git_does() {
     assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
 }
 
+#[test]
+fn equal_mode_lines_set_the_mode_as_git_does() {
+    // Explicit, equal 'old mode'/'new mode' lines on a file whose exec bit differs: git warns
+    // ("has type 100644, expected 100755") and gives the file the 'new mode'. An 'index'
+    // line's mode alone does not: the file keeps its own (the second half).
+    let mode =
+        |d: &tempfile::TempDir, p: &str| fs::metadata(d.path().join(p)).unwrap().mode() & 0o111;
+    for (exec_before, m) in [(false, "100755"), (true, "100644")] {
+        let base = move |r: &Path| {
+            write(r, "f", "a\n");
+            if exec_before {
+                fs::set_permissions(r.join("f"), fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        };
+        let patch = format!(
+            "diff --git a/f b/g\nold mode {m}\nnew mode {m}\nsimilarity index 50%\nrename from f\nrename to g\nindex 7898192..6178079\n--- a/f\n+++ b/g\n@@ -1 +1 @@\n-a\n+b\n"
+        );
+        let (out, report, ours, theirs) = both_apply(base, patch.as_bytes());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(report.outcome, Outcome::Applied, "{report}");
+        let want = if exec_before { 0 } else { 0o111 };
+        assert_eq!(mode(&theirs, "g"), want, "git, {m}");
+        assert_eq!(mode(&ours, "g"), want, "patchbox, {m}");
+        assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+
+        let patch = format!(
+            "diff --git a/f b/f\nindex 7898192..6178079 {m}\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+        );
+        let (out, report, ours, theirs) = both_apply(base, patch.as_bytes());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(report.outcome, Outcome::Applied, "{report}");
+        let keep = if exec_before { 0o111 } else { 0 };
+        assert_eq!(mode(&theirs, "f"), keep, "git, index {m}");
+        assert_eq!(mode(&ours, "f"), keep, "patchbox, index {m}");
+        assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+    }
+}
+
+#[test]
+fn rename_of_a_file_modified_earlier_in_the_patch_keeps_that_result_as_git_does() {
+    // A section modifies f, a later one renames f to g. The rename reads the original tree
+    // (git's previous_patch ignores renames), and git's write phases remove the old paths
+    // and then write every new one: f keeps the modification, g gets the original.
+    let base = |r: &Path| write(r, "f", "a\n");
+    let patch = b"diff --git a/f b/f\nindex 7898192..6178079 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/f b/g\nsimilarity index 100%\nrename from f\nrename to g\n";
+    let (out, report, ours, theirs) = both_apply(base, patch);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert_eq!(fs::read(theirs.path().join("f")).unwrap(), b"b\n");
+    assert_eq!(fs::read(theirs.path().join("g")).unwrap(), b"a\n");
+    assert_eq!(fs::read(ours.path().join("f")).unwrap(), b"b\n");
+    assert_eq!(fs::read(ours.path().join("g")).unwrap(), b"a\n");
+    assert_eq!(tree_view(ours.path()), tree_view(theirs.path()));
+}
+
+#[test]
+fn rename_of_a_file_already_at_its_result_moves_it_where_git_refuses() {
+    // Justified difference (`git: patch failed + already applied`): the file already holds
+    // the rename's result (its blob id is the index line's new id); git's hunk fails on it,
+    // patchbox moves it unchanged and says why.
+    let base = |r: &Path| write(r, "f", "b\n");
+    let patch = b"diff --git a/f b/g\nsimilarity index 50%\nrename from f\nrename to g\nindex 7898192..6178079\n--- a/f\n+++ b/g\n@@ -1 +1 @@\n-a\n+b\n";
+    let (out, report, ours, theirs) = both_apply(base, patch);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("patch failed: f:1"),
+        "git: {err}"
+    );
+    assert!(theirs.path().join("f").exists());
+    assert_eq!(report.outcome, Outcome::Applied, "{report}");
+    assert!(report.files[0].detail.contains("already"), "{report}");
+    assert!(!ours.path().join("f").exists());
+    assert_eq!(fs::read(ours.path().join("g")).unwrap(), b"b\n");
+}
+
+#[test]
+fn copy_onto_its_own_source_is_refused_as_git_does() {
+    // `copy to d//f` names `d/f`, the source: git says "already exists in working directory".
+    let base = |r: &Path| write(r, "d/f", "a\n");
+    for to in ["d/f", "d//f"] {
+        let patch =
+            format!("diff --git a/d/f b/d/f\nsimilarity index 100%\ncopy from d/f\ncopy to {to}\n");
+        both_refuse(
+            base,
+            patch.as_bytes(),
+            "already exists in working directory",
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Issue 12: truncated patches, modes, names and binary ids as strict as git apply
 // ---------------------------------------------------------------------------------------------

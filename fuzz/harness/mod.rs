@@ -1688,9 +1688,13 @@ impl Worker {
                             // "Applied" (the file still moves), its detail says so.
                             let named = f.path.to_string() == *p
                                 || f.old_path.as_ref().is_some_and(|o| o.to_string() == *p);
+                            // (Its blob id is the `index` line's new id, or the hunks' new
+                            // side is there: the planner's `How::Already` details.)
                             named
                                 && (f.status == FileStatus::AlreadyApplied
-                                    || f.detail.contains("already present"))
+                                    || f.detail.contains("already present")
+                                    || f.detail.contains("already match")
+                                    || f.detail.contains("already equals"))
                         })
                     });
                 if k == "git: patch failed" && already {

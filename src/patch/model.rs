@@ -76,6 +76,11 @@ pub struct FilePatch {
     pub old_mode: Option<u32>,
     /// Git mode after the change, if known.
     pub new_mode: Option<u32>,
+    /// Whether `new_mode` comes from an explicit `new mode` line (as opposed to the `index`
+    /// line's mode or the old mode). git gives the file an explicit new mode even when it
+    /// equals the old one and the file's own exec bit differs; otherwise the file keeps its
+    /// own permissions (git's `check_preimage`).
+    pub new_mode_line: bool,
     /// Blob id before the change (from the `index` line), if given.
     pub old_oid: Option<String>,
     /// Blob id after the change (from the `index` line), if given.

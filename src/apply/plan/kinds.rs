@@ -38,7 +38,7 @@ impl Planner<'_> {
                 "contents do not match the blob id on the 'index' line".into(),
             ));
         }
-        let perm = perm_for(None, None, fp.new_mode);
+        let perm = perm_for(None, None, fp.new_mode, false);
         self.state_for(new, fp.new_mode, content, perm)
             .map_err(Res::Refuse)
     }

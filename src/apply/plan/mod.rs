@@ -156,7 +156,15 @@ fn symlink_escapes(link: &RelPath, target: &[u8]) -> bool {
     false
 }
 
-fn perm_for(cur: Option<u32>, old_mode: Option<u32>, new_mode: Option<u32>) -> u32 {
+/// The permissions of a written file. `new_mode_line`: the new mode comes from an explicit
+/// `new mode` line, which git applies even when it equals the old mode (the file's exec bit
+/// may differ from both: git warns and sets the new mode).
+fn perm_for(
+    cur: Option<u32>,
+    old_mode: Option<u32>,
+    new_mode: Option<u32>,
+    new_mode_line: bool,
+) -> u32 {
     let want_exec = new_mode.map(mode_is_executable);
     match cur {
         None => {
@@ -168,6 +176,7 @@ fn perm_for(cur: Option<u32>, old_mode: Option<u32>, new_mode: Option<u32>) -> u
         }
         Some(p) => {
             let changes = match (old_mode, new_mode) {
+                _ if new_mode_line => true,
                 (Some(o), Some(n)) => mode_is_executable(o) != mode_is_executable(n),
                 // A `new mode` line without an old mode: git takes the old mode from the
                 // file and applies the new one.
@@ -326,7 +335,17 @@ impl<'a> Planner<'a> {
     /// `check_to_create` in its apply.c): a later modification or deletion applies to what
     /// the earlier one left, a deleted path may be created again, and nothing else. The
     /// reason to refuse `fp`, if any.
+    ///
+    /// Also a copy onto its own source (`copy from f`, `copy to f`, or `f//` names that
+    /// normalize to it): git refuses it (`f: already exists in working directory`).
     fn repeated(&self, fp: &FilePatch) -> Option<String> {
+        if let (true, Some(o)) = (fp.is_copy, &fp.old_path) {
+            if fp.new_path.as_ref() == Some(o) {
+                return Some(format!(
+                    "copy of {o} onto itself: the copy target already exists (git refuses it too)"
+                ));
+            }
+        }
         let moving = fp.is_rename || fp.is_copy;
         if let Some(o) = &fp.old_path {
             // Renames and copies read the original tree, as in git.
@@ -611,6 +630,11 @@ impl<'a> Planner<'a> {
     /// Whether applying `fp` removes its old path (a rename whose source still exists).
     fn moves_away(&mut self, fp: &FilePatch) -> Result<bool> {
         match (&fp.old_path, &fp.new_path) {
+            // An earlier file patch of this patch wrote the source (modified or created it):
+            // the rename reads the original tree (as in git), and git's write phases remove
+            // the old paths first and then write every new one, so that earlier result stays
+            // and the rename leaves a copy. Vacating the source would lose that result.
+            (Some(old), Some(_)) if self.seen.get(old) == Some(&Seen::Written) => Ok(false),
             (Some(old), Some(new)) if fp.is_rename && old != new => match self.current(old) {
                 Ok(v) => Ok(matches!(v, VState::File { .. } | VState::Symlink(_))),
                 // Below a symlink: there is no source in the project to move away.
@@ -817,13 +841,35 @@ mod tests {
 
     #[test]
     fn perms() {
-        assert_eq!(perm_for(Some(0o644), Some(0o100644), Some(0o100755)), 0o755);
-        assert_eq!(perm_for(Some(0o755), Some(0o100755), Some(0o100644)), 0o644);
-        assert_eq!(perm_for(Some(0o600), Some(0o100644), Some(0o100644)), 0o600);
-        assert_eq!(perm_for(None, None, Some(0o100755)), 0o755);
+        assert_eq!(
+            perm_for(Some(0o644), Some(0o100644), Some(0o100755), false),
+            0o755
+        );
+        assert_eq!(
+            perm_for(Some(0o755), Some(0o100755), Some(0o100644), false),
+            0o644
+        );
+        assert_eq!(
+            perm_for(Some(0o600), Some(0o100644), Some(0o100644), false),
+            0o600
+        );
+        assert_eq!(perm_for(None, None, Some(0o100755), false), 0o755);
         // A lone 'new mode': applied to the file's own mode, as git does.
-        assert_eq!(perm_for(Some(0o644), None, Some(0o100755)), 0o755);
-        assert_eq!(perm_for(Some(0o755), None, Some(0o100644)), 0o644);
-        assert_eq!(perm_for(Some(0o644), None, None), 0o644);
+        assert_eq!(perm_for(Some(0o644), None, Some(0o100755), false), 0o755);
+        assert_eq!(perm_for(Some(0o755), None, Some(0o100644), false), 0o644);
+        assert_eq!(perm_for(Some(0o644), None, None, false), 0o644);
+        // An explicit `new mode` equal to the old one still sets the exec bit (git).
+        assert_eq!(
+            perm_for(Some(0o644), Some(0o100755), Some(0o100755), true),
+            0o755
+        );
+        assert_eq!(
+            perm_for(Some(0o755), Some(0o100644), Some(0o100644), true),
+            0o644
+        );
+        assert_eq!(
+            perm_for(Some(0o644), Some(0o100755), Some(0o100755), false),
+            0o644
+        );
     }
 }

@@ -88,7 +88,7 @@ impl Planner<'_> {
         } else {
             None
         });
-        let perm = perm_for(perm, fp.old_mode, fp.new_mode);
+        let perm = perm_for(perm, fp.old_mode, fp.new_mode, fp.new_mode_line);
         let target = fp.new_path.as_ref().unwrap_or(pre_rel);
         match self.state_for(target, new_mode, content, perm) {
             Ok(v) => Ok(Res::Done(v, how)),
