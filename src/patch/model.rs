@@ -260,9 +260,11 @@ pub fn mode_is_gitlink(mode: u32) -> bool {
     mode & 0o170000 == 0o160000
 }
 
-/// True for a regular file mode with any execute bit (`100755`).
+/// True for a regular file mode git treats as executable (`100755`): the owner's execute bit
+/// decides, as in git's `canon_mode` (a mangled `100614` is a plain file, `100700` is
+/// executable).
 pub fn mode_is_executable(mode: u32) -> bool {
-    mode & 0o170000 == 0o100000 && mode & 0o111 != 0
+    mode & 0o170000 == 0o100000 && mode & 0o100 != 0
 }
 
 /// Applies a git binary delta (as found in `delta <size>` hunks) to `base`.
