@@ -209,6 +209,26 @@ impl Lifecycle {
             .map_err(|e| SandboxError::from_lower(Some(&self.id), "write sandbox state", e))
     }
 
+    /// A [`SandboxError::Commit`] of this sandbox (no lower-layer source).
+    pub fn commit_error(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
+        SandboxError::Commit {
+            sandbox_id: self.id.clone(),
+            reason: reason.into(),
+            files,
+            source: None,
+        }
+    }
+
+    /// A [`SandboxError::Rollback`] of this sandbox (no lower-layer source).
+    pub fn rollback_error(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
+        SandboxError::Rollback {
+            sandbox_id: self.id.clone(),
+            reason: reason.into(),
+            files,
+            source: None,
+        }
+    }
+
     /// The sandbox directory as a chokepoint capability (writes inside it go through it).
     pub fn session_dir(&self) -> Result<SessionDir, SandboxError> {
         SessionDir::open(&self.dir)

@@ -48,7 +48,7 @@ impl GitWorktree {
             // The sandbox branch holds the commit; its index follows (files untouched).
             Git::at(&repo.tree)
                 .ok(&["reset", "-q", commit])
-                .map_err(|e| self.commit_err(e, vec![]))?;
+                .map_err(|e| self.lc.commit_error(e, vec![]))?;
             if let Some(r) = st.record.as_mut() {
                 r.commit_in_flight = Some(target.clone());
             }
@@ -58,7 +58,7 @@ impl GitWorktree {
                     r.commit_in_flight = None;
                 }
                 let _ = self.lc.persist(&st);
-                return Err(self.commit_err(
+                return Err(self.lc.commit_error(
                     format!("the commit cannot be brought to the user's branch; nothing was changed: {e}"),
                     vec![],
                 ));
@@ -83,10 +83,11 @@ impl GitWorktree {
 
     /// Computes the commit and its target; writes only objects.
     pub(super) fn plan_commit(&self, repo: &Repo, message: &str) -> Result<Plan, SandboxError> {
-        let index = self
-            .stage(repo)
-            .map_err(|e| self.commit_err(format!("cannot stage the worktree: {e}"), vec![]))?;
-        let fail = |e: String| self.commit_err(e, vec![]);
+        let index = self.stage(repo).map_err(|e| {
+            self.lc
+                .commit_error(format!("cannot stage the worktree: {e}"), vec![])
+        })?;
+        let fail = |e: String| self.lc.commit_error(e, vec![]);
         let g = Git::at(&repo.tree).index(&index);
         let tree = g.line(&["write-tree"]).map_err(fail)?;
         let base_tree = Git::at(&repo.tree)
@@ -125,12 +126,12 @@ impl GitWorktree {
                         .collect();
                     files.sort();
                     files.dedup();
-                    return Err(self.commit_err(
+                    return Err(self.lc.commit_error(
                         "the user's branch changed where the sandbox did (merge conflict); nothing was changed",
                         files,
                     ));
                 }
-                return Err(self.commit_err(
+                return Err(self.lc.commit_error(
                     format!(
                         "git merge-tree failed (git 2.38 or later is needed): {}",
                         out.stderr
@@ -148,7 +149,7 @@ impl GitWorktree {
         let touched = repo.touched(&tip, &target).map_err(fail)?;
         let dirty = repo.dirty(&tip, &touched).map_err(fail)?;
         if !dirty.is_empty() {
-            return Err(self.commit_err(
+            return Err(self.lc.commit_error(
                 "the user's tree has uncommitted changes in files the commit changes; nothing was changed",
                 dirty,
             ));

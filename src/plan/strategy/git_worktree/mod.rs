@@ -143,24 +143,6 @@ impl GitWorktree {
         SandboxError::sandbox(Some(self.lc.id()), format!("{what}: {e}"))
     }
 
-    fn commit_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
-        SandboxError::Commit {
-            sandbox_id: self.lc.id().to_string(),
-            reason: reason.into(),
-            files,
-            source: None,
-        }
-    }
-
-    fn rollback_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
-        SandboxError::Rollback {
-            sandbox_id: self.lc.id().to_string(),
-            reason: reason.into(),
-            files,
-            source: None,
-        }
-    }
-
     /// Runs `f` holding the repository lock (see `lock.rs`); its errors name this sandbox.
     fn locked<R>(
         &self,

@@ -31,7 +31,8 @@ impl GitWorktree {
                         .and_then(|_| g.ok(&["clean", "-q", "-f", "-d", "-x"]))
                         .map(|_| ())
                         .map_err(|e| {
-                            self.rollback_err(format!("cannot reset the worktree: {e}"), vec![])
+                            self.lc
+                                .rollback_error(format!("cannot reset the worktree: {e}"), vec![])
                         })
                 })?;
                 self.lc.advance(&mut st, Status::RolledBack)
@@ -59,7 +60,7 @@ impl GitWorktree {
             return self.lc.advance(st, Status::RolledBack);
         };
         self.locked(&repo, || {
-            let fail = |e: String| self.rollback_err(e, vec![]);
+            let fail = |e: String| self.lc.rollback_error(e, vec![]);
             let (_, tip) = repo.user_branch().map_err(fail)?;
             let parent = Git::at(&repo.top)
                 .line(&["rev-parse", "--verify", &format!("{x}^1")])
@@ -73,14 +74,14 @@ impl GitWorktree {
                 .filter(|p| touched.contains(p))
                 .collect();
             if !changed.is_empty() {
-                return Err(self.rollback_err(
+                return Err(self.lc.rollback_error(
                     format!("the user's branch changed files of commit {x} since"),
                     changed,
                 ));
             }
             let dirty = repo.dirty(&tip, &paths).map_err(fail)?;
             if !dirty.is_empty() {
-                return Err(self.rollback_err(
+                return Err(self.lc.rollback_error(
                     format!("the user's tree has uncommitted changes in files of commit {x}"),
                     dirty,
                 ));
@@ -124,7 +125,7 @@ impl GitWorktree {
             let moved = self.fast_forward(&repo, &revert);
             if let Err(e) = moved {
                 let _ = self.set_revert_in_flight(st, None);
-                return Err(self.rollback_err(
+                return Err(self.lc.rollback_error(
                     format!("the revert cannot be brought to the user's branch: {e}"),
                     paths.clone(),
                 ));

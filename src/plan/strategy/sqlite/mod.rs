@@ -150,24 +150,6 @@ impl SqliteSandbox {
         SandboxError::sandbox(Some(self.lc.id()), reason)
     }
 
-    fn commit_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
-        SandboxError::Commit {
-            sandbox_id: self.lc.id().to_string(),
-            reason: reason.into(),
-            files,
-            source: None,
-        }
-    }
-
-    fn rollback_err(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
-        SandboxError::Rollback {
-            sandbox_id: self.lc.id().to_string(),
-            reason: reason.into(),
-            files,
-            source: None,
-        }
-    }
-
     /// Moves to `Errored`, recording why.
     fn fail(&self, st: &mut State, reason: &str) -> Result<(), SandboxError> {
         if let Some(r) = st.record.as_mut() {
@@ -362,9 +344,9 @@ impl SqliteSandbox {
         self.lc.check(st.status, Status::RolledBack)?;
         let (name, cs) = self
             .committed_changeset(st)
-            .map_err(|e| self.rollback_err(e.to_string(), vec![]))?;
+            .map_err(|e| self.lc.rollback_error(e.to_string(), vec![]))?;
         let lower =
-            |what: &str, e: rusqlite::Error| self.rollback_err(format!("{what}: {e}"), vec![]);
+            |what: &str, e: rusqlite::Error| self.lc.rollback_error(format!("{what}: {e}"), vec![]);
         let inverse = changeset::invert(&cs).map_err(|e| lower("invert the changeset", e))?;
         let conn = live::connect(&self.original)
             .map_err(|e| lower(&format!("open {}", self.original.display()), e))?;
@@ -378,7 +360,7 @@ impl SqliteSandbox {
                     .iter()
                     .map(|c| format!("{} ({})", c.path, c.why))
                     .collect();
-                return Err(self.rollback_err(
+                return Err(self.lc.rollback_error(
                     format!(
                         "another writer changed rows of the commit since; nothing undone: {}",
                         detail.join(", ")
@@ -573,7 +555,9 @@ impl Sandbox for SqliteSandbox {
         if st.status == Status::Active
             && !self.live.lock().as_ref().is_some_and(Live::in_transaction)
         {
-            return Err(self.commit_err("the sandbox's transaction is not open", vec![]));
+            return Err(self
+                .lc
+                .commit_error("the sandbox's transaction is not open", vec![]));
         }
         Ok(())
     }
@@ -587,11 +571,14 @@ impl Sandbox for SqliteSandbox {
         self.lc.check(st.status, Status::Committed)?;
         let mut live = self.live(&st)?;
         let Some(l) = live.as_mut() else {
-            return Err(self.commit_err("the sandbox's transaction is not open", vec![]));
+            return Err(self
+                .lc
+                .commit_error("the sandbox's transaction is not open", vec![]));
         };
-        let cs = l
-            .changeset()
-            .map_err(|e| self.commit_err(format!("read the session's changeset: {e}"), vec![]))?;
+        let cs = l.changeset().map_err(|e| {
+            self.lc
+                .commit_error(format!("read the session's changeset: {e}"), vec![])
+        })?;
         let hash: String = sha1::Sha1::digest(&cs)
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -614,7 +601,7 @@ impl Sandbox for SqliteSandbox {
             }
             if still_open {
                 self.lc.persist(&st)?;
-                return Err(self.commit_err(
+                return Err(self.lc.commit_error(
                     format!(
                         "COMMIT failed, nothing written; the transaction is still open, so \
                          the commit can be retried: {e}"
@@ -624,7 +611,7 @@ impl Sandbox for SqliteSandbox {
             }
             let reason = format!("COMMIT failed and SQLite rolled the transaction back: {e}");
             self.fail(&mut st, &reason)?;
-            return Err(self.commit_err(reason, vec![]));
+            return Err(self.lc.commit_error(reason, vec![]));
         }
         *live = None;
         drop(live);
