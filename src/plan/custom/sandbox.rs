@@ -213,21 +213,9 @@ impl Sandbox for CustomSandbox {
                 record.metadata.insert(k, v);
             }
         }
-        st.record = Some(record);
-        if let Err(e) = self.lc.advance(&mut st, Status::Created) {
+        builtin::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {
             let _ = self.proto.cleanup(&sref);
-            st.record = None;
-            let _ = builtin::remove_dir(self.lc.dir());
-            return Err(builtin::creation_err(
-                &self.resource_id,
-                "cannot record its state",
-                e,
-            ));
-        }
-        st.record
-            .as_ref()
-            .map(Record::context)
-            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))
+        })
     }
 
     /// The empty path: the sandbox's own directory (and the sandbox becomes active). Any other

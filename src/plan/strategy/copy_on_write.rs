@@ -18,7 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::tree_base::{self, TreeBase};
-use super::{creation_err, sandbox_path_of, Env};
+use super::{sandbox_path_of, Env};
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
@@ -252,19 +252,8 @@ impl CopyOnWrite {
         self.lc.check(st.status, Status::Created)?;
         match make() {
             Ok(record) => {
-                st.record = Some(record);
-                if let Err(e) = self.lc.advance(&mut st, Status::Created) {
-                    st.record = None;
-                    undo_make();
-                    let _ = super::remove_dir(self.lc.dir());
-                    return Err(creation_err(
-                        &self.resource_id,
-                        "cannot record its state",
-                        e,
-                    ));
-                }
-                st.record.as_ref().map(Record::context).ok_or_else(|| {
-                    SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context")
+                super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {
+                    undo_make()
                 })
             }
             Err(e) => {

@@ -17,7 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::SandboxError;
-use super::model::Strategy;
+use super::model::{SandboxContext, Strategy};
 use super::record::{Lifecycle, Record, State};
 use super::sandbox::Sandbox;
 use super::status::Status;
@@ -155,6 +155,30 @@ pub(crate) fn creation_err(resource_id: &str, what: &str, e: SandboxError) -> Sa
         reason: format!("{what}: {e}"),
         source: None,
     }
+}
+
+/// The end of every strategy's `create`: stores `record`, moves `Pending → Created` (which
+/// persists it) and returns the context. When the state cannot be recorded, `undo` removes
+/// what the strategy made outside its directory, the directory goes, and the error is a
+/// [`SandboxError::Creation`]: nothing of the sandbox is left.
+pub(crate) fn record_created(
+    lc: &Lifecycle,
+    st: &mut State,
+    record: Record,
+    resource_id: &str,
+    undo: impl FnOnce(&State),
+) -> Result<SandboxContext, SandboxError> {
+    st.record = Some(record);
+    if let Err(e) = lc.advance(st, Status::Created) {
+        undo(st);
+        st.record = None;
+        let _ = remove_dir(lc.dir());
+        return Err(creation_err(resource_id, "cannot record its state", e));
+    }
+    st.record
+        .as_ref()
+        .map(Record::context)
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))
 }
 
 /// Refuses operations that need the sandbox to exist (`Pending`, `CleanedUp`, `Errored`).

@@ -77,7 +77,7 @@ impl Sandbox for NoSandbox {
         let mut metadata = BTreeMap::new();
         metadata.insert("strategy".into(), "none".into());
         metadata.insert("isolation".into(), "bypassed".into());
-        st.record = Some(Record::new(
+        let record = Record::new(
             self.lc.id(),
             plan_id,
             &self.resource_id,
@@ -85,20 +85,8 @@ impl Sandbox for NoSandbox {
             &original,
             &original,
             metadata,
-        ));
-        if let Err(e) = self.lc.advance(&mut st, Status::Created) {
-            st.record = None;
-            let _ = super::remove_dir(self.lc.dir());
-            return Err(super::creation_err(
-                &self.resource_id,
-                "cannot record its state",
-                e,
-            ));
-        }
-        st.record
-            .as_ref()
-            .map(Record::context)
-            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))
+        );
+        super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {})
     }
 
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {

@@ -14,7 +14,7 @@ use crate::plan::error::SandboxError;
 use crate::plan::model::{SandboxContext, Strategy};
 use crate::plan::record::{Record, State};
 use crate::plan::status::Status;
-use crate::plan::strategy::{cleanup_dir, creation_err, remove_dir};
+use crate::plan::strategy::{cleanup_dir, record_created, remove_dir};
 
 impl GitWorktree {
     /// [`Sandbox::create`](crate::plan::sandbox::Sandbox::create): makes the worktree and
@@ -23,24 +23,11 @@ impl GitWorktree {
         let mut st = self.lc.lock();
         self.lc.check(st.status, Status::Created)?;
         match self.make(plan_id) {
-            Ok(record) => {
-                st.record = Some(record);
-                if let Err(e) = self.lc.advance(&mut st, Status::Created) {
-                    if let Ok(repo) = self.repo(&st) {
-                        self.discard_worktree(&repo);
-                    }
-                    st.record = None;
-                    let _ = remove_dir(self.lc.dir());
-                    return Err(creation_err(
-                        &self.resource_id,
-                        "cannot record its state",
-                        e,
-                    ));
+            Ok(record) => record_created(&self.lc, &mut st, record, &self.resource_id, |st| {
+                if let Ok(repo) = self.repo(st) {
+                    self.discard_worktree(&repo);
                 }
-                st.record.as_ref().map(Record::context).ok_or_else(|| {
-                    SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context")
-                })
-            }
+            }),
             Err(reason) => {
                 let _ = remove_dir(self.lc.dir());
                 Err(SandboxError::Creation {

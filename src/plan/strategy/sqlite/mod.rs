@@ -495,7 +495,7 @@ impl Sandbox for SqliteSandbox {
             Strategy::TransactionRollback.name().into(),
         );
         metadata.insert("sqlite.journal_mode".into(), journal_mode);
-        st.record = Some(Record::new(
+        let record = Record::new(
             self.lc.id(),
             plan_id,
             &self.resource_id,
@@ -503,22 +503,13 @@ impl Sandbox for SqliteSandbox {
             &original,
             self.lc.dir(),
             metadata,
-        ));
-        if let Err(e) = self.lc.advance(&mut st, Status::Created) {
-            st.record = None;
-            begun.abandon();
-            let _ = super::remove_dir(self.lc.dir());
-            return Err(super::creation_err(
-                &self.resource_id,
-                "cannot record its state",
-                e,
-            ));
-        }
+        );
         *self.live.lock() = Some(begun);
-        st.record
-            .as_ref()
-            .map(Record::context)
-            .ok_or_else(|| self.sandbox_err("sandbox has no context"))
+        super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {
+            if let Some(begun) = self.live.lock().take() {
+                begun.abandon();
+            }
+        })
     }
 
     /// Refused: a database sandbox has no files. Use [`SqliteSandbox::execute`] or
