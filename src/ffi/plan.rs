@@ -425,16 +425,11 @@ impl StrategyProtocol for CppStrategy {
         self.run(|h, err| h.diff(&r, &mut view, err))?;
         let mut entries = Vec::with_capacity(view.entries.len());
         for e in view.entries {
-            let operation = match e.operation.as_str() {
-                "added" => DiffOp::Added,
-                "modified" => DiffOp::Modified,
-                "deleted" => DiffOp::Deleted,
-                other => {
-                    return Err(StrategyFailure(format!(
-                        "diff: unknown operation {other:?} for {}",
-                        e.path
-                    )))
-                }
+            let Some(operation) = DiffOp::from_name(&e.operation) else {
+                return Err(StrategyFailure(format!(
+                    "diff: unknown operation {:?} for {}",
+                    e.operation, e.path
+                )));
             };
             entries.push(DiffEntry {
                 path: e.path,

@@ -166,6 +166,13 @@ pub enum DiffOp {
 }
 
 impl DiffOp {
+    /// The operation named `name` (see [`DiffOp::name`]).
+    pub fn from_name(name: &str) -> Option<DiffOp> {
+        [DiffOp::Added, DiffOp::Modified, DiffOp::Deleted]
+            .into_iter()
+            .find(|op| op.name() == name)
+    }
+
     /// `added`, `modified` or `deleted`.
     pub fn name(self) -> &'static str {
         match self {

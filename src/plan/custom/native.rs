@@ -345,16 +345,11 @@ impl StrategyProtocol for NativeModule {
             .map_err(|e| StrategyFailure(format!("diff: bad JSON: {e}")))?;
         let mut entries = Vec::with_capacity(w.entries.len());
         for e in w.entries {
-            let operation = match e.operation.as_str() {
-                "added" => DiffOp::Added,
-                "modified" => DiffOp::Modified,
-                "deleted" => DiffOp::Deleted,
-                other => {
-                    return Err(StrategyFailure(format!(
-                        "diff: unknown operation {other:?} for {}",
-                        e.path
-                    )))
-                }
+            let Some(operation) = DiffOp::from_name(&e.operation) else {
+                return Err(StrategyFailure(format!(
+                    "diff: unknown operation {:?} for {}",
+                    e.operation, e.path
+                )));
             };
             entries.push(DiffEntry {
                 path: e.path,
