@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust suite (unit, integration, doctests), then the C++ suite through
-# CMake and CTest. This is the README's test command, and what CI runs.
+# CMake and CTest, then the Python package (python/run-tests.sh: pytest and mypy in a private
+# venv). This is the README's test command, and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PATCHBOX_BUILD_DIR:-build/ci}
@@ -8,6 +9,7 @@ build=${PATCHBOX_BUILD_DIR:-build/ci}
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -q -- -D warnings
+cargo clippy -p patchbox-python --all-targets -q -- -D warnings
 
 echo "== docs (docs.rs style: every public item documented, no broken links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -q
@@ -21,3 +23,6 @@ if [[ -f CMakeLists.txt ]]; then
   cmake --build "$build"
   ctest --test-dir "$build" --output-on-failure
 fi
+
+echo "== Python tests"
+python/run-tests.sh

@@ -1,0 +1,34 @@
+"""patchbox: sandboxes for agent engines.
+
+Plan executors route every write of a plan's Execute phase through a sandbox per resource
+(``SandboxManager``), checkpoint them (``CheckpointManager``) and commit them all-or-nothing
+(``commit_all``); session engines delegate to sub-agents whose work comes back as a patch
+(``SessionManager``); ``apply_patch`` applies a git patch atomically, with an undo record.
+
+The compiled core is ``patchbox._native`` (Rust, through PyO3); this package re-exports it
+under the names the plan-executor engines already use.
+"""
+
+from ._native import (
+    __version__,
+    PatchboxError,
+    SandboxError,
+    SandboxCreationError,
+    SandboxCommitError,
+    SandboxRollbackError,
+    SandboxStateError,
+    AtomicCommitError,
+    ProtocolMismatchError,
+)
+
+__all__ = [
+    "__version__",
+    "PatchboxError",
+    "SandboxError",
+    "SandboxCreationError",
+    "SandboxCommitError",
+    "SandboxRollbackError",
+    "SandboxStateError",
+    "AtomicCommitError",
+    "ProtocolMismatchError",
+]
