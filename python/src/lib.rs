@@ -12,6 +12,14 @@
 use pyo3::prelude::*;
 
 mod errors;
+// session layer
+mod apply;
+mod convert;
+mod delegation;
+mod pending;
+mod report;
+mod session;
+mod sessions;
 
 /// The compiled module: registers each layer's classes and functions.
 #[pymodule]
@@ -20,5 +28,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     // plan layer (plan.rs, checkpoint.rs, custom.rs)
     // session layer (session.rs, apply.rs)
+    delegation::register(m)?;
+    session::register(m)?;
+    sessions::register(m)?;
+    report::register(m)?;
+    apply::register(m)?;
+    pending::register(m)?;
     Ok(())
 }
