@@ -32,3 +32,8 @@ __all__ = [
     "AtomicCommitError",
     "ProtocolMismatchError",
 ]
+
+from .session import *  # noqa: E402,F401,F403  the session layer (patchbox/session.py)
+from .session import __all__ as _session_all  # noqa: E402
+
+__all__ += _session_all
