@@ -88,7 +88,11 @@ def test_no_decide_means_reject(mgr: patchbox.SessionManager) -> None:
 def test_unchanged_work_is_not_routed(mgr: patchbox.SessionManager, root: pathlib.Path) -> None:
     called: List[int] = []
     sb = mgr.create_sandbox("idle")
-    done = mgr.complete_sandbox(sb, lambda r: called.append(1) or True)
+    def decide(r: patchbox.SandboxResult) -> bool:
+        called.append(1)
+        return True
+
+    done = mgr.complete_sandbox(sb, decide)
     assert done.routed == patchbox.Routed.UNCHANGED
     assert called == [] and not sb.path.exists()
     assert patchbox.list_pending(root) == []

@@ -1,7 +1,52 @@
 """Checked by mypy --strict in run-tests.sh: the stubs describe what the package exports."""
 
+from typing import List
+
 import patchbox
 
 
 def describe(e: patchbox.AtomicCommitError) -> str:
     return ", ".join(e.rolled_back_ids + e.failed_rollback_ids)
+
+
+# ---------------------------------------------------------------- session layer
+
+
+def session_example(project: str, root: str) -> List[str]:
+    """A delegation, its completion with a decision callable, the pending store, an apply."""
+
+    def decide(r: patchbox.SandboxResult) -> patchbox.Decision:
+        return patchbox.Decision.ACCEPT if len(r.files_touched) < 10 else patchbox.Decision.REJECT
+
+    def swap(p: str) -> None:
+        print(p)
+
+    with patchbox.SessionManager(project, root, prune_on_start=False) as mgr:
+        sb: patchbox.SandboxInfo = mgr.create_sandbox("fix-tests")
+        with patchbox.ScopedSandbox(swap, sb, mgr.project_dir):
+            (sb.path / "a.txt").write_text("two\n")
+        chained = mgr.create_sandbox("docs", chain_from=sb)
+        res: patchbox.SandboxResult = mgr.finalize_sandbox(chained)
+        patch: bytes = res.patch
+        mgr.discard_sandbox(chained)
+        done: patchbox.Completion = mgr.complete_sandbox(sb, decide)
+        if done.routed == patchbox.Routed.PENDING and done.pending_path is not None:
+            print(done.pending_path.name, done.decide_error)
+        mgr.write_pending_patch("by-hand", patch)
+    names: List[str] = [p.id for p in patchbox.list_pending(root) if not p.recovered]
+    text: bytes = patchbox.read_pending(names[0], root=root)
+    report: patchbox.ApplyReport = patchbox.apply_patch(project, text, check=True)
+    for f in report.files:
+        if f.status == patchbox.FileStatus.CONFLICT:
+            names += [c.header for c in f.conflicts]
+    if report.outcome is patchbox.Outcome.APPLIED:
+        pending: patchbox.ApplyReport = patchbox.apply_pending(names[0], root=root)
+        names.append(str(pending))
+    store = patchbox.UndoStore(root)
+    records: List[patchbox.UndoRecord] = store.list(project)
+    if records:
+        undone: patchbox.UndoReport = store.undo_last(project)[1]
+        names += undone.restored
+    patchbox.drop_pending(names[0], root=root)
+    pruned: patchbox.PruneReport = patchbox.prune_sessions(root)
+    return names + pruned.pruned + [s.id for s in patchbox.list_sessions(root)]
