@@ -43,7 +43,8 @@ class ProtocolMismatchError(SandboxError): ...
 
 import os
 import pathlib
-from typing import Callable, ClassVar, Sequence, Tuple, Union
+import subprocess
+from typing import Callable, ClassVar, Mapping, Sequence, Tuple, Union
 
 _Path = Union[str, "os.PathLike[str]"]
 _Patch = Union[bytes, bytearray, str]
@@ -144,6 +145,14 @@ class SessionManager:
         info: SandboxInfo,
         decide: Optional[Callable[[SandboxResult], Union[Decision, bool]]] = None,
     ) -> Completion: ...
+    def run(
+        self,
+        info: SandboxInfo,
+        args: Sequence[_Path],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        input: Optional[bytes] = None,
+    ) -> subprocess.CompletedProcess[bytes]: ...
     def skipped(self) -> List[Tuple[str, str]]: ...
     def symlinks_into_project(self) -> List[str]: ...
     def confinement(self) -> str: ...

@@ -250,6 +250,73 @@ impl SessionManager {
         Completion::new(py, done, raised)
     }
 
+    /// Runs `args` in the sandbox and waits for it: its working directory is the sandbox,
+    /// `PATCHBOX_SANDBOX` / `PATCHBOX_PROJECT` are set (plus `env`), and unless the manager
+    /// was made with `confine=False` its process tree is confined with Landlock where the
+    /// kernel has it (`confinement()`): it may write only under the sandbox, its `TMPDIR` and
+    /// `writable_dirs`. Returns a `subprocess.CompletedProcess` with the output captured
+    /// (`returncode` is `-N` for a tool killed by signal N, as in `subprocess`).
+    #[pyo3(signature = (info, args, *, env=None, input=None))]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        info: SandboxInfo,
+        args: Vec<std::ffi::OsString>,
+        env: Option<std::collections::HashMap<std::ffi::OsString, std::ffi::OsString>>,
+        input: Option<Vec<u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use std::io::Write;
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Stdio;
+        let mgr = self.get()?;
+        let Some((program, rest)) = args.split_first() else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "run needs a program to run",
+            ));
+        };
+        let out = py.detach(|| -> std::io::Result<std::process::Output> {
+            let mut c = mgr.command(&info.inner, program);
+            c.args(rest)
+                .envs(env.iter().flatten())
+                .stdin(if input.is_some() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn()?;
+            let feeder = match (child.stdin.take(), input.as_ref()) {
+                (Some(mut stdin), Some(data)) => {
+                    let data = data.clone();
+                    // A tool that exits without reading its input is not an error.
+                    Some(std::thread::spawn(move || {
+                        let _ = stdin.write_all(&data);
+                    }))
+                }
+                _ => None,
+            };
+            let out = child.wait_with_output()?;
+            if let Some(f) = feeder {
+                let _ = f.join();
+            }
+            Ok(out)
+        });
+        let out =
+            out.map_err(|e| lib_err(patchbox::Error::io("run", PathBuf::from(program), e)))?;
+        let code = out
+            .status
+            .code()
+            .unwrap_or_else(|| -out.status.signal().unwrap_or(0));
+        let completed = py.import("subprocess")?.getattr("CompletedProcess")?;
+        completed.call1((
+            args.clone(),
+            code,
+            pyo3::types::PyBytes::new(py, &out.stdout),
+            pyo3::types::PyBytes::new(py, &out.stderr),
+        ))
+    }
+
     /// Entries the snapshot skipped (FIFOs, sockets, nested repositories…) with reasons.
     fn skipped(&self) -> PyResult<Vec<(std::ffi::OsString, String)>> {
         let mgr = self.get()?;
