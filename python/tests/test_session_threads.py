@@ -3,6 +3,7 @@ finalized, completed and discarded at once, each patch exactly its own thread's 
 
 from __future__ import annotations
 
+import os
 import pathlib
 import threading
 from typing import Dict, List
@@ -74,3 +75,19 @@ def test_close_waits_for_calls_running_on_other_threads(project: pathlib.Path, r
     assert result[0].routed == patchbox.Routed.ACCEPTED
     assert not m.session_base.exists()
     assert patchbox.list_pending(root) == []
+
+
+def test_run_releases_the_gil_while_the_tool_runs(mgr: patchbox.SessionManager, tmp_path: pathlib.Path) -> None:
+    # The tool waits for this thread to write into a FIFO: were the GIL held by run(), this
+    # thread could not run Python code to write, and both would wait forever.
+    sb = mgr.create_sandbox("fifo")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done: List[int] = []
+    t = threading.Thread(target=lambda: done.append(mgr.run(sb, ["sh", "-c", f"cat '{fifo}' > got.txt"]).returncode))
+    t.start()
+    with open(fifo, "wb") as w:
+        w.write(b"through the fifo\n")
+    t.join(timeout=600)  # a deadlock guard, not a speed requirement
+    assert not t.is_alive() and done == [0]
+    assert (sb.path / "got.txt").read_bytes() == b"through the fifo\n"
