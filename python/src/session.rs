@@ -12,6 +12,8 @@
 //! still running on another thread returns.
 //!
 //! Invariants: no lock of this file is held while the GIL is being acquired or released;
+//! every call moves its handle on the manager into the GIL-free part, so the call that
+//! outlives a `close()` ends the session there, not under the GIL;
 //! a decision callable that raises, or returns neither a `Decision` nor a `bool`, means
 //! reject (the patch goes pending: default deny) and the exception is kept on the
 //! `Completion`; a `BaseException` that is not an `Exception` (`KeyboardInterrupt`) is
@@ -172,7 +174,7 @@ impl SessionManager {
         let mgr = self.get()?;
         let chain = chain_from.map(|c| c.inner);
         let info = py
-            .detach(|| mgr.create_sandbox(delegation_id, chain.as_ref()))
+            .detach(move || mgr.create_sandbox(delegation_id, chain.as_ref()))
             .map_err(lib_err)?;
         Ok(SandboxInfo { inner: info })
     }
@@ -182,7 +184,7 @@ impl SessionManager {
     fn finalize_sandbox(&self, py: Python<'_>, info: SandboxInfo) -> PyResult<SandboxResult> {
         let mgr = self.get()?;
         let r = py
-            .detach(|| mgr.finalize_sandbox(&info.inner))
+            .detach(move || mgr.finalize_sandbox(&info.inner))
             .map_err(lib_err)?;
         Ok(SandboxResult { inner: r })
     }
@@ -191,7 +193,7 @@ impl SessionManager {
     /// refused (`kind == "containment"`) and nothing is removed.
     fn discard_sandbox(&self, py: Python<'_>, info: SandboxInfo) -> PyResult<()> {
         let mgr = self.get()?;
-        py.detach(|| mgr.discard_sandbox(&info.inner))
+        py.detach(move || mgr.discard_sandbox(&info.inner))
             .map_err(lib_err)
     }
 
@@ -205,7 +207,7 @@ impl SessionManager {
     ) -> PyResult<PathBuf> {
         let mgr = self.get()?;
         let patch = patch_bytes(patch)?;
-        py.detach(|| mgr.write_pending_patch(delegation_id, &patch))
+        py.detach(move || mgr.write_pending_patch(delegation_id, &patch))
             .map_err(lib_err)
     }
 
@@ -221,7 +223,10 @@ impl SessionManager {
     ) -> PyResult<Completion> {
         let mgr = self.get()?;
         let raised: Mutex<Option<PyErr>> = Mutex::new(None);
-        let done = py.detach(|| {
+        let raised_in = &raised;
+        // `move`: the manager handle is dropped with the GIL released, in case this call
+        // outlived a close() and its drop ends the session.
+        let done = py.detach(move || {
             let ask = |r: &patchbox::SandboxResult| -> Result<RsDecision, String> {
                 let Some(cb) = decide.as_ref() else {
                     return Ok(RsDecision::Reject);
@@ -232,7 +237,7 @@ impl SessionManager {
                         .and_then(|v| decision_of(v.bind(py)));
                     answer.map_err(|e| {
                         let msg = e.to_string();
-                        *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        *raised_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                         msg
                     })
                 })
@@ -274,7 +279,7 @@ impl SessionManager {
                 "run needs a program to run",
             ));
         };
-        let out = py.detach(|| -> std::io::Result<std::process::Output> {
+        let out = py.detach(move || -> std::io::Result<std::process::Output> {
             let mut c = mgr.command(&info.inner, program);
             c.args(rest)
                 .envs(env.iter().flatten())
@@ -318,26 +323,30 @@ impl SessionManager {
     }
 
     /// Entries the snapshot skipped (FIFOs, sockets, nested repositories…) with reasons.
-    fn skipped(&self) -> PyResult<Vec<(std::ffi::OsString, String)>> {
+    fn skipped(&self, py: Python<'_>) -> PyResult<Vec<(std::ffi::OsString, String)>> {
         let mgr = self.get()?;
-        Ok(mgr
-            .skipped()
+        Ok(py
+            .detach(move || mgr.skipped())
             .into_iter()
             .map(|(p, why)| (rel(&p), why))
             .collect())
     }
 
     /// Absolute symlinks of the snapshot that resolve into the project.
-    fn symlinks_into_project(&self) -> PyResult<Vec<std::ffi::OsString>> {
+    fn symlinks_into_project(&self, py: Python<'_>) -> PyResult<Vec<std::ffi::OsString>> {
         let mgr = self.get()?;
-        Ok(mgr.symlinks_into_project().iter().map(|p| rel(p)).collect())
+        Ok(py
+            .detach(move || mgr.symlinks_into_project())
+            .iter()
+            .map(|p| rel(p))
+            .collect())
     }
 
     /// Whether tools run by the library are confined: `"enforced"`, `"off"`, or
     /// `"unavailable: <reason>"`.
     fn confinement(&self, py: Python<'_>) -> PyResult<String> {
         let mgr = self.get()?;
-        Ok(match py.detach(|| mgr.confinement()) {
+        Ok(match py.detach(move || mgr.confinement()) {
             Confinement::Enforced => "enforced".into(),
             Confinement::Off => "off".into(),
             Confinement::Unavailable(why) => format!("unavailable: {why}"),
@@ -348,7 +357,9 @@ impl SessionManager {
     /// `None` when `prune_on_start` was false.
     fn startup_recovery(&self, py: Python<'_>) -> PyResult<Option<PruneReport>> {
         let mgr = self.get()?;
-        Ok(py.detach(|| mgr.startup_recovery()).map(PruneReport::from))
+        Ok(py
+            .detach(move || mgr.startup_recovery())
+            .map(PruneReport::from))
     }
 
     /// Ends the session now: open sandboxes are stored as abandoned pending patches, the
