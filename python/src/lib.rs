@@ -11,7 +11,13 @@
 
 use pyo3::prelude::*;
 
+mod boundary;
+mod checkpoint;
+mod custom;
 mod errors;
+mod plan;
+mod plan_model;
+mod sql;
 
 /// The compiled module: registers each layer's classes and functions.
 #[pymodule]
@@ -19,6 +25,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     // plan layer (plan.rs, checkpoint.rs, custom.rs)
+    plan::register(m)?;
     // session layer (session.rs, apply.rs)
     Ok(())
 }
+
