@@ -20,6 +20,9 @@ from ._native import (
     AtomicCommitError,
     ProtocolMismatchError,
 )
+from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, SandboxStatus, ...)
+from .checkpoint import *  # noqa: F401,F403  (CheckpointManager, SandboxCheckpoint)
+from .custom import *  # noqa: F401,F403  (SandboxStrategyRegistry, SandboxRef, DiffView, ...)
 
 __all__ = [
     "__version__",
@@ -32,3 +35,6 @@ __all__ = [
     "AtomicCommitError",
     "ProtocolMismatchError",
 ]
+from . import plan as _plan, checkpoint as _checkpoint, custom as _custom  # noqa: E402
+
+__all__ += _plan.__all__ + _checkpoint.__all__ + _custom.__all__
