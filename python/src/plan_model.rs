@@ -244,14 +244,18 @@ impl CommitResult {
 #[pymethods]
 impl CommitResult {
     fn __repr__(&self) -> String {
+        let py_list = |v: &[String]| {
+            let items: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+            format!("[{}]", items.join(", "))
+        };
         format!(
-            "CommitResult(sandbox_id={:?}, success={}, commit_ref={:?}, changed_files={:?}, added_files={:?}, deleted_files={:?})",
+            "CommitResult(sandbox_id={:?}, success={}, commit_ref={}, changed_files={}, added_files={}, deleted_files={})",
             self.sandbox_id,
-            self.success,
-            self.commit_ref,
-            self.changed_files,
-            self.added_files,
-            self.deleted_files
+            if self.success { "True" } else { "False" },
+            self.commit_ref.as_deref().map_or("None".to_string(), |r| format!("{r:?}")),
+            py_list(&self.changed_files),
+            py_list(&self.added_files),
+            py_list(&self.deleted_files)
         )
     }
 }
