@@ -31,6 +31,7 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type
 
 from ._native import (
+    BuiltInSandboxStrategyAdapter,
     DiffEntry,
     DiffView,
     ProtocolMismatchError,
@@ -41,6 +42,7 @@ from ._native import (
 )
 
 __all__ = [
+    "BuiltInSandboxStrategyAdapter",
     "REQUIRED_METHODS",
     "SandboxStrategyProtocol",
     "SandboxStrategyRegistry",

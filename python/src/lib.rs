@@ -11,6 +11,7 @@
 
 use pyo3::prelude::*;
 
+mod adapter;
 mod boundary;
 mod checkpoint;
 mod custom;

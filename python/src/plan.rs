@@ -10,7 +10,9 @@
 //!   asserts;
 //! - nothing is thrown away silently: `with manager:` closes it on exit (sandboxes holding
 //!   no uncommitted work are cleaned up, an active one with changes stays on disk for the
-//!   next manager, as the Rust `Drop`); `with sandbox:` cleans the sandbox up on exit unless
+//!   next manager, as the Rust `Drop`); a sandbox keeps its manager alive (a manager
+//!   collected while its sandboxes are in use does not clean them up under them);
+//!   `with sandbox:` cleans the sandbox up on exit unless
 //!   it holds uncommitted changes (status `active` with a non-empty diff), which it keeps;
 //! - errors are the classes of `errors.rs`, with the path in the message.
 
@@ -41,6 +43,9 @@ pub(crate) fn default_root() -> PyResult<PathBuf> {
 #[pyclass(frozen, module = "patchbox._native")]
 pub struct Sandbox {
     pub(crate) inner: Arc<dyn RsSandbox>,
+    /// Its manager, kept alive while the sandbox is used (a manager collected early would
+    /// clean up the sandboxes holding no work); `None` for none.
+    _owner: Option<Arc<PlanManager>>,
 }
 
 #[pymethods]
@@ -237,7 +242,13 @@ impl SandboxManager {
             }
         }
         let id = sb.sandbox_id().to_string();
-        let o = Py::new(py, Sandbox { inner: sb })?;
+        let o = Py::new(
+            py,
+            Sandbox {
+                inner: sb,
+                _owner: self.inner.read().clone(),
+            },
+        )?;
         objects.insert(id, o.clone_ref(py));
         Ok(o)
     }
@@ -457,7 +468,10 @@ impl SandboxManager {
         let m = self.inner.write().take();
         self.objects.lock().clear();
         if let Some(m) = m {
-            py.detach(move || drop(m));
+            py.detach(move || {
+                settle(&m);
+                drop(m)
+            });
         }
     }
 
@@ -474,6 +488,24 @@ impl SandboxManager {
     ) -> bool {
         self.close(py);
         false
+    }
+}
+
+/// What closing a manager does now, whoever still holds its sandboxes (the Rust manager's
+/// `Drop` does the same when the last reference goes): cleans up every sandbox holding no
+/// uncommitted work; keeps an active sandbox with changes (or whose diff fails) on disk.
+fn settle(m: &PlanManager) {
+    for plan in m.list_plans() {
+        for s in m.list_sandboxes(&plan) {
+            let keep = match s.status() {
+                Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
+                Status::Pending | Status::CleanedUp => true,
+                _ => false,
+            };
+            if !keep {
+                let _ = s.cleanup();
+            }
+        }
     }
 }
 
@@ -494,5 +526,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::checkpoint::CheckpointManager>()?;
     m.add_class::<crate::checkpoint::SandboxCheckpoint>()?;
     m.add_class::<crate::custom::StrategyRegistry>()?;
+    m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
     Ok(())
 }

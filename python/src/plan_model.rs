@@ -383,7 +383,6 @@ pub struct DiffView {
 }
 
 impl DiffView {
-    #[allow(dead_code)]
     pub(crate) fn from_rs(py: Python<'_>, v: RsDiffView) -> PyResult<DiffView> {
         Ok(DiffView {
             sandbox_id: v.sandbox_id,
