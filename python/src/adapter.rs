@@ -14,10 +14,14 @@ use std::time::SystemTime;
 
 use pyo3::prelude::*;
 
-use patchbox::plan::custom::{BuiltInAdapter, SandboxRef as RsRef, StrategyFailure, StrategyProtocol};
+use patchbox::plan::custom::{
+    BuiltInAdapter, SandboxRef as RsRef, StrategyFailure, StrategyProtocol,
+};
 
 use crate::boundary::Resource;
-use crate::errors::{plan_err, SandboxCommitError, SandboxCreationError, SandboxError_, SandboxRollbackError};
+use crate::errors::{
+    plan_err, SandboxCommitError, SandboxCreationError, SandboxError_, SandboxRollbackError,
+};
 use crate::plan::default_root;
 use crate::plan_model::{datetime, DiffView, SandboxRef};
 
@@ -107,7 +111,13 @@ impl BuiltInSandboxStrategyAdapter {
             .map_err(|f| failed("read", f))
     }
 
-    fn write(&self, py: Python<'_>, r: &SandboxRef, path: String, content: Vec<u8>) -> PyResult<()> {
+    fn write(
+        &self,
+        py: Python<'_>,
+        r: &SandboxRef,
+        path: String,
+        content: Vec<u8>,
+    ) -> PyResult<()> {
         let r = rs_ref(r);
         py.detach(|| self.inner.write(&r, &path, &content))
             .map_err(|f| failed("write", f))
@@ -123,7 +133,12 @@ impl BuiltInSandboxStrategyAdapter {
 
     /// Commits; returns what names the commit, if anything does.
     #[pyo3(signature = (r, message=None))]
-    fn commit(&self, py: Python<'_>, r: &SandboxRef, message: Option<String>) -> PyResult<Option<String>> {
+    fn commit(
+        &self,
+        py: Python<'_>,
+        r: &SandboxRef,
+        message: Option<String>,
+    ) -> PyResult<Option<String>> {
         let r = rs_ref(r);
         py.detach(|| self.inner.commit(&r, message.as_deref()))
             .map_err(|f| failed("commit", f))
@@ -142,7 +157,12 @@ impl BuiltInSandboxStrategyAdapter {
             .map_err(|f| failed("checkpoint", f))
     }
 
-    fn restore_checkpoint(&self, py: Python<'_>, r: &SandboxRef, checkpoint_id: String) -> PyResult<()> {
+    fn restore_checkpoint(
+        &self,
+        py: Python<'_>,
+        r: &SandboxRef,
+        checkpoint_id: String,
+    ) -> PyResult<()> {
         let r = rs_ref(r);
         py.detach(|| self.inner.restore_checkpoint(&r, &checkpoint_id))
             .map_err(|f| failed("restore_checkpoint", f))

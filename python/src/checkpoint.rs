@@ -77,7 +77,10 @@ impl CheckpointManager {
     fn with<T>(&self, f: impl FnOnce(&RsCheckpoints) -> Result<T, SandboxError>) -> PyResult<T> {
         let g = self.inner.read();
         let m = g.as_ref().ok_or_else(|| {
-            plan_err(SandboxError::sandbox(None, "the CheckpointManager is closed"))
+            plan_err(SandboxError::sandbox(
+                None,
+                "the CheckpointManager is closed",
+            ))
         })?;
         f(m).map_err(plan_err)
     }
@@ -132,7 +135,11 @@ impl CheckpointManager {
     }
 
     /// The checkpoints of a sandbox this manager knows, oldest first.
-    fn list_checkpoints(&self, py: Python<'_>, sandbox_id: String) -> PyResult<Vec<SandboxCheckpoint>> {
+    fn list_checkpoints(
+        &self,
+        py: Python<'_>,
+        sandbox_id: String,
+    ) -> PyResult<Vec<SandboxCheckpoint>> {
         py.detach(|| self.with(|m| m.list_checkpoints(&sandbox_id)))
             .map(wrap)
     }

@@ -100,7 +100,10 @@ impl PyStrategy {
         args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>,
         out: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
     ) -> OpResult<T> {
-        let driver = self.driver.as_ref().map_err(|e| StrategyFailure(e.clone()))?;
+        let driver = self
+            .driver
+            .as_ref()
+            .map_err(|e| StrategyFailure(e.clone()))?;
         Python::attach(|py| {
             let r = args(py)
                 .and_then(|a| driver.bind(py).call_method1(op, a))
@@ -225,7 +228,12 @@ impl StrategyProtocol for PyStrategy {
     fn commit(&self, sandbox: &RsRef, message: Option<&str>) -> OpResult<Option<String>> {
         self.call(
             "commit",
-            |py| PyTuple::new(py, [sref(py, sandbox)?, message.into_pyobject(py)?.into_any()]),
+            |py| {
+                PyTuple::new(
+                    py,
+                    [sref(py, sandbox)?, message.into_pyobject(py)?.into_any()],
+                )
+            },
             |v| {
                 if v.is_none() {
                     Ok(None)
@@ -255,7 +263,15 @@ impl StrategyProtocol for PyStrategy {
     fn checkpoint(&self, sandbox: &RsRef, checkpoint_id: &str) -> OpResult<()> {
         self.call(
             "checkpoint",
-            |py| PyTuple::new(py, [sref(py, sandbox)?, checkpoint_id.into_pyobject(py)?.into_any()]),
+            |py| {
+                PyTuple::new(
+                    py,
+                    [
+                        sref(py, sandbox)?,
+                        checkpoint_id.into_pyobject(py)?.into_any(),
+                    ],
+                )
+            },
             |_| Ok(()),
         )
     }
@@ -263,7 +279,15 @@ impl StrategyProtocol for PyStrategy {
     fn restore_checkpoint(&self, sandbox: &RsRef, checkpoint_id: &str) -> OpResult<()> {
         self.call(
             "restore_checkpoint",
-            |py| PyTuple::new(py, [sref(py, sandbox)?, checkpoint_id.into_pyobject(py)?.into_any()]),
+            |py| {
+                PyTuple::new(
+                    py,
+                    [
+                        sref(py, sandbox)?,
+                        checkpoint_id.into_pyobject(py)?.into_any(),
+                    ],
+                )
+            },
             |_| Ok(()),
         )
     }

@@ -107,6 +107,7 @@ fn with_attrs(err: PyErr, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
 }
 
 /// Converts a session/apply-layer error.
+#[allow(dead_code)] // used by the session layer (session.rs, apply.rs)
 pub(crate) fn lib_err(e: patchbox::Error) -> PyErr {
     let kind = e.kind();
     let err = PatchboxError::new_err(e.to_string());

@@ -30,4 +30,3 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // session layer (session.rs, apply.rs)
     Ok(())
 }
-

@@ -214,6 +214,9 @@ impl Sandbox {
     }
 }
 
+/// `(plan id, sandbox ids rolled back)` of interrupted commits, and warnings.
+type RecoveryReport = (Vec<(String, Vec<String>)>, Vec<String>);
+
 /// Every sandbox of every plan of one engine, found again after a crash.
 #[pyclass(frozen, module = "patchbox._native")]
 pub struct SandboxManager {
@@ -225,12 +228,10 @@ pub struct SandboxManager {
 
 impl SandboxManager {
     fn mgr(&self) -> PyResult<Arc<PlanManager>> {
-        self.inner.read().clone().ok_or_else(|| {
-            plan_err(SandboxError::sandbox(
-                None,
-                "the SandboxManager is closed",
-            ))
-        })
+        self.inner
+            .read()
+            .clone()
+            .ok_or_else(|| plan_err(SandboxError::sandbox(None, "the SandboxManager is closed")))
     }
 
     /// The one Python object of `sb`.
@@ -305,7 +306,7 @@ impl SandboxManager {
 
     /// What opening found: `(plan_id, [sandbox ids])` of interrupted commits rolled back,
     /// and warnings.
-    fn recovery(&self) -> PyResult<(Vec<(String, Vec<String>)>, Vec<String>)> {
+    fn recovery(&self) -> PyResult<RecoveryReport> {
         let m = self.mgr()?;
         let r = m.recovery();
         Ok((r.rolled_back.clone(), r.warnings.clone()))

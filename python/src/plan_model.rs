@@ -315,7 +315,10 @@ impl DiffEntry {
     }
 
     fn __repr__(&self) -> String {
-        format!("DiffEntry(path={:?}, operation={:?})", self.path, self.operation)
+        format!(
+            "DiffEntry(path={:?}, operation={:?})",
+            self.path, self.operation
+        )
     }
 }
 

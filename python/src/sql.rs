@@ -77,7 +77,10 @@ pub(crate) fn execute(
     rows.rows
         .iter()
         .map(|row| {
-            let vals: Vec<Py<PyAny>> = row.iter().map(|v| value_out(py, v)).collect::<PyResult<_>>()?;
+            let vals: Vec<Py<PyAny>> = row
+                .iter()
+                .map(|v| value_out(py, v))
+                .collect::<PyResult<_>>()?;
             Ok(PyTuple::new(py, vals)?.into_any().unbind())
         })
         .collect()
