@@ -150,8 +150,9 @@ impl CheckpointManager {
     }
 
     /// Makes the manager know `sandbox` (its checkpoints on disk then list).
-    fn attach(&self, sandbox: &Sandbox) -> PyResult<()> {
-        self.with(|m| m.attach(&sandbox.inner))
+    fn attach(&self, py: Python<'_>, sandbox: &Sandbox) -> PyResult<()> {
+        let sb = sandbox.inner.clone();
+        py.detach(|| self.with(|m| m.attach(&sb)))
     }
 
     /// Keeps the checkpoints on disk when the manager is closed.

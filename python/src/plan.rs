@@ -63,23 +63,24 @@ impl Sandbox {
     }
 
     #[getter]
-    fn status(&self) -> SandboxStatus {
-        SandboxStatus::py(self.inner.status())
+    fn status(&self, py: Python<'_>) -> SandboxStatus {
+        // Detached: an operation of a Python strategy holds the sandbox's lock while it
+        // waits for the GIL.
+        SandboxStatus::py(py.detach(|| self.inner.status()))
     }
 
     /// `None` before `create`.
     #[getter]
     fn context(&self, py: Python<'_>) -> PyResult<Option<SandboxContext>> {
-        self.inner
-            .context()
+        py.detach(|| self.inner.context())
             .map(|c| SandboxContext::new(py, c))
             .transpose()
     }
 
     /// Whether a commit of it can be undone.
     #[getter]
-    fn is_rollbackable(&self) -> bool {
-        self.inner.is_rollbackable()
+    fn is_rollbackable(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.inner.is_rollbackable())
     }
 
     /// Makes the sandbox environment (pending → created); the manager's
@@ -204,12 +205,12 @@ impl Sandbox {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "Sandbox(sandbox_id={:?}, strategy={:?}, status={:?})",
             self.inner.sandbox_id(),
             self.inner.strategy().name(),
-            self.inner.status().name()
+            py.detach(|| self.inner.status()).name()
         )
     }
 }
@@ -260,10 +261,24 @@ impl SandboxManager {
     }
 
     /// Forgets the objects of cleaned-up sandboxes.
-    fn prune_objects(&self) {
-        self.objects
+    fn prune_objects(&self, py: Python<'_>) {
+        // Statuses are read detached and without the table's lock (see `status`).
+        let all: Vec<(String, Arc<dyn RsSandbox>)> = self
+            .objects
             .lock()
-            .retain(|_, o| o.get().inner.status() != Status::CleanedUp);
+            .iter()
+            .map(|(k, o)| (k.clone(), o.get().inner.clone()))
+            .collect();
+        let dead: Vec<String> = py.detach(|| {
+            all.into_iter()
+                .filter(|(_, sb)| sb.status() == Status::CleanedUp)
+                .map(|(k, _)| k)
+                .collect()
+        });
+        let mut objects = self.objects.lock();
+        for k in dead {
+            objects.remove(&k);
+        }
     }
 }
 
@@ -340,7 +355,7 @@ impl SandboxManager {
         resource_id: &str,
     ) -> PyResult<Option<Py<Sandbox>>> {
         let m = self.mgr()?;
-        m.get_sandbox(plan_id, resource_id)
+        py.detach(|| m.get_sandbox(plan_id, resource_id))
             .map(|sb| self.object(py, sb))
             .transpose()
     }
@@ -348,15 +363,16 @@ impl SandboxManager {
     /// Every sandbox of the plan, in creation order.
     fn list_sandboxes(&self, py: Python<'_>, plan_id: &str) -> PyResult<Vec<Py<Sandbox>>> {
         let m = self.mgr()?;
-        m.list_sandboxes(plan_id)
+        py.detach(|| m.list_sandboxes(plan_id))
             .into_iter()
             .map(|sb| self.object(py, sb))
             .collect()
     }
 
     /// The ids of every plan with sandboxes.
-    fn list_plans(&self) -> PyResult<Vec<String>> {
-        Ok(self.mgr()?.list_plans())
+    fn list_plans(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let m = self.mgr()?;
+        Ok(py.detach(|| m.list_plans()))
     }
 
     /// Commits every created or active sandbox of the plan, all or nothing; returns their
@@ -383,7 +399,7 @@ impl SandboxManager {
     fn cleanup_all(&self, py: Python<'_>, plan_id: String) -> PyResult<()> {
         let m = self.mgr()?;
         let r = py.detach(|| m.cleanup_all(&plan_id)).map_err(plan_err);
-        self.prune_objects();
+        self.prune_objects(py);
         r
     }
 
@@ -392,7 +408,7 @@ impl SandboxManager {
     fn cleanup_abandoned(&self, py: Python<'_>) -> PyResult<usize> {
         let m = self.mgr()?;
         let r = py.detach(|| m.cleanup_abandoned()).map_err(plan_err);
-        self.prune_objects();
+        self.prune_objects(py);
         r
     }
 
@@ -419,11 +435,13 @@ impl SandboxManager {
     /// (cached until `clear_boundary_cache`).
     fn resolve_sandbox_key(
         &self,
+        py: Python<'_>,
         resource: &Resource,
         resource_registry: &ResourceRegistry,
     ) -> PyResult<String> {
         let m = self.mgr()?;
-        m.resolve_sandbox_key(&resource.inner, &resource_registry.snapshot())
+        let reg = resource_registry.snapshot();
+        py.detach(|| m.resolve_sandbox_key(&resource.inner, &reg))
             .map_err(plan_err)
     }
 

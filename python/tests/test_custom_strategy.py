@@ -335,3 +335,35 @@ def test_default_prefix_allows_only_cleveragents(mycompany):
     assert reg.allowed_prefixes == ("cleveragents.",)
     with pytest.raises(patchbox.SandboxError, match="not allowed"):
         reg.register("my_strategy", "mycompany.sandbox.custom", "MyCustomSandbox")
+
+
+def test_status_is_readable_while_a_python_commit_runs(root, registry, tmp_path):
+    """The commit holds the sandbox's lock while its Python code runs. A thread reading the
+    sandbox meanwhile waits for that lock; it must not hold the GIL while it waits, or the
+    commit's Python code could never go on (a deadlock)."""
+    in_commit = threading.Event()
+    go_on = threading.Event()
+
+    class Slow(DirStrategy):
+        def commit(self, ref: SandboxRef) -> str:
+            in_commit.set()
+            go_on.wait()  # releases the GIL; returning from it needs the GIL again
+            return super().commit(ref)
+
+    registry.register_class("slow", Slow)
+    [d] = dirs(tmp_path, "r")
+    with SandboxManager(root, custom_registry=registry) as m:
+        sb = m.get_or_create_sandbox("p", "r", d, "slow")
+        sb.write("f.txt", b"slow\n")
+        results: List[Any] = []
+        t = threading.Thread(target=lambda: results.append(m.commit_all("p")))
+        t.start()
+        in_commit.wait()
+        go_on.set()
+        status = sb.status  # waits (without the GIL) for the commit to finish
+        listed = m.list_sandboxes("p")
+        t.join()
+        assert status == SandboxStatus.COMMITTED and listed == [sb]
+        assert [r.success for r in results[0]] == [True]
+        assert (d / "f.txt").read_text() == "slow\n"
+        m.cleanup_all("p")
