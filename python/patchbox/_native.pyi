@@ -3,7 +3,7 @@
 import os
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Type, Union, final
+from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Type, TypeVar, Union, final
 
 __version__: str
 
@@ -306,6 +306,14 @@ class CheckpointManager:
     def close(self) -> None: ...
     def __enter__(self) -> CheckpointManager: ...
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> Literal[False]: ...
+
+_T = TypeVar("_T")
+
+@final
+class PhaseRunner:
+    def __init__(self, manager: SandboxManager, checkpoint_manager: Optional[CheckpointManager] = None) -> None: ...
+    def execute(self, plan_id: str, phase: Callable[[], _T]) -> _T: ...
+    def apply(self, plan_id: str) -> List[CommitResult]: ...
 
 # ---------------------------------------------------------------- (end of plan layer)
 

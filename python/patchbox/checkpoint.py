@@ -8,9 +8,16 @@ changed, not a copy. Checkpoints live in the sandbox's directory (cleaning the s
 removes them); those a manager made are removed when it is closed (``with`` or ``close()``)
 or collected, unless ``keep()`` was called. A ``transaction_rollback`` sandbox checkpoints
 with savepoints; ``none`` cannot be checkpointed (``SandboxError``).
+
+``PhaseRunner(manager, checkpoint_manager)`` runs the hooks of the plan executor:
+``execute(plan_id, fn)`` takes ``pre_execute`` checkpoints, calls ``fn()``, takes
+``post_execute`` checkpoints — or, when ``fn`` raises, rolls every sandbox back to
+``pre_execute`` and re-raises; ``apply(plan_id)`` takes ``pre_apply`` checkpoints and runs
+``commit_all``, rolling back to them when it fails. Without a checkpoint manager the hooks
+are skipped.
 """
 
-from ._native import CheckpointManager, SandboxCheckpoint
+from ._native import CheckpointManager, PhaseRunner, SandboxCheckpoint
 
 #: Before the Execute phase.
 PRE_EXECUTE = "pre_execute"
@@ -19,4 +26,4 @@ POST_EXECUTE = "post_execute"
 #: Before the Apply phase.
 PRE_APPLY = "pre_apply"
 
-__all__ = ["CheckpointManager", "SandboxCheckpoint", "PRE_EXECUTE", "POST_EXECUTE", "PRE_APPLY"]
+__all__ = ["CheckpointManager", "PhaseRunner", "SandboxCheckpoint", "PRE_EXECUTE", "POST_EXECUTE", "PRE_APPLY"]

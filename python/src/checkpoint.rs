@@ -86,6 +86,14 @@ impl CheckpointManager {
     }
 }
 
+impl CheckpointManager {
+    /// Runs `f` with the Rust manager (`None` once closed), holding it open meanwhile.
+    pub(crate) fn with_inner<T>(&self, f: impl FnOnce(Option<&RsCheckpoints>) -> T) -> T {
+        let g = self.inner.read();
+        f(g.as_ref())
+    }
+}
+
 fn wrap(cps: Vec<Checkpoint>) -> Vec<SandboxCheckpoint> {
     cps.into_iter()
         .map(|inner| SandboxCheckpoint { inner })
@@ -170,7 +178,8 @@ impl CheckpointManager {
 
     /// Closes the manager: the checkpoints it made are removed unless `keep()` was called.
     fn close(&self, py: Python<'_>) {
-        let m = self.inner.write().take();
+        // Detached: a phase running Python code may hold the manager open.
+        let m = py.detach(|| self.inner.write().take());
         if let Some(m) = m {
             py.detach(move || drop(m));
         }

@@ -16,6 +16,7 @@ mod boundary;
 mod checkpoint;
 mod custom;
 mod errors;
+mod phases;
 mod plan;
 mod plan_model;
 mod sql;

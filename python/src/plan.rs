@@ -255,6 +255,11 @@ impl SandboxManager {
         Ok(o)
     }
 
+    /// The Rust manager (an error once closed).
+    pub(crate) fn plan_manager(&self) -> PyResult<Arc<PlanManager>> {
+        self.mgr()
+    }
+
     /// The root (canonical).
     pub(crate) fn root_path(&self) -> PyResult<String> {
         Ok(path_str(self.mgr()?.root()))
@@ -546,5 +551,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::checkpoint::SandboxCheckpoint>()?;
     m.add_class::<crate::custom::StrategyRegistry>()?;
     m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
+    m.add_class::<crate::phases::PhaseRunner>()?;
     Ok(())
 }
