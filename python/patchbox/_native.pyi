@@ -159,7 +159,7 @@ class SandboxRef:
         plan_id: str,
         resource_id: str,
         created_at: Optional[datetime] = None,
-        metadata: Optional[Dict[str, str]] = None,
+        metadata: Optional[Dict[str, object]] = None,
     ) -> None: ...
     @property
     def sandbox_id(self) -> str: ...

@@ -428,6 +428,7 @@ impl DiffView {
 
 /// Which sandbox a custom strategy's operation is about (what the library passes to it,
 /// unless the strategy's `create` returned its own reference, which it then gets back).
+/// Metadata values are kept as text (`str(value)`): they are persisted with the sandbox.
 #[pyclass(frozen, get_all, module = "patchbox._native")]
 pub struct SandboxRef {
     pub sandbox_id: String,
@@ -447,18 +448,25 @@ impl SandboxRef {
         plan_id: String,
         resource_id: String,
         created_at: Option<Py<PyAny>>,
-        metadata: Option<BTreeMap<String, String>>,
+        metadata: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<SandboxRef> {
         let created_at = match created_at {
             Some(t) => t,
             None => datetime(py, SystemTime::now())?,
         };
+        // The docs' metadata is `dict[str, object]`; it is kept (and persisted) as text.
+        let mut meta = BTreeMap::new();
+        if let Some(d) = metadata {
+            for (k, v) in d.iter() {
+                meta.insert(k.str()?.to_string(), v.str()?.to_string());
+            }
+        }
         Ok(SandboxRef {
             sandbox_id,
             plan_id,
             resource_id,
             created_at,
-            metadata: metadata.unwrap_or_default(),
+            metadata: meta,
         })
     }
 

@@ -36,7 +36,7 @@ class DirStrategy:
         sid = f"dir-{resource.resource_id}"
         self.staged[sid] = {}
         self.original[sid] = Path(resource.path)
-        return SandboxRef(sid, plan_id, resource.resource_id, metadata={"root": resource.path})
+        return SandboxRef(sid, plan_id, resource.resource_id, metadata={"root": resource.path, "shards": 3})
 
     def read(self, ref: SandboxRef, path: str) -> Optional[bytes]:
         if path in self.staged[ref.sandbox_id]:
@@ -126,6 +126,7 @@ def test_custom_strategy_through_commit_all(root, registry, tmp_path):
         sb = m.get_or_create_sandbox("p", "res", d, "dirstage")
         assert sb.strategy == "dirstage" and sb.status == SandboxStatus.CREATED
         assert sb.context is not None and sb.context.metadata["root"] == str(d)
+        assert sb.context.metadata["shards"] == "3"  # kept as text
         sb.write("f.txt", b"staged\n")
         sb.write("sub/new.txt", b"new\n")
         assert sb.read("f.txt") == b"staged\n"
