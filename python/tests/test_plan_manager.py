@@ -271,3 +271,17 @@ def test_threads_share_a_manager(manager, project, tmp_path):
     assert errors == []
     assert len(manager.commit_all("p")) == 4
     assert [(d / "f.txt").read_text() for d in dirs] == ["0\n", "1\n", "2\n", "3\n"]
+
+
+def test_create_is_done_once_and_recovery_reports_nothing_on_a_fresh_root(manager, project):
+    sb = manager.get_or_create_sandbox("p", "docs", project, "copy_on_write")
+    with pytest.raises(patchbox.SandboxStateError) as e:
+        sb.create("p")  # get_or_create_sandbox created it already
+    assert (e.value.from_status, e.value.to_status) == ("created", "created")
+    assert manager.recovery() == ([], [])
+    modes = {d.path: (d.before_mode, d.after_mode) for d in sb.diff().entries}
+    assert modes == {}
+    Path(sb.get_path("run.sh")).write_text("#!/bin/sh\n")
+    os.chmod(sb.get_path("run.sh"), 0o755)
+    [entry] = sb.diff().entries
+    assert (entry.path, entry.operation, entry.before_mode, entry.after_mode) == ("run.sh", "added", None, 0o100755)
