@@ -16,7 +16,11 @@ user's ``create`` returns is the one its other methods receive. Optional extensi
 strategy may define: ``commit(ref, message=None)``, ``rollback(ref, after_commit=False)``
 (``True``: undo a commit, as ``commit_all`` does when a later sandbox fails) and
 ``is_rollbackable`` (a bool or a method; default ``True``). Any exception a method raises
-becomes the error of the step (``SandboxCommitError`` for commit, …) with its text.
+becomes the error of the step (``SandboxCommitError`` for commit, …) with its text;
+``read`` may return ``None`` or raise ``FileNotFoundError``/``KeyError`` for a path that does
+not exist in the sandbox. An operation runs while the library holds that sandbox's lock: it
+must not call back into the same sandbox (its ``status``, ``diff`` …), which would wait for
+itself.
 
 Thread safety: the registry's Rust half is ``Send + Sync``; a driver serializes nothing
 itself — the manager runs one operation of a sandbox at a time, and a strategy serving several

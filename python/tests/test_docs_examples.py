@@ -312,3 +312,31 @@ def test_004_built_in_adapter(root, project):
     adapter.cleanup(ref)
     with pytest.raises(patchbox.SandboxError, match="no sandbox"):
         adapter.read(ref, "file.txt")
+
+
+# ------------------------------------------------------------------ the README's Python example
+
+
+def test_readme_python_plan_example(root, project, capsys):
+    """The 15-line example proposed for the README (paths: tmp_path's)."""
+    ROOT, PROJECT = str(root), str(project)
+    from patchbox import AtomicCommitError, CheckpointManager, SandboxManager
+
+    with SandboxManager(ROOT) as manager:  # state under <root>/plans
+        sb = manager.get_or_create_sandbox("plan-1", "docs", PROJECT, "copy_on_write")
+        with open(sb.get_path("notes.txt"), "w") as f:  # the actor writes here
+            f.write("two\n")
+        checkpoints = CheckpointManager(manager)
+        cp = checkpoints.create_checkpoint(sb, "plan-1", "pre_apply")
+        print(sb.diff().patch.decode())  # review: a patch `git apply` accepts
+        try:
+            results = manager.commit_all("plan-1")  # all or nothing
+            print([r.changed_files for r in results])
+        except AtomicCommitError as e:  # committed ones were rolled back, newest first
+            print("rolled back:", e.rolled_back_ids)
+            checkpoints.rollback_to(cp)
+        manager.cleanup_all("plan-1")
+
+    out = capsys.readouterr().out
+    assert "+two" in out and "[['notes.txt']]" in out
+    assert (project / "notes.txt").read_text() == "two\n"
