@@ -12,4 +12,5 @@ export VIRTUAL_ENV="$venv"
 cd "$here"
 "$venv/bin/maturin" develop -q
 "$venv/bin/python" -m pytest -q "$@"
+"$venv/bin/python" -m mypy --strict --no-error-summary -p patchbox
 "$venv/bin/python" -m mypy --strict --no-error-summary tests/typecheck_example.py

@@ -20,6 +20,9 @@ from ._native import (
     AtomicCommitError,
     ProtocolMismatchError,
 )
+from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, SandboxStatus, ...)
+from .checkpoint import *  # noqa: F401,F403  (CheckpointManager, SandboxCheckpoint)
+from .custom import *  # noqa: F401,F403  (SandboxStrategyRegistry, SandboxRef, DiffView, ...)
 
 __all__ = [
     "__version__",
@@ -37,3 +40,7 @@ from .session import *  # noqa: E402,F401,F403  the session layer (patchbox/sess
 from .session import __all__ as _session_all  # noqa: E402
 
 __all__ += _session_all
+
+from . import plan as _plan, checkpoint as _checkpoint, custom as _custom  # noqa: E402
+
+__all__ += _plan.__all__ + _checkpoint.__all__ + _custom.__all__

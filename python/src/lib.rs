@@ -12,6 +12,15 @@
 use pyo3::prelude::*;
 
 mod errors;
+// plan layer
+mod adapter;
+mod boundary;
+mod checkpoint;
+mod custom;
+mod phases;
+mod plan;
+mod plan_model;
+mod sql;
 // session layer
 mod apply;
 mod convert;
@@ -27,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     // plan layer (plan.rs, checkpoint.rs, custom.rs)
+    plan::register(m)?;
     // session layer (session.rs, apply.rs)
     delegation::register(m)?;
     session::register(m)?;

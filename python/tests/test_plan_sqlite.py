@@ -1,0 +1,89 @@
+"""transaction_rollback sandboxes on a real SQLite file, with Python's sqlite3 as the oracle."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import patchbox
+from patchbox import SandboxStatus
+from _plan_fixtures import manager, project, root, write  # noqa: F401
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    p = tmp_path / "app.db"
+    with sqlite3.connect(p) as c:
+        c.executescript("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT, photo BLOB);"
+                        "INSERT INTO users VALUES (1, 'ada', NULL), (2, 'alan', NULL);")
+    c.close()
+    return p
+
+
+def names(db: Path) -> dict[int, str]:
+    c = sqlite3.connect(db)
+    try:
+        return dict(c.execute("SELECT id, name FROM users ORDER BY id").fetchall())
+    finally:
+        c.close()
+
+
+def test_transaction_commit_and_undo(manager, db):
+    sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
+    sb.execute("UPDATE users SET name = ?1 WHERE id = 1", ["grace"])
+    sb.execute("INSERT INTO users VALUES (?1, ?2, ?3)", [3, "edsger", b"\x00\xff"])
+    sb.execute("DELETE FROM users WHERE id = 2")
+    assert sb.execute("SELECT name, photo FROM users WHERE id = 3") == [("edsger", b"\x00\xff")]
+    assert names(db) == {1: "ada", 2: "alan"}  # not visible before the commit
+    d = sb.diff()
+    assert [(e.path, e.operation) for e in d.entries] == [
+        ("users/1", "modified"), ("users/2", "deleted"), ("users/3", "added")]
+    with pytest.raises(patchbox.SandboxError):
+        sb.get_path("users")  # a database has no files
+    [r] = manager.commit_all("plan-db")
+    assert r.success and r.commit_ref
+    assert names(db) == {1: "grace", 3: "edsger"}
+    sb.rollback()  # after commit: the inverted changeset
+    assert sb.status == SandboxStatus.ROLLED_BACK
+    assert names(db) == {1: "ada", 2: "alan"}
+    manager.cleanup_all("plan-db")
+
+
+def test_rollback_of_the_open_transaction(manager, db):
+    sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
+    sb.execute("DELETE FROM users")
+    sb.rollback()
+    assert names(db) == {1: "ada", 2: "alan"}
+    manager.cleanup_all("plan-db")
+
+
+def test_savepoints(manager, db):
+    sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
+    sb.execute("UPDATE users SET name = 'x' WHERE id = 1")
+    sb.savepoint("sp1")
+    sb.execute("UPDATE users SET name = 'y' WHERE id = 1")
+    sb.rollback_to_savepoint("sp1")
+    assert sb.execute("SELECT name FROM users WHERE id = 1") == [("x",)]
+    manager.commit_all("plan-db")
+    assert names(db)[1] == "x"
+    manager.cleanup_all("plan-db")
+
+
+def test_sql_errors_and_types(manager, db, project):
+    sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
+    with pytest.raises(patchbox.SandboxError, match="no_such_table"):
+        sb.execute("SELECT * FROM no_such_table")
+    with pytest.raises(TypeError):
+        sb.execute("SELECT ?1", [object()])
+    assert sb.execute("SELECT ?1, ?2, ?3", [None, 1.5, True]) == [(None, 1.5, 1)]
+    files = manager.get_or_create_sandbox("plan-db", "files", project, "copy_on_write")
+    with pytest.raises(patchbox.SandboxError, match="transaction_rollback"):
+        files.execute("SELECT 1")
+    manager.cleanup_all("plan-db")
+
+
+def test_database_resource_must_be_a_file(manager, project):
+    with pytest.raises(patchbox.SandboxCreationError, match="not a file"):
+        manager.get_or_create_sandbox("plan-db", "appdb", project, "transaction_rollback")
