@@ -1,0 +1,190 @@
+//! A sandbox of a git project is a git work tree: each sandbox gets a private `.git` whose
+//! `HEAD` and index are the session's snapshot and whose objects are the user's, reached
+//! read-only (see [`crate::git::private`] for what it holds and why).
+//!
+//! The private repository is made in two steps, after the sandbox's files are in place and
+//! whatever made them (a copy, an overlay mount):
+//!
+//! 1. Once per session, at the first sandbox, [`SnapshotRepo`] is prepared from the base
+//!    snapshot: blobs of the nodes the user's store does not hold (modified and untracked
+//!    files, symlinks) and the trees and commit of the snapshot are written to the session's
+//!    `base.objects/` (nothing at all for a clean checkout of the user's `HEAD`); gitlinks
+//!    and skip-worktree entries of the user's index are kept as such.
+//! 2. Each sandbox gets its `.git`, written only inside `d-<id>/.git` (through the session's
+//!    chokepoint): the index gives an entry the stat data of the sandbox's file when that
+//!    file holds the snapshot's content (the copy's manifest says which), so `git status`
+//!    reads no file; a chained sandbox's files that its predecessor changed get none, so git
+//!    compares them and shows them changed against the snapshot, as their patch does.
+//!
+//! The `.git` is never part of a patch: the sandbox listing of finalize, chaining and crash
+//! recovery skips `.git` directories ([`crate::tree::snapshot::list_tree`]). It goes with the
+//! sandbox on discard; `base.objects/` goes with the session. A project outside git gets no
+//! `.git`; [`Options::no_git_repo`] turns the whole step off.
+
+use std::path::Path;
+
+use crate::git::index::read_index;
+use crate::git::oid::ObjectKind;
+use crate::git::private::objects::LooseWriter;
+use crate::git::private::{SnapshotRepo, TreeEntry};
+use crate::tree::diff::BaseSource;
+
+use super::*;
+
+/// The session's prepared private repository: not asked yet, or its answer (`None`: no git
+/// repository for this session's sandboxes).
+pub(super) struct GitView {
+    enabled: bool,
+    state: Mutex<Option<Option<Arc<SnapshotRepo>>>>,
+}
+
+impl GitView {
+    /// A view that prepares nothing when `enabled` is false.
+    pub(super) fn new(enabled: bool) -> GitView {
+        GitView {
+            enabled,
+            state: Mutex::new(None),
+        }
+    }
+}
+
+impl SandboxManager {
+    /// Writes the private repository into the sandbox being made at `dir`, whose files
+    /// are `made` (entries marked `same_as_base` hold the snapshot's content with that stat
+    /// data). Nothing when the project is not in git or the view is off.
+    pub(super) fn add_git_repo(
+        &self,
+        sbase: &SessionBase,
+        dir: &SessionPath,
+        made: &[ManifestEntry],
+    ) -> Result<()> {
+        match self.git_view_of(sbase)? {
+            Some(view) => write_sandbox_repo(&view, dir, Some(made)),
+            None => Ok(()),
+        }
+    }
+
+    /// The session's [`SnapshotRepo`], prepared by the first caller.
+    fn git_view_of(&self, sbase: &SessionBase) -> Result<Option<Arc<SnapshotRepo>>> {
+        if !self.git_view.enabled {
+            return Ok(None);
+        }
+        let mut state = self.git_view.state.lock();
+        if let Some(v) = state.as_ref() {
+            return Ok(v.clone());
+        }
+        let view = match &sbase.repo {
+            Some(repo) => {
+                let store = self.path_in_session_base(Path::new(layout::GIT_OBJECTS_DIR))?;
+                Some(Arc::new(prepare(&sbase.base, repo, store)?))
+            }
+            None => None,
+        };
+        *state = Some(view.clone());
+        Ok(view)
+    }
+}
+
+/// Prepares the private repository of the snapshot `base` of `repo`'s project, its own
+/// objects written to `store`.
+fn prepare(base: &Base, repo: &GitRepo, store: SessionPath) -> Result<SnapshotRepo> {
+    let odb = match &base.odb {
+        Some(o) => o.clone(),
+        None => Arc::new(ObjectStore::open(&repo.git_dir)?),
+    };
+    let writer = LooseWriter::new(store, Some(&odb));
+    let mut entries = Vec::with_capacity(base.nodes.len());
+    for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+        let oid = match src {
+            BaseSrc::Blob(oid, _) => *oid,
+            BaseSrc::Dir => writer.write(ObjectKind::Blob, &base.read(i)?)?,
+        };
+        entries.push(TreeEntry {
+            path: n.rel.as_bytes().to_vec(),
+            mode: n.kind.git_mode(),
+            oid,
+            skip_worktree: false,
+        });
+    }
+    entries.extend(absent_entries(repo)?);
+    SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
+}
+
+/// Entries of the user's index below the project that a snapshot holds no file for but the
+/// tree must keep: gitlinks (submodules) and skip-worktree (sparse) paths.
+fn absent_entries(repo: &GitRepo) -> Result<Vec<TreeEntry>> {
+    let prefix: Vec<u8> = match &repo.prefix {
+        Some(p) => [p.as_bytes(), b"/"].concat(),
+        None => Vec::new(),
+    };
+    Ok(read_index(&repo.index_file)?
+        .into_iter()
+        .filter(|e| e.stage() == 0 && (e.is_gitlink() || e.skip_worktree()))
+        .filter_map(|e| {
+            let path = e.path.strip_prefix(prefix.as_slice())?.to_vec();
+            Some(TreeEntry {
+                path,
+                mode: e.mode,
+                oid: e.oid,
+                skip_worktree: true,
+            })
+        })
+        .collect())
+}
+
+/// Writes `view` into `<sandbox>/.git`. With `known` (the stat data of the sandbox's files
+/// as they were made), an entry gets stat data only when its file is marked `same_as_base`;
+/// without it, every file of the sandbox must hold its snapshot content (a fresh sandbox) and
+/// is `lstat`ed.
+pub(super) fn write_sandbox_repo(
+    view: &SnapshotRepo,
+    sandbox: &SessionPath,
+    known: Option<&[ManifestEntry]>,
+) -> Result<()> {
+    // Every file of a sandbox was made by this process in directories it made: its device,
+    // owner and group are the sandbox directory's.
+    let root = session_dir::symlink_metadata(sandbox)?;
+    let dot_git = sandbox.child(&RelPath::new(".git")?);
+    let entries = view.entries();
+    let stats: Vec<Option<LStat>> = match known {
+        Some(made) => {
+            use std::os::unix::fs::MetadataExt;
+            let mut same: Vec<&ManifestEntry> = made.iter().filter(|e| e.same_as_base).collect();
+            same.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+            let mut j = 0;
+            entries
+                .iter()
+                .map(|e| {
+                    while j < same.len() && same[j].rel.as_bytes() < e.path.as_slice() {
+                        j += 1;
+                    }
+                    let m = same
+                        .get(j)
+                        .filter(|m| m.rel.as_bytes() == e.path.as_slice())?;
+                    (!e.skip_worktree && m.key.mode & 0o170000 != 0o040000).then_some(LStat {
+                        size: m.key.size,
+                        mtime: m.key.mtime,
+                        ctime: m.key.ctime,
+                        dev: root.dev(),
+                        ino: m.key.ino,
+                        uid: root.uid(),
+                        gid: root.gid(),
+                        mode: m.key.mode,
+                    })
+                })
+                .collect()
+        }
+        None => entries
+            .iter()
+            .map(|e| {
+                if e.skip_worktree {
+                    return None;
+                }
+                let rel = RelPath::from_bytes(&e.path).ok()?;
+                let m = session_dir::symlink_metadata(&sandbox.child(&rel)).ok()?;
+                Some(LStat::from_metadata(&m))
+            })
+            .collect(),
+    };
+    view.write_into(&dot_git, &|i| stats[i])
+}
