@@ -88,7 +88,7 @@ pub type TreeItem<'a> = (&'a [u8], u32, [u8; 20]);
 /// The bytes and id of a tree holding `items`, which are sorted here the way git sorts a
 /// tree (names compared as if a tree's name ended in `/`).
 pub fn tree_bytes(items: &mut [TreeItem<'_>]) -> (Vec<u8>, [u8; 20]) {
-    items.sort_by(|a, b| tree_order(a, b));
+    items.sort_by(tree_order);
     let mut out = Vec::with_capacity(items.len() * 40);
     for (name, mode, oid) in items.iter() {
         out.extend_from_slice(format!("{mode:o} ").as_bytes());
