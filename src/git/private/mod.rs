@@ -18,7 +18,9 @@
 //!   delegation's changes — the same set its patch holds — and not the user's own
 //!   uncommitted work, which `git show HEAD` shows instead; `git log` and `git blame` see the
 //!   user's history below it. When the project is a subdirectory of its work tree, the
-//!   snapshot commit has no parent (the user's commits are of the whole tree).
+//!   snapshot commit has no parent (the user's commits are of the whole tree); so it has
+//!   when the user's `HEAD` cannot be read (a reftable repository, a broken ref), and the
+//!   private `HEAD` is then detached.
 //! * **The index is the snapshot's**, each entry with the stat data of the sandbox file it
 //!   describes when that file is known to hold the snapshot's content ([`index_write`]), so
 //!   git does not rehash a large tree.
@@ -127,8 +129,9 @@ impl SnapshotRepo {
         entries.dedup_by(|b, a| a.path == b.path);
         drop_directory_clashes(&mut entries);
         let tree = write_trees(&entries, objects)?;
-        let head = read_head(&repo.git_dir, &repo.common_dir)?;
-        let user_commit = head.commit();
+        // A `HEAD` or refs that cannot be read cost the snapshot its history, not the sandbox.
+        let head = read_head(&repo.git_dir, &repo.common_dir).ok();
+        let user_commit = head.as_ref().and_then(Head::commit);
         let user_tree = match user_commit {
             Some(c) => match user.read_object(&c) {
                 Ok(Some((ObjectKind::Commit, data))) => commit_tree(&data),
@@ -158,14 +161,10 @@ impl SnapshotRepo {
             (Some(objects.write(ObjectKind::Commit, &bytes)?), true)
         };
         let branch = match head {
-            Head::Branch { name, .. }
-                if name.starts_with("refs/heads/") && RelPath::new(&name).is_ok() =>
-            {
-                Some(name)
-            }
+            Some(Head::Branch { name, .. }) if is_branch_name(&name) => Some(name),
             _ => None,
         };
-        let mut refs = read_refs(&repo.common_dir)?;
+        let mut refs = read_refs(&repo.common_dir).unwrap_or_default();
         if let Some(b) = &branch {
             refs.remove(b);
         }
@@ -260,6 +259,23 @@ impl SnapshotRepo {
     }
 }
 
+/// Whether `name` is `refs/heads/…` and a ref name git accepts (`check-ref-format`'s rules:
+/// no empty, `.`-led or `.lock`-ended component, no `..`, `@{`, control characters or any of
+/// `` ~^:?*[\``); reftable's placeholder `refs/heads/.invalid` is not.
+fn is_branch_name(name: &str) -> bool {
+    name.strip_prefix("refs/heads/")
+        .is_some_and(|b| !b.is_empty())
+        && !name.contains("..")
+        && !name.contains("@{")
+        && !name.ends_with('.')
+        && !name
+            .bytes()
+            .any(|c| c < 0x20 || c == 0x7f || b" ~^:?*[\\".contains(&c))
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"))
+}
+
 /// Removes every entry whose path is also a directory of another entry's path.
 fn drop_directory_clashes(entries: &mut Vec<TreeEntry>) {
     let mut key = Vec::new();
@@ -307,4 +323,42 @@ fn config_text(repo: &GitRepo) -> Vec<u8> {
     }
     c.push_str("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n");
     c.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_follow_gits_rules() {
+        for ok in ["refs/heads/main", "refs/heads/feat/x-1", "refs/heads/a.b"] {
+            assert!(is_branch_name(ok), "{ok}");
+        }
+        for bad in [
+            "refs/heads/.invalid",
+            "refs/heads/",
+            "refs/tags/v1",
+            "refs/heads/a..b",
+            "refs/heads/x.lock",
+            "refs/heads/a b",
+            "refs/heads/a//b",
+            "refs/heads/a.",
+        ] {
+            assert!(!is_branch_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn clashing_paths_are_dropped() {
+        let e = |p: &[u8]| TreeEntry {
+            path: p.to_vec(),
+            mode: 0o100644,
+            oid: [0; 20],
+            skip_worktree: false,
+        };
+        let mut v = vec![e(b"a"), e(b"a-x"), e(b"a.c"), e(b"a/b"), e(b"b")];
+        drop_directory_clashes(&mut v);
+        let paths: Vec<&[u8]> = v.iter().map(|e| e.path.as_slice()).collect();
+        assert_eq!(paths, [&b"a-x"[..], b"a.c", b"a/b", b"b"]);
+    }
 }

@@ -60,7 +60,7 @@ impl<'a> LooseWriter<'a> {
     /// Makes sure an object of `kind` with `data` exists and returns its id.
     pub fn write(&self, kind: ObjectKind, data: &[u8]) -> Result<[u8; 20]> {
         let oid = object_id(kind, data);
-        if self.user.is_some_and(|u| u.contains(&oid)) {
+        if self.user.is_some_and(|u| u.contains_known(&oid)) {
             return Ok(oid);
         }
         let hex = to_hex(&oid);
