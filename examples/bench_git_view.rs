@@ -120,6 +120,29 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+/// Runs `step` `rounds` times with each manager, alternating which goes first, each step
+/// after the disk settled; returns the costs with `with`, then with `without`.
+fn alternate(
+    rounds: usize,
+    with: &SandboxManager,
+    without: &SandboxManager,
+    step: impl Fn(&SandboxManager, &str) -> Cost,
+) -> (Vec<Cost>, Vec<Cost>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let id = format!("r{r}");
+        for no_git in [r % 2 == 1, r % 2 == 0] {
+            settle();
+            if no_git {
+                b.push(step(without, &id));
+            } else {
+                a.push(step(with, &id));
+            }
+        }
+    }
+    (a, b)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let get = |flag: &str| {
@@ -170,47 +193,29 @@ fn main() {
     let without = manager(&tree, &root, true);
     let keep_w = with.create_sandbox("warm", None).expect("create");
     let keep_wo = without.create_sandbox("warm", None).expect("create");
-    let (mut cw, mut cwo) = (Vec::new(), Vec::new());
-    for r in 0..rounds {
-        let id = format!("r{r}");
-        for no_git in [r % 2 == 1, r % 2 == 0] {
-            let mgr = if no_git { &without } else { &with };
-            settle();
-            let (sb, c) = measure(|| mgr.create_sandbox(&id, None).expect("create"));
-            if no_git {
-                cwo.push(c);
-            } else {
-                cw.push(c);
-            }
-            mgr.discard_sandbox(&sb).expect("discard");
-        }
-    }
+    let (cw, cwo) = alternate(rounds, &with, &without, |mgr, id| {
+        let (sb, c) = measure(|| mgr.create_sandbox(id, None).expect("create"));
+        mgr.discard_sandbox(&sb).expect("discard");
+        c
+    });
     row(
         "create after the base, with .git",
         &cw,
         &cwo,
         "without (no_git_repo)",
     );
-    // A chained create, with and without.
-    let (mut chw, mut chwo) = (Vec::new(), Vec::new());
-    for r in 0..rounds.min(3) {
-        let id = format!("c{r}");
-        for no_git in [r % 2 == 1, r % 2 == 0] {
-            let (mgr, from) = if no_git {
-                (&without, &keep_wo)
-            } else {
-                (&with, &keep_w)
-            };
-            settle();
-            let (sb, c) = measure(|| mgr.create_sandbox(&id, Some(from)).expect("create"));
-            if no_git {
-                chwo.push(c);
-            } else {
-                chw.push(c);
-            }
-            mgr.discard_sandbox(&sb).expect("discard");
+    let from = |mgr: &SandboxManager| {
+        if std::ptr::eq(mgr, &with) {
+            keep_w.clone()
+        } else {
+            keep_wo.clone()
         }
-    }
+    };
+    let (chw, chwo) = alternate(rounds.min(3), &with, &without, |mgr, id| {
+        let (sb, c) = measure(|| mgr.create_sandbox(id, Some(&from(mgr))).expect("create"));
+        mgr.discard_sandbox(&sb).expect("discard");
+        c
+    });
     row(
         "chained create, with .git",
         &chw,
@@ -224,6 +229,9 @@ fn main() {
         .count();
     println!("git diff-files in a fresh sandbox: {dirty} files stat-dirty (git reads none when 0)");
     let (mut sw, mut su) = (Vec::new(), Vec::new());
+    // One warm-up of each (the page cache; git may write the sandbox's index once).
+    git(&keep_w.path, &["status", "--porcelain"]);
+    git(&tree, &["--no-optional-locks", "status", "--porcelain"]);
     for _ in 0..rounds {
         let (_, a) = measure(|| git(&keep_w.path, &["status", "--porcelain"]));
         let (_, b) = measure(|| git(&tree, &["--no-optional-locks", "status", "--porcelain"]));

@@ -83,8 +83,13 @@ fn manager(e: &Env) -> SandboxManager {
 }
 
 fn manager_with(e: &Env, o: Options) -> SandboxManager {
+    manager_at(e, &e.project, o)
+}
+
+/// A manager of `project` (the project or another directory) under the test's root.
+fn manager_at(e: &Env, project: &Path, o: Options) -> SandboxManager {
     SandboxManager::with_options(
-        &e.project,
+        project,
         Options {
             root: Some(e.root.clone()),
             no_prune_on_start: true,
@@ -418,15 +423,7 @@ fn submodules_and_subdirectory_projects_keep_a_clean_status() {
 
     // The project is a subdirectory of its work tree: its own snapshot, paths relative to it.
     let sub = e.project.join("dir");
-    let mgr = SandboxManager::with_options(
-        &sub,
-        Options {
-            root: Some(e.root.clone()),
-            no_prune_on_start: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mgr = manager_at(&e, &sub, Options::default());
     let sb = mgr.create_sandbox("t", None).unwrap();
     assert_eq!(git(&e, &sb.path, &["status", "--porcelain"]), "");
     assert_eq!(git(&e, &sb.path, &["ls-files"]), "b.txt\n");
@@ -454,15 +451,7 @@ fn a_linked_worktree_of_the_user_is_snapshotted_from_its_own_head() {
     write(&wt, "a.txt", b"on the feature\n");
     git(&e, &wt, &["commit", "-q", "-am", "feature work"]);
     let before = repo_bytes(&e.project);
-    let mgr = SandboxManager::with_options(
-        &wt,
-        Options {
-            root: Some(e.root.clone()),
-            no_prune_on_start: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mgr = manager_at(&e, &wt, Options::default());
     let sb = mgr.create_sandbox("t", None).unwrap();
     assert_eq!(
         git(&e, &sb.path, &["status", "--branch", "--porcelain"]),
