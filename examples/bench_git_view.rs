@@ -2,7 +2,7 @@
 //! it, on a git project (e.g. the Linux tree: `../shared/corpus/linux-tree.sh DIR --git`).
 //!
 //! ```text
-//! cargo run --release --example bench_git_view -- --tree DIR [--rounds N] [--root DIR]
+//! cargo run --release --example bench_git_view -- --tree DIR [--rounds N] [--root DIR] [--steps]
 //! ```
 //!
 //! Rows, each the median of `N` rounds (default 5) in one run, wall and CPU (user + sys)
@@ -15,12 +15,29 @@
 //!   project itself (which never writes the project's index), alternating; and `git
 //!   diff-files` in the sandbox (0 files stat-dirty means git reads none).
 //!
+//! `--steps` first times the private repository's own steps in this process, without making
+//! sandboxes (whose copy of the tree dwarfs them, and on a loaded machine drowns them in
+//! noise): preparing the snapshot repository of a clean checkout (index read, every tree
+//! hashed and looked up in the user's store, refs), `lstat` of every file (what a sandbox
+//! made without a manifest, an overlay, pays), and writing a `.git` (index with stat data,
+//! `HEAD`, refs, config); then `git status` with that `.git` over the project's own files
+//! (`GIT_DIR`, `GIT_WORK_TREE`) against `git status` in the project. `--steps-only` stops
+//! there.
+//!
 //! The project is only read. Sandboxes go under `--root` (default: a temporary directory).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use patchbox::fs::session_dir::path_in_session_base;
+use patchbox::git::index::{read_index, LStat};
+use patchbox::git::odb::ObjectStore;
+use patchbox::git::oid::ObjectKind;
+use patchbox::git::private::objects::LooseWriter;
+use patchbox::git::private::{SnapshotRepo, TreeEntry};
 use patchbox::{Options, SandboxManager};
 
 /// Wall time and CPU time (user + sys) of this process and its children.
@@ -120,6 +137,133 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+fn single(name: &str, a: &[Cost]) {
+    let w = median(a.iter().map(|c| c.wall).collect());
+    let c = median(a.iter().map(|c| c.cpu).collect());
+    println!(
+        "{name:<44} wall {:>8.1} ms  cpu {:>8.1} ms",
+        w * 1e3,
+        c * 1e3
+    );
+}
+
+/// The `--steps` rows (see the module documentation).
+fn steps(tree: &Path, rounds: usize) {
+    let repo = patchbox::git::repo::discover_repo(tree)
+        .expect("discover")
+        .expect("a git project");
+    let odb = ObjectStore::open(&repo.git_dir).expect("object store");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let session = tmp.path().canonicalize().expect("temp dir");
+    let at = |name: String| path_in_session_base(&session, &session.join(name)).expect("path");
+    let (mut prep, mut stat, mut write) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    let mut last_view = None;
+    for r in 0..rounds {
+        let (view, c) = measure(|| {
+            let entries: Vec<TreeEntry> = read_index(&repo.index_file)
+                .expect("index")
+                .into_iter()
+                .filter(|e| e.stage() == 0)
+                .map(|e| TreeEntry {
+                    path: e.path,
+                    mode: e.mode,
+                    oid: e.oid,
+                    skip_worktree: false,
+                })
+                .collect();
+            let w = LooseWriter::new(at(format!("objects-{r}")), Some(&odb));
+            SnapshotRepo::prepare(&repo, &odb, entries, &w, 0).expect("prepare")
+        });
+        prep.push(c);
+        let (stats, c) = measure(|| {
+            view.entries()
+                .iter()
+                .map(|e| {
+                    std::fs::symlink_metadata(tree.join(OsStr::from_bytes(&e.path)))
+                        .ok()
+                        .map(|m| LStat::from_metadata(&m))
+                })
+                .collect::<Vec<_>>()
+        });
+        stat.push(c);
+        let dot = at(format!("git-{r}"));
+        let (_, c) = measure(|| view.write_into(&dot, &|i| stats[i]).expect("write"));
+        write.push(c);
+        last = Some(dot.as_path().to_path_buf());
+        last_view = Some(view);
+    }
+    // A dirty snapshot also writes the blobs of its modified and untracked files (and the
+    // trees above them): the cost of 1,000 files of the tree written as new blobs.
+    let mut dirty_costs = Vec::new();
+    let files: Vec<&TreeEntry> = last_view
+        .as_ref()
+        .map(|v: &SnapshotRepo| {
+            v.entries()
+                .iter()
+                .filter(|e| e.mode == 0o100644)
+                .take(1000)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut bytes = 0u64;
+    for r in 0..rounds {
+        let w = LooseWriter::new(at(format!("dirty-{r}")), None);
+        let (n, c) = measure(|| {
+            let mut n = 0u64;
+            for e in &files {
+                let data = std::fs::read(tree.join(OsStr::from_bytes(&e.path))).expect("read");
+                n += data.len() as u64;
+                w.write(ObjectKind::Blob, &data).expect("write blob");
+            }
+            n
+        });
+        bytes = n;
+        dirty_costs.push(c);
+    }
+    single("prepare the snapshot repository (per session)", &prep);
+    single(
+        &format!("+ 1,000 dirty files ({} KB) as new blobs", bytes / 1024),
+        &dirty_costs,
+    );
+    single("lstat every file (sandboxes without manifest)", &stat);
+    single("write .git (per sandbox)", &write);
+    let Some(dot) = last else { return };
+    let private = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("--no-optional-locks")
+            .args(args)
+            .env("GIT_DIR", &dot)
+            .env("GIT_WORK_TREE", tree)
+            .current_dir(tree)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} with the private .git failed"
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dirty = private(&["diff-files", "--name-only"]).lines().count();
+    println!(
+        "git diff-files with the private index: {dirty} files stat-dirty (git reads none when 0)"
+    );
+    let project = |args: &[&str]| git(tree, &[&["--no-optional-locks"], args].concat());
+    private(&["status", "--porcelain"]);
+    project(&["status", "--porcelain"]);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a.push(measure(|| private(&["status", "--porcelain"])).1);
+        b.push(measure(|| project(&["status", "--porcelain"])).1);
+    }
+    row(
+        "git status with the private .git",
+        &a,
+        &b,
+        "git status in the project",
+    );
+}
+
 /// Runs `step` `rounds` times with each manager, alternating which goes first, each step
 /// after the disk settled; returns the costs with `with`, then with `without`.
 fn alternate(
@@ -165,6 +309,12 @@ fn main() {
         tree.display(),
         git(&tree, &["--no-optional-locks", "ls-files"]).lines().count()
     );
+    if args.iter().any(|a| a == "--steps" || a == "--steps-only") {
+        steps(&tree, rounds);
+        if args.iter().any(|a| a == "--steps-only") {
+            return;
+        }
+    }
 
     // First create of a session: base + sandbox, with and without the private repository.
     let (mut first_with, mut first_without) = (Vec::new(), Vec::new());

@@ -93,11 +93,13 @@ fn prepare(base: &Base, repo: &GitRepo, store: SessionPath) -> Result<SnapshotRe
         None => Arc::new(ObjectStore::open(&repo.git_dir)?),
     };
     let writer = LooseWriter::new(store, Some(&odb));
+    let copied = blobs_of_copies(base, &writer)?;
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
-        let oid = match src {
-            BaseSrc::Blob(oid, _) => *oid,
-            BaseSrc::Dir => writer.write(ObjectKind::Blob, &base.read(i)?)?,
+        let oid = match (src, copied.get(&i)) {
+            (BaseSrc::Blob(oid, _), _) => *oid,
+            (BaseSrc::Dir, Some(oid)) => *oid,
+            (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
         };
         entries.push(TreeEntry {
             path: n.rel.as_bytes().to_vec(),
@@ -108,6 +110,59 @@ fn prepare(base: &Base, repo: &GitRepo, store: SessionPath) -> Result<SnapshotRe
     }
     entries.extend(absent_entries(repo)?);
     SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
+}
+
+/// Base node indices with their blob ids.
+type Blobs = Vec<(usize, [u8; 20])>;
+
+/// The blob ids of the base's copied nodes (modified and untracked files, symlinks), each
+/// written to `writer` unless the user's store has it. Reading, hashing and compressing is
+/// spread over the cores: a dirty tree may have thousands.
+fn blobs_of_copies(
+    base: &Base,
+    writer: &LooseWriter<'_>,
+) -> Result<std::collections::HashMap<usize, [u8; 20]>> {
+    let todo: Vec<usize> = (0..base.nodes.len())
+        .filter(|&i| base.srcs[i] == BaseSrc::Dir)
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .clamp(1, 8)
+        .min(todo.len().div_ceil(64).max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let parts: Vec<Result<Blobs>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = todo.get(k) else {
+                            return Ok(out);
+                        };
+                        out.push((i, writer.write(ObjectKind::Blob, &base.read(i)?)?));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(crate::Error::Git {
+                        path: base.dir.clone(),
+                        reason: "a thread hashing the snapshot's blobs panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut map = std::collections::HashMap::with_capacity(todo.len());
+    for p in parts {
+        map.extend(p?);
+    }
+    Ok(map)
 }
 
 /// Entries of the user's index below the project that a snapshot holds no file for but the
