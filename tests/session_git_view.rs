@@ -469,3 +469,40 @@ fn a_linked_worktree_of_the_user_is_snapshotted_from_its_own_head() {
     );
     assert_eq!(repo_bytes(&e.project), before);
 }
+
+#[test]
+fn a_confined_tool_commits_in_its_sandbox() {
+    let e = env();
+    dirty_project(&e);
+    let before = repo_bytes(&e.project);
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("t", None).unwrap();
+    write(&sb.path, "a.txt", b"edited by a confined tool\n");
+    // Through `command`: Landlock (where the kernel has it) lets the tool write only in its
+    // sandbox; git, reading the user's objects through the alternates, commits privately.
+    for args in [
+        &["add", "-A"][..],
+        &["commit", "-q", "-m", "confined"][..],
+        &["tag", "confined-tag"][..],
+    ] {
+        let out = mgr
+            .command(&sb, "git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .env("HOME", &e.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} ({:?}): {}",
+            mgr.confinement(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        git(&e, &sb.path, &["log", "-1", "--format=%s"]).trim(),
+        "confined"
+    );
+    assert_eq!(repo_bytes(&e.project), before);
+}

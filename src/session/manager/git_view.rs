@@ -51,15 +51,17 @@ impl GitView {
 impl SandboxManager {
     /// Writes the private repository into the sandbox being made at `dir`, whose files
     /// are `made` (entries marked `same_as_base` hold the snapshot's content with that stat
-    /// data). Nothing when the project is not in git or the view is off.
+    /// data; `None`: every file holds its snapshot content and is `lstat`ed, as for a fresh
+    /// sandbox made without a manifest). Nothing when the project is not in git or the view
+    /// is off. Call it once the sandbox's files are in place, before tools see it.
     pub(super) fn add_git_repo(
         &self,
         sbase: &SessionBase,
         dir: &SessionPath,
-        made: &[ManifestEntry],
+        made: Option<&[ManifestEntry]>,
     ) -> Result<()> {
         match self.git_view_of(sbase)? {
-            Some(view) => write_sandbox_repo(&view, dir, Some(made)),
+            Some(view) => write_sandbox_repo(&view, dir, made),
             None => Ok(()),
         }
     }
@@ -191,7 +193,7 @@ fn absent_entries(repo: &GitRepo) -> Result<Vec<TreeEntry>> {
 /// as they were made), an entry gets stat data only when its file is marked `same_as_base`;
 /// without it, every file of the sandbox must hold its snapshot content (a fresh sandbox) and
 /// is `lstat`ed.
-pub(super) fn write_sandbox_repo(
+fn write_sandbox_repo(
     view: &SnapshotRepo,
     sandbox: &SessionPath,
     known: Option<&[ManifestEntry]>,
