@@ -245,3 +245,53 @@ fn write_sandbox_repo(
     };
     view.write_into(&dot_git, &|i| stats[i])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Without a manifest (a sandbox made some other way), every file is `lstat`ed: the
+    /// index is as good as with one.
+    #[test]
+    fn without_a_manifest_the_files_are_statted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("p");
+        std::fs::create_dir_all(project.join("d")).unwrap();
+        std::fs::write(project.join("a"), "a\n").unwrap();
+        std::fs::write(project.join("d/b"), "b\n").unwrap();
+        git(&project, &["init", "-q"]);
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-qm", "c"]);
+        std::fs::write(project.join("u"), "untracked\n").unwrap();
+        let mgr = SandboxManager::with_options(
+            &project,
+            Options {
+                root: Some(tmp.path().join("root")),
+                no_prune_on_start: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let sb = mgr.create_sandbox("t", None).unwrap();
+        let dir = mgr.path_in_session_base(&sb.path).unwrap();
+        session_dir::remove_tree(&dir.child(&RelPath::new(".git").unwrap())).unwrap();
+        let sbase = mgr.ensure_base().unwrap();
+        mgr.add_git_repo(&sbase, &dir, None).unwrap();
+        assert_eq!(git(&sb.path, &["diff-files", "--name-only"]), "");
+        assert_eq!(git(&sb.path, &["status", "--porcelain"]), "");
+        assert_eq!(git(&sb.path, &["ls-files"]), "a\nd/b\nu\n");
+    }
+}
