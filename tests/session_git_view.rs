@@ -506,3 +506,34 @@ fn a_confined_tool_commits_in_its_sandbox() {
     );
     assert_eq!(repo_bytes(&e.project), before);
 }
+
+#[test]
+fn a_file_git_converts_keeps_the_users_blob() {
+    let e = env();
+    let p = &e.project;
+    write(p, ".gitattributes", b"*.txt text eol=crlf\n");
+    write(p, "a.txt", b"one\ntwo\n");
+    git(&e, p, &["init", "-q"]);
+    git(&e, p, &["add", "-A"]);
+    git(&e, p, &["commit", "-q", "-m", "crlf"]);
+    fs::remove_file(p.join("a.txt")).unwrap();
+    git(&e, p, &["checkout", "a.txt"]);
+    assert_eq!(fs::read(p.join("a.txt")).unwrap(), b"one\r\ntwo\r\n");
+    // The index strictly newer than the file, the session strictly newer than both (clock
+    // ticks, not timing: nothing is asserted about durations).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    git(&e, p, &["update-index", "--really-refresh"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("t", None).unwrap();
+    let d = &sb.path;
+    // The snapshot is the user's HEAD: the work-tree CRLF file is the LF blob git made of it.
+    assert_eq!(git(&e, d, &["rev-parse", "HEAD"]).trim(), user_head(&e));
+    assert_eq!(git(&e, d, &["status", "--porcelain"]), "");
+    // Touched with the same bytes: git converts it again and finds it unchanged.
+    write(d, "a.txt", b"one\r\ntwo\r\n");
+    assert_eq!(git(&e, d, &["status", "--porcelain"]), "");
+    write(d, "a.txt", b"one\r\nTWO\r\n");
+    assert_eq!(git(&e, d, &["status", "--porcelain"]), " M a.txt\n");
+    assert!(git(&e, d, &["diff"]).contains("-two\n+TWO\n"));
+}

@@ -39,10 +39,13 @@
 //!   and any repository `core.hooksPath`) never run in a sandbox; the user's global and
 //!   system configuration apply as in any repository. A shallow clone's `shallow` file is
 //!   copied, so `git log` stops where the user's does.
-//! * **Blobs are the snapshot's bytes.** A file git converts on check-in (a CRLF file under a
-//!   `text` attribute, an LFS file) is recorded as its work-tree bytes, not as the blob git
-//!   would make of it: once such a file is touched, git in the sandbox (converting it again)
-//!   may show its line endings or content as changed. Patches are not affected.
+//! * **Blobs are the snapshot's.** The caller gives each entry's blob: for the session
+//!   manager, the user's blob when the user's index describes the file as the snapshot
+//!   holds it (also for a file git converts on check-in, a CRLF file under a `text`
+//!   attribute, say), else the hash of the snapshot's bytes. A converted file changed since
+//!   the user's index saw it is thus recorded as its bytes, not as the blob git would make:
+//!   once touched, git in the sandbox may show its line endings as changed. Patches are not
+//!   affected.
 //! * **Gitlinks and sparse entries** (submodules and skip-worktree paths, which a snapshot
 //!   does not hold) stay in the tree and index with the skip-worktree bit, so `git status`
 //!   does not report them deleted.

@@ -7,7 +7,8 @@
 //!
 //! 1. Once per session, at the first sandbox, [`SnapshotRepo`] is prepared from the base
 //!    snapshot: blobs of the nodes the user's store does not hold (modified and untracked
-//!    files, symlinks) and the trees and commit of the snapshot are written to the session's
+//!    files, symlinks; a copied file the user's index still describes — one git converts —
+//!    keeps the index's blob) and the trees and commit of the snapshot are written to the session's
 //!    `base.objects/` (nothing at all for a clean checkout of the user's `HEAD`); gitlinks
 //!    and skip-worktree entries of the user's index are kept as such.
 //! 2. Each sandbox gets its `.git`, written only inside `d-<id>/.git` (through the session's
@@ -23,7 +24,7 @@
 
 use std::path::Path;
 
-use crate::git::index::read_index;
+use crate::git::index::{read_index, IndexEntry};
 use crate::git::oid::ObjectKind;
 use crate::git::private::objects::LooseWriter;
 use crate::git::private::{SnapshotRepo, TreeEntry};
@@ -78,7 +79,14 @@ impl SandboxManager {
         let view = match &sbase.repo {
             Some(repo) => {
                 let store = self.path_in_session_base(Path::new(layout::GIT_OBJECTS_DIR))?;
-                Some(Arc::new(prepare(&sbase.base, repo, store)?))
+                // Written when the session began, before the snapshot.
+                let began = std::fs::metadata(self.session_dir.join(layout::META_FILE))
+                    .ok()
+                    .map(|m| {
+                        use std::os::unix::fs::MetadataExt;
+                        (m.mtime(), m.mtime_nsec())
+                    });
+                Some(Arc::new(prepare(&sbase.base, repo, store, began)?))
             }
             None => None,
         };
@@ -88,14 +96,28 @@ impl SandboxManager {
 }
 
 /// Prepares the private repository of the snapshot `base` of `repo`'s project, its own
-/// objects written to `store`.
-fn prepare(base: &Base, repo: &GitRepo, store: SessionPath) -> Result<SnapshotRepo> {
+/// objects written to `store`; `began` is when the session began (before the snapshot).
+fn prepare(
+    base: &Base,
+    repo: &GitRepo,
+    store: SessionPath,
+    began: Option<(i64, i64)>,
+) -> Result<SnapshotRepo> {
     let odb = match &base.odb {
         Some(o) => o.clone(),
         None => Arc::new(ObjectStore::open(&repo.git_dir)?),
     };
     let writer = LooseWriter::new(store, Some(&odb));
-    let copied = blobs_of_copies(base, &writer)?;
+    let index = read_index(&repo.index_file)?;
+    let prefix: Vec<u8> = match &repo.prefix {
+        Some(p) => [p.as_bytes(), b"/"].concat(),
+        None => Vec::new(),
+    };
+    let indexed = began
+        .map(|t| indexed_copies(base, repo, &index, &prefix, t))
+        .unwrap_or_default();
+    let mut copied = blobs_of_copies(base, &writer, &indexed)?;
+    copied.extend(indexed);
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
         let oid = match (src, copied.get(&i)) {
@@ -110,22 +132,23 @@ fn prepare(base: &Base, repo: &GitRepo, store: SessionPath) -> Result<SnapshotRe
             skip_worktree: false,
         });
     }
-    entries.extend(absent_entries(repo)?);
+    entries.extend(absent_entries(&index, &prefix));
     SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
 }
 
 /// Base node indices with their blob ids.
 type Blobs = Vec<(usize, [u8; 20])>;
 
-/// The blob ids of the base's copied nodes (modified and untracked files, symlinks), each
-/// written to `writer` unless the user's store has it. Reading, hashing and compressing is
+/// The blob ids of the base's copied nodes (modified and untracked files, symlinks) not
+/// `known` already, each written to `writer` unless the user's store has it. Reading, hashing and compressing is
 /// spread over the cores: a dirty tree may have thousands.
 fn blobs_of_copies(
     base: &Base,
     writer: &LooseWriter<'_>,
+    known: &std::collections::HashMap<usize, [u8; 20]>,
 ) -> Result<std::collections::HashMap<usize, [u8; 20]>> {
     let todo: Vec<usize> = (0..base.nodes.len())
-        .filter(|&i| base.srcs[i] == BaseSrc::Dir)
+        .filter(|&i| base.srcs[i] == BaseSrc::Dir && !known.contains_key(&i))
         .collect();
     let threads = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
@@ -169,16 +192,12 @@ fn blobs_of_copies(
 
 /// Entries of the user's index below the project that a snapshot holds no file for but the
 /// tree must keep: gitlinks (submodules) and skip-worktree (sparse) paths.
-fn absent_entries(repo: &GitRepo) -> Result<Vec<TreeEntry>> {
-    let prefix: Vec<u8> = match &repo.prefix {
-        Some(p) => [p.as_bytes(), b"/"].concat(),
-        None => Vec::new(),
-    };
-    Ok(read_index(&repo.index_file)?
-        .into_iter()
+fn absent_entries(index: &[IndexEntry], prefix: &[u8]) -> Vec<TreeEntry> {
+    index
+        .iter()
         .filter(|e| e.stage() == 0 && (e.is_gitlink() || e.skip_worktree()))
         .filter_map(|e| {
-            let path = e.path.strip_prefix(prefix.as_slice())?.to_vec();
+            let path = e.path.strip_prefix(prefix)?.to_vec();
             Some(TreeEntry {
                 path,
                 mode: e.mode,
@@ -186,7 +205,52 @@ fn absent_entries(repo: &GitRepo) -> Result<Vec<TreeEntry>> {
                 skip_worktree: true,
             })
         })
-        .collect())
+        .collect()
+}
+
+/// Copied files (index → blob id) whose blob is the one the user's index names: the project
+/// file still has the entry's stat data (by git's rule, racy entries excluded) and was last
+/// changed before the session began, so the snapshot copied exactly it. For a file git
+/// converts (CRLF under a `text` attribute, filters) that blob is what git makes of the
+/// file, not its bytes: the private index then agrees with git, and the file is not hashed.
+fn indexed_copies(
+    base: &Base,
+    repo: &GitRepo,
+    index: &[IndexEntry],
+    prefix: &[u8],
+    began: (i64, i64),
+) -> std::collections::HashMap<usize, [u8; 20]> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::HashMap::new();
+    let (Some(project), Ok(im)) = (&base.project, std::fs::metadata(&repo.index_file)) else {
+        return out;
+    };
+    let index_mtime = (im.mtime(), im.mtime_nsec());
+    let mut key = Vec::new();
+    for (i, n) in base.nodes.iter().enumerate() {
+        if base.srcs[i] != BaseSrc::Dir || n.kind == NodeKind::Symlink {
+            continue;
+        }
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(n.rel.as_bytes());
+        let Ok(at) =
+            index.binary_search_by(|e| e.path.as_slice().cmp(&key).then(e.stage().cmp(&0)))
+        else {
+            continue;
+        };
+        let e = &index[at];
+        let Ok(m) = std::fs::symlink_metadata(project.join(n.rel.as_path())) else {
+            continue;
+        };
+        if e.mode == n.kind.git_mode()
+            && e.stat_matches(&LStat::from_metadata(&m), index_mtime)
+            && (m.ctime(), m.ctime_nsec()) < began
+        {
+            out.insert(i, e.oid);
+        }
+    }
+    out
 }
 
 /// Writes `view` into `<sandbox>/.git`. With `known` (the stat data of the sandbox's files
