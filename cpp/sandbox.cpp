@@ -116,7 +116,7 @@ SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const O
     std::unique_ptr<bridge::ProgressSink> sink;
     if (options.progress) sink = std::make_unique<bridge::ProgressSink>(options.progress);
     auto mgr = bridge::new_manager(bytes(project_dir), bytes(options.root), std::move(sink),
-                                   options.prune_on_start);
+                                   options.prune_on_start, options.git_repo);
     return std::make_unique<Impl>(std::move(mgr));
   });
 }

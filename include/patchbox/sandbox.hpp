@@ -56,6 +56,13 @@ struct Options {
   /// Recover dead sessions under the root when the manager starts: their unfinished
   /// delegations become pending patches marked "recovered".
   bool prune_on_start = true;
+  /// Make each sandbox of a git project a work tree of its own private repository: a `.git`
+  /// whose `HEAD` and index are the session's snapshot and whose objects are the user's,
+  /// reached read-only. `git status`, `git diff`, `git log`, `git grep` and `git blame` in
+  /// the sandbox then show the delegation's changes against the snapshot; what a tool
+  /// commits, stages or tags stays in the private repository, which is in no patch and goes
+  /// with the sandbox. `false`: sandboxes without `.git`. A project outside git never gets one.
+  bool git_repo = true;
 };
 
 /// A delegation's sandbox, as handed to the engine.

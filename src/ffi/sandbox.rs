@@ -79,6 +79,7 @@ mod bridge {
             root: &[u8],
             progress: UniquePtr<ProgressSink>,
             prune_on_start: bool,
+            git_repo: bool,
         ) -> Result<Box<Manager>>;
         fn project_dir(self: &Manager) -> Vec<u8>;
         fn session_base(self: &Manager) -> Vec<u8>;
@@ -165,6 +166,7 @@ fn new_manager(
     root: &[u8],
     progress: cxx::UniquePtr<bridge::ProgressSink>,
     prune_on_start: bool,
+    git_repo: bool,
 ) -> Result<Box<Manager>, String> {
     guarded(|| {
         let progress: Option<Arc<ProgressFn>> = if progress.is_null() {
@@ -180,6 +182,7 @@ fn new_manager(
             root: (!root.is_empty()).then(|| path_from(root)),
             progress,
             no_prune_on_start: !prune_on_start,
+            no_git_repo: !git_repo,
             ..Options::default()
         };
         let mgr = core(SandboxManager::with_options(

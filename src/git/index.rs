@@ -181,6 +181,15 @@ pub fn read_index(index_file: &Path) -> Result<Vec<IndexEntry>> {
     })
 }
 
+/// Parses the bytes of an index file, as [`read_index`] does a file (the error names no
+/// file: its path is `index`).
+pub fn parse_index_bytes(data: &[u8]) -> Result<Vec<IndexEntry>> {
+    parse_index(data).map_err(|reason| Error::Git {
+        path: "index".into(),
+        reason,
+    })
+}
+
 fn be32(d: &[u8], at: usize) -> std::result::Result<u32, String> {
     d.get(at..at + 4)
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))

@@ -1,5 +1,6 @@
-//! Read-only git: everything the library knows about git repositories and git's formats,
-//! native (no `git` process) and never writing to a repository.
+//! Git: everything the library knows about git repositories and git's formats, native (no
+//! `git` process). The user's repository is only ever read; [`private`] writes the private
+//! repository of a sandbox, in the library's own session directory.
 //!
 //! - [`repo`]: finding the repository of a project directory, and what its configuration
 //!   (read by the crate-private `config` module) says about ignore files and case.
@@ -10,6 +11,9 @@
 //!   `core.attributesFile`) and `core.autocrlf`, as far as they decide whether a work-tree
 //!   file's bytes may differ from its blob.
 //! - [`odb`]: the object store (loose objects, packs, alternates), read by object id.
+//! - [`refs`]: `HEAD` and the branches and tags (loose and packed).
+//! - [`private`]: a sandbox's own `.git` — the snapshot as `HEAD` and index, the user's
+//!   objects reached through alternates.
 //! - The formats shared with patches: object ids and hex ([`oid`]), deltas ([`delta`]),
 //!   C-style path quoting ([`quote`]) and base85 ([`base85`]).
 //!
@@ -45,5 +49,7 @@ pub mod ignore;
 pub mod index;
 pub mod odb;
 pub mod oid;
+pub mod private;
 pub mod quote;
+pub mod refs;
 pub mod repo;

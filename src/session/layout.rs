@@ -7,6 +7,7 @@
 //!     session.lock              flock held for the session's lifetime
 //!     session.meta              project path, for recovery after a crash
 //!     base/                     snapshot of the project
+//!     base.objects/             its git objects the user's repository lacks (git projects)
 //!     d-<delegation-id>/        one sandbox per delegation
 //!     tmp-<delegation-id>/      the TMPDIR of its confined tools (when /tmp holds the project)
 //!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
@@ -37,6 +38,11 @@ pub const MANIFEST_PREFIX: &str = ".manifest-";
 /// Prefix of a confined tool's private temporary directory in the session directory
 /// (`tmp-<delegation>`): outside the sandbox, so never in a patch.
 pub const TMP_PREFIX: &str = "tmp-";
+
+/// The session's snapshot objects (`base.objects/`): the blobs, trees and commit of the
+/// snapshot that the user's object store lacks, an alternate of every sandbox's private
+/// `.git` (see [`crate::git::private`]). Goes with the session.
+pub const GIT_OBJECTS_DIR: &str = "base.objects";
 
 /// Longest accepted delegation id, in bytes.
 pub const MAX_ID_LEN: usize = 128;

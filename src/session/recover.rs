@@ -331,6 +331,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     }
     remove(layout::BASE_DIR);
     remove(crate::tree::base::BLOBS_FILE);
+    remove(layout::GIT_OBJECTS_DIR);
     let has_pending = pending::list_session(dir, id)
         .map(|v| !v.is_empty())
         .unwrap_or(true);

@@ -126,6 +126,45 @@ TEST_F(Core, PatchAppliesWithGitApply) {
   EXPECT_EQ(read_file(tree / "sub/deeper/new.txt"), "fresh\n");
 }
 
+TEST_F(Core, SandboxOfAGitProjectIsAPrivateWorkTree) {
+  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git not installed";
+  TempDir work("pb-git");
+  // git isolated from the machine's configuration.
+  const std::string git = "HOME='" + work.path().string() +
+                          "' GIT_CONFIG_NOSYSTEM=1 git -c user.name=t -c user.email=t@t "
+                          "-c init.defaultBranch=main ";
+  const auto in = [](const fs::path& d) { return "cd '" + d.string() + "' && "; };
+  ASSERT_EQ(std::system((in(project.path()) + git + "init -q && " + git + "add -A && " + git +
+                         "commit -qm first")
+                            .c_str()),
+            0);
+  SandboxManager mgr = make();
+  SandboxInfo sb = mgr.create_sandbox("task1");
+  ASSERT_TRUE(fs::is_directory(sb.path / ".git"));
+  write_file(sb.path / "a.txt", "two\n");
+  const fs::path status = work / "status.txt";
+  ASSERT_EQ(std::system((in(sb.path) + git + "status --porcelain > '" + status.string() + "'")
+                            .c_str()),
+            0);
+  EXPECT_EQ(read_file(status), " M a.txt\n");
+  // A commit in the sandbox stays there; the patch is still the change against the snapshot.
+  ASSERT_EQ(std::system((in(sb.path) + git + "commit -qam private").c_str()), 0);
+  const fs::path count = work / "count.txt";
+  ASSERT_EQ(std::system((in(project.path()) + git + "rev-list --count HEAD > '" +
+                         count.string() + "'")
+                            .c_str()),
+            0);
+  EXPECT_EQ(read_file(count), "1\n");
+  SandboxResult r = mgr.finalize_sandbox(sb);
+  EXPECT_EQ(r.files_touched, Paths{"a.txt"});
+  EXPECT_FALSE(contains(r.patch, ".git")) << r.patch;
+
+  Options o = options();
+  o.git_repo = false;
+  SandboxManager plain(project.path(), o);
+  EXPECT_FALSE(fs::exists(plain.create_sandbox("task2").path / ".git"));
+}
+
 TEST_F(Core, UnchangedSandboxHasAnEmptyPatch) {
   SandboxManager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("idle");

@@ -292,6 +292,20 @@ impl ObjectStore {
         self.rescan().is_ok() && self.contains_now(oid)
     }
 
+    /// [`contains`](Self::contains) without looking for packs that appeared since the store
+    /// was opened (or last rescanned): a miss costs no listing of the pack directories. For
+    /// callers that ask about many ids that are mostly absent (the objects of a snapshot).
+    ///
+    /// ```no_run
+    /// # fn main() -> patchbox::Result<()> {
+    /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
+    /// assert!(!store.contains_known(&[0u8; 20]));
+    /// # Ok(()) }
+    /// ```
+    pub fn contains_known(&self, oid: &[u8; 20]) -> bool {
+        self.contains_now(oid)
+    }
+
     fn contains_now(&self, oid: &[u8; 20]) -> bool {
         let packs = self.packs.read().clone();
         for slot in packs.iter() {

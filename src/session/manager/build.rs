@@ -141,6 +141,12 @@ impl SandboxManager {
             None => self.copy_fresh(base, &tmp),
             Some(prev_info) => self.copy_chained(base, prev_info, &tmp),
         };
+        // A sandbox of a git project is a work tree of a private repository (`.git`,
+        // which no listing of a sandbox includes).
+        let made = made.and_then(|(entries, newest)| {
+            self.add_git_repo(&sbase, &tmp, Some(&entries))?;
+            Ok((entries, newest))
+        });
         let (entries, newest) = match made {
             Ok(x) => x,
             Err(e) => {

@@ -39,6 +39,7 @@ use crate::tree::select;
 use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 
 mod build;
+mod git_view;
 mod teardown;
 
 /// Settings for a [`SandboxManager`].
@@ -56,6 +57,11 @@ pub struct Options {
     pub no_confine: bool,
     /// More directories confined tools may write (a tool's caches, say).
     pub writable_dirs: Vec<PathBuf>,
+    /// Make sandboxes of a git project without their private `.git`. Off by default: a
+    /// sandbox of a git project is a work tree of a private repository whose `HEAD` and
+    /// index are the snapshot, so `git status` and `git diff` there show the delegation's
+    /// changes (see [`crate::git::private`]).
+    pub no_git_repo: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -66,6 +72,7 @@ impl std::fmt::Debug for Options {
             .field("no_prune_on_start", &self.no_prune_on_start)
             .field("no_confine", &self.no_confine)
             .field("writable_dirs", &self.writable_dirs)
+            .field("no_git_repo", &self.no_git_repo)
             .finish()
     }
 }
@@ -147,6 +154,8 @@ pub struct SandboxManager {
     confine: bool,
     /// Extra directories confined tools may write.
     writable_dirs: Vec<PathBuf>,
+    /// The sandboxes' private git repository ([`Options::no_git_repo`]).
+    git_view: git_view::GitView,
 }
 
 impl SandboxManager {
@@ -190,6 +199,7 @@ impl SandboxManager {
             recovery: Mutex::new(None),
             confine: !options.no_confine,
             writable_dirs: options.writable_dirs,
+            git_view: git_view::GitView::new(!options.no_git_repo),
         };
         if !options.no_prune_on_start {
             // Off the caller's path and bounded: an engine starts at once, whatever crashed

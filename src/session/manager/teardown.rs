@@ -114,6 +114,7 @@ impl SandboxManager {
         for n in names {
             if n == layout::BASE_DIR
                 || n == crate::tree::base::BLOBS_FILE
+                || n == layout::GIT_OBJECTS_DIR
                 || n.starts_with("d-")
                 || n.starts_with(".trash-")
                 || n.starts_with(layout::TMP_PREFIX)

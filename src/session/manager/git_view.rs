@@ -1,0 +1,361 @@
+//! A sandbox of a git project is a git work tree: each sandbox gets a private `.git` whose
+//! `HEAD` and index are the session's snapshot and whose objects are the user's, reached
+//! read-only (see [`crate::git::private`] for what it holds and why).
+//!
+//! The private repository is made in two steps, after the sandbox's files are in place and
+//! whatever made them (a copy, an overlay mount):
+//!
+//! 1. Once per session, at the first sandbox, [`SnapshotRepo`] is prepared from the base
+//!    snapshot: blobs of the nodes the user's store does not hold (modified and untracked
+//!    files, symlinks; a copied file the user's index still describes — one git converts —
+//!    keeps the index's blob) and the trees and commit of the snapshot are written to the session's
+//!    `base.objects/` (nothing at all for a clean checkout of the user's `HEAD`); gitlinks
+//!    and skip-worktree entries of the user's index are kept as such.
+//! 2. Each sandbox gets its `.git`, written only inside `d-<id>/.git` (through the session's
+//!    chokepoint): the index gives an entry the stat data of the sandbox's file when that
+//!    file holds the snapshot's content (the copy's manifest says which), so `git status`
+//!    reads no file; a chained sandbox's files that its predecessor changed get none, so git
+//!    compares them and shows them changed against the snapshot, as their patch does.
+//!
+//! The `.git` is never part of a patch: the sandbox listing of finalize, chaining and crash
+//! recovery skips `.git` directories ([`crate::tree::snapshot::list_tree`]). It goes with the
+//! sandbox on discard; `base.objects/` goes with the session. A project outside git gets no
+//! `.git`; [`Options::no_git_repo`] turns the whole step off.
+
+use std::path::Path;
+
+use crate::git::index::{read_index, IndexEntry};
+use crate::git::oid::ObjectKind;
+use crate::git::private::objects::LooseWriter;
+use crate::git::private::{SnapshotRepo, TreeEntry};
+use crate::tree::diff::BaseSource;
+
+use super::*;
+
+/// The session's prepared private repository: not asked yet, or its answer (`None`: no git
+/// repository for this session's sandboxes).
+pub(super) struct GitView {
+    enabled: bool,
+    state: Mutex<Option<Option<Arc<SnapshotRepo>>>>,
+}
+
+impl GitView {
+    /// A view that prepares nothing when `enabled` is false.
+    pub(super) fn new(enabled: bool) -> GitView {
+        GitView {
+            enabled,
+            state: Mutex::new(None),
+        }
+    }
+}
+
+impl SandboxManager {
+    /// Writes the private repository into the sandbox being made at `dir`, whose files
+    /// are `made` (entries marked `same_as_base` hold the snapshot's content with that stat
+    /// data; `None`: every file holds its snapshot content and is `lstat`ed, as for a fresh
+    /// sandbox made without a manifest). Nothing when the project is not in git or the view
+    /// is off. Call it once the sandbox's files are in place, before tools see it.
+    pub(super) fn add_git_repo(
+        &self,
+        sbase: &SessionBase,
+        dir: &SessionPath,
+        made: Option<&[ManifestEntry]>,
+    ) -> Result<()> {
+        match self.git_view_of(sbase)? {
+            Some(view) => write_sandbox_repo(&view, dir, made),
+            None => Ok(()),
+        }
+    }
+
+    /// The session's [`SnapshotRepo`], prepared by the first caller.
+    fn git_view_of(&self, sbase: &SessionBase) -> Result<Option<Arc<SnapshotRepo>>> {
+        if !self.git_view.enabled {
+            return Ok(None);
+        }
+        let mut state = self.git_view.state.lock();
+        if let Some(v) = state.as_ref() {
+            return Ok(v.clone());
+        }
+        let view = match &sbase.repo {
+            Some(repo) => {
+                let store = self.path_in_session_base(Path::new(layout::GIT_OBJECTS_DIR))?;
+                // Written when the session began, before the snapshot.
+                let began = std::fs::metadata(self.session_dir.join(layout::META_FILE))
+                    .ok()
+                    .map(|m| {
+                        use std::os::unix::fs::MetadataExt;
+                        (m.mtime(), m.mtime_nsec())
+                    });
+                Some(Arc::new(prepare(&sbase.base, repo, store, began)?))
+            }
+            None => None,
+        };
+        *state = Some(view.clone());
+        Ok(view)
+    }
+}
+
+/// Prepares the private repository of the snapshot `base` of `repo`'s project, its own
+/// objects written to `store`; `began` is when the session began (before the snapshot).
+fn prepare(
+    base: &Base,
+    repo: &GitRepo,
+    store: SessionPath,
+    began: Option<(i64, i64)>,
+) -> Result<SnapshotRepo> {
+    let odb = match &base.odb {
+        Some(o) => o.clone(),
+        None => Arc::new(ObjectStore::open(&repo.git_dir)?),
+    };
+    let writer = LooseWriter::new(store, Some(&odb));
+    let index = read_index(&repo.index_file)?;
+    let prefix: Vec<u8> = match &repo.prefix {
+        Some(p) => [p.as_bytes(), b"/"].concat(),
+        None => Vec::new(),
+    };
+    let indexed = began
+        .map(|t| indexed_copies(base, repo, &index, &prefix, t))
+        .unwrap_or_default();
+    let mut copied = blobs_of_copies(base, &writer, &indexed)?;
+    copied.extend(indexed);
+    let mut entries = Vec::with_capacity(base.nodes.len());
+    for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+        let oid = match (src, copied.get(&i)) {
+            (BaseSrc::Blob(oid, _), _) => *oid,
+            (BaseSrc::Dir, Some(oid)) => *oid,
+            (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
+        };
+        entries.push(TreeEntry {
+            path: n.rel.as_bytes().to_vec(),
+            mode: n.kind.git_mode(),
+            oid,
+            skip_worktree: false,
+        });
+    }
+    entries.extend(absent_entries(&index, &prefix));
+    SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
+}
+
+/// Base node indices with their blob ids.
+type Blobs = Vec<(usize, [u8; 20])>;
+
+/// The blob ids of the base's copied nodes (modified and untracked files, symlinks) not
+/// `known` already, each written to `writer` unless the user's store has it. Reading, hashing and compressing is
+/// spread over the cores: a dirty tree may have thousands.
+fn blobs_of_copies(
+    base: &Base,
+    writer: &LooseWriter<'_>,
+    known: &std::collections::HashMap<usize, [u8; 20]>,
+) -> Result<std::collections::HashMap<usize, [u8; 20]>> {
+    let todo: Vec<usize> = (0..base.nodes.len())
+        .filter(|&i| base.srcs[i] == BaseSrc::Dir && !known.contains_key(&i))
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .clamp(1, 8)
+        .min(todo.len().div_ceil(64).max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let parts: Vec<Result<Blobs>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = todo.get(k) else {
+                            return Ok(out);
+                        };
+                        out.push((i, writer.write(ObjectKind::Blob, &base.read(i)?)?));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(crate::Error::Git {
+                        path: base.dir.clone(),
+                        reason: "a thread hashing the snapshot's blobs panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut map = std::collections::HashMap::with_capacity(todo.len());
+    for p in parts {
+        map.extend(p?);
+    }
+    Ok(map)
+}
+
+/// Entries of the user's index below the project that a snapshot holds no file for but the
+/// tree must keep: gitlinks (submodules) and skip-worktree (sparse) paths.
+fn absent_entries(index: &[IndexEntry], prefix: &[u8]) -> Vec<TreeEntry> {
+    index
+        .iter()
+        .filter(|e| e.stage() == 0 && (e.is_gitlink() || e.skip_worktree()))
+        .filter_map(|e| {
+            let path = e.path.strip_prefix(prefix)?.to_vec();
+            Some(TreeEntry {
+                path,
+                mode: e.mode,
+                oid: e.oid,
+                skip_worktree: true,
+            })
+        })
+        .collect()
+}
+
+/// Copied files (index → blob id) whose blob is the one the user's index names: the project
+/// file still has the entry's stat data (by git's rule, racy entries excluded) and was last
+/// changed before the session began, so the snapshot copied exactly it. For a file git
+/// converts (CRLF under a `text` attribute, filters) that blob is what git makes of the
+/// file, not its bytes: the private index then agrees with git, and the file is not hashed.
+fn indexed_copies(
+    base: &Base,
+    repo: &GitRepo,
+    index: &[IndexEntry],
+    prefix: &[u8],
+    began: (i64, i64),
+) -> std::collections::HashMap<usize, [u8; 20]> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::HashMap::new();
+    let (Some(project), Ok(im)) = (&base.project, std::fs::metadata(&repo.index_file)) else {
+        return out;
+    };
+    let index_mtime = (im.mtime(), im.mtime_nsec());
+    let mut key = Vec::new();
+    for (i, n) in base.nodes.iter().enumerate() {
+        if base.srcs[i] != BaseSrc::Dir || n.kind == NodeKind::Symlink {
+            continue;
+        }
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(n.rel.as_bytes());
+        let Ok(at) =
+            index.binary_search_by(|e| e.path.as_slice().cmp(&key).then(e.stage().cmp(&0)))
+        else {
+            continue;
+        };
+        let e = &index[at];
+        let Ok(m) = std::fs::symlink_metadata(project.join(n.rel.as_path())) else {
+            continue;
+        };
+        if e.mode == n.kind.git_mode()
+            && e.stat_matches(&LStat::from_metadata(&m), index_mtime)
+            && (m.ctime(), m.ctime_nsec()) < began
+        {
+            out.insert(i, e.oid);
+        }
+    }
+    out
+}
+
+/// Writes `view` into `<sandbox>/.git`. With `known` (the stat data of the sandbox's files
+/// as they were made), an entry gets stat data only when its file is marked `same_as_base`;
+/// without it, every file of the sandbox must hold its snapshot content (a fresh sandbox) and
+/// is `lstat`ed.
+fn write_sandbox_repo(
+    view: &SnapshotRepo,
+    sandbox: &SessionPath,
+    known: Option<&[ManifestEntry]>,
+) -> Result<()> {
+    // Every file of a sandbox was made by this process in directories it made: its device,
+    // owner and group are the sandbox directory's.
+    let root = session_dir::symlink_metadata(sandbox)?;
+    let dot_git = sandbox.child(&RelPath::new(".git")?);
+    let entries = view.entries();
+    let stats: Vec<Option<LStat>> = match known {
+        Some(made) => {
+            use std::os::unix::fs::MetadataExt;
+            let mut same: Vec<&ManifestEntry> = made.iter().filter(|e| e.same_as_base).collect();
+            same.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+            let mut j = 0;
+            entries
+                .iter()
+                .map(|e| {
+                    while j < same.len() && same[j].rel.as_bytes() < e.path.as_slice() {
+                        j += 1;
+                    }
+                    let m = same
+                        .get(j)
+                        .filter(|m| m.rel.as_bytes() == e.path.as_slice())?;
+                    (!e.skip_worktree && m.key.mode & 0o170000 != 0o040000).then_some(LStat {
+                        size: m.key.size,
+                        mtime: m.key.mtime,
+                        ctime: m.key.ctime,
+                        dev: root.dev(),
+                        ino: m.key.ino,
+                        uid: root.uid(),
+                        gid: root.gid(),
+                        mode: m.key.mode,
+                    })
+                })
+                .collect()
+        }
+        None => entries
+            .iter()
+            .map(|e| {
+                if e.skip_worktree {
+                    return None;
+                }
+                let rel = RelPath::from_bytes(&e.path).ok()?;
+                let m = session_dir::symlink_metadata(&sandbox.child(&rel)).ok()?;
+                Some(LStat::from_metadata(&m))
+            })
+            .collect(),
+    };
+    view.write_into(&dot_git, &|i| stats[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Without a manifest (a sandbox made some other way), every file is `lstat`ed: the
+    /// index is as good as with one.
+    #[test]
+    fn without_a_manifest_the_files_are_statted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("p");
+        std::fs::create_dir_all(project.join("d")).unwrap();
+        std::fs::write(project.join("a"), "a\n").unwrap();
+        std::fs::write(project.join("d/b"), "b\n").unwrap();
+        git(&project, &["init", "-q"]);
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-qm", "c"]);
+        std::fs::write(project.join("u"), "untracked\n").unwrap();
+        let mgr = SandboxManager::with_options(
+            &project,
+            Options {
+                root: Some(tmp.path().join("root")),
+                no_prune_on_start: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let sb = mgr.create_sandbox("t", None).unwrap();
+        let dir = mgr.path_in_session_base(&sb.path).unwrap();
+        session_dir::remove_tree(&dir.child(&RelPath::new(".git").unwrap())).unwrap();
+        let sbase = mgr.ensure_base().unwrap();
+        mgr.add_git_repo(&sbase, &dir, None).unwrap();
+        assert_eq!(git(&sb.path, &["diff-files", "--name-only"]), "");
+        assert_eq!(git(&sb.path, &["status", "--porcelain"]), "");
+        assert_eq!(git(&sb.path, &["ls-files"]), "a\nd/b\nu\n");
+    }
+}
