@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
-//!     [--ext4-image] [--skip-large] [--plan]
+//!     [--ext4-image] [--skip-large] [--plan | --plan-commit | --apply-only | --run-only]
 //! ```
 //! `--plan` runs only the plan-sandbox rows (they also end the default run, unless
 //! `--skip-large`): on `DIR`, `prepare_snapshot` once, then per round `overlay` create (with
@@ -13,6 +13,10 @@
 //! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
 //! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
 //! patches (4 processes, summed). `--plan-commit` runs only that last row.
+//! `--apply-only` runs only the apply row (a 100-file patch on `DIR`, with its undo record, vs
+//! `git apply`); `--run-only` only the one-shot `patchbox run` on the `--small` project vs
+//! what worktree-based peers do (`git worktree add`, the tool, `git diff`, `git worktree
+//! remove`). These rows print CPU time (user + system) beside wall time.
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
 //! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
 //! `--depth-only [--depths 10,1000,4000]` runs only the path-depth row: for each depth it
@@ -306,6 +310,71 @@ fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
     }
 }
 
+/// The one-shot `patchbox run` row against what worktree-based peers do for one delegation:
+/// `git worktree add --detach`, the tool in it, `git add -A -N . && git diff --binary`,
+/// `git worktree remove --force`. Both run the same edit script (100 appended lines) on
+/// `tree`, alternating, `rounds` times; each waits for the other's deletions to end (the
+/// reaper of `run`) before it starts. Returns (patchbox, peers) wall and CPU seconds (CPU:
+/// user + system of the waited-for processes; the detached reaper of `run` is not counted,
+/// it runs after the command has returned).
+fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
+    let script = edit_script(&edit_list(tree, 100), work);
+    let exe = std::env::current_exe().expect("exe");
+    let patchbox_bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("patchbox"))
+        .expect("target dir");
+    let mut f = PairFigures::default();
+    let root = work.join("runroot");
+    let wt = work.join("peer-wt");
+    // What an interrupted earlier run may have left.
+    let _ = fs::remove_dir_all(&wt);
+    sh("git worktree prune", tree);
+    for r in 0..rounds {
+        settle();
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
+        let t = Instant::now();
+        let out = Command::new(&patchbox_bin)
+            .args(["run", "--project"])
+            .arg(tree)
+            .arg("--root")
+            .arg(&root)
+            .args(["--", "sh"])
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .output()
+            .expect("patchbox run");
+        f.ours.push(t.elapsed().as_secs_f64());
+        f.ours_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
+        assert!(out.status.success(), "patchbox run failed");
+        assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
+        wait_until_empty(&root);
+        settle();
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
+        let t = sh(
+            &format!(
+                "git worktree add -q --detach {wt} HEAD && (cd {wt} && sh {script} && git add -A -N . && git diff --binary > /dev/null) && git worktree remove --force {wt}",
+                wt = wt.display(),
+                script = script.display()
+            ),
+            tree,
+        );
+        f.git.push(t.as_secs_f64());
+        f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
+        eprintln!(
+            "[run] round {}/{rounds}: patchbox run {:.3} s (cpu {:.3}), worktree peer {:.3} s (cpu {:.3})",
+            r + 1,
+            f.ours[r],
+            f.ours_cpu[r],
+            f.git[r],
+            f.git_cpu[r]
+        );
+    }
+    f
+}
+
 /// Whether `path` is on an ext4 filesystem without a journal, where for 60 s after a
 /// deletion (6 min while the inode's table block is dirty) the inode allocator skips each
 /// deleted inode, making file creation several times slower. A journaled ext4 has an entry
@@ -492,9 +561,10 @@ fn cpu_secs(who: libc::c_int) -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// The apply row's figures: wall and CPU seconds per round, each side.
+/// A row of patchbox against a peer (`git apply`, the worktree peers): wall and CPU seconds
+/// per round, each side.
 #[derive(Default)]
-struct ApplyFigures {
+struct PairFigures {
     ours: Vec<f64>,
     git: Vec<f64>,
     ours_cpu: Vec<f64>,
@@ -506,7 +576,7 @@ struct ApplyFigures {
 /// undo record, git by `git apply -R`). CPU time is taken alongside (this process for
 /// patchbox, the `sh` + `git` children for git), so the comparison also holds on a loaded
 /// machine.
-fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> ApplyFigures {
+fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
     let files = edit_list(tree, 100);
     let root = work.join("applyroot");
     let _ = fs::remove_dir_all(&root);
@@ -525,7 +595,7 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> ApplyFigures {
     };
     let pf = work.join("apply-100.patch");
     fs::write(&pf, &patch).expect("write patch");
-    let mut f = ApplyFigures::default();
+    let mut f = PairFigures::default();
     // An apply takes a tenth of a second: three times the rounds, for a steadier median.
     let rounds = rounds * 3;
     for r in 0..rounds {
@@ -565,7 +635,7 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> ApplyFigures {
 }
 
 /// Prints the apply row: wall medians and ratio, CPU medians and ratio.
-fn print_apply(f: &ApplyFigures) {
+fn print_apply(f: &PairFigures) {
     let (o, g) = (median(f.ours.clone()), median(f.git.clone()));
     let (oc, gc) = (median(f.ours_cpu.clone()), median(f.git_cpu.clone()));
     println!(
@@ -838,6 +908,20 @@ fn main() {
         return;
     }
     let small = make_small(&tree, &work, small_n);
+    if args.iter().any(|a| a == "--run-only") {
+        let f = bench_run_peers(&small, &work, rounds);
+        let (o, g) = (median(f.ours.clone()), median(f.git.clone()));
+        let (oc, gc) = (median(f.ours_cpu.clone()), median(f.git_cpu.clone()));
+        println!(
+            "| one-shot `patchbox run`, 100 edits, {small_n}-file git project (vs git worktree add + the tool + git add -N + git diff --binary + git worktree remove; wall, then CPU user+sys) | {o:.3} s (cpu {oc:.3} s) | {g:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 0.25× |",
+            o / g,
+            oc / gc
+        );
+        if mounted {
+            unmount_image(&xfs_work);
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--plan-commit") {
         let pw = work.join("plan-commit");
         let _ = fs::remove_dir_all(&pw);
