@@ -268,33 +268,39 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
     f
 }
 
+/// Runs `patchbox run --project tree --root root -- sh script` (the `patchbox` binary built
+/// beside this example), its patch captured, its stderr dropped.
+fn patchbox_run(tree: &Path, root: &Path, script: &Path) -> std::process::Output {
+    let exe = std::env::current_exe().expect("exe");
+    let bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("patchbox"))
+        .expect("target dir");
+    Command::new(bin)
+        .args(["run", "--project"])
+        .arg(tree)
+        .arg("--root")
+        .arg(root)
+        .args(["--", "sh"])
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .output()
+        .expect("patchbox run")
+}
+
 /// `patchbox run` on `tree`, `rounds` times. `run` deletes its sandbox as part of the job (in
 /// a detached reaper); the next round waits for it, and so starts after a deletion, as a
 /// user's next run would.
 fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
     let script = edit_script(&edit_list(tree, 100), work);
-    let exe = std::env::current_exe().expect("exe");
-    let patchbox_bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("patchbox"))
-        .expect("target dir");
     for round in 0..rounds {
         eprintln!("[run] round {}/{rounds}", round + 1);
         let root = work.join("runroot");
         settle();
         let t = Instant::now();
-        let out = Command::new(&patchbox_bin)
-            .args(["run", "--project"])
-            .arg(tree)
-            .arg("--root")
-            .arg(&root)
-            .args(["--", "sh"])
-            .arg(&script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .output()
-            .expect("patchbox run");
+        let out = patchbox_run(tree, &root, &script);
         f.ours_run.push(t.elapsed().as_secs_f64());
         assert!(out.status.success(), "patchbox run failed");
         // Let the reaper finish before the next timed step, so that step does not share the
@@ -319,12 +325,6 @@ fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
 /// it runs after the command has returned).
 fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
     let script = edit_script(&edit_list(tree, 100), work);
-    let exe = std::env::current_exe().expect("exe");
-    let patchbox_bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("patchbox"))
-        .expect("target dir");
     let mut f = PairFigures::default();
     let root = work.join("runroot");
     let wt = work.join("peer-wt");
@@ -335,17 +335,7 @@ fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
         settle();
         let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
         let t = Instant::now();
-        let out = Command::new(&patchbox_bin)
-            .args(["run", "--project"])
-            .arg(tree)
-            .arg("--root")
-            .arg(&root)
-            .args(["--", "sh"])
-            .arg(&script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .output()
-            .expect("patchbox run");
+        let out = patchbox_run(tree, &root, &script);
         f.ours.push(t.elapsed().as_secs_f64());
         f.ours_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         assert!(out.status.success(), "patchbox run failed");
