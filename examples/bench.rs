@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
-//!     [--ext4-image] [--skip-large] [--plan]
+//!     [--ext4-image] [--skip-large] [--plan | --plan-commit | --apply-only | --run-only]
 //! ```
 //! `--plan` runs only the plan-sandbox rows (they also end the default run, unless
 //! `--skip-large`): on `DIR`, `prepare_snapshot` once, then per round `overlay` create (with
@@ -13,6 +13,10 @@
 //! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
 //! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
 //! patches (4 processes, summed). `--plan-commit` runs only that last row.
+//! `--apply-only` runs only the apply row (a 100-file patch on `DIR`, with its undo record, vs
+//! `git apply`); `--run-only` only the one-shot `patchbox run` on the `--small` project vs
+//! what worktree-based peers do (`git worktree add`, the tool, `git diff`, `git worktree
+//! remove`). These rows print CPU time (user + system) beside wall time.
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s
 //! filesystem. No tree is deleted before a timed step that creates files (see `bench_tree`).
 //! `--depth-only [--depths 10,1000,4000]` runs only the path-depth row: for each depth it
@@ -264,33 +268,39 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
     f
 }
 
+/// Runs `patchbox run --project tree --root root -- sh script` (the `patchbox` binary built
+/// beside this example), its patch captured, its stderr dropped.
+fn patchbox_run(tree: &Path, root: &Path, script: &Path) -> std::process::Output {
+    let exe = std::env::current_exe().expect("exe");
+    let bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("patchbox"))
+        .expect("target dir");
+    Command::new(bin)
+        .args(["run", "--project"])
+        .arg(tree)
+        .arg("--root")
+        .arg(root)
+        .args(["--", "sh"])
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .output()
+        .expect("patchbox run")
+}
+
 /// `patchbox run` on `tree`, `rounds` times. `run` deletes its sandbox as part of the job (in
 /// a detached reaper); the next round waits for it, and so starts after a deletion, as a
 /// user's next run would.
 fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
     let script = edit_script(&edit_list(tree, 100), work);
-    let exe = std::env::current_exe().expect("exe");
-    let patchbox_bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("patchbox"))
-        .expect("target dir");
     for round in 0..rounds {
         eprintln!("[run] round {}/{rounds}", round + 1);
         let root = work.join("runroot");
         settle();
         let t = Instant::now();
-        let out = Command::new(&patchbox_bin)
-            .args(["run", "--project"])
-            .arg(tree)
-            .arg("--root")
-            .arg(&root)
-            .args(["--", "sh"])
-            .arg(&script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .output()
-            .expect("patchbox run");
+        let out = patchbox_run(tree, &root, &script);
         f.ours_run.push(t.elapsed().as_secs_f64());
         assert!(out.status.success(), "patchbox run failed");
         // Let the reaper finish before the next timed step, so that step does not share the
@@ -304,6 +314,55 @@ fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
             std::thread::sleep(Duration::from_secs(370));
         }
     }
+}
+
+/// The one-shot `patchbox run` row against what worktree-based peers do for one delegation:
+/// `git worktree add --detach`, the tool in it, `git add -A -N . && git diff --binary`,
+/// `git worktree remove --force`. Both run the same edit script (100 appended lines) on
+/// `tree`, alternating, `rounds` times; each waits for the other's deletions to end (the
+/// reaper of `run`) before it starts. Returns (patchbox, peers) wall and CPU seconds (CPU:
+/// user + system of the waited-for processes; the detached reaper of `run` is not counted,
+/// it runs after the command has returned).
+fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
+    let script = edit_script(&edit_list(tree, 100), work);
+    let mut f = PairFigures::default();
+    let root = work.join("runroot");
+    let wt = work.join("peer-wt");
+    // What an interrupted earlier run may have left.
+    let _ = fs::remove_dir_all(&wt);
+    sh("git worktree prune", tree);
+    for r in 0..rounds {
+        settle();
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
+        let t = Instant::now();
+        let out = patchbox_run(tree, &root, &script);
+        f.ours.push(t.elapsed().as_secs_f64());
+        f.ours_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
+        assert!(out.status.success(), "patchbox run failed");
+        assert!(!out.stdout.is_empty(), "patchbox run printed a patch");
+        wait_until_empty(&root);
+        settle();
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
+        let t = sh(
+            &format!(
+                "git worktree add -q --detach {wt} HEAD && (cd {wt} && sh {script} && git add -A -N . && git diff --binary > /dev/null) && git worktree remove --force {wt}",
+                wt = wt.display(),
+                script = script.display()
+            ),
+            tree,
+        );
+        f.git.push(t.as_secs_f64());
+        f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
+        eprintln!(
+            "[run] round {}/{rounds}: patchbox run {:.3} s (cpu {:.3}), worktree peer {:.3} s (cpu {:.3})",
+            r + 1,
+            f.ours[r],
+            f.ours_cpu[r],
+            f.git[r],
+            f.git_cpu[r]
+        );
+    }
+    f
 }
 
 /// Whether `path` is on an ext4 filesystem without a journal, where for 60 s after a
@@ -482,9 +541,32 @@ fn create_empty_tree(dst: &Path, files: &[PathBuf]) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// Applying a 100-file patch to the tree: patchbox's apply beside `git apply`, each reverted
-/// after timing (patchbox by its undo record, git by `git apply -R`).
-fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
+/// CPU time (user + system, seconds) of this process (`RUSAGE_SELF`, every thread) or of its
+/// waited-for children (`RUSAGE_CHILDREN`).
+fn cpu_secs(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A row of patchbox against a peer (`git apply`, the worktree peers): wall and CPU seconds
+/// per round, each side.
+#[derive(Default)]
+struct PairFigures {
+    ours: Vec<f64>,
+    git: Vec<f64>,
+    ours_cpu: Vec<f64>,
+    git_cpu: Vec<f64>,
+}
+
+/// Applying a 100-file patch to the tree: patchbox's apply (with its undo record, as the CLI
+/// keeps one) beside `git apply`, alternating, each reverted after timing (patchbox by its
+/// undo record, git by `git apply -R`). CPU time is taken alongside (this process for
+/// patchbox, the `sh` + `git` children for git), so the comparison also holds on a loaded
+/// machine.
+fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
     let files = edit_list(tree, 100);
     let root = work.join("applyroot");
     let _ = fs::remove_dir_all(&root);
@@ -503,15 +585,14 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
     };
     let pf = work.join("apply-100.patch");
     fs::write(&pf, &patch).expect("write patch");
-    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    let mut f = PairFigures::default();
     // An apply takes a tenth of a second: three times the rounds, for a steadier median.
     let rounds = rounds * 3;
     for r in 0..rounds {
-        eprintln!("[apply] round {}/{rounds}", r + 1);
         let undo = work.join("apply-undo");
         let _ = fs::remove_dir_all(&undo);
         settle();
-        let t = Instant::now();
+        let (c0, t) = (cpu_secs(libc::RUSAGE_SELF), Instant::now());
         let rep = patchbox::apply::apply_patch(
             tree,
             &patch,
@@ -521,14 +602,37 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
             },
         )
         .expect("apply");
-        ours.push(t.elapsed().as_secs_f64());
+        f.ours.push(t.elapsed().as_secs_f64());
+        f.ours_cpu.push(cpu_secs(libc::RUSAGE_SELF) - c0);
         assert!(rep.is_ok() && rep.wrote(), "{rep}");
         patchbox::apply::undo_apply(tree, &undo, false).expect("undo");
         settle();
-        git.push(sh(&format!("git apply {}", pf.display()), tree).as_secs_f64());
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
+        f.git
+            .push(sh(&format!("git apply {}", pf.display()), tree).as_secs_f64());
+        f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         sh(&format!("git apply -R {}", pf.display()), tree);
+        eprintln!(
+            "[apply] round {}/{rounds}: patchbox {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3})",
+            r + 1,
+            f.ours[r],
+            f.ours_cpu[r],
+            f.git[r],
+            f.git_cpu[r]
+        );
     }
-    (median(ours), median(git))
+    f
+}
+
+/// Prints the apply row: wall medians and ratio, CPU medians and ratio.
+fn print_apply(f: &PairFigures) {
+    let (o, g) = (median(f.ours.clone()), median(f.git.clone()));
+    let (oc, gc) = (median(f.ours_cpu.clone()), median(f.git_cpu.clone()));
+    println!(
+        "| large tree: apply a 100-file patch, undo record included (vs git apply; median of 3× the rounds; wall, then CPU user+sys) | {o:.3} s (cpu {oc:.3} s) | {g:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1× |",
+        o / g,
+        oc / gc
+    );
 }
 
 /// With `--ext4-image`: a journaled ext4 (plain `mkfs.ext4`, as most Linux machines have) on a
@@ -579,6 +683,12 @@ fn image_with_project(
     );
     sh("git update-index -q --refresh", &proj);
     Ok(proj)
+}
+
+/// Unmounts and deletes the ext4 image `ext4_image_work` made under `work`.
+fn unmount_image(work: &Path) {
+    let _ = Command::new("umount").arg(work.join("ext4-mnt")).status();
+    let _ = fs::remove_file(work.join("ext4.img"));
 }
 
 fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
@@ -739,7 +849,7 @@ fn main() {
                 plan_only = true;
                 i -= 1;
             }
-            "--plan-commit" => i -= 1,
+            "--plan-commit" | "--apply-only" | "--run-only" => i -= 1,
             "--small" => {
                 small_n = args
                     .get(i + 1)
@@ -779,7 +889,29 @@ fn main() {
             work.display()
         );
     }
+    if args.iter().any(|a| a == "--apply-only") {
+        let f = bench_apply(&tree, &work, rounds);
+        print_apply(&f);
+        if mounted {
+            unmount_image(&xfs_work);
+        }
+        return;
+    }
     let small = make_small(&tree, &work, small_n);
+    if args.iter().any(|a| a == "--run-only") {
+        let f = bench_run_peers(&small, &work, rounds);
+        let (o, g) = (median(f.ours.clone()), median(f.git.clone()));
+        let (oc, gc) = (median(f.ours_cpu.clone()), median(f.git_cpu.clone()));
+        println!(
+            "| one-shot `patchbox run`, 100 edits, {small_n}-file git project (vs git worktree add + the tool + git add -N + git diff --binary + git worktree remove; wall, then CPU user+sys) | {o:.3} s (cpu {oc:.3} s) | {g:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 0.25× |",
+            o / g,
+            oc / gc
+        );
+        if mounted {
+            unmount_image(&xfs_work);
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--plan-commit") {
         let pw = work.join("plan-commit");
         let _ = fs::remove_dir_all(&pw);
@@ -788,7 +920,11 @@ fn main() {
         let mut f = PlanFigures::default();
         bench_plan_commit(&mgr, &small, &pw, rounds, &mut f);
         let (ca, ga) = (median(f.commit_all.clone()), median(f.git_apply.clone()));
-        println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply) | {ca:.3} s | {ga:.3} s | {:.2}× | ≤ 1.2× |", ca / ga);
+        let (cc, gc) = (
+            median(f.commit_all_cpu.clone()),
+            median(f.git_apply_cpu.clone()),
+        );
+        println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply; wall, then CPU user+sys) | {ca:.3} s (cpu {cc:.3} s) | {ga:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1.2× |", ca / ga, cc / gc);
         drop(mgr);
         let _ = fs::remove_dir_all(&pw);
         return;
@@ -817,9 +953,7 @@ fn main() {
     delete_all(&mut l);
     delete_all(&mut s);
     if mounted {
-        let mnt = xfs_work.join("ext4-mnt");
-        let _ = Command::new("umount").arg(&mnt).status();
-        let _ = fs::remove_file(xfs_work.join("ext4.img"));
+        unmount_image(&xfs_work);
     }
 
     let row = |name: &str, ours: &[f64], theirs: &[f64], target: &str| {
@@ -865,8 +999,8 @@ fn main() {
     );
     row("small: finalize", &s.ours_finalize, &s.ref_diff, "");
     row("small: chained create", &s.ours_chain, &s.ref_cp, "");
-    if let Some((o, g)) = apply_fig {
-        println!("| large tree: apply a 100-file patch (vs git apply; median of 3× the rounds) | {o:.3} s | {g:.3} s | {:.2}× | ≤ 1× |", o / g);
+    if let Some(f) = &apply_fig {
+        print_apply(f);
     }
     match xfs {
         Ok((o, p, fl)) => {
@@ -916,6 +1050,9 @@ struct PlanFigures {
     full_diff: Vec<f64>,
     commit_all: Vec<f64>,
     git_apply: Vec<f64>,
+    /// CPU time (user + system) of the same steps.
+    commit_all_cpu: Vec<f64>,
+    git_apply_cpu: Vec<f64>,
     mode: String,
     commit_files: usize,
 }
@@ -1074,17 +1211,24 @@ fn bench_plan_commit(
             patches.push(p);
         }
         settle_for(3);
+        let c0 = cpu_secs(libc::RUSAGE_SELF);
         let (res, t) = timed(|| mgr.commit_all(&plan).expect("commit_all"));
+        f.commit_all_cpu.push(cpu_secs(libc::RUSAGE_SELF) - c0);
         assert!(res.iter().all(|c| c.success) && res.len() == 4);
         f.commit_all.push(t);
         mgr.rollback_all(&plan).expect("undo the commits");
         settle_for(3);
         let mut sum = 0.0;
+        let c0 = cpu_secs(libc::RUSAGE_CHILDREN);
         for (o, p) in origs.iter().zip(&patches) {
             sum += sh(&format!("git apply {}", p.display()), o).as_secs_f64();
         }
+        f.git_apply_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         f.git_apply.push(sum);
-        eprintln!("  commit_all {:.3} git apply {:.3}", f.commit_all[r], sum);
+        eprintln!(
+            "  commit_all {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3})",
+            f.commit_all[r], f.commit_all_cpu[r], sum, f.git_apply_cpu[r]
+        );
         for (o, p) in origs.iter().zip(&patches) {
             sh(&format!("git apply -R {}", p.display()), o);
         }
@@ -1106,6 +1250,7 @@ fn print_plan(f: &PlanFigures, tree: &Path, small_n: usize) {
         m(&f.full_diff),
     );
     let (ca, ga) = (m(&f.commit_all), m(&f.git_apply));
+    let (cc, gc) = (m(&f.commit_all_cpu), m(&f.git_apply_cpu));
     println!(
         "\nplan sandboxes on {} ({} files in the prepared lower; overlay mode: {}); prepare_snapshot took {:.3} s (once)\n",
         tree.display(),
@@ -1124,8 +1269,8 @@ fn print_plan(f: &PlanFigures, tree: &Path, small_n: usize) {
         od, cd, cd / od, gd, gd / od, fd, fd / od, od / fd
     );
     println!(
-        "\n| step | patchbox | reference | ratio | target |\n|---|---|---|---|---|\n| commit_all of 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply, summed) | {:.3} s | {:.3} s | {:.2}× | ≤ 1.2× |",
-        ca, ga, ca / ga
+        "\n| step | patchbox | reference | ratio | target |\n|---|---|---|---|---|\n| commit_all of 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply, summed; wall, then CPU user+sys) | {:.3} s (cpu {:.3} s) | {:.3} s (cpu {:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1.2× |",
+        ca, cc, ga, gc, ca / ga, cc / gc
     );
     println!("\nplan: medians of {} rounds", f.ov_create.len());
 }

@@ -44,8 +44,12 @@
 //! recovery included, so recovery never touches a live transaction of another process.
 //!
 //! Cost: one `syncfs` after the intent (which also makes the staged files and an undo record
-//! on the same file system durable), one after the renames, plus an `fsync` of the record's
-//! marker and its directory. A `syncfs` is a superset of `fsync` of each file and directory.
+//! on the same file system durable), one after the renames and the record's marker (an
+//! `fsync` of the marker and its directory instead when the record is on another file
+//! system). A `syncfs` is a superset of `fsync` of each file and directory. The marker is
+//! created before that last sync, so a crash may leave it with the intent still in place:
+//! recovery then completes the change (the marker was right) or rolls it back, removing
+//! the record with its marker.
 //!
 //! The staging directory's name also carries the root's mtime from before it was made
 //! (`.patchbox-txn-<ulid>.<s>.<ns>`), so even a crash before `begin` is written ends with

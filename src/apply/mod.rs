@@ -66,8 +66,15 @@
 //!
 //! Durability costs two filesystem syncs per apply, not one per file: after the journal's
 //! intent (which makes the staged files durable with it, so a crash never leaves a torn file
-//! in place of an original) and after the renames; plus an `fsync` of the undo record's
-//! `applied` marker and its directory.
+//! in place of an original; their writeback is started as each is staged) and after the
+//! renames (which also covers the undo record's `applied` marker when the record is on the
+//! project's filesystem; elsewhere the marker and its directory get an `fsync`). Each new
+//! file's blob id is computed once, by the undo record's writer, for the record and the
+//! journal alike.
+//!
+//! A patch can also be checked now and written later without planning it again
+//! ([`check_patch`], [`CheckedApply`]): the plan is reused only while every path it read
+//! still carries the same stat data.
 //!
 //! Conflicts and refusals are not `Err`s: they are reported per file in the [`ApplyReport`]
 //! (whose [`Outcome`] says whether anything was written). `Err` means the patch could not be
@@ -179,31 +186,68 @@ pub fn apply_parsed(
     if let Some(pre) = &opts.preimages {
         check_preimages(pre)?;
     }
+    if opts.check {
+        return Ok(plan_checked(&root, patch, opts)?.0);
+    }
     // A write holds the project lock from before the recovery to the end of the write phase:
     // what is planned is what recovery left, and no other apply runs meanwhile.
-    let (_lock, recovery, mut warnings) = if opts.check {
-        let pending = journal::pending(&root)?;
-        let w = (!pending.is_empty()).then(|| {
-            format!(
-                "an interrupted apply or undo is pending in {} ({}); the next apply, undo or \
-                 `patchbox recover` completes or rolls it back",
-                root.display(),
-                pending.join(", ")
-            )
-        });
-        (None, RecoveryReport::default(), w.into_iter().collect())
-    } else {
-        let lock = journal::ProjectLock::acquire(&root)?;
-        let recovery = journal::recover_locked(&root)?;
-        (Some(lock), recovery, Vec::new())
-    };
+    let _lock = journal::ProjectLock::acquire(&root)?;
+    let recovery = journal::recover_locked(&root)?;
+    write_planned(&root, patch, opts, recovery)
+}
+
+/// Plans and writes `patch` (the project locked and recovered; `recovery` goes into the
+/// report).
+fn write_planned(
+    root: &Path,
+    patch: &Patch,
+    opts: &ApplyOptions,
+    recovery: RecoveryReport,
+) -> Result<ApplyReport> {
     if let Some(undo) = &opts.undo_dir {
-        if !opts.check {
-            undo::check_usable(undo)?;
-        }
+        undo::check_usable(undo)?;
     }
-    let planning = project::DirScope::enter(&root)?;
-    let mut planner = Planner::new(root.clone(), opts, patch);
+    let (mut report, plan) = plan(root, patch, opts)?;
+    report.recovery = recovery;
+    match plan {
+        Some(plan) => write_plan(root, report, plan, opts),
+        None => Ok(report),
+    }
+}
+
+/// Check mode: the plan, and a warning when an interrupted apply or undo is pending (check
+/// mode neither waits for the lock nor recovers).
+fn plan_checked(
+    root: &Path,
+    patch: &Patch,
+    opts: &ApplyOptions,
+) -> Result<(ApplyReport, Option<Plan>)> {
+    let pending = journal::pending(root)?;
+    let (mut report, plan) = plan(root, patch, opts)?;
+    if !pending.is_empty() {
+        report.warnings.push(format!(
+            "an interrupted apply or undo is pending in {} ({}); the next apply, undo or \
+             `patchbox recover` completes or rolls it back",
+            root.display(),
+            pending.join(", ")
+        ));
+    }
+    Ok((report, plan))
+}
+
+/// What the write phase needs of a plan, and what proves the plan still holds.
+struct Plan {
+    ops: Vec<plan::PlanOp>,
+    gone_symlinks: crate::fs::relpath::RelPathSet,
+    /// Every project path the planner read, with its stamp then (`None`: nothing there).
+    read: Vec<(crate::fs::RelPath, Option<project::Stamp>)>,
+}
+
+/// Plans `patch` (nothing written). The report, and the plan when the outcome is to write
+/// something.
+fn plan(root: &Path, patch: &Patch, opts: &ApplyOptions) -> Result<(ApplyReport, Option<Plan>)> {
+    let _planning = project::DirScope::enter(root)?;
+    let mut planner = Planner::new(root.to_path_buf(), opts, patch);
     planner.plan()?;
     let outcome = planner.outcome();
     let mut report = ApplyReport {
@@ -211,34 +255,73 @@ pub fn apply_parsed(
         outcome,
         check_only: opts.check,
         undo_dir: None,
-        warnings: std::mem::take(&mut warnings),
-        recovery,
+        warnings: Vec::new(),
+        recovery: RecoveryReport::default(),
     };
     if !matches!(outcome, Outcome::Applied | Outcome::AppliedWithConflicts) {
-        return Ok(report);
+        return Ok((report, None));
     }
     // Computed in check mode too: file patches that cancel out (a deletion and a rename
     // putting the file back) change nothing, and check mode must predict that outcome.
     let ops = planner.ops()?;
     if ops.is_empty() {
         report.outcome = Outcome::AlreadyApplied;
-        return Ok(report);
+        return Ok((report, None));
     }
-    if opts.check {
-        return Ok(report);
+    let read = planner.read_stamps();
+    Ok((
+        report,
+        Some(Plan {
+            ops,
+            gone_symlinks: std::mem::take(&mut planner.gone_symlinks),
+            read,
+        }),
+    ))
+}
+
+/// Whether every path `plan` read still carries the stamp it had: then planning again would
+/// read the same entries and give the same plan.
+fn still_holds(root: &Path, plan: &Plan) -> Result<bool> {
+    let _scope = project::DirScope::enter(root)?;
+    for (rel, then) in &plan.read {
+        let now = match project::check_sets(root, rel, None, Some(&plan.gone_symlinks))
+            .and_then(|p| project::stamp(&p))
+        {
+            Ok(s) => s,
+            // Below a symlink (the planner found nothing there either, or a link appeared).
+            Err(Error::Containment { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if now != *then {
+            return Ok(false);
+        }
     }
-    let tx_ops: Vec<txn::TxOp> = ops
-        .iter()
-        .map(|op| -> Result<txn::TxOp> {
-            Ok(txn::TxOp {
-                path: project::check_sets(&root, &op.rel, None, Some(&planner.gone_symlinks))?,
-                expect: op.before.stamp(),
-                before_is_dir: matches!(op.before, project::Entry::Dir { .. }),
-                after: op.after.clone(),
+    Ok(true)
+}
+
+/// The write phase for `plan` (the project locked): the undo record on a second thread while
+/// the new contents are staged, then the transaction.
+fn write_plan(
+    root: &Path,
+    mut report: ApplyReport,
+    plan: Plan,
+    opts: &ApplyOptions,
+) -> Result<ApplyReport> {
+    report.check_only = false;
+    let ops = plan.ops;
+    let tx_ops: Vec<txn::TxOp> = {
+        let _scope = project::DirScope::enter(root)?;
+        ops.iter()
+            .map(|op| -> Result<txn::TxOp> {
+                Ok(txn::TxOp {
+                    path: project::check_sets(root, &op.rel, None, Some(&plan.gone_symlinks))?,
+                    expect: op.before.stamp(),
+                    before_is_dir: matches!(op.before, project::Entry::Dir { .. }),
+                    after: op.after.clone(),
+                })
             })
-        })
-        .collect::<Result<_>>()?;
-    drop(planning);
+            .collect::<Result<_>>()?
+    };
     // The undo record is written on another thread while the new contents are staged; both
     // are on disk before the first original is touched. Only a directory the library
     // creates is removed if the apply does not happen.
@@ -253,9 +336,9 @@ pub fn apply_parsed(
     let record = opts
         .undo_dir
         .as_deref()
-        .map(|undo| |dirs: &journal::Dirs| undo::write_record(undo, &root, &ops, dirs));
+        .map(|undo| |dirs: &journal::Dirs| undo::write_record(undo, root, &ops, dirs));
     let log = txn::commit(
-        &root,
+        root,
         &tx_ops,
         &txn::Prune::EmptiedParents,
         &BTreeMap::new(),
@@ -269,6 +352,110 @@ pub fn apply_parsed(
     report.undo_dir = opts.undo_dir.clone();
     report.warnings.extend(log.warnings);
     Ok(report)
+}
+
+/// A patch checked against a project by [`check_patch`], kept so that
+/// [`CheckedApply::apply`] can write it later without planning it again: what the plan
+/// layer's `commit_all` does, checking every sandbox of a plan before writing any.
+///
+/// The kept plan is written only while it is provably what planning again would give:
+/// every path of the project it read (the files patched, and every other path it looked at)
+/// must still carry the stat data it had (device, inode, mode, size, mtime and ctime, to
+/// the nanosecond), no interrupted apply may have been recovered since, and the options
+/// that shape a plan (strip, pre-images, conflict markers, outside symlinks) must be the
+/// same. Otherwise the patch is planned again, exactly as [`apply_parsed`] would. The
+/// pre-images are read at check time and must not change until the write (the plan
+/// layer's are immutable snapshots). The write phase then re-checks every path it
+/// writes right before writing, as always.
+///
+/// ```
+/// use patchbox::apply::{check_patch, ApplyOptions, Outcome};
+/// let project = tempfile::tempdir().unwrap();
+/// std::fs::write(project.path().join("a.txt"), "one\n").unwrap();
+/// let patch = b"--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n";
+/// let checked = check_patch(project.path(), patch, &ApplyOptions::default()).unwrap();
+/// assert_eq!(checked.report().outcome, Outcome::Applied);
+/// assert_eq!(std::fs::read(project.path().join("a.txt")).unwrap(), b"one\n");
+/// let written = checked.apply(&ApplyOptions::default()).unwrap();
+/// assert!(written.wrote());
+/// assert_eq!(std::fs::read(project.path().join("a.txt")).unwrap(), b"two\n");
+/// ```
+pub struct CheckedApply {
+    root: PathBuf,
+    patch: Patch,
+    /// The options of the check.
+    opts: ApplyOptions,
+    report: ApplyReport,
+    plan: Option<Plan>,
+}
+
+/// Parses `patch` and checks it against `project_dir` as [`apply_patch`] in check mode does
+/// (nothing is written, whatever `opts.check` says), keeping the plan for
+/// [`CheckedApply::apply`].
+pub fn check_patch(
+    project_dir: impl AsRef<Path>,
+    patch: &[u8],
+    opts: &ApplyOptions,
+) -> Result<CheckedApply> {
+    let patch = parse_patch_strip(patch, opts.strip)?;
+    let root = project_root(project_dir.as_ref())?;
+    if let Some(pre) = &opts.preimages {
+        check_preimages(pre)?;
+    }
+    let opts = ApplyOptions {
+        check: true,
+        ..opts.clone()
+    };
+    let (report, plan) = plan_checked(&root, &patch, &opts)?;
+    Ok(CheckedApply {
+        root,
+        patch,
+        opts,
+        report,
+        plan,
+    })
+}
+
+impl CheckedApply {
+    /// The check's report (as [`apply_patch`] in check mode gives it).
+    pub fn report(&self) -> &ApplyReport {
+        &self.report
+    }
+
+    /// Writes the checked patch with `opts` (its `check` is ignored: this writes), reusing
+    /// the checked plan when it still holds (see the [type docs](CheckedApply)) and planning
+    /// again otherwise. Returns what [`apply_parsed`] returns.
+    pub fn apply(self, opts: &ApplyOptions) -> Result<ApplyReport> {
+        let opts = ApplyOptions {
+            check: false,
+            ..opts.clone()
+        };
+        let same_opts = opts.strip == self.opts.strip
+            && opts.preimages == self.opts.preimages
+            && opts.conflict_markers == self.opts.conflict_markers
+            && opts.allow_outside_symlinks == self.opts.allow_outside_symlinks;
+        if let Some(pre) = &opts.preimages {
+            check_preimages(pre)?;
+        }
+        let root = self.root;
+        let _lock = journal::ProjectLock::acquire(&root)?;
+        let recovery = journal::recover_locked(&root)?;
+        let plan = match self.plan {
+            Some(plan) if same_opts && recovery.recovered.is_empty() => plan,
+            // Nothing to write then: plan again (the project may have changed since).
+            _ => return write_planned(&root, &self.patch, &opts, recovery),
+        };
+        if !still_holds(&root, &plan)? {
+            return write_planned(&root, &self.patch, &opts, recovery);
+        }
+        if let Some(undo) = &opts.undo_dir {
+            undo::check_usable(undo)?;
+        }
+        let mut report = self.report;
+        report.recovery = recovery;
+        report.warnings.clear();
+        write_plan(&root, report, plan, &opts)
+    }
 }
 
 /// Finishes or rolls back every apply or undo interrupted in `project_dir` (a crash, a

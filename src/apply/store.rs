@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{apply_patch, recover_project, undo, undo_apply, ApplyOptions, ApplyReport};
-use super::{RecoveryReport, UndoReport};
+use super::{CheckedApply, RecoveryReport, UndoReport};
 use crate::error::{Error, Result};
 
 /// The state of an undo record.
@@ -148,6 +148,34 @@ impl UndoStore {
         id: ulid::Ulid,
     ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
+        self.record_as(opts, id, |o| apply_patch(&project, patch, o))
+    }
+
+    /// [`UndoStore::apply_as`] of a patch checked before ([`check_patch`]): its plan is
+    /// written if it still holds, else the patch is planned again (see [`CheckedApply`]).
+    /// This always writes (`opts.check` is ignored).
+    ///
+    /// [`check_patch`]: super::check_patch
+    pub fn apply_checked_as(
+        &self,
+        checked: CheckedApply,
+        opts: &ApplyOptions,
+        id: ulid::Ulid,
+    ) -> Result<ApplyReport> {
+        let opts = ApplyOptions {
+            check: false,
+            ..opts.clone()
+        };
+        self.record_as(&opts, id, |o| checked.apply(o))
+    }
+
+    /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes.
+    fn record_as(
+        &self,
+        opts: &ApplyOptions,
+        id: ulid::Ulid,
+        apply: impl FnOnce(&ApplyOptions) -> Result<ApplyReport>,
+    ) -> Result<ApplyReport> {
         let mut opts = opts.clone();
         opts.undo_dir = None;
         if !opts.check {
@@ -162,7 +190,7 @@ impl UndoStore {
             }
             opts.undo_dir = Some(dir);
         }
-        let mut report = apply_patch(&project, patch, &opts)?;
+        let mut report = apply(&opts)?;
         if report.wrote() {
             if let Err(e) = self.prune() {
                 report

@@ -142,10 +142,16 @@ fn ignore_missing(r: Result<()>) -> Result<()> {
 
 /// For a write phase without an undo record. A record writer returns the stamp each op
 /// must find at write time (keeping an original by a hard link changes its ctime).
-pub(crate) const NO_RECORD: Option<fn(&Dirs) -> Stamps> = None;
+pub(crate) const NO_RECORD: Option<fn(&Dirs) -> Result<Recorded>> = None;
 
-/// The stamp each op must find at write time.
-pub(crate) type Stamps = Result<Vec<Option<Stamp>>>;
+/// What an undo record writer tells the write phase, one entry per op.
+pub(crate) struct Recorded {
+    /// The stamp each op must find at write time.
+    pub stamps: Vec<Option<Stamp>>,
+    /// The blob id of each file op's new contents, which the record holds too: the
+    /// journal's intent takes it from here instead of hashing the contents a second time.
+    pub oids: Vec<Option<String>>,
+}
 
 /// Test faults: fail (and roll back) after the n-th step, or stop dead after it, as a
 /// kill -9 would (nothing rolled back; recovery's job).
@@ -173,7 +179,7 @@ pub(crate) fn commit<F>(
     finish: &Finish,
 ) -> Result<CommitLog>
 where
-    F: FnOnce(&Dirs) -> Stamps + Send,
+    F: FnOnce(&Dirs) -> Result<Recorded> + Send,
 {
     let none = |_: &RelPath| false;
     // The write phase walks the project afresh: nothing opened while planning is reused.
@@ -390,16 +396,21 @@ pub(crate) fn finish_cleanup(
     let _ = project::sync_root(root);
 }
 
-/// Writes a marker file outside the project and makes it durable (file and directory).
-fn write_marker(path: &Path) -> Result<()> {
+/// Writes a marker file outside the project. When it is on the project's filesystem it is
+/// only created: the write phase's last `syncfs`, which follows, makes it durable with the
+/// change. Elsewhere it is synced (file and directory) at once.
+fn write_marker(path: &Path, root: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let f = std::fs::File::create(path).ctx("create", path)?;
-    f.sync_all().ctx("sync", path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .ctx("sync", dir)?;
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let here = std::fs::metadata(root).ctx("inspect", root)?.dev();
+    if f.metadata().ctx("inspect", path)?.dev() == here {
+        return Ok(());
     }
-    Ok(())
+    f.sync_all().ctx("sync", path)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("sync", dir)
 }
 
 /// Completes a transaction whose intent is durable (recovery). Checks first that every op
@@ -474,11 +485,9 @@ pub(crate) fn roll_forward(
         stage_rel,
         &mut journal,
         &staged,
+        intent.marker.as_deref(),
         &mut |_, _| Ok(()),
     )?;
-    if let Some(m) = &intent.marker {
-        write_marker(m)?;
-    }
     project::rename_noreplace(
         &in_stage(root, stage_rel, "intent")?,
         &in_stage(root, stage_rel, "done")?,
@@ -512,7 +521,7 @@ fn run<F>(
     record: Option<F>,
 ) -> Result<()>
 where
-    F: FnOnce(&Dirs) -> Stamps + Send,
+    F: FnOnce(&Dirs) -> Result<Recorded> + Send,
 {
     let mut steps = 0usize;
     // Records a completed step; the fault injection for tests fails after the n-th one.
@@ -555,15 +564,18 @@ where
         (staging, recorded)
     });
     staging?;
-    let expect: Vec<Option<Stamp>> = match recorded {
-        Some(stamps) => stamps?,
-        None => ops.iter().map(|op| op.expect).collect(),
+    let (expect, oids) = match recorded {
+        Some(r) => {
+            let r = r?;
+            (r.stamps, r.oids)
+        }
+        None => (ops.iter().map(|op| op.expect).collect(), Vec::new()),
     };
 
     // 2. INTENT: written, then one filesystem sync makes it durable together with the
     //    staged contents and an undo record on this file system.
     let mut jops = Vec::with_capacity(ops.len());
-    for ((op, expect), s) in ops.iter().zip(&expect).zip(&staged) {
+    for (i, ((op, expect), s)) in ops.iter().zip(&expect).zip(&staged).enumerate() {
         let ino = match s {
             Some(s) => project::stamp(s)?.map(|st| st.ino).unwrap_or_default(),
             None => 0,
@@ -576,7 +588,10 @@ where
                 Target::Absent => JAfter::Absent,
                 Target::File { data, perm, .. } => JAfter::File {
                     perm: *perm,
-                    sha1: blob_id_hex(data),
+                    sha1: match oids.get(i) {
+                        Some(Some(id)) => id.clone(),
+                        _ => blob_id_hex(data),
+                    },
                     ino,
                 },
                 Target::Symlink { target, .. } => JAfter::Link {
@@ -632,10 +647,10 @@ where
         stage_rel,
         journal,
         &staged,
+        finish.marker.as_deref(),
         &mut tick,
     )?;
-    if let Some(m) = &finish.marker {
-        write_marker(m)?;
+    if finish.marker.is_some() {
         tick(journal, None)?;
     }
     Ok(())
@@ -678,7 +693,8 @@ fn stage_all(
     Ok(())
 }
 
-/// Steps 3 to 7: move originals aside, prune and create directories, place, sync.
+/// Steps 3 to 7: move originals aside, prune and create directories, place, write the
+/// undo record's `marker`, sync.
 #[allow(clippy::too_many_arguments)]
 fn stage_rest(
     root: &Path,
@@ -688,6 +704,7 @@ fn stage_rest(
     stage_rel: &RelPath,
     journal: &mut Vec<Step>,
     staged: &[Option<ProjectPath>],
+    marker: Option<&Path>,
     tick: &mut Tick<'_>,
 ) -> Result<()> {
     let none = |_: &RelPath| false;
@@ -807,9 +824,15 @@ fn stage_rest(
         }
     }
 
-    // 7. Sync (directory mtimes are set at the end: `Finish::finals`).
-    // One filesystem sync makes every rename and directory change durable: one journal
-    // commit instead of one `fsync` per changed directory.
+    // 7. The marker, then one filesystem sync (directory mtimes are set at the end:
+    //    `Finish::finals`). The sync makes every rename and directory change durable, and the
+    //    marker with them when it is on this filesystem: one journal commit instead of one
+    //    `fsync` per changed directory. A crash before the sync is over leaves the intent,
+    //    so recovery completes the change (writing the marker again) or rolls it back
+    //    (removing the record, marker included).
+    if let Some(m) = marker {
+        write_marker(m, root)?;
+    }
     project::sync_fs(root)?;
     Ok(())
 }

@@ -67,14 +67,18 @@ fn write_synced(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 /// Writes the record for `ops` (before the write phase). Returns each op's stamp as the
-/// write phase must find it: a file kept by a hard link has a new ctime.
+/// write phase must find it (a file kept by a hard link has a new ctime), and the blob id
+/// of each new file's contents.
 pub(super) fn write_record(
     dir: &Path,
     root: &Path,
     ops: &[PlanOp],
     dirs: &Dirs,
-) -> Result<Vec<Option<project::Stamp>>> {
+) -> Result<txn::Recorded> {
     check_usable(dir)?;
+    // The originals are reached from the root one directory at a time: each directory is
+    // opened once on this thread, not once per file below it.
+    let _scope = project::DirScope::enter(root)?;
     let blobs = dir.join("blobs");
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create undo directory", &blobs, e))?;
     let mut text = format!(
@@ -84,6 +88,7 @@ pub(super) fn write_record(
         dirs.root_mtime.1
     );
     let mut stamps = Vec::with_capacity(ops.len());
+    let mut oids = Vec::with_capacity(ops.len());
     let mut copied = false;
     for (n, op) in ops.iter().enumerate() {
         stamps.push(op.before.stamp());
@@ -109,8 +114,16 @@ pub(super) fn write_record(
         let after = match &op.after {
             Target::Absent => "absent".to_string(),
             Target::Symlink { target, .. } => format!("link:{}", hex(target)),
-            Target::File { data, perm, .. } => format!("file:{perm:o}:{}", blob_id_hex(data)),
+            Target::File { data, perm, .. } => {
+                let id = blob_id_hex(data);
+                let line = format!("file:{perm:o}:{id}");
+                oids.push(Some(id));
+                line
+            }
         };
+        if oids.len() == n {
+            oids.push(None);
+        }
         text.push_str(&format!(
             "entry {} {before} {after}\n",
             hex(op.rel.as_bytes())
@@ -155,7 +168,7 @@ pub(super) fn write_record(
     if !same_fs || copied {
         project::sync_fs(dir)?;
     }
-    Ok(stamps)
+    Ok(txn::Recorded { stamps, oids })
 }
 
 /// Keeps the original of a replaced file in the record by hard-linking it (no copy):

@@ -777,6 +777,18 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Every project path read while planning, with its stamp then (`None`: nothing was
+    /// there). Besides these, planning only looks at the parent directories of what it
+    /// writes and into a directory it replaces, both of which the write phase checks
+    /// again itself (a parent that is no longer a directory, or a directory that is not
+    /// empty, fails the write and rolls it back).
+    pub(super) fn read_stamps(&self) -> Vec<(RelPath, Option<project::Stamp>)> {
+        self.disk
+            .iter()
+            .map(|(rel, e)| (rel.clone(), e.stamp()))
+            .collect()
+    }
+
     /// The changes to write: every planned path whose final state differs from the project.
     pub(super) fn ops(&mut self) -> Result<Vec<PlanOp>> {
         let planned: Vec<(RelPath, VState)> = self

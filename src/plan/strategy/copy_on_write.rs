@@ -45,6 +45,8 @@ pub struct CopyOnWrite {
     shared: Mutex<Option<String>>,
     /// The last rendered diff (see [`tree_base::RenderCache`]).
     pub(super) rendered: tree_base::RenderCache,
+    /// The last successful check, for the commit that follows (`commit_all`).
+    checked: Mutex<Option<super::through_apply::Checked>>,
 }
 
 impl CopyOnWrite {
@@ -70,6 +72,7 @@ impl CopyOnWrite {
             base: Mutex::new(None),
             shared: Mutex::new(None),
             rendered: Default::default(),
+            checked: Mutex::new(None),
         }
     }
 
@@ -83,6 +86,7 @@ impl CopyOnWrite {
             lc: Lifecycle::loaded(record, dir),
             env,
             base: Mutex::new(None),
+            checked: Mutex::new(None),
         };
         {
             let mut st = sb.lc.lock();
@@ -281,7 +285,11 @@ impl CopyOnWrite {
         };
         self.lc.check(st.status, target)?;
         let d = diff_now()?;
-        super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)
+        // A failed check leaves no plan behind.
+        *self.checked.lock() = None;
+        *self.checked.lock() =
+            super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)?;
+        Ok(())
     }
 
     /// `commit` with the diff `diff_now` computes (under the operation lock).
@@ -295,7 +303,15 @@ impl CopyOnWrite {
         }
         self.lc.check(st.status, Status::Committed)?;
         let d = diff_now()?;
-        super::through_apply::commit(&self.lc, &mut st, &self.env.undo, &self.base_dir(), &d)
+        let checked = self.checked.lock().take();
+        super::through_apply::commit(
+            &self.lc,
+            &mut st,
+            &self.env.undo,
+            &self.base_dir(),
+            &d,
+            checked,
+        )
     }
 
     /// `rollback` with `discard` making an active sandbox equal to its base again.
@@ -304,6 +320,7 @@ impl CopyOnWrite {
         discard: impl FnOnce(&mut State) -> Result<(), SandboxError>,
     ) -> Result<(), SandboxError> {
         let mut st = self.lc.lock();
+        *self.checked.lock() = None;
         match st.status {
             Status::Committed => super::through_apply::undo(&self.lc, &mut st, &self.env.undo),
             _ => {

@@ -7,11 +7,18 @@
 //! commit with nothing written. The apply writes an undo record in the plan root's store;
 //! its id is the commit's `commit_ref`, chosen and persisted *before* the apply starts, so
 //! after a crash the sandbox finds out whether its commit landed (see [`reconcile`]).
+//!
+//! A check ([`check`]) keeps its plan ([`Checked`]); a commit of the same patch right after
+//! (what `commit_all` does: every sandbox checked, then every one committed) writes that
+//! plan instead of planning the 3-way apply again, as long as the original still carries
+//! the stat data the check read (see [`CheckedApply`]).
 
 use std::path::Path;
 
 use crate::apply::store::{RecordState, UndoStore};
-use crate::apply::{recover_project, ApplyOptions, ApplyReport, FileStatus};
+use crate::apply::{
+    check_patch, recover_project, ApplyOptions, ApplyReport, CheckedApply, FileStatus,
+};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffOp, SandboxDiff};
 use crate::plan::record::{Lifecycle, State};
@@ -34,25 +41,47 @@ fn refused_files(report: &ApplyReport) -> Vec<String> {
         .collect()
 }
 
-/// Checks that `diff` applies to `original` now (nothing written).
+/// A successful check of a sandbox's patch, kept for the commit that follows.
+pub struct Checked {
+    /// The patch checked.
+    patch: Vec<u8>,
+    /// The pre-images it was checked with.
+    base_dir: std::path::PathBuf,
+    apply: CheckedApply,
+}
+
+impl Checked {
+    /// Whether this check was of `diff`'s patch with `base_dir` as pre-images.
+    pub fn is_of(&self, base_dir: &Path, diff: &SandboxDiff) -> bool {
+        self.patch == diff.patch && self.base_dir == base_dir
+    }
+}
+
+/// Checks that `diff` applies to `original` now (nothing written). The check, when there is
+/// a patch, for [`commit`] to reuse.
 pub fn check(
     lc: &Lifecycle,
     original: &Path,
     base_dir: &Path,
     diff: &SandboxDiff,
-) -> Result<(), SandboxError> {
+) -> Result<Option<Checked>, SandboxError> {
     if diff.patch.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let report = crate::apply::apply_patch(original, &diff.patch, &options(base_dir, true))
+    let checked = check_patch(original, &diff.patch, &options(base_dir, true))
         .map_err(|e| commit_err(lc, "the patch cannot be checked", e))?;
+    let report = checked.report();
     if report.is_ok() {
-        Ok(())
+        Ok(Some(Checked {
+            patch: diff.patch.clone(),
+            base_dir: base_dir.to_path_buf(),
+            apply: checked,
+        }))
     } else {
         Err(SandboxError::Commit {
             sandbox_id: lc.id().to_string(),
             reason: "the original changed where the sandbox did (conflict)".into(),
-            files: refused_files(&report),
+            files: refused_files(report),
             source: None,
         })
     }
@@ -68,13 +97,15 @@ fn commit_err(lc: &Lifecycle, what: &str, e: crate::Error) -> SandboxError {
 }
 
 /// Applies `diff` to `original` with an undo record in `store`, moving `st` from `Active` to
-/// `Committed`. On a refusal nothing is written and the status stays `Active`.
+/// `Committed`. On a refusal nothing is written and the status stays `Active`. `checked`,
+/// a [`check`] of the same patch, saves planning it again.
 pub fn commit(
     lc: &Lifecycle,
     st: &mut State,
     store: &UndoStore,
     base_dir: &Path,
     diff: &SandboxDiff,
+    checked: Option<Checked>,
 ) -> Result<CommitResult, SandboxError> {
     lc.check(st.status, Status::Committed)?;
     let original = st
@@ -86,7 +117,11 @@ pub fn commit(
     if !diff.patch.is_empty() {
         let id = ulid::Ulid::new();
         set_in_flight(lc, st, Some(id.to_string()))?;
-        let applied = store.apply_as(&original, &diff.patch, &options(base_dir, false), id);
+        let opts = options(base_dir, false);
+        let applied = match checked.filter(|c| c.is_of(base_dir, diff)) {
+            Some(c) => store.apply_checked_as(c.apply, &opts, id),
+            None => store.apply_as(&original, &diff.patch, &opts, id),
+        };
         let report = match applied {
             Ok(r) => r,
             Err(e) => {
