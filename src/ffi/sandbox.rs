@@ -136,6 +136,7 @@ fn info_in(i: &bridge::FfiInfo) -> SandboxInfo {
         path: path_from(&i.path),
         delegation_id: id_from(&i.delegation_id),
         base_dir: path_from(&i.base_dir),
+        mode: crate::session::delegation::IsolationMode::Copy,
     }
 }
 

@@ -29,6 +29,10 @@ pub enum Backend {
     Fuse,
 }
 
+/// The environment variable that forces the backend of overlay sandboxes: `kernel`, `fuse`
+/// or `copy` (no overlay). Unset or empty: the first available, in that order.
+pub const MODE_ENV: &str = "PATCHBOX_OVERLAY_MODE";
+
 /// The kernel's limit on lower layers of one overlay (`OVL_MAX_STACK`).
 pub const MAX_LOWER_LAYERS: usize = 500;
 

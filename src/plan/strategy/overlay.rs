@@ -59,7 +59,7 @@ const FUSE_LOG: &str = "fuse-overlayfs.log";
 
 /// The environment variable that forces the mode at create: `kernel`, `fuse` or `copy`.
 /// Unset (or empty) chooses the first mode available, in that order.
-pub const MODE_ENV: &str = "PATCHBOX_OVERLAY_MODE";
+pub const MODE_ENV: &str = mount::MODE_ENV;
 
 /// The key of the mode in the context's metadata.
 pub const MODE_KEY: &str = "overlay.mode";

@@ -133,6 +133,13 @@ impl SandboxManager {
     ) -> Result<Sandbox> {
         let sbase = self.ensure_base()?;
         let base = &sbase.base;
+        if let overlay::Decided::Overlay(backend) = self.decide()? {
+            let prev = chain_from.map(|p| self.lookup(p)).transpose()?;
+            // A predecessor made as a copy (never, in one session) is chained by copying.
+            if prev.as_ref().is_none_or(|p| p.overlay.is_some()) {
+                return self.build_overlay(id, dir, prev.as_ref(), backend, base);
+            }
+        }
         let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
         let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
         session_dir::remove_tree(&tmp)?;
@@ -172,16 +179,18 @@ impl SandboxManager {
                 path: dir.as_path().to_path_buf(),
                 delegation_id: id.to_string(),
                 base_dir: base.dir.clone(),
+                mode: IsolationMode::Copy,
             },
             manifest,
             last_touched: Mutex::new(Vec::new()),
+            overlay: None,
         })
     }
 
     /// A fresh copy of the base: copies in `base/` are copied; blobs are copied from the
     /// project when its file still has the stat data verified at snapshot time, and written
     /// from the object store otherwise.
-    fn copy_fresh(
+    pub(super) fn copy_fresh(
         &self,
         base: &Base,
         tmp: &SessionPath,

@@ -39,7 +39,10 @@ use crate::tree::select;
 use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 
 mod build;
+mod overlay;
 mod teardown;
+
+use crate::session::delegation::{Isolation, IsolationMode};
 
 /// Settings for a [`SandboxManager`].
 #[derive(Clone, Default)]
@@ -56,6 +59,9 @@ pub struct Options {
     pub no_confine: bool,
     /// More directories confined tools may write (a tool's caches, say).
     pub writable_dirs: Vec<PathBuf>,
+    /// How sandboxes are isolated: copies, or overlay mounts over one materialized copy of
+    /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else copies.
+    pub isolation: Isolation,
 }
 
 impl std::fmt::Debug for Options {
@@ -66,6 +72,7 @@ impl std::fmt::Debug for Options {
             .field("no_prune_on_start", &self.no_prune_on_start)
             .field("no_confine", &self.no_confine)
             .field("writable_dirs", &self.writable_dirs)
+            .field("isolation", &self.isolation)
             .finish()
     }
 }
@@ -83,6 +90,8 @@ struct Sandbox {
     manifest: Manifest,
     /// Paths the last finalize reported, for storing pre-images with a pending patch.
     last_touched: Mutex<Vec<RelPath>>,
+    /// Its layers, when it is an overlay mount.
+    overlay: Option<overlay::OverlaySb>,
 }
 
 enum Slot {
@@ -147,6 +156,12 @@ pub struct SandboxManager {
     confine: bool,
     /// Extra directories confined tools may write.
     writable_dirs: Vec<PathBuf>,
+    /// The isolation asked for.
+    isolation: Isolation,
+    /// What sandboxes are made as, decided by the first create.
+    decided: Mutex<Option<overlay::Decided>>,
+    /// `.lower/`, once materialized (overlay isolation).
+    lower: Mutex<Option<PathBuf>>,
 }
 
 impl SandboxManager {
@@ -190,6 +205,9 @@ impl SandboxManager {
             recovery: Mutex::new(None),
             confine: !options.no_confine,
             writable_dirs: options.writable_dirs,
+            isolation: options.isolation,
+            decided: Mutex::new(None),
+            lower: Mutex::new(None),
         };
         if !options.no_prune_on_start {
             // Off the caller's path and bounded: an engine starts at once, whatever crashed
@@ -319,18 +337,22 @@ impl SandboxManager {
         let base = &sbase.base;
         // Ignore rules are only needed for new paths: loaded on the first one.
         let rules = std::cell::OnceCell::new();
-        let d = diff::diff_trees(
-            &base.nodes,
-            base,
-            &sb.info.path,
-            Some(&sb.manifest),
-            &|rel| {
-                rules
-                    .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
-                    .as_ref()
-                    .is_ok_and(|r| r.is_ignored(rel, false))
-            },
-        )?;
+        let is_ignored = |rel: &RelPath| {
+            rules
+                .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
+                .as_ref()
+                .is_ok_and(|r| r.is_ignored(rel, false))
+        };
+        let d = match &sb.overlay {
+            Some(o) => self.overlay_changes(&sb, o, base, &is_ignored)?,
+            None => diff::diff_trees(
+                &base.nodes,
+                base,
+                &sb.info.path,
+                Some(&sb.manifest),
+                &is_ignored,
+            )?,
+        };
         if let Some(Err(e)) = rules.into_inner() {
             return Err(e);
         }
@@ -364,15 +386,23 @@ impl SandboxManager {
                 reason: "not a sandbox of this session",
             });
         }
-        {
+        let removed = {
             let mut map = self.sandboxes.lock();
             if let Some(Slot::Creating) = map.get(&info.delegation_id) {
                 return Err(Error::IdInUse {
                     id: info.delegation_id.clone(),
                 });
             }
-            map.remove(&info.delegation_id);
+            map.remove(&info.delegation_id)
+        };
+        // An overlay leaves view by unmounting; its layers go with it.
+        if let Some(Slot::Ready(sb)) = &removed {
+            if sb.overlay.is_some() {
+                self.unmount_sandbox(sb)?;
+                self.remove_overlay_state(&info.delegation_id)?;
+            }
         }
+        drop(removed);
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
             session_dir::remove_tree(

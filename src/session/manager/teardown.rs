@@ -83,6 +83,20 @@ impl SandboxManager {
                 first_err.get_or_insert(e);
             }
         };
+        // Nothing stays mounted: every overlay sandbox is unmounted before anything moves.
+        let open: Vec<Arc<Sandbox>> = self
+            .sandboxes
+            .lock()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(sb) => Some(sb.clone()),
+                Slot::Creating => None,
+            })
+            .collect();
+        for sb in &open {
+            note(self.unmount_sandbox(sb));
+        }
+        drop(open);
         let names: Vec<String> = self
             .handle
             .names()?
@@ -97,6 +111,14 @@ impl SandboxManager {
             .map(|n| {
                 if !n.starts_with("d-") {
                     return n;
+                }
+                // A mount this manager does not know of (a create cut short): unmounted too.
+                let mnt = self.session_dir.join(&n);
+                if crate::fs::overlay::mountinfo::is_mounted(&mnt).unwrap_or(false) {
+                    if let Err(e) = crate::fs::overlay::mount::unmount(&mnt, true, None) {
+                        note(Err(e));
+                        return n;
+                    }
                 }
                 let trash = format!(".trash-{}", ulid::Ulid::new());
                 let moved = self.path_in_session_base(Path::new(&n)).and_then(|from| {
@@ -121,6 +143,7 @@ impl SandboxManager {
                 || n == layout::SCRATCH_DIR
                 || n.starts_with(".creating-")
                 || n.starts_with(".clock-")
+                || layout::is_overlay_state(&n)
             {
                 note(
                     self.path_in_session_base(Path::new(&n))
