@@ -80,8 +80,8 @@ pub fn is_overlay_state(name: &str) -> bool {
             FUSE_LOG_PREFIX,
             PROBE_PREFIX,
         ]
-            .iter()
-            .any(|p| name.starts_with(p))
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// Longest accepted delegation id, in bytes.

@@ -120,6 +120,7 @@ pub fn layers_of(session: &Path, id: &str, rec: &Record) -> crate::fs::overlay::
         lower,
         upper: session.join(format!("{}{id}", layout::UPPER_PREFIX)),
         work: session.join(format!("{}{id}", layout::WORK_PREFIX)),
+        rename_dirs: true,
     }
 }
 
@@ -137,4 +138,20 @@ pub fn read_record(session: &Path, id: &str) -> Result<Option<Record>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("read overlay record", &p, e)),
     }
+}
+
+/// Unmounts whatever a session entry `name` has mounted (a sandbox `d-*` or a probe's
+/// mount point), as a crash may have left it; other entries have nothing mounted.
+pub fn unmount_entry(session: &Path, name: &str) -> Result<()> {
+    let mnt = if name.starts_with("d-") {
+        session.join(name)
+    } else if name.starts_with(layout::PROBE_PREFIX) {
+        session.join(name).join("m")
+    } else {
+        return Ok(());
+    };
+    if crate::fs::overlay::mountinfo::is_mounted(&mnt)? {
+        crate::fs::overlay::mount::unmount(&mnt, true, None)?;
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@
 //!     lower: vec!["/s/lower".into()],
 //!     upper: "/s/.upper-x".into(),
 //!     work: "/s/.work-x".into(),
+//!     rename_dirs: true,
 //! };
 //! let m = mount::mount(mount::Backend::Kernel, &layers, "/s/d-x".as_ref(), "/s/log".as_ref())?;
 //! std::fs::write("/s/d-x/new.txt", "hi").unwrap();

@@ -5,9 +5,11 @@
 //! Only the mount point given is ever mounted or unmounted, and a mount point is refused
 //! unless it is an empty real directory that nothing is mounted on.
 //!
-//! Renamed lower directories and metadata-only copy-ups would hide changes from a walk of
-//! the upper layer, so kernel mounts use `redirect_dir=off,metacopy=off,index=off`: a rename
-//! of a lower directory is then `EXDEV`, which `mv` and other tools answer by copying.
+//! Metadata-only copy-ups would hide changes from a walk of the upper layer, so kernel mounts
+//! use `metacopy=off,index=off`. Renaming a lower directory needs `redirect_dir=on`
+//! ([`Layers::rename_dirs`]); without it the rename is `EXDEV`, which `mv` and other tools
+//! answer by copying (`fuse-overlayfs` always answers so). A redirected directory is found by
+//! [`super::upper::scan`], whose caller must then look at the whole view.
 
 use std::ffi::{CString, OsStr};
 use std::io::Read;
@@ -48,6 +50,9 @@ pub struct Layers {
     pub upper: PathBuf,
     /// The work directory (same filesystem as `upper`).
     pub work: PathBuf,
+    /// Kernel mounts: let a lower directory be renamed (`redirect_dir=on`); off, such a
+    /// rename fails with `EXDEV`.
+    pub rename_dirs: bool,
 }
 
 impl Layers {
@@ -78,11 +83,11 @@ impl Layers {
     /// the options fit in a page.
     pub fn fits(&self) -> bool {
         self.lower.len() <= MAX_LOWER_LAYERS
-            && self.options(true).len() + KERNEL_EXTRA.len() < MAX_OPTIONS
+            && self.options(true).len() + KERNEL_EXTRA.len() + 20 < MAX_OPTIONS
     }
 }
 
-const KERNEL_EXTRA: &[u8] = b",redirect_dir=off,metacopy=off,index=off";
+const KERNEL_EXTRA: &[u8] = b",metacopy=off,index=off";
 
 /// A live mount made by [`mount`]: the `fuse-overlayfs` process serving it, if any.
 #[derive(Debug)]
@@ -218,6 +223,11 @@ fn cstr(p: &[u8], what: &'static str, path: &Path) -> Result<CString> {
 fn mount_kernel(layers: &Layers, mnt: &Path) -> Result<()> {
     let mut data = layers.options(true);
     data.extend_from_slice(KERNEL_EXTRA);
+    data.extend_from_slice(if layers.rename_dirs {
+        b",redirect_dir=on"
+    } else {
+        b",redirect_dir=off"
+    });
     let data = cstr(&data, "mount the overlay", mnt)?;
     let target = cstr(mnt.as_os_str().as_bytes(), "mount the overlay", mnt)?;
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.
@@ -391,6 +401,7 @@ mod tests {
                 .collect(),
             upper: "/s/u".into(),
             work: "/s/w".into(),
+            rename_dirs: true,
         };
         assert!(l(3).fits());
         assert!(!l(200).fits());

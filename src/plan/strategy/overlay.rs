@@ -197,6 +197,7 @@ impl Overlay {
             lower: vec![self.cow.base_dir()],
             upper: dir.join(UPPER),
             work: dir.join(WORK),
+            rename_dirs: false,
         };
         let backend = match mode {
             Mode::Kernel => Backend::Kernel,

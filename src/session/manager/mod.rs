@@ -396,13 +396,11 @@ impl SandboxManager {
             map.remove(&info.delegation_id)
         };
         // An overlay leaves view by unmounting; its layers go with it.
-        if let Some(Slot::Ready(sb)) = &removed {
+        if let Some(Slot::Ready(sb)) = removed {
             if sb.overlay.is_some() {
-                self.unmount_sandbox(sb)?;
-                self.remove_overlay_state(&info.delegation_id)?;
+                self.discard_overlay(sb)?;
             }
         }
-        drop(removed);
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
             session_dir::remove_tree(

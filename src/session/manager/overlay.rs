@@ -19,17 +19,11 @@ use crate::fs::overlay::mount::{self, Backend, Layers};
 use crate::session::delegation::{Isolation, IsolationMode};
 use crate::session::overlay::{self as ov, Record};
 
-/// A frozen layer, shared by every chained sandbox stacking it; removed with the last.
+/// A frozen layer, shared by every chained sandbox stacking it; removed when the last of
+/// them is discarded (a kept session keeps it: recovery stacks it again).
 pub(super) struct FrozenLayer {
     path: SessionPath,
     name: String,
-}
-
-impl Drop for FrozenLayer {
-    fn drop(&mut self) {
-        // A failure leaves a `.layer-*` directory, which the session's cleanup removes.
-        let _ = session_dir::remove_tree(&self.path);
-    }
 }
 
 /// The overlay part of a sandbox.
@@ -131,6 +125,7 @@ impl SandboxManager {
                 lower: vec![d.join("l")],
                 upper: d.join("u"),
                 work: d.join("w"),
+                rename_dirs: true,
             };
             let m = mount::mount(backend, &layers, &d.join("m"), &d.join("log"))?;
             mount::unmount(&d.join("m"), backend == Backend::Fuse, m.server)
@@ -169,12 +164,13 @@ impl SandboxManager {
         let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
         let path = self.path_in_session_base(Path::new(&name))?;
         session_dir::create_dir_new(&path)?;
-        // From here the layer removes itself when dropped, an error included.
-        let frozen = Arc::new(FrozenLayer { path, name });
         for s in srcs {
-            layer::merge(s, &frozen.path)?;
+            if let Err(e) = layer::merge(s, &path) {
+                let _ = session_dir::remove_tree(&path);
+                return Err(e);
+            }
         }
-        Ok(frozen)
+        Ok(Arc::new(FrozenLayer { path, name }))
     }
 
     /// Makes the overlay sandbox `d-<id>` (`dir`, which does not exist yet).
@@ -198,7 +194,10 @@ impl SandboxManager {
         };
         if !ov::layers_of(&self.session_dir, id, &rec(&layers)).fits() {
             let bottom_first: Vec<&Path> = layers.iter().rev().map(|l| l.path.as_path()).collect();
-            layers = vec![self.freeze(&bottom_first)?];
+            let collapsed = self.freeze(&bottom_first);
+            // The new top layer was frozen for this stack alone.
+            release_layers(layers);
+            layers = vec![collapsed?];
         }
         let rec = rec(&layers);
         let at = |prefix: &str, suffix: &str| {
@@ -247,6 +246,20 @@ impl SandboxManager {
         })
     }
 
+    /// Discards the overlay part of a sandbox removed from the map: unmounted, its layers and
+    /// record removed, and the frozen layers no other sandbox stacks.
+    pub(super) fn discard_overlay(&self, sb: Arc<Sandbox>) -> Result<()> {
+        self.unmount_sandbox(&sb)?;
+        self.remove_overlay_state(&sb.info.delegation_id)?;
+        // Held elsewhere (a finalize still running): its layers stay until the session ends.
+        if let Some(sb) = Arc::into_inner(sb) {
+            if let Some(o) = sb.overlay {
+                release_layers(o.layers);
+            }
+        }
+        Ok(())
+    }
+
     /// What an overlay sandbox changed against the base, from its layers.
     pub(super) fn overlay_changes(
         &self,
@@ -255,7 +268,11 @@ impl SandboxManager {
         base: &Base,
         is_ignored: &dyn Fn(&RelPath) -> bool,
     ) -> Result<diff::TreeDiff> {
-        let layers: Vec<PathBuf> = o.layers.iter().map(|l| l.path.as_path().to_path_buf()).collect();
+        let layers: Vec<PathBuf> = o
+            .layers
+            .iter()
+            .map(|l| l.path.as_path().to_path_buf())
+            .collect();
         let scan = ov::scan_layers(&o.upper, &layers, o.backend)?;
         ov::diff_view(&base.nodes, base, &sb.info.path, &scan, is_ignored)
     }
@@ -294,5 +311,15 @@ impl SandboxManager {
             return Some(IsolationMode::Copy);
         }
         self.decided.lock().map(Decided::mode)
+    }
+}
+
+/// Removes the frozen layers only this caller holds (a failure leaves a `.layer-*`
+/// directory, which the session's cleanup removes).
+fn release_layers(layers: Vec<Arc<FrozenLayer>>) {
+    for l in layers {
+        if let Some(l) = Arc::into_inner(l) {
+            let _ = session_dir::remove_tree(&l.path);
+        }
     }
 }
