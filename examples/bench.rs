@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
-//!     [--ext4-image] [--skip-large] [--plan]
+//!     [--ext4-image] [--skip-large] [--plan] [--isolation [--session20]]
 //! ```
+//! `--isolation` runs only the isolation rows (see `bench_isolation/mod.rs`): overlay create,
+//! chained create and finalize of 100 edits against the copy path and `cp -a`, peak RSS; with
+//! `--session20` also 20 delegations against `git worktree add` / `git diff` / `remove`.
 //! `--plan` runs only the plan-sandbox rows (they also end the default run, unless
 //! `--skip-large`): on `DIR`, `prepare_snapshot` once, then per round `overlay` create (with
 //! the prepared lower) vs `copy_on_write` create vs `git worktree add` vs `cp -a` of the
@@ -32,6 +35,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use patchbox::{Options, SandboxManager};
+
+#[path = "bench_isolation/mod.rs"]
+mod isolation;
 
 fn sh(cmd: &str, cwd: &Path) -> Duration {
     let t = Instant::now();
@@ -710,6 +716,10 @@ fn main() {
         bench_depth(&work, &depths);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--rss-isolation-child") {
+        isolation::rss_child(Path::new(&args[2]), Path::new(&args[3]));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--rss-child") {
         rss_child(Path::new(&args[2]), Path::new(&args[3]));
         return;
@@ -739,7 +749,7 @@ fn main() {
                 plan_only = true;
                 i -= 1;
             }
-            "--plan-commit" => i -= 1,
+            "--plan-commit" | "--isolation" | "--session20" => i -= 1,
             "--small" => {
                 small_n = args
                     .get(i + 1)
@@ -778,6 +788,11 @@ fn main() {
              deletion made before this benchmark; --ext4-image measures on a journaled ext4",
             work.display()
         );
+    }
+    if args.iter().any(|a| a == "--isolation") {
+        let session20 = args.iter().any(|a| a == "--session20");
+        isolation::run(&tree, &work, rounds, session20);
+        return;
     }
     let small = make_small(&tree, &work, small_n);
     if args.iter().any(|a| a == "--plan-commit") {

@@ -239,12 +239,14 @@ impl Manager {
     }
 
     fn isolation_mode(&self) -> u8 {
-        guarded_or_default(|| match self.inner.as_ref().and_then(|m| m.isolation_mode()) {
-            None => 0,
-            Some(IsolationMode::Copy) => 1,
-            Some(IsolationMode::KernelOverlay) => 2,
-            Some(IsolationMode::FuseOverlay) => 3,
-        })
+        guarded_or_default(
+            || match self.inner.as_ref().and_then(|m| m.isolation_mode()) {
+                None => 0,
+                Some(IsolationMode::Copy) => 1,
+                Some(IsolationMode::KernelOverlay) => 2,
+                Some(IsolationMode::FuseOverlay) => 3,
+            },
+        )
     }
 
     fn session_id(&self) -> String {
