@@ -366,9 +366,14 @@ fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
     // A child process does one first create + 100 edits + finalize and prints its own peak
     // resident size (VmHWM): getrusage(RUSAGE_CHILDREN) would also count the reference's
     // git processes run earlier.
+    child_peak_rss_kb("--rss-child", tree, work)
+}
+
+/// Runs this program with `flag tree work` and reads the peak RSS (kB) it prints.
+fn child_peak_rss_kb(flag: &str, tree: &Path, work: &Path) -> Option<i64> {
     let exe = std::env::current_exe().ok()?;
     let out = Command::new(exe)
-        .arg("--rss-child")
+        .arg(flag)
         .arg(tree)
         .arg(work)
         .output()
@@ -395,13 +400,17 @@ fn rss_child(tree: &Path, work: &Path) {
     edit_files(&sb.path, &files);
     let r = mgr.finalize_sandbox(&sb).expect("finalize");
     assert_eq!(r.files_touched.len(), files.len());
+    println!("{}", vm_hwm_kb());
+}
+
+/// This process's peak resident size (VmHWM), kB.
+fn vm_hwm_kb() -> i64 {
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
+    status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-        .unwrap_or(0);
-    println!("{kb}");
+        .unwrap_or(0)
 }
 
 /// Copy-on-write: the small project on a loop-mounted XFS image with reflink. Returns

@@ -74,6 +74,14 @@ fn overlay_manager(e: &Env) -> Option<SandboxManager> {
     }
 }
 
+/// A populated project and an overlay manager for it, or `None` where none can be mounted.
+fn overlay_env() -> Option<(Env, SandboxManager)> {
+    let e = env();
+    populate(&e.project);
+    let over = overlay_manager(&e)?;
+    Some((e, over))
+}
+
 fn mounts_under(root: &Path) -> Vec<String> {
     let root = root.canonicalize().unwrap_or(root.to_path_buf());
     let root = root.to_string_lossy().into_owned();
@@ -164,18 +172,20 @@ fn same_result(copy: &patchbox::SandboxResult, over: &patchbox::SandboxResult) {
     assert_eq!(over.ignored, copy.ignored);
 }
 
+/// A copy manager beside `over`, and a sandbox `id` in each.
+fn pair(e: &Env, over: &SandboxManager, id: &str) -> (SandboxManager, SandboxInfo, SandboxInfo) {
+    let copy = manager(e, Isolation::Copy);
+    let sc = copy.create_sandbox(id, None).unwrap();
+    let so = over.create_sandbox(id, None).unwrap();
+    (copy, sc, so)
+}
+
 #[test]
 fn the_same_edits_give_the_copy_paths_patch() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
-    let copy = manager(&e, Isolation::Copy);
-    let (sc, so) = (
-        copy.create_sandbox("t", None).unwrap(),
-        over.create_sandbox("t", None).unwrap(),
-    );
+    let (copy, sc, so) = pair(&e, &over, "t");
     assert_eq!(sc.mode, IsolationMode::Copy);
     assert_eq!(so.mode, wanted_mode());
     assert_eq!(so.path.file_name().unwrap(), "d-t");
@@ -208,16 +218,10 @@ fn the_same_edits_give_the_copy_paths_patch() {
 /// whole view, with the same patch.
 #[test]
 fn an_in_process_directory_rename_gives_the_same_patch() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
-    let copy = manager(&e, Isolation::Copy);
-    let (sc, so) = (
-        copy.create_sandbox("r", None).unwrap(),
-        over.create_sandbox("r", None).unwrap(),
-    );
+    let (copy, sc, so) = pair(&e, &over, "r");
     for d in [&sc.path, &so.path] {
         match fs::rename(d.join("sub"), d.join("moved")) {
             Ok(()) => {}
@@ -236,9 +240,7 @@ fn an_in_process_directory_rename_gives_the_same_patch() {
 
 #[test]
 fn chained_sandboxes_stack_and_never_see_later_writes() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let copy = manager(&e, Isolation::Copy);
@@ -273,9 +275,7 @@ fn chained_sandboxes_stack_and_never_see_later_writes() {
 /// layer, with the same patch.
 #[test]
 fn a_long_chain_collapses_and_stays_exact() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let copy = manager(&e, Isolation::Copy);
@@ -316,9 +316,7 @@ fn a_long_chain_collapses_and_stays_exact() {
 
 #[test]
 fn mmap_writes_and_hard_links_reach_the_patch() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let sb = over.create_sandbox("m", None).unwrap();
@@ -355,9 +353,7 @@ fn mmap_writes_and_hard_links_reach_the_patch() {
 
 #[test]
 fn flock_and_fcntl_locks_hold_through_the_mount() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let sb = over.create_sandbox("l", None).unwrap();
@@ -402,9 +398,7 @@ fn flock_and_fcntl_locks_hold_through_the_mount() {
 /// for copies; a kept session is unmounted too and recovered from its upper layers.
 #[test]
 fn nothing_stays_mounted_and_kept_work_is_recovered() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let a = over.create_sandbox("open", None).unwrap();
@@ -440,9 +434,7 @@ fn nothing_stays_mounted_and_kept_work_is_recovered() {
 /// part of a patch, in the upper layer or in a frozen one.
 #[test]
 fn a_private_git_directory_is_never_in_a_patch() {
-    let e = env();
-    populate(&e.project);
-    let Some(over) = overlay_manager(&e) else {
+    let Some((e, over)) = overlay_env() else {
         return;
     };
     let a = over.create_sandbox("g", None).unwrap();

@@ -15,6 +15,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
 use std::time::Instant;
 
 use patchbox::{Isolation, IsolationMode, Options, SandboxManager};
@@ -241,17 +242,7 @@ fn session_of_20(tree: &Path, work: &Path) -> ((f64, f64), (f64, f64)) {
 }
 
 fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
-    let exe = std::env::current_exe().ok()?;
-    let out = Command::new(exe)
-        .arg("--rss-isolation-child")
-        .arg(tree)
-        .arg(work)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    super::child_peak_rss_kb("--rss-isolation-child", tree, work)
 }
 
 /// The child of [`peak_rss_kb`]: prints its own peak resident size (VmHWM, kB).
@@ -264,12 +255,7 @@ pub fn rss_child(tree: &Path, work: &Path) {
     let r = mgr.finalize_sandbox(&sb).expect("finalize");
     assert_eq!(r.files_touched.len(), files.len());
     let _next = mgr.create_sandbox("n", Some(&sb)).expect("chain");
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-        .unwrap_or(0);
+    let kb = super::vm_hwm_kb();
     drop(mgr);
     let _ = fs::remove_dir_all(&root);
     println!("{kb}");

@@ -155,3 +155,12 @@ pub fn unmount_entry(session: &Path, name: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Unmounts every mount below the session directory (deepest first), whatever made it: a
+/// session is never removed, nor recovered, with something of it still mounted.
+pub fn unmount_all_below(session: &Path) -> Result<()> {
+    for mnt in crate::fs::overlay::mountinfo::mounts_below(session)? {
+        crate::fs::overlay::mount::unmount(&mnt, true, None)?;
+    }
+    Ok(())
+}

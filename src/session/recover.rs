@@ -319,6 +319,10 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     if !all_ok {
         return;
     }
+    if let Err(e) = overlay::unmount_all_below(dir) {
+        report.errors.push(format!("session {id}: {e}"));
+        return;
+    }
     let leftovers: Vec<String> = fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())

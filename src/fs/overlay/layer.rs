@@ -86,7 +86,7 @@ fn copy_node(from: &Path, to: &Path, m: &std::fs::Metadata) -> Result<()> {
     } else if is_whiteout(m) {
         let p = cstr(to)?;
         // SAFETY: `p` is NUL-terminated and outlives the call.
-        if unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR | 0o000, 0) } != 0 {
+        if unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, 0) } != 0 {
             return Err(Error::io(
                 "make whiteout",
                 to,

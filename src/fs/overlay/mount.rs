@@ -106,11 +106,32 @@ pub fn is_root() -> bool {
 
 /// Mounts `layers` on `mnt` (resolved, an empty directory) with `backend`. A FUSE server's
 /// standard error goes to `log`.
+///
+/// The mount point is opened without following a symlink and mounted through that
+/// descriptor (`/proc/self/fd/N`): a directory swapped for a symlink after the check is
+/// refused, never followed out of where the caller pointed.
 pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Result<Mounted> {
     check_mount_point(mnt)?;
+    let pinned = rustix::fs::open(
+        mnt,
+        rustix::fs::OFlags::PATH
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::io("open mount point", mnt, e.into()))?;
+    use std::os::fd::AsRawFd;
+    let fd = pinned.as_raw_fd();
     match backend {
         Backend::Kernel => {
-            mount_kernel(layers, mnt)?;
+            mount_kernel(layers, Path::new(&format!("/proc/self/fd/{fd}")), mnt)?;
+            // Renamed between the check and the mount: unmounted where it went, refused.
+            // (Once mounted it cannot be renamed: the check below is stable.)
+            if let Some(elsewhere) = moved(fd, mnt) {
+                let _ = umount2(&elsewhere, libc::UMOUNT_NOFOLLOW | libc::MNT_DETACH);
+                return Err(moved_error(mnt));
+            }
             Ok(Mounted {
                 backend,
                 server: None,
@@ -118,13 +139,32 @@ pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Resul
         }
         Backend::Fuse => {
             fuse_available()?;
-            let child = mount_fuse(layers, mnt, log)?;
+            let via = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
+            let child = mount_fuse(layers, &via, mnt, log).inspect_err(|_| {
+                if let Some(elsewhere) = moved(fd, mnt) {
+                    let _ = umount2(&elsewhere, libc::UMOUNT_NOFOLLOW | libc::MNT_DETACH);
+                }
+            })?;
             Ok(Mounted {
                 backend,
                 server: Some(child),
             })
         }
     }
+}
+
+/// Where the directory open as `fd` is now, when that is not `mnt`.
+fn moved(fd: std::os::fd::RawFd, mnt: &Path) -> Option<PathBuf> {
+    let now = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    (now != mnt).then_some(now)
+}
+
+fn moved_error(mnt: &Path) -> Error {
+    Error::io(
+        "mount the overlay",
+        mnt,
+        std::io::Error::other("the mount point was renamed while it was mounted on"),
+    )
 }
 
 /// Unmounts whatever is mounted on `mnt` (lazily when busy) and ends `server`; fails when a
@@ -220,7 +260,8 @@ fn cstr(p: &[u8], what: &'static str, path: &Path) -> Result<CString> {
     })
 }
 
-fn mount_kernel(layers: &Layers, mnt: &Path) -> Result<()> {
+/// Mounts on `via` (a path naming the mount point's descriptor); `mnt` names it in errors.
+fn mount_kernel(layers: &Layers, via: &Path, mnt: &Path) -> Result<()> {
     let mut data = layers.options(true);
     data.extend_from_slice(KERNEL_EXTRA);
     data.extend_from_slice(if layers.rename_dirs {
@@ -229,7 +270,7 @@ fn mount_kernel(layers: &Layers, mnt: &Path) -> Result<()> {
         b",redirect_dir=off"
     });
     let data = cstr(&data, "mount the overlay", mnt)?;
-    let target = cstr(mnt.as_os_str().as_bytes(), "mount the overlay", mnt)?;
+    let target = cstr(via.as_os_str().as_bytes(), "mount the overlay", mnt)?;
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.
     let r = unsafe {
         libc::mount(
@@ -275,7 +316,9 @@ pub fn fuse_available() -> Result<()> {
         .map_err(|e| Error::io("open", "/dev/fuse", e))
 }
 
-fn mount_fuse(layers: &Layers, mnt: &Path, log: &Path) -> Result<Child> {
+/// Starts `fuse-overlayfs` on `via` (a path naming the mount point's descriptor) and waits
+/// until `mnt` is mounted.
+fn mount_fuse(layers: &Layers, via: &Path, mnt: &Path, log: &Path) -> Result<Child> {
     // fuse-overlayfs splits its options on ',' and its lower layers on ':' without escapes.
     let all = layers.lower.iter().map(PathBuf::as_path).chain([
         layers.upper.as_path(),
@@ -301,7 +344,7 @@ fn mount_fuse(layers: &Layers, mnt: &Path, log: &Path) -> Result<Child> {
         .arg("-f")
         .arg("-o")
         .arg(OsStr::from_bytes(&opts))
-        .arg(mnt)
+        .arg(via)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(logf)

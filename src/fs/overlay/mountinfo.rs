@@ -24,6 +24,25 @@ pub fn is_mounted(mnt: &Path) -> Result<bool> {
         .any(|field| unescape(field) == want))
 }
 
+/// The mount points strictly below `dir` (a resolved path), deepest first: what to unmount
+/// before `dir` is removed.
+pub fn mounts_below(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let info = std::fs::read("/proc/self/mountinfo")
+        .map_err(|e| Error::io("read", "/proc/self/mountinfo", e))?;
+    let mut prefix = dir.as_os_str().as_bytes().to_vec();
+    prefix.push(b'/');
+    let mut out: Vec<std::path::PathBuf> = info
+        .split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .map(unescape)
+        .filter(|p| p.starts_with(&prefix))
+        .map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    out.dedup();
+    Ok(out)
+}
+
 /// Undoes mountinfo's octal escapes (`\040` for a space, …).
 pub fn unescape(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());

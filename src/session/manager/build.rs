@@ -12,6 +12,34 @@ use parking_lot::Mutex;
 
 use super::*;
 
+impl Sandbox {
+    /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
+    /// manifest of its copy) or an overlay (with its layers).
+    pub(super) fn new(
+        id: &str,
+        dir: &SessionPath,
+        base: &Base,
+        manifest: Manifest,
+        overlay: Option<overlay::OverlaySb>,
+    ) -> Sandbox {
+        let mode = match &overlay {
+            None => IsolationMode::Copy,
+            Some(o) => overlay::Decided::Overlay(o.backend).mode(),
+        };
+        Sandbox {
+            info: SandboxInfo {
+                path: dir.as_path().to_path_buf(),
+                delegation_id: id.to_string(),
+                base_dir: base.dir.clone(),
+                mode,
+            },
+            manifest,
+            last_touched: Mutex::new(Vec::new()),
+            overlay,
+        }
+    }
+}
+
 impl SandboxManager {
     /// Takes the base snapshot once. Tracked files that match the git index are recorded
     /// as blobs of the user's object store instead of being copied (see [`crate::tree::base`]);
@@ -174,17 +202,7 @@ impl SandboxManager {
                 return Err(e);
             }
         };
-        Ok(Sandbox {
-            info: SandboxInfo {
-                path: dir.as_path().to_path_buf(),
-                delegation_id: id.to_string(),
-                base_dir: base.dir.clone(),
-                mode: IsolationMode::Copy,
-            },
-            manifest,
-            last_touched: Mutex::new(Vec::new()),
-            overlay: None,
-        })
+        Ok(Sandbox::new(id, dir, base, manifest, None))
     }
 
     /// A fresh copy of the base: copies in `base/` are copied; blobs are copied from the

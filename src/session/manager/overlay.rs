@@ -207,9 +207,9 @@ impl SandboxManager {
         let upper = at(layout::UPPER_PREFIX, "")?;
         let work = at(layout::WORK_PREFIX, "")?;
         let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
-        // The record first: recovery never finds a mount point without it.
-        session_dir::write_atomic(&record, &rec.encode())?;
         let made = (|| -> Result<mount::Mounted> {
+            // The record first: recovery never finds a mount point without it.
+            session_dir::write_atomic(&record, &rec.encode())?;
             session_dir::create_dir_new(&upper)?;
             session_dir::create_dir_new(&work)?;
             session_dir::create_dir_new(dir)?;
@@ -225,25 +225,23 @@ impl SandboxManager {
                 for p in [&upper, &work, &log, &record] {
                     let _ = session_dir::remove_tree(p);
                 }
+                release_layers(layers);
                 return Err(e);
             }
         };
-        Ok(Sandbox {
-            info: SandboxInfo {
-                path: dir.as_path().to_path_buf(),
-                delegation_id: id.to_string(),
-                base_dir: base.dir.clone(),
-                mode: Decided::Overlay(backend).mode(),
-            },
-            manifest: Manifest::new(Vec::new(), (0, 0)),
-            last_touched: Mutex::new(Vec::new()),
-            overlay: Some(OverlaySb {
-                backend,
-                upper: upper.as_path().to_path_buf(),
-                layers,
-                server: Mutex::new(mounted.server),
-            }),
-        })
+        let o = OverlaySb {
+            backend,
+            upper: upper.as_path().to_path_buf(),
+            layers,
+            server: Mutex::new(mounted.server),
+        };
+        Ok(Sandbox::new(
+            id,
+            dir,
+            base,
+            Manifest::new(Vec::new(), (0, 0)),
+            Some(o),
+        ))
     }
 
     /// Discards the overlay part of a sandbox removed from the map: unmounted, its layers and

@@ -83,7 +83,8 @@ impl SandboxManager {
                 first_err.get_or_insert(e);
             }
         };
-        // Nothing stays mounted: every overlay sandbox is unmounted before anything moves.
+        // Nothing stays mounted: every overlay sandbox is unmounted before anything moves
+        // (its server ended with it), then whatever else is mounted below the session.
         if !self.unmount_all() {
             note(Err(Error::io(
                 "unmount",
@@ -91,6 +92,9 @@ impl SandboxManager {
                 std::io::Error::other("an overlay sandbox stays mounted"),
             )));
         }
+        note(crate::session::overlay::unmount_all_below(
+            &self.session_dir,
+        ));
         let names: Vec<String> = self
             .handle
             .names()?
