@@ -7,6 +7,9 @@
 //!
 //! A sandbox is copied into a hidden `.creating-<id>` directory and renamed to `d-<id>` when
 //! complete, so crash recovery never mistakes a half-made copy for a delegation's work.
+//! In overlay isolation ([`Options::isolation`]) `d-<id>` is instead a mount over the
+//! materialized snapshot, made after its record (see [`crate::session::overlay`]); finalize
+//! then reads the upper layers, and discard unmounts.
 //!
 //! [`create_sandbox`]: SandboxManager::create_sandbox
 
