@@ -70,6 +70,11 @@ pub const PROBE_PREFIX: &str = ".probe-";
 /// Whether `name` (an entry of a session directory) is overlay state: removed with the
 /// session, never a delegation's work by itself.
 pub fn is_overlay_state(name: &str) -> bool {
+    // `..overlay-<id>.<ulid>.tmp`: a record's temporary file, left by a crash mid-write.
+    let name = name
+        .strip_prefix('.')
+        .filter(|n| n.starts_with(OVERLAY_PREFIX))
+        .unwrap_or(name);
     name == LOWER_DIR
         || name == ".creating-lower"
         || [

@@ -398,17 +398,36 @@ impl SandboxManager {
             }
             map.remove(&info.delegation_id)
         };
-        // An overlay leaves view by unmounting; its layers go with it.
-        if let Some(Slot::Ready(sb)) = removed {
-            if sb.overlay.is_some() {
-                self.discard_overlay(sb)?;
-            }
+        // An overlay is unmounted first; its layers go once it has left view (below), so a
+        // crash in between never leaves a half-removed upper layer for recovery to read.
+        let overlay_sb = match removed {
+            Some(Slot::Ready(sb)) if sb.overlay.is_some() => Some(sb),
+            _ => None,
+        };
+        if let Some(sb) = &overlay_sb {
+            self.unmount_sandbox(sb)?;
         }
+        self.move_to_trash(&p)?;
+        match overlay_sb {
+            Some(sb) => self.discard_overlay(sb),
+            None => Ok(()),
+        }
+    }
+
+    /// The rest of a discard: the sandbox's private files go, and the sandbox leaves view
+    /// at once and is deleted aside.
+    fn move_to_trash(&self, p: &SessionPath) -> Result<()> {
+        let info_id = p
+            .as_path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("d-"))
+            .unwrap_or_default()
+            .to_string();
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
             session_dir::remove_tree(
-                &self
-                    .path_in_session_base(Path::new(&format!("{prefix}{}", info.delegation_id)))?,
+                &self.path_in_session_base(Path::new(&format!("{prefix}{info_id}")))?,
             )?;
         }
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
@@ -417,14 +436,14 @@ impl SandboxManager {
         // pruning removes (it is discarded work, never recovered).
         let trash =
             self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-        match session_dir::rename(&p, &trash) {
+        match session_dir::rename(p, &trash) {
             Ok(()) => {}
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(())
             }
             // Refused (a symlink swapped in): nothing is removed.
             Err(e @ Error::Containment { .. }) => return Err(e),
-            Err(_) => return session_dir::remove_tree(&p),
+            Err(_) => return session_dir::remove_tree(p),
         }
         let in_thread = trash.clone();
         let handle = std::thread::Builder::new()

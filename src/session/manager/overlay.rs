@@ -244,10 +244,9 @@ impl SandboxManager {
         ))
     }
 
-    /// Discards the overlay part of a sandbox removed from the map: unmounted, its layers and
+    /// Ends the overlay part of a discarded sandbox (unmounted, out of view): its layers and
     /// record removed, and the frozen layers no other sandbox stacks.
     pub(super) fn discard_overlay(&self, sb: Arc<Sandbox>) -> Result<()> {
-        self.unmount_sandbox(&sb)?;
         self.remove_overlay_state(&sb.info.delegation_id)?;
         // Held elsewhere (a finalize still running): its layers stay until the session ends.
         if let Some(sb) = Arc::into_inner(sb) {
