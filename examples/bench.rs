@@ -5,6 +5,8 @@
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
 //!     [--ext4-image] [--skip-large] [--plan] [--isolation [--session20]]
 //! ```
+//! The rows of the default run measure the copy path (`Isolation::Copy`, and
+//! `PATCHBOX_ISOLATION=copy` for `patchbox run`), as their targets were set for it.
 //! `--isolation` runs only the isolation rows (see `bench_isolation/mod.rs`): overlay create,
 //! chained create and finalize of 100 edits against the copy path and `cp -a`, peak RSS; with
 //! `--session20` also 20 delegations against `git worktree add` / `git diff` / `remove`.
@@ -241,6 +243,7 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
             tree,
             Options {
                 root: Some(root.clone()),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )
@@ -287,6 +290,7 @@ fn bench_runs(tree: &Path, work: &Path, rounds: usize, f: &mut Figures) {
         settle();
         let t = Instant::now();
         let out = Command::new(&patchbox_bin)
+            .env("PATCHBOX_ISOLATION", "copy")
             .args(["run", "--project"])
             .arg(tree)
             .arg("--root")
@@ -392,6 +396,7 @@ fn rss_child(tree: &Path, work: &Path) {
         tree,
         Options {
             root: Some(root),
+            isolation: patchbox::Isolation::Copy,
             ..Options::default()
         },
     )
@@ -449,6 +454,7 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64, f64)
             &proj,
             Options {
                 root: Some(root),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )
@@ -508,6 +514,7 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> (f64, f64) {
             tree,
             Options {
                 root: Some(root.clone()),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )

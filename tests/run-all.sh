@@ -18,7 +18,7 @@ cargo test --all-features -q 2>&1 | tee "${TMPDIR:-/tmp}/patchbox-cargo-test.log
 # The session tests once more in the other isolation (copy <-> overlay: the same patches are
 # expected byte for byte), and with fuse-overlayfs where it can run.
 other=overlay
-[[ "${PATCHBOX_ISOLATION:-copy}" != copy ]] && other=copy
+[[ "${PATCHBOX_ISOLATION:-auto}" != copy ]] && other=copy
 echo "== Rust session tests, PATCHBOX_ISOLATION=$other"
 PATCHBOX_ISOLATION=$other cargo test --all-features -q --test core --test crash --test cli \
   --test chokepoint --test isolation

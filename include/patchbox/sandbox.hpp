@@ -76,7 +76,7 @@ struct Options {
   /// delegations become pending patches marked "recovered".
   bool prune_on_start = true;
   /// How sandboxes are isolated. Empty: `$PATCHBOX_ISOLATION` (`copy`, `overlay`, `auto`) if
-  /// set, else Isolation::Copy.
+  /// set, else Isolation::Auto (an overlay where one can be mounted, else copies).
   std::optional<Isolation> isolation;
 };
 

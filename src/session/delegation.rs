@@ -38,6 +38,7 @@ pub enum Isolation {
     /// ([`crate::SandboxManager::isolation_mode`], [`SandboxInfo::mode`]).
     Overlay,
     /// Overlay when it can be had, else copy (today the same fallback chain as `Overlay`).
+    /// The default: the whole test suite passes with it, in both outcomes.
     Auto,
 }
 
@@ -67,12 +68,12 @@ impl Isolation {
 }
 
 impl Default for Isolation {
-    /// `$PATCHBOX_ISOLATION` when it names one, else [`Isolation::Copy`].
+    /// `$PATCHBOX_ISOLATION` when it names one, else [`Isolation::Auto`].
     fn default() -> Self {
         std::env::var(ISOLATION_ENV)
             .ok()
             .and_then(|v| Isolation::from_name(&v))
-            .unwrap_or(Isolation::Copy)
+            .unwrap_or(Isolation::Auto)
     }
 }
 

@@ -63,7 +63,8 @@ pub struct Options {
     /// More directories confined tools may write (a tool's caches, say).
     pub writable_dirs: Vec<PathBuf>,
     /// How sandboxes are isolated: copies, or overlay mounts over one materialized copy of
-    /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else copies.
+    /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else
+    /// [`Isolation::Auto`] (an overlay where one can be mounted, else copies).
     pub isolation: Isolation,
 }
 

@@ -55,7 +55,8 @@ struct SandboxResult {
 /// sandbox, and the whole session directory when it holds no pending patch.
 ///
 /// Sandboxes are isolated as patchbox's default isolation says (`$PATCHBOX_ISOLATION`:
-/// `copy`, `overlay` or `auto`; copies when unset); either way `d-<id>/` is the directory the
+/// `copy`, `overlay` or `auto`; `auto` when unset: an overlay where one can be mounted, else
+/// copies); either way `d-<id>/` is the directory the
 /// delegation works in, and the patches are the same.
 ///
 /// If the constructor fails (the project is not a directory, the root cannot be created…)
