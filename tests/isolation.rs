@@ -316,7 +316,7 @@ fn a_long_chain_collapses_and_stays_exact() {
 
 #[test]
 fn mmap_writes_and_hard_links_reach_the_patch() {
-    let Some((e, over)) = overlay_env() else {
+    let Some((_e, over)) = overlay_env() else {
         return;
     };
     let sb = over.create_sandbox("m", None).unwrap();
@@ -353,7 +353,7 @@ fn mmap_writes_and_hard_links_reach_the_patch() {
 
 #[test]
 fn flock_and_fcntl_locks_hold_through_the_mount() {
-    let Some((e, over)) = overlay_env() else {
+    let Some((_e, over)) = overlay_env() else {
         return;
     };
     let sb = over.create_sandbox("l", None).unwrap();
@@ -434,7 +434,7 @@ fn nothing_stays_mounted_and_kept_work_is_recovered() {
 /// part of a patch, in the upper layer or in a frozen one.
 #[test]
 fn a_private_git_directory_is_never_in_a_patch() {
-    let Some((e, over)) = overlay_env() else {
+    let Some((_e, over)) = overlay_env() else {
         return;
     };
     let a = over.create_sandbox("g", None).unwrap();
