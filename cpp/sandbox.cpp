@@ -27,11 +27,15 @@ using glue::str_of;
 using glue::to_vec;
 
 FfiInfo info_in(const SandboxInfo& i) {
-  return FfiInfo{to_vec(i.path.native()), to_vec(i.delegation_id), to_vec(i.base_dir.native())};
+  return FfiInfo{to_vec(i.path.native()), to_vec(i.delegation_id), to_vec(i.base_dir.native()),
+                 static_cast<std::uint8_t>(i.mode)};
 }
 
 SandboxInfo info_out(const FfiInfo& i) {
-  return SandboxInfo{path_of(i.path), str_of(i.delegation_id), path_of(i.base_dir)};
+  IsolationMode mode = i.mode == 1   ? IsolationMode::KernelOverlay
+                       : i.mode == 2 ? IsolationMode::FuseOverlay
+                                     : IsolationMode::Copy;
+  return SandboxInfo{path_of(i.path), str_of(i.delegation_id), path_of(i.base_dir), mode};
 }
 
 SandboxResult result_in(const FfiResult& r) {
@@ -115,8 +119,10 @@ SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const O
   impl_ = call([&] {
     std::unique_ptr<bridge::ProgressSink> sink;
     if (options.progress) sink = std::make_unique<bridge::ProgressSink>(options.progress);
+    std::uint8_t isolation = 0;
+    if (options.isolation) isolation = static_cast<std::uint8_t>(*options.isolation) + 1;
     auto mgr = bridge::new_manager(bytes(project_dir), bytes(options.root), std::move(sink),
-                                   options.prune_on_start, options.git_repo);
+                                   options.prune_on_start, options.git_repo, isolation);
     return std::make_unique<Impl>(std::move(mgr));
   });
 }
@@ -182,6 +188,16 @@ const std::filesystem::path& SandboxManager::project_dir() const {
 
 const std::filesystem::path& SandboxManager::session_base() const {
   return impl_ ? impl_->session_base : kEmptyPath;
+}
+
+std::optional<IsolationMode> SandboxManager::isolation_mode() const {
+  if (!impl_) return std::nullopt;
+  switch (impl_->mgr->isolation_mode()) {
+    case 1: return IsolationMode::Copy;
+    case 2: return IsolationMode::KernelOverlay;
+    case 3: return IsolationMode::FuseOverlay;
+    default: return std::nullopt;
+  }
 }
 
 const std::string& SandboxManager::session_id() const {

@@ -4,7 +4,13 @@
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
 //!     [--ext4-image] [--skip-large] [--plan | --plan-commit | --apply-only | --run-only]
+//!     [--isolation [--session20]]
 //! ```
+//! The rows of the default run measure the copy path (`Isolation::Copy`, and
+//! `PATCHBOX_ISOLATION=copy` for `patchbox run`), as their targets were set for it.
+//! `--isolation` runs only the isolation rows (see `bench_isolation/mod.rs`): overlay create,
+//! chained create and finalize of 100 edits against the copy path and `cp -a`, peak RSS; with
+//! `--session20` also 20 delegations against `git worktree add` / `git diff` / `remove`.
 //! `--plan` runs only the plan-sandbox rows (they also end the default run, unless
 //! `--skip-large`): on `DIR`, `prepare_snapshot` once, then per round `overlay` create (with
 //! the prepared lower) vs `copy_on_write` create vs `git worktree add` vs `cp -a` of the
@@ -36,6 +42,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use patchbox::{Options, SandboxManager};
+
+#[path = "bench_isolation/mod.rs"]
+mod isolation;
 
 fn sh(cmd: &str, cwd: &Path) -> Duration {
     let t = Instant::now();
@@ -239,6 +248,7 @@ fn bench_tree(tree: &Path, work: &Path, rounds: usize, label: &str) -> Figures {
             tree,
             Options {
                 root: Some(root.clone()),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )
@@ -277,7 +287,11 @@ fn patchbox_run(tree: &Path, root: &Path, script: &Path) -> std::process::Output
         .and_then(|p| p.parent())
         .map(|p| p.join("patchbox"))
         .expect("target dir");
+    // The copy path unless PATCHBOX_ISOLATION says otherwise: the row's figures so far are
+    // the copy path's (run `PATCHBOX_ISOLATION=auto bench --run-only` for the overlay's).
+    let isolation = std::env::var("PATCHBOX_ISOLATION").unwrap_or_else(|_| "copy".into());
     Command::new(bin)
+        .env("PATCHBOX_ISOLATION", isolation)
         .args(["run", "--project"])
         .arg(tree)
         .arg("--root")
@@ -419,9 +433,14 @@ fn peak_rss_kb(tree: &Path, work: &Path) -> Option<i64> {
     // A child process does one first create + 100 edits + finalize and prints its own peak
     // resident size (VmHWM): getrusage(RUSAGE_CHILDREN) would also count the reference's
     // git processes run earlier.
+    child_peak_rss_kb("--rss-child", tree, work)
+}
+
+/// Runs this program with `flag tree work` and reads the peak RSS (kB) it prints.
+fn child_peak_rss_kb(flag: &str, tree: &Path, work: &Path) -> Option<i64> {
     let exe = std::env::current_exe().ok()?;
     let out = Command::new(exe)
-        .arg("--rss-child")
+        .arg(flag)
         .arg(tree)
         .arg(work)
         .output()
@@ -440,6 +459,7 @@ fn rss_child(tree: &Path, work: &Path) {
         tree,
         Options {
             root: Some(root),
+            isolation: patchbox::Isolation::Copy,
             ..Options::default()
         },
     )
@@ -448,13 +468,17 @@ fn rss_child(tree: &Path, work: &Path) {
     edit_files(&sb.path, &files);
     let r = mgr.finalize_sandbox(&sb).expect("finalize");
     assert_eq!(r.files_touched.len(), files.len());
+    println!("{}", vm_hwm_kb());
+}
+
+/// This process's peak resident size (VmHWM), kB.
+fn vm_hwm_kb() -> i64 {
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
+    status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-        .unwrap_or(0);
-    println!("{kb}");
+        .unwrap_or(0)
 }
 
 /// Copy-on-write: the small project on a loop-mounted XFS image with reflink. Returns
@@ -493,6 +517,7 @@ fn bench_xfs(small: &Path, work: &Path, rounds: usize) -> Result<(f64, f64, f64)
             &proj,
             Options {
                 root: Some(root),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )
@@ -575,6 +600,7 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
             tree,
             Options {
                 root: Some(root.clone()),
+                isolation: patchbox::Isolation::Copy,
                 ..Options::default()
             },
         )
@@ -820,6 +846,10 @@ fn main() {
         bench_depth(&work, &depths);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--rss-isolation-child") {
+        isolation::rss_child(Path::new(&args[2]), Path::new(&args[3]));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--rss-child") {
         rss_child(Path::new(&args[2]), Path::new(&args[3]));
         return;
@@ -849,7 +879,9 @@ fn main() {
                 plan_only = true;
                 i -= 1;
             }
-            "--plan-commit" | "--apply-only" | "--run-only" => i -= 1,
+            "--plan-commit" | "--apply-only" | "--run-only" | "--isolation" | "--session20" => {
+                i -= 1
+            }
             "--small" => {
                 small_n = args
                     .get(i + 1)
@@ -892,6 +924,14 @@ fn main() {
     if args.iter().any(|a| a == "--apply-only") {
         let f = bench_apply(&tree, &work, rounds);
         print_apply(&f);
+        if mounted {
+            unmount_image(&xfs_work);
+        }
+        return;
+    }
+    if args.iter().any(|a| a == "--isolation") {
+        let session20 = args.iter().any(|a| a == "--session20");
+        isolation::run(&tree, &work, rounds, session20);
         if mounted {
             unmount_image(&xfs_work);
         }

@@ -58,7 +58,9 @@ pub mod tree;
 
 pub use error::{Error, Result};
 pub use fs::RelPath;
-pub use session::delegation::{Completion, DecideFn, Decision, Routed, SandboxInfo, SandboxResult};
+pub use session::delegation::{
+    Completion, DecideFn, Decision, Isolation, IsolationMode, Routed, SandboxInfo, SandboxResult,
+};
 pub use session::manager::{Options, SandboxManager};
 pub use session::scoped::ScopedSandbox;
 

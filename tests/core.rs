@@ -363,7 +363,12 @@ fn symlinked_sandbox_or_pending_dir_is_refused() {
     let sb = mgr.create_sandbox("s", None).unwrap();
     let victim = e.scratch.join("victim");
     write(&victim, "keep.txt", b"precious\n");
-    // d-s replaced by a link pointing outside.
+    // d-s replaced by a link pointing outside (an overlay sandbox unmounted first: only
+    // then can anyone replace it).
+    if sb.mode != patchbox::IsolationMode::Copy {
+        let st = std::process::Command::new("umount").arg(&sb.path).status();
+        assert!(st.unwrap().success());
+    }
     fs::remove_dir_all(&sb.path).unwrap();
     symlink(&victim, &sb.path).unwrap();
     assert!(matches!(
@@ -798,7 +803,8 @@ fn recovery_is_exact_with_and_without_the_kept_manifest() {
         fs::remove_file(sb.path.join("dir/b.txt")).unwrap();
         let want = dead.finalize_sandbox(&sb).unwrap().patch;
         let session = dead.keep();
-        if !keep_manifest {
+        // Overlay sandboxes keep no manifest: their recovery reads their upper layers.
+        if !keep_manifest && sb.mode == patchbox::IsolationMode::Copy {
             for id in ["untouched", "changed"] {
                 fs::remove_file(session.join(format!(".manifest-{id}"))).unwrap();
             }

@@ -527,6 +527,12 @@ fn enospc_during_snapshot_and_pending_write_keeps_the_work() {
         patchbox::session::pending::drop_pending(&root, &e.id).unwrap();
     }
 
+    if patchbox::Isolation::default() != patchbox::Isolation::Copy {
+        // Overlay isolation materializes the snapshot whole at the first create, so the
+        // case below (a snapshot that copies nothing) is the copy path's alone.
+        eprintln!("skipped: the finalize-out-of-space case needs copy isolation");
+        return;
+    }
     // Finalize runs out of space: in a clean git project the snapshot copies nothing (the
     // files are blobs of the user's repository), the sandbox fits, but the pre-image finalize
     // writes into base/ does not. The error is clear, the work stays for recovery.

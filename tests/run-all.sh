@@ -17,6 +17,19 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -q
 echo "== Rust tests"
 cargo test --all-features -q 2>&1 | tee "${TMPDIR:-/tmp}/patchbox-cargo-test.log"
 
+# The session tests once more in the other isolation (copy <-> overlay: the same patches are
+# expected byte for byte), and with fuse-overlayfs where it can run.
+other=overlay
+[[ "${PATCHBOX_ISOLATION:-auto}" != copy ]] && other=copy
+echo "== Rust session tests, PATCHBOX_ISOLATION=$other"
+PATCHBOX_ISOLATION=$other cargo test --all-features -q --test core --test crash --test cli \
+  --test chokepoint --test isolation
+if command -v fuse-overlayfs >/dev/null && [[ -c /dev/fuse ]]; then
+  echo "== Rust session tests, fuse-overlayfs"
+  PATCHBOX_ISOLATION=overlay PATCHBOX_OVERLAY_MODE=fuse cargo test --all-features -q \
+    --test core --test isolation
+fi
+
 if [[ -f CMakeLists.txt ]]; then
   echo "== C++ tests"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPATCHBOX_BUILD_TESTS=ON >/dev/null

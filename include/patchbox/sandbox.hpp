@@ -44,6 +44,25 @@ struct Progress {
   std::uint64_t bytes_done = 0;   ///< Bytes copied so far.
 };
 
+/// How a session's sandboxes are isolated (Options::isolation).
+enum class Isolation {
+  /// Every sandbox is a copy of the session snapshot (reflinked where the filesystem can).
+  Copy,
+  /// Every sandbox is an overlay mount over one materialized copy of the snapshot: the
+  /// kernel's OverlayFS when the process may mount, else `fuse-overlayfs` when installed and
+  /// `/dev/fuse` is usable, else a copy. SandboxManager::isolation_mode() says which.
+  Overlay,
+  /// Overlay when it can be had, else copy.
+  Auto,
+};
+
+/// The isolation a session's sandboxes got (SandboxManager::isolation_mode, SandboxInfo::mode).
+enum class IsolationMode {
+  Copy,           ///< Copies of the snapshot.
+  KernelOverlay,  ///< Kernel OverlayFS mounts.
+  FuseOverlay,    ///< `fuse-overlayfs` mounts.
+};
+
 /// Settings for a SandboxManager.
 struct Options {
   /// The sandbox root. Empty: `$PATCHBOX_ROOT` if set, else `$HOME/.entropic/sandbox`.
@@ -63,6 +82,9 @@ struct Options {
   /// commits, stages or tags stays in the private repository, which is in no patch and goes
   /// with the sandbox. `false`: sandboxes without `.git`. A project outside git never gets one.
   bool git_repo = true;
+  /// How sandboxes are isolated. Empty: `$PATCHBOX_ISOLATION` (`copy`, `overlay`, `auto`) if
+  /// set, else Isolation::Auto (an overlay where one can be mounted, else copies).
+  std::optional<Isolation> isolation;
 };
 
 /// A delegation's sandbox, as handed to the engine.
@@ -74,6 +96,8 @@ struct SandboxInfo {
   /// The session's base snapshot the patch is computed against (a chained sandbox keeps its
   /// predecessor's, so its patch is cumulative).
   std::filesystem::path base_dir;
+  /// How it is isolated: a copy, or an overlay mounted on `path`.
+  IsolationMode mode = IsolationMode::Copy;
 };
 
 /// What a delegation changed.
@@ -187,6 +211,9 @@ class SandboxManager {
   const std::filesystem::path& session_base() const;
   /// The session id (a ULID: unique and time-sortable).
   const std::string& session_id() const;
+  /// How this session's sandboxes are isolated; empty until the first create_sandbox decided
+  /// it (with Isolation::Copy, always IsolationMode::Copy). Empty on a moved-from manager.
+  std::optional<IsolationMode> isolation_mode() const;
 
  private:
   struct Impl;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::{core, guarded, guarded_or_default, internal, path_bytes, path_from};
 use crate::session::delegation::{Decision, Routed, SandboxInfo, SandboxResult};
+use crate::session::delegation::{Isolation, IsolationMode};
 use crate::session::manager::{Options, SandboxManager};
 use crate::tree::snapshot::{Progress, ProgressFn};
 
@@ -25,6 +26,8 @@ mod bridge {
         path: Vec<u8>,
         delegation_id: Vec<u8>,
         base_dir: Vec<u8>,
+        /// The isolation it got: 0 copy, 1 kernel overlay, 2 fuse overlay.
+        mode: u8,
     }
 
     /// `SandboxResult` across the bridge.
@@ -80,10 +83,13 @@ mod bridge {
             progress: UniquePtr<ProgressSink>,
             prune_on_start: bool,
             git_repo: bool,
+            isolation: u8,
         ) -> Result<Box<Manager>>;
         fn project_dir(self: &Manager) -> Vec<u8>;
         fn session_base(self: &Manager) -> Vec<u8>;
         fn session_id(self: &Manager) -> String;
+        /// 0 not decided yet, 1 copy, 2 kernel overlay, 3 fuse overlay.
+        fn isolation_mode(self: &Manager) -> u8;
         fn create_sandbox(
             self: &Manager,
             delegation_id: &[u8],
@@ -137,6 +143,11 @@ fn info_in(i: &bridge::FfiInfo) -> SandboxInfo {
         path: path_from(&i.path),
         delegation_id: id_from(&i.delegation_id),
         base_dir: path_from(&i.base_dir),
+        mode: match i.mode {
+            1 => IsolationMode::KernelOverlay,
+            2 => IsolationMode::FuseOverlay,
+            _ => IsolationMode::Copy,
+        },
     }
 }
 
@@ -145,6 +156,11 @@ fn info_out(i: SandboxInfo) -> bridge::FfiInfo {
         path: i.path.into_os_string().into_vec(),
         delegation_id: i.delegation_id.into_bytes(),
         base_dir: i.base_dir.into_os_string().into_vec(),
+        mode: match i.mode {
+            IsolationMode::Copy => 0,
+            IsolationMode::KernelOverlay => 1,
+            IsolationMode::FuseOverlay => 2,
+        },
     }
 }
 
@@ -167,6 +183,7 @@ fn new_manager(
     progress: cxx::UniquePtr<bridge::ProgressSink>,
     prune_on_start: bool,
     git_repo: bool,
+    isolation: u8,
 ) -> Result<Box<Manager>, String> {
     guarded(|| {
         let progress: Option<Arc<ProgressFn>> = if progress.is_null() {
@@ -183,6 +200,12 @@ fn new_manager(
             progress,
             no_prune_on_start: !prune_on_start,
             no_git_repo: !git_repo,
+            isolation: match isolation {
+                1 => Isolation::Copy,
+                2 => Isolation::Overlay,
+                3 => Isolation::Auto,
+                _ => Isolation::default(),
+            },
             ..Options::default()
         };
         let mgr = core(SandboxManager::with_options(
@@ -216,6 +239,17 @@ impl Manager {
                 .map(|m| path_bytes(m.session_base()))
                 .unwrap_or_default()
         })
+    }
+
+    fn isolation_mode(&self) -> u8 {
+        guarded_or_default(
+            || match self.inner.as_ref().and_then(|m| m.isolation_mode()) {
+                None => 0,
+                Some(IsolationMode::Copy) => 1,
+                Some(IsolationMode::KernelOverlay) => 2,
+                Some(IsolationMode::FuseOverlay) => 3,
+            },
+        )
     }
 
     fn session_id(&self) -> String {

@@ -14,6 +14,7 @@
 //! ```
 
 pub(crate) mod dotgit;
+pub mod overlay;
 pub mod project;
 pub mod relpath;
 pub mod session_dir;

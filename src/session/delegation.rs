@@ -17,6 +17,87 @@ pub struct SandboxInfo {
     /// The session's base snapshot the patch is computed against (kept by chained
     /// sandboxes, so their patch is cumulative).
     pub base_dir: PathBuf,
+    /// How the sandbox is isolated: a copy, or an overlay mount on `path`.
+    pub mode: IsolationMode,
+}
+
+/// The isolation an engine asks for ([`crate::Options::isolation`]).
+///
+/// ```
+/// use patchbox::Isolation;
+/// assert_eq!(Isolation::from_name("overlay"), Some(Isolation::Overlay));
+/// assert_eq!(Isolation::Auto.name(), "auto");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Every sandbox is a copy of the session snapshot (reflinked where the filesystem can).
+    Copy,
+    /// Every sandbox is an overlay mount over one materialized copy of the snapshot: the
+    /// kernel's OverlayFS when the process may mount, else `fuse-overlayfs` when installed and
+    /// `/dev/fuse` is usable, else a copy. The manager reports what it got
+    /// ([`crate::SandboxManager::isolation_mode`], [`SandboxInfo::mode`]).
+    Overlay,
+    /// Overlay when it can be had, else copy (today the same fallback chain as `Overlay`).
+    /// The default: the whole test suite passes with it, in both outcomes.
+    Auto,
+}
+
+/// The environment variable naming the default isolation (`copy`, `overlay` or `auto`) for
+/// options that do not set one.
+pub const ISOLATION_ENV: &str = "PATCHBOX_ISOLATION";
+
+impl Isolation {
+    /// Its name: `copy`, `overlay`, `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Copy => "copy",
+            Isolation::Overlay => "overlay",
+            Isolation::Auto => "auto",
+        }
+    }
+
+    /// The isolation named `name`.
+    pub fn from_name(name: &str) -> Option<Isolation> {
+        match name {
+            "copy" => Some(Isolation::Copy),
+            "overlay" => Some(Isolation::Overlay),
+            "auto" => Some(Isolation::Auto),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Isolation {
+    /// `$PATCHBOX_ISOLATION` when it names one, else [`Isolation::Auto`].
+    fn default() -> Self {
+        std::env::var(ISOLATION_ENV)
+            .ok()
+            .and_then(|v| Isolation::from_name(&v))
+            .unwrap_or(Isolation::Auto)
+    }
+}
+
+/// The isolation a sandbox got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum IsolationMode {
+    /// A copy of the snapshot.
+    #[default]
+    Copy,
+    /// A kernel OverlayFS mount.
+    KernelOverlay,
+    /// A `fuse-overlayfs` mount.
+    FuseOverlay,
+}
+
+impl IsolationMode {
+    /// Its name: `copy`, `kernel-overlay`, `fuse-overlay`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IsolationMode::Copy => "copy",
+            IsolationMode::KernelOverlay => "kernel-overlay",
+            IsolationMode::FuseOverlay => "fuse-overlay",
+        }
+    }
 }
 
 /// What a delegation changed.

@@ -10,6 +10,12 @@
 //!     base.objects/             its git objects the user's repository lacks (git projects)
 //!     d-<delegation-id>/        one sandbox per delegation
 //!     tmp-<delegation-id>/      the TMPDIR of its confined tools (when /tmp holds the project)
+//!     .lower/                   overlay isolation: the snapshot materialized whole, the
+//!                               lowest layer of every overlay sandbox (made once)
+//!     .overlay-<delegation-id>  overlay isolation: its record (backend, layers), written
+//!                               before anything is mounted on d-<delegation-id>/
+//!     .upper-<delegation-id>/   its upper layer (what it changed), .work-<id>/ its work dir
+//!     .layer-<ulid>/            a frozen copy of a predecessor's upper layer (chained)
 //!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
 //! ```
 //!
@@ -43,6 +49,51 @@ pub const TMP_PREFIX: &str = "tmp-";
 /// snapshot that the user's object store lacks, an alternate of every sandbox's private
 /// `.git` (see [`crate::git::private`]). Goes with the session.
 pub const GIT_OBJECTS_DIR: &str = "base.objects";
+
+/// Overlay isolation: the snapshot materialized whole, every overlay's lowest layer.
+pub const LOWER_DIR: &str = ".lower";
+
+/// Overlay isolation: prefix of a sandbox's record (`.overlay-<delegation>`): its backend
+/// and its lower layers, written before anything is mounted, so recovery reads its layers.
+pub const OVERLAY_PREFIX: &str = ".overlay-";
+
+/// Overlay isolation: prefix of a sandbox's upper layer (`.upper-<delegation>`).
+pub const UPPER_PREFIX: &str = ".upper-";
+
+/// Overlay isolation: prefix of a sandbox's OverlayFS work directory (`.work-<delegation>`).
+pub const WORK_PREFIX: &str = ".work-";
+
+/// Overlay isolation: prefix of a frozen layer (`.layer-<ulid>`), a chained sandbox's copy
+/// of its predecessor's upper layer.
+pub const LAYER_PREFIX: &str = ".layer-";
+
+/// Overlay isolation: prefix of a `fuse-overlayfs` server's log (`.fuse-<delegation>.log`).
+pub const FUSE_LOG_PREFIX: &str = ".fuse-";
+
+/// Overlay isolation: prefix of a probe mount's directory (`.probe-<ulid>`).
+pub const PROBE_PREFIX: &str = ".probe-";
+
+/// Whether `name` (an entry of a session directory) is overlay state: removed with the
+/// session, never a delegation's work by itself.
+pub fn is_overlay_state(name: &str) -> bool {
+    // `..overlay-<id>.<ulid>.tmp`: a record's temporary file, left by a crash mid-write.
+    let name = name
+        .strip_prefix('.')
+        .filter(|n| n.starts_with(OVERLAY_PREFIX))
+        .unwrap_or(name);
+    name == LOWER_DIR
+        || name == ".creating-lower"
+        || [
+            OVERLAY_PREFIX,
+            UPPER_PREFIX,
+            WORK_PREFIX,
+            LAYER_PREFIX,
+            FUSE_LOG_PREFIX,
+            PROBE_PREFIX,
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
 
 /// Longest accepted delegation id, in bytes.
 pub const MAX_ID_LEN: usize = 128;

@@ -30,6 +30,7 @@ pub mod confine;
 pub mod delegation;
 pub mod layout;
 pub mod manager;
+pub mod overlay;
 pub mod pending;
 pub mod recover;
 pub mod scoped;

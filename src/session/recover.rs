@@ -13,11 +13,13 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::fs::overlay::mount::{self, Backend};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir};
 use crate::git::ignore::IgnoreRules;
 use crate::git::repo::{discover_repo, GitRepo};
 use crate::session::layout;
+use crate::session::overlay;
 use crate::session::pending::{self, PendingMeta};
 use crate::tree::base::Base;
 use crate::tree::diff;
@@ -268,11 +270,28 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     for name in sandbox_names(dir) {
         let d_id = &name[2..];
         let sb = dir.join(&name);
-        let saved = match &base {
-            Some(base) => recover_one(&session, id, d_id, &project, base, &sb, repo.as_ref()),
-            // No base: the session died before any sandbox could be complete.
-            None => Ok(None),
-        };
+        // An overlay sandbox's mount outlives its process: detached first, in every case.
+        let saved = overlay::unmount_entry(dir, &name)
+            .and_then(|()| overlay::read_record(dir, d_id))
+            .and_then(|rec| match (&base, rec) {
+                (Some(base), Some(rec)) => {
+                    let ctx = Ctx {
+                        session_dir: &session,
+                        session: id,
+                        d_id,
+                        project: &project,
+                        base,
+                        sb: &sb,
+                        repo: repo.as_ref(),
+                    };
+                    recover_overlay(&ctx, &rec)
+                }
+                (Some(base), None) => {
+                    recover_one(&session, id, d_id, &project, base, &sb, repo.as_ref())
+                }
+                // No base: the session died before any sandbox could be complete.
+                (None, _) => Ok(None),
+            });
         match saved {
             Ok(p) => {
                 report.recovered.extend(p);
@@ -300,6 +319,10 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     if !all_ok {
         return;
     }
+    if let Err(e) = overlay::unmount_all_below(dir) {
+        report.errors.push(format!("session {id}: {e}"));
+        return;
+    }
     let leftovers: Vec<String> = fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -311,6 +334,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                         || n.starts_with(layout::TMP_PREFIX)
                         || n.starts_with(layout::MANIFEST_PREFIX)
                         || n == layout::SCRATCH_DIR
+                        || layout::is_overlay_state(n)
                 })
                 .collect()
         })
@@ -319,9 +343,12 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         report.errors.push(format!("session {id}: {e}"));
     }
     let mut remove = |rel: &str| {
-        let r = session
-            .join(Path::new(rel))
-            .and_then(|p| session_dir::remove_tree(&p));
+        // A probe's mount left by a crash is detached before its directory goes.
+        let r = overlay::unmount_entry(dir, rel).and_then(|()| {
+            session
+                .join(Path::new(rel))
+                .and_then(|p| session_dir::remove_tree(&p))
+        });
         if let Err(e) = r {
             report.errors.push(e.to_string());
         }
@@ -367,6 +394,87 @@ fn recover_one(
     let d = diff::diff_trees(&base.nodes, base, sb, manifest.as_ref(), &|rel| {
         rules.is_ignored(rel, false)
     })?;
+    store_recovered(
+        &Ctx {
+            session_dir,
+            session,
+            d_id,
+            project,
+            base,
+            sb,
+            repo,
+        },
+        &d,
+    )
+}
+
+/// What recovering one delegation works with.
+struct Ctx<'a> {
+    session_dir: &'a SessionDir,
+    session: &'a str,
+    d_id: &'a str,
+    project: &'a Path,
+    base: &'a Base,
+    sb: &'a Path,
+    repo: Option<&'a GitRepo>,
+}
+
+/// Recovers an overlay sandbox (unmounted): its layers are mounted again on `d-<id>` (the
+/// recorded backend first), the changes are read from its layers as finalize reads them,
+/// and it is unmounted again.
+fn recover_overlay(c: &Ctx<'_>, rec: &overlay::Record) -> Result<Option<PathBuf>> {
+    let dir = c.session_dir.path();
+    let layers = overlay::layers_of(dir, c.d_id, rec);
+    if !layers.upper.is_dir() {
+        // Cut short before its upper layer was made: nothing was written in it.
+        return Ok(None);
+    }
+    if let Some(l) = layers.lower.iter().find(|l| !l.is_dir()) {
+        // Never guessed without: the session is kept for a look.
+        return Err(Error::io(
+            "recover an overlay sandbox",
+            l,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "a layer is missing"),
+        ));
+    }
+    let log = dir.join(format!("{}{}.log", layout::FUSE_LOG_PREFIX, c.d_id));
+    let others = [Backend::Kernel, Backend::Fuse]
+        .into_iter()
+        .filter(|b| *b != rec.backend);
+    let mut last = None;
+    let mut mounted = None;
+    for b in std::iter::once(rec.backend).chain(others) {
+        match mount::mount(b, &layers, c.sb, &log) {
+            Ok(m) => {
+                mounted = Some(m);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(m) = mounted else {
+        return Err(last.unwrap_or_else(|| {
+            Error::io("mount", c.sb, std::io::Error::other("no overlay backend"))
+        }));
+    };
+    let backend = m.backend;
+    let frozen = &layers.lower[..layers.lower.len() - 1];
+    let res = overlay::scan_layers(&layers.upper, frozen, backend).and_then(|scan| {
+        let rules = IgnoreRules::load(c.sb, c.repo)?;
+        let d = overlay::diff_view(&c.base.nodes, c.base, c.sb, &scan, &|rel| {
+            rules.is_ignored(rel, false)
+        })?;
+        store_recovered(c, &d)
+    });
+    mount::unmount(c.sb, backend == Backend::Fuse, m.server)?;
+    res
+}
+
+/// Stores a recovered delegation's changes as a pending patch marked recovered (once).
+fn store_recovered(c: &Ctx<'_>, d: &diff::TreeDiff) -> Result<Option<PathBuf>> {
+    let (session_dir, session, d_id, project, base, sb) =
+        (c.session_dir, c.session, c.d_id, c.project, c.base, c.sb);
+    let dir = session_dir.path();
     if d.changes.is_empty() {
         return Ok(None);
     }

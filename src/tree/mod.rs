@@ -21,6 +21,7 @@
 
 pub mod base;
 pub mod diff;
+pub mod overlay_diff;
 pub mod select;
 pub mod snapshot;
 pub mod walk;

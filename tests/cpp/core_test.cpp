@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -102,6 +104,36 @@ TEST_F(Core, FinalizeReturnsAGitStylePatch) {
   EXPECT_FALSE(fs::exists(project / "new.txt"));
   EXPECT_TRUE(fs::exists(sb.path / "new.txt"));
   EXPECT_EQ(mgr.finalize_sandbox(sb).patch, r.patch);
+}
+
+// Overlay isolation gives the copy's patch; the manager says what it got (a copy where no
+// overlay can be mounted); destroying the manager leaves nothing mounted.
+TEST_F(Core, OverlayIsolationGivesTheCopysPatch) {
+  std::string patches[2];
+  std::optional<patchbox::IsolationMode> modes[2];
+  int i = 0;
+  for (patchbox::Isolation iso : {patchbox::Isolation::Copy, patchbox::Isolation::Overlay}) {
+    Options o = options();
+    o.isolation = iso;
+    SandboxManager mgr(project.path(), o);
+    SandboxInfo sb = mgr.create_sandbox("task1");
+    modes[i] = mgr.isolation_mode();
+    ASSERT_TRUE(modes[i].has_value());
+    EXPECT_EQ(sb.mode, *modes[i]);
+    EXPECT_EQ(sb.path, mgr.session_base() / "d-task1");
+    write_file(sb.path / "a.txt", "two\n");
+    fs::remove(sb.path / "b.txt");
+    write_file(sb.path / "new/x.txt", "x\n");
+    SandboxInfo next = mgr.create_sandbox("task2", sb);
+    write_file(next.path / "sub/c.txt", "see\n");
+    patches[i++] = mgr.finalize_sandbox(next).patch;
+  }
+  EXPECT_EQ(modes[0], patchbox::IsolationMode::Copy);
+  EXPECT_EQ(patches[1], patches[0]);
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line))
+    EXPECT_FALSE(contains(line, fs::canonical(root.path()).string())) << line;
 }
 
 TEST_F(Core, PatchAppliesWithGitApply) {

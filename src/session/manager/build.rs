@@ -12,6 +12,34 @@ use parking_lot::Mutex;
 
 use super::*;
 
+impl Sandbox {
+    /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
+    /// manifest of its copy) or an overlay (with its layers).
+    pub(super) fn new(
+        id: &str,
+        dir: &SessionPath,
+        base: &Base,
+        manifest: Manifest,
+        overlay: Option<overlay::OverlaySb>,
+    ) -> Sandbox {
+        let mode = match &overlay {
+            None => IsolationMode::Copy,
+            Some(o) => overlay::Decided::Overlay(o.backend).mode(),
+        };
+        Sandbox {
+            info: SandboxInfo {
+                path: dir.as_path().to_path_buf(),
+                delegation_id: id.to_string(),
+                base_dir: base.dir.clone(),
+                mode,
+            },
+            manifest,
+            last_touched: Mutex::new(Vec::new()),
+            overlay,
+        }
+    }
+}
+
 impl SandboxManager {
     /// Takes the base snapshot once. Tracked files that match the git index are recorded
     /// as blobs of the user's object store instead of being copied (see [`crate::tree::base`]);
@@ -133,6 +161,13 @@ impl SandboxManager {
     ) -> Result<Sandbox> {
         let sbase = self.ensure_base()?;
         let base = &sbase.base;
+        if let overlay::Decided::Overlay(backend) = self.decide()? {
+            let prev = chain_from.map(|p| self.lookup(p)).transpose()?;
+            // A predecessor made as a copy (never, in one session) is chained by copying.
+            if prev.as_ref().is_none_or(|p| p.overlay.is_some()) {
+                return self.build_overlay(id, dir, prev.as_ref(), backend, base);
+            }
+        }
         let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
         let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
         session_dir::remove_tree(&tmp)?;
@@ -173,21 +208,13 @@ impl SandboxManager {
                 return Err(e);
             }
         };
-        Ok(Sandbox {
-            info: SandboxInfo {
-                path: dir.as_path().to_path_buf(),
-                delegation_id: id.to_string(),
-                base_dir: base.dir.clone(),
-            },
-            manifest,
-            last_touched: Mutex::new(Vec::new()),
-        })
+        Ok(Sandbox::new(id, dir, base, manifest, None))
     }
 
     /// A fresh copy of the base: copies in `base/` are copied; blobs are copied from the
     /// project when its file still has the stat data verified at snapshot time, and written
     /// from the object store otherwise.
-    fn copy_fresh(
+    pub(super) fn copy_fresh(
         &self,
         base: &Base,
         tmp: &SessionPath,

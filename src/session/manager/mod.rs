@@ -7,6 +7,9 @@
 //!
 //! A sandbox is copied into a hidden `.creating-<id>` directory and renamed to `d-<id>` when
 //! complete, so crash recovery never mistakes a half-made copy for a delegation's work.
+//! In overlay isolation ([`Options::isolation`]) `d-<id>` is instead a mount over the
+//! materialized snapshot, made after its record (see [`crate::session::overlay`]); finalize
+//! then reads the upper layers, and discard unmounts.
 //!
 //! [`create_sandbox`]: SandboxManager::create_sandbox
 
@@ -40,7 +43,10 @@ use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 
 mod build;
 mod git_view;
+mod overlay;
 mod teardown;
+
+use crate::session::delegation::{Isolation, IsolationMode};
 
 /// Settings for a [`SandboxManager`].
 #[derive(Clone, Default)]
@@ -62,6 +68,10 @@ pub struct Options {
     /// index are the snapshot, so `git status` and `git diff` there show the delegation's
     /// changes (see [`crate::git::private`]).
     pub no_git_repo: bool,
+    /// How sandboxes are isolated: copies, or overlay mounts over one materialized copy of
+    /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else
+    /// [`Isolation::Auto`] (an overlay where one can be mounted, else copies).
+    pub isolation: Isolation,
 }
 
 impl std::fmt::Debug for Options {
@@ -73,6 +83,7 @@ impl std::fmt::Debug for Options {
             .field("no_confine", &self.no_confine)
             .field("writable_dirs", &self.writable_dirs)
             .field("no_git_repo", &self.no_git_repo)
+            .field("isolation", &self.isolation)
             .finish()
     }
 }
@@ -90,6 +101,8 @@ struct Sandbox {
     manifest: Manifest,
     /// Paths the last finalize reported, for storing pre-images with a pending patch.
     last_touched: Mutex<Vec<RelPath>>,
+    /// Its layers, when it is an overlay mount.
+    overlay: Option<overlay::OverlaySb>,
 }
 
 enum Slot {
@@ -156,6 +169,12 @@ pub struct SandboxManager {
     writable_dirs: Vec<PathBuf>,
     /// The sandboxes' private git repository ([`Options::no_git_repo`]).
     git_view: git_view::GitView,
+    /// The isolation asked for.
+    isolation: Isolation,
+    /// What sandboxes are made as, decided by the first create.
+    decided: Mutex<Option<overlay::Decided>>,
+    /// `.lower/`, once materialized (overlay isolation).
+    lower: Mutex<Option<PathBuf>>,
 }
 
 impl SandboxManager {
@@ -200,6 +219,9 @@ impl SandboxManager {
             confine: !options.no_confine,
             writable_dirs: options.writable_dirs,
             git_view: git_view::GitView::new(!options.no_git_repo),
+            isolation: options.isolation,
+            decided: Mutex::new(None),
+            lower: Mutex::new(None),
         };
         if !options.no_prune_on_start {
             // Off the caller's path and bounded: an engine starts at once, whatever crashed
@@ -329,18 +351,22 @@ impl SandboxManager {
         let base = &sbase.base;
         // Ignore rules are only needed for new paths: loaded on the first one.
         let rules = std::cell::OnceCell::new();
-        let d = diff::diff_trees(
-            &base.nodes,
-            base,
-            &sb.info.path,
-            Some(&sb.manifest),
-            &|rel| {
-                rules
-                    .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
-                    .as_ref()
-                    .is_ok_and(|r| r.is_ignored(rel, false))
-            },
-        )?;
+        let is_ignored = |rel: &RelPath| {
+            rules
+                .get_or_init(|| IgnoreRules::load(&sb.info.path, sbase.repo.as_ref()))
+                .as_ref()
+                .is_ok_and(|r| r.is_ignored(rel, false))
+        };
+        let d = match &sb.overlay {
+            Some(o) => self.overlay_changes(&sb, o, base, &is_ignored)?,
+            None => diff::diff_trees(
+                &base.nodes,
+                base,
+                &sb.info.path,
+                Some(&sb.manifest),
+                &is_ignored,
+            )?,
+        };
         if let Some(Err(e)) = rules.into_inner() {
             return Err(e);
         }
@@ -374,20 +400,45 @@ impl SandboxManager {
                 reason: "not a sandbox of this session",
             });
         }
-        {
+        let removed = {
             let mut map = self.sandboxes.lock();
             if let Some(Slot::Creating) = map.get(&info.delegation_id) {
                 return Err(Error::IdInUse {
                     id: info.delegation_id.clone(),
                 });
             }
-            map.remove(&info.delegation_id);
+            map.remove(&info.delegation_id)
+        };
+        // An overlay is unmounted first; its layers go once it has left view (below), so a
+        // crash in between never leaves a half-removed upper layer for recovery to read.
+        let overlay_sb = match removed {
+            Some(Slot::Ready(sb)) if sb.overlay.is_some() => Some(sb),
+            _ => None,
+        };
+        if let Some(sb) = &overlay_sb {
+            self.unmount_sandbox(sb)?;
         }
+        self.move_to_trash(&p)?;
+        match overlay_sb {
+            Some(sb) => self.discard_overlay(sb),
+            None => Ok(()),
+        }
+    }
+
+    /// The rest of a discard: the sandbox's private files go, and the sandbox leaves view
+    /// at once and is deleted aside.
+    fn move_to_trash(&self, p: &SessionPath) -> Result<()> {
+        let info_id = p
+            .as_path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("d-"))
+            .unwrap_or_default()
+            .to_string();
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
             session_dir::remove_tree(
-                &self
-                    .path_in_session_base(Path::new(&format!("{prefix}{}", info.delegation_id)))?,
+                &self.path_in_session_base(Path::new(&format!("{prefix}{info_id}")))?,
             )?;
         }
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
@@ -396,14 +447,14 @@ impl SandboxManager {
         // pruning removes (it is discarded work, never recovered).
         let trash =
             self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-        match session_dir::rename(&p, &trash) {
+        match session_dir::rename(p, &trash) {
             Ok(()) => {}
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(())
             }
             // Refused (a symlink swapped in): nothing is removed.
             Err(e @ Error::Containment { .. }) => return Err(e),
-            Err(_) => return session_dir::remove_tree(&p),
+            Err(_) => return session_dir::remove_tree(p),
         }
         let in_thread = trash.clone();
         let handle = std::thread::Builder::new()

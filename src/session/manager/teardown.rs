@@ -83,6 +83,18 @@ impl SandboxManager {
                 first_err.get_or_insert(e);
             }
         };
+        // Nothing stays mounted: every overlay sandbox is unmounted before anything moves
+        // (its server ended with it), then whatever else is mounted below the session.
+        if !self.unmount_all() {
+            note(Err(Error::io(
+                "unmount",
+                &self.session_dir,
+                std::io::Error::other("an overlay sandbox stays mounted"),
+            )));
+        }
+        note(crate::session::overlay::unmount_all_below(
+            &self.session_dir,
+        ));
         let names: Vec<String> = self
             .handle
             .names()?
@@ -96,6 +108,11 @@ impl SandboxManager {
             .into_iter()
             .map(|n| {
                 if !n.starts_with("d-") {
+                    return n;
+                }
+                // A mount this manager does not know of (a create cut short): unmounted too.
+                if let Err(e) = crate::session::overlay::unmount_entry(&self.session_dir, &n) {
+                    note(Err(e));
                     return n;
                 }
                 let trash = format!(".trash-{}", ulid::Ulid::new());
@@ -122,7 +139,14 @@ impl SandboxManager {
                 || n == layout::SCRATCH_DIR
                 || n.starts_with(".creating-")
                 || n.starts_with(".clock-")
+                || layout::is_overlay_state(&n)
             {
+                if n.starts_with(layout::PROBE_PREFIX) {
+                    note(crate::session::overlay::unmount_entry(
+                        &self.session_dir,
+                        &n,
+                    ));
+                }
                 note(
                     self.path_in_session_base(Path::new(&n))
                         .and_then(|p| session_dir::remove_tree(&p)),
@@ -157,9 +181,28 @@ impl SandboxManager {
     }
 }
 
+impl SandboxManager {
+    /// Unmounts every overlay sandbox (their upper layers keep the work): whatever becomes of
+    /// the session, nothing of it stays mounted after the manager. False when one remains.
+    fn unmount_all(&self) -> bool {
+        let open: Vec<Arc<Sandbox>> = self
+            .sandboxes
+            .lock()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(sb) => Some(sb.clone()),
+                Slot::Creating => None,
+            })
+            .collect();
+        open.iter().all(|sb| self.unmount_sandbox(sb).is_ok())
+    }
+}
+
 impl Drop for SandboxManager {
     fn drop(&mut self) {
         if self.handed_off.load(std::sync::atomic::Ordering::SeqCst) {
+            // The reaper mounts again what it must recover.
+            self.unmount_all();
             // Removal threads run on (or end with the process); the reaper finishes their work.
             drop(self.lock.lock().take());
             return;
@@ -175,6 +218,10 @@ impl Drop for SandboxManager {
         if !self.keep.load(std::sync::atomic::Ordering::SeqCst) && self.save_abandoned() {
             // Drop cannot report; a failure leaves files that the next prune recovers.
             let _ = self.cleanup();
+        } else {
+            // Kept (for debugging, or because work could not be stored): the upper layers
+            // hold the work, and recovery mounts them again.
+            self.unmount_all();
         }
         // Releasing the lock last: until now no pruner may touch this session.
         drop(self.lock.lock().take());

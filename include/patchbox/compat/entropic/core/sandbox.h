@@ -54,6 +54,11 @@ struct SandboxResult {
 /// unfinished work into pending patches; the destructor removes the base snapshot and every
 /// sandbox, and the whole session directory when it holds no pending patch.
 ///
+/// Sandboxes are isolated as patchbox's default isolation says (`$PATCHBOX_ISOLATION`:
+/// `copy`, `overlay` or `auto`; `auto` when unset: an overlay where one can be mounted, else
+/// copies); either way `d-<id>/` is the directory the
+/// delegation works in, and the patches are the same.
+///
 /// If the constructor fails (the project is not a directory, the root cannot be created…)
 /// it does not throw: the manager is inert, every later call returns `std::nullopt` (or does
 /// nothing), session_base() is empty and project_dir() is the path as given.

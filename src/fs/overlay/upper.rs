@@ -1,0 +1,140 @@
+//! Reading an upper layer: what a mounted overlay's writes changed, without walking the view.
+//!
+//! An upper layer holds only what was written: files and symlinks created or copied up,
+//! directories (opaque when they replaced a lower directory), and whiteouts for deletions —
+//! character devices 0/0 from the kernel (and from `fuse-overlayfs` run as root),
+//! `.wh.<name>` files and `.wh..wh..opq` markers from `fuse-overlayfs` without privileges.
+//! [`scan`] turns that into three path sets; what a path is now is always read from the view.
+//!
+//! Invariant: `.git` directories are never entered (as the copy path's listing never
+//! enters them), so a sandbox's private repository is never part of a change set.
+
+use std::collections::BTreeSet;
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// What an upper layer says changed (paths relative to the layer's root, as bytes).
+#[derive(Default, Debug, Clone)]
+pub struct UpperScan {
+    /// Files, symlinks and other non-directories written in the view.
+    pub present: BTreeSet<Vec<u8>>,
+    /// Paths whose lower node (if any) is hidden: whiteouts, and directories that replaced
+    /// a lower file.
+    pub hidden: BTreeSet<Vec<u8>>,
+    /// Directories whose lower nodes below are hidden (opaque directories, whiteouts, files
+    /// that replaced a lower directory); the empty path is the root.
+    pub hidden_below: BTreeSet<Vec<u8>>,
+    /// A directory with a redirect (a renamed lower directory) was found: the upper layer
+    /// alone does not tell what changed.
+    pub redirected: bool,
+}
+
+impl UpperScan {
+    /// Adds another layer's scan: a path any layer touched is a suspect.
+    pub fn merge(&mut self, other: UpperScan) {
+        self.present.extend(other.present);
+        self.hidden.extend(other.hidden);
+        self.hidden_below.extend(other.hidden_below);
+        self.redirected |= other.redirected;
+    }
+}
+
+/// `dir/name` as bytes (`name` alone at the root).
+pub fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut rel = Vec::with_capacity(dir.len() + 1 + name.len());
+    if !dir.is_empty() {
+        rel.extend_from_slice(dir);
+        rel.push(b'/');
+    }
+    rel.extend_from_slice(name);
+    rel
+}
+
+/// Whether a directory entry with this metadata is a kernel whiteout (a 0/0 char device).
+pub fn is_whiteout(m: &std::fs::Metadata) -> bool {
+    m.file_type().is_char_device() && m.rdev() == 0
+}
+
+/// Walks the upper layer `upper`. `fuse`: `fuse-overlayfs`'s `.wh.<name>` whiteouts and
+/// `.wh..wh..opq` opaque markers count too.
+pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
+    let mut scan = UpperScan::default();
+    if is_opaque(upper) {
+        scan.hidden_below.insert(Vec::new());
+    }
+    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(rel_dir) = stack.pop() {
+        let abs = upper.join(OsStr::from_bytes(&rel_dir));
+        let rd = std::fs::read_dir(&abs).map_err(|e| Error::io("read directory", &abs, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io("read directory", &abs, e))?;
+            let name = entry.file_name();
+            let name = name.as_bytes();
+            if fuse && name.starts_with(b".wh.") {
+                if name == b".wh..wh..opq" {
+                    scan.hidden_below.insert(rel_dir.clone());
+                } else if name.len() > 4 {
+                    let rel = join_rel(&rel_dir, &name[4..]);
+                    scan.hidden.insert(rel.clone());
+                    scan.hidden_below.insert(rel);
+                }
+                continue;
+            }
+            let rel = join_rel(&rel_dir, name);
+            let m = entry
+                .metadata()
+                .map_err(|e| Error::io("stat", entry.path(), e))?;
+            let ft = m.file_type();
+            if ft.is_dir() {
+                if name == b".git" {
+                    continue;
+                }
+                let p = entry.path();
+                scan.hidden.insert(rel.clone());
+                if is_opaque(&p) {
+                    scan.hidden_below.insert(rel.clone());
+                }
+                if xattr(&p, "trusted.overlay.redirect").is_some() {
+                    scan.redirected = true;
+                }
+                stack.push(rel);
+            } else if is_whiteout(&m) {
+                scan.hidden.insert(rel.clone());
+                scan.hidden_below.insert(rel);
+            } else {
+                scan.hidden_below.insert(rel.clone());
+                scan.present.insert(rel);
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Whether `dir` is marked opaque (by the kernel or by `fuse-overlayfs`).
+pub fn is_opaque(dir: &Path) -> bool {
+    [
+        "trusted.overlay.opaque",
+        "user.overlay.opaque",
+        "user.fuseoverlayfs.opaque",
+    ]
+    .iter()
+    .any(|n| xattr(dir, n).is_some_and(|v| v.first() == Some(&b'y')))
+}
+
+/// An extended attribute of `path` itself (never followed), `None` when absent.
+pub fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let n = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: both strings are NUL-terminated; the buffer is valid for its length.
+    let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        return None;
+    }
+    buf.truncate(r as usize);
+    Some(buf)
+}

@@ -1,0 +1,322 @@
+//! Overlay sandboxes of a manager (see [`crate::session::overlay`] for the layout): the
+//! backend is chosen once per session by a probe mount; the snapshot is materialized whole
+//! once into `.lower/` (reflinked where the filesystem shares blocks); each sandbox is then
+//! a few directories and one mount. A chained sandbox stacks a frozen copy of its
+//! predecessor's upper layer over the predecessor's own stack (frozen, since OverlayFS
+//! forbids changing a lower layer under a mount, and the predecessor keeps writing); a stack
+//! the kernel cannot mount (too many layers, or options longer than a page) is collapsed
+//! into one frozen layer.
+
+use std::path::Path;
+use std::process::Child;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::fs::overlay::layer;
+use crate::fs::overlay::mount::{self, Backend, Layers};
+use crate::session::delegation::{Isolation, IsolationMode};
+use crate::session::overlay::{self as ov, Record};
+
+/// A frozen layer, shared by every chained sandbox stacking it; removed when the last of
+/// them is discarded (a kept session keeps it: recovery stacks it again).
+pub(super) struct FrozenLayer {
+    path: SessionPath,
+    name: String,
+}
+
+/// The overlay part of a sandbox.
+pub(super) struct OverlaySb {
+    pub(super) backend: Backend,
+    /// `.upper-<id>/`.
+    pub(super) upper: PathBuf,
+    /// Frozen layers over `.lower/`, top first.
+    pub(super) layers: Vec<Arc<FrozenLayer>>,
+    /// The `fuse-overlayfs` process serving the mount.
+    pub(super) server: Mutex<Option<Child>>,
+}
+
+/// What the session's sandboxes are, once decided by the first create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Decided {
+    Copy,
+    Overlay(Backend),
+}
+
+impl Decided {
+    pub(super) fn mode(self) -> IsolationMode {
+        match self {
+            Decided::Copy => IsolationMode::Copy,
+            Decided::Overlay(Backend::Kernel) => IsolationMode::KernelOverlay,
+            Decided::Overlay(Backend::Fuse) => IsolationMode::FuseOverlay,
+        }
+    }
+}
+
+impl SandboxManager {
+    /// What the session's sandboxes are made as: decided once, by the first create.
+    pub(super) fn decide(&self) -> Result<Decided> {
+        let mut guard = self.decided.lock();
+        if let Some(d) = *guard {
+            return Ok(d);
+        }
+        let d = match self.isolation {
+            Isolation::Copy => Decided::Copy,
+            Isolation::Overlay | Isolation::Auto => {
+                let forced = match std::env::var(mount::MODE_ENV) {
+                    Ok(v) if !v.is_empty() => Some(v),
+                    _ => None,
+                };
+                let candidates = match forced.as_deref() {
+                    None => vec![Backend::Kernel, Backend::Fuse],
+                    Some("kernel") => vec![Backend::Kernel],
+                    Some("fuse") => vec![Backend::Fuse],
+                    Some("copy" | "copy_on_write") => vec![],
+                    Some(v) => {
+                        return Err(Error::io(
+                            "choose the overlay backend",
+                            mount::MODE_ENV,
+                            std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                format!("{v:?}: expected kernel, fuse or copy"),
+                            ),
+                        ))
+                    }
+                };
+                let mut got = Decided::Copy;
+                let mut refusals = Vec::new();
+                for b in candidates {
+                    match self.probe(b) {
+                        Ok(()) => {
+                            got = Decided::Overlay(b);
+                            break;
+                        }
+                        Err(e) => refusals.push(e),
+                    }
+                }
+                // A backend forced by name that cannot be had is an error, not a copy.
+                if got == Decided::Copy && matches!(forced.as_deref(), Some("kernel" | "fuse")) {
+                    if let Some(e) = refusals.pop() {
+                        return Err(e);
+                    }
+                }
+                got
+            }
+        };
+        *guard = Some(d);
+        Ok(d)
+    }
+
+    /// Mounts and unmounts an overlay of empty directories with `backend`.
+    fn probe(&self, backend: Backend) -> Result<()> {
+        let dir = self.path_in_session_base(Path::new(&format!(
+            "{}{}",
+            layout::PROBE_PREFIX,
+            ulid::Ulid::new()
+        )))?;
+        session_dir::create_dir_new(&dir)?;
+        let run = || -> Result<()> {
+            for n in ["l", "u", "w", "m"] {
+                session_dir::create_dir_new(&self.path_in_session_base(&dir.as_path().join(n))?)?;
+            }
+            let d = dir.as_path();
+            let layers = Layers {
+                lower: vec![d.join("l")],
+                upper: d.join("u"),
+                work: d.join("w"),
+                rename_dirs: true,
+            };
+            let m = mount::mount(backend, &layers, &d.join("m"), &d.join("log"))?;
+            mount::unmount(&d.join("m"), backend == Backend::Fuse, m.server)
+        };
+        let r = run();
+        if r.is_ok() {
+            session_dir::remove_tree(&dir)?;
+        } else if !crate::fs::overlay::mountinfo::is_mounted(&dir.as_path().join("m"))? {
+            let _ = session_dir::remove_tree(&dir);
+        }
+        r
+    }
+
+    /// The snapshot materialized whole in `.lower/`, made once.
+    fn ensure_lower(&self, base: &Base) -> Result<PathBuf> {
+        let mut guard = self.lower.lock();
+        if let Some(p) = guard.as_ref() {
+            return Ok(p.clone());
+        }
+        let tmp = self.path_in_session_base(Path::new(".creating-lower"))?;
+        let dir = self.path_in_session_base(Path::new(layout::LOWER_DIR))?;
+        session_dir::remove_tree(&tmp)?;
+        session_dir::create_dir_new(&tmp)?;
+        if let Err(e) = self.copy_fresh(base, &tmp) {
+            let _ = session_dir::remove_tree(&tmp);
+            return Err(e);
+        }
+        session_dir::rename(&tmp, &dir)?;
+        let p = dir.as_path().to_path_buf();
+        *guard = Some(p.clone());
+        Ok(p)
+    }
+
+    /// A new frozen layer: `srcs` merged into it bottom first.
+    fn freeze(&self, srcs: &[&Path]) -> Result<Arc<FrozenLayer>> {
+        let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
+        let path = self.path_in_session_base(Path::new(&name))?;
+        session_dir::create_dir_new(&path)?;
+        for s in srcs {
+            if let Err(e) = layer::merge(s, &path) {
+                let _ = session_dir::remove_tree(&path);
+                return Err(e);
+            }
+        }
+        Ok(Arc::new(FrozenLayer { path, name }))
+    }
+
+    /// Makes the overlay sandbox `d-<id>` (`dir`, which does not exist yet).
+    pub(super) fn build_overlay(
+        &self,
+        id: &str,
+        dir: &SessionPath,
+        chain_from: Option<&Arc<Sandbox>>,
+        backend: Backend,
+        base: &Base,
+    ) -> Result<Sandbox> {
+        self.ensure_lower(base)?;
+        let mut layers: Vec<Arc<FrozenLayer>> = Vec::new();
+        if let Some(o) = chain_from.and_then(|p| p.overlay.as_ref()) {
+            layers.push(self.freeze(&[o.upper.as_path()])?);
+            layers.extend(o.layers.iter().cloned());
+        }
+        let rec = |layers: &[Arc<FrozenLayer>]| Record {
+            backend,
+            layers: layers.iter().map(|l| l.name.clone()).collect(),
+        };
+        if !ov::layers_of(&self.session_dir, id, &rec(&layers)).fits() {
+            let bottom_first: Vec<&Path> = layers.iter().rev().map(|l| l.path.as_path()).collect();
+            let collapsed = self.freeze(&bottom_first);
+            // The new top layer was frozen for this stack alone.
+            release_layers(layers);
+            layers = vec![collapsed?];
+        }
+        let rec = rec(&layers);
+        let at = |prefix: &str, suffix: &str| {
+            self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))
+        };
+        let record = at(layout::OVERLAY_PREFIX, "")?;
+        let upper = at(layout::UPPER_PREFIX, "")?;
+        let work = at(layout::WORK_PREFIX, "")?;
+        let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
+        let made = (|| -> Result<mount::Mounted> {
+            // The record first: recovery never finds a mount point without it.
+            session_dir::write_atomic(&record, &rec.encode())?;
+            session_dir::create_dir_new(&upper)?;
+            session_dir::create_dir_new(&work)?;
+            session_dir::create_dir_new(dir)?;
+            let layers = ov::layers_of(&self.session_dir, id, &rec);
+            mount::mount(backend, &layers, dir.as_path(), log.as_path())
+        })();
+        let mounted = match made {
+            Ok(m) => m,
+            Err(e) => {
+                if !crate::fs::overlay::mountinfo::is_mounted(dir.as_path()).unwrap_or(true) {
+                    let _ = session_dir::remove_tree(dir);
+                }
+                for p in [&upper, &work, &log, &record] {
+                    let _ = session_dir::remove_tree(p);
+                }
+                release_layers(layers);
+                return Err(e);
+            }
+        };
+        let o = OverlaySb {
+            backend,
+            upper: upper.as_path().to_path_buf(),
+            layers,
+            server: Mutex::new(mounted.server),
+        };
+        Ok(Sandbox::new(
+            id,
+            dir,
+            base,
+            Manifest::new(Vec::new(), (0, 0)),
+            Some(o),
+        ))
+    }
+
+    /// Ends the overlay part of a discarded sandbox (unmounted, out of view): its layers and
+    /// record removed, and the frozen layers no other sandbox stacks.
+    pub(super) fn discard_overlay(&self, sb: Arc<Sandbox>) -> Result<()> {
+        self.remove_overlay_state(&sb.info.delegation_id)?;
+        // Held elsewhere (a finalize still running): its layers stay until the session ends.
+        if let Some(sb) = Arc::into_inner(sb) {
+            if let Some(o) = sb.overlay {
+                release_layers(o.layers);
+            }
+        }
+        Ok(())
+    }
+
+    /// What an overlay sandbox changed against the base, from its layers.
+    pub(super) fn overlay_changes(
+        &self,
+        sb: &Sandbox,
+        o: &OverlaySb,
+        base: &Base,
+        is_ignored: &dyn Fn(&RelPath) -> bool,
+    ) -> Result<diff::TreeDiff> {
+        let layers: Vec<PathBuf> = o
+            .layers
+            .iter()
+            .map(|l| l.path.as_path().to_path_buf())
+            .collect();
+        let scan = ov::scan_layers(&o.upper, &layers, o.backend)?;
+        ov::diff_view(&base.nodes, base, &sb.info.path, &scan, is_ignored)
+    }
+
+    /// Unmounts an overlay sandbox (a copy: nothing to do).
+    pub(super) fn unmount_sandbox(&self, sb: &Sandbox) -> Result<()> {
+        match &sb.overlay {
+            Some(o) => mount::unmount(
+                &sb.info.path,
+                o.backend == Backend::Fuse,
+                o.server.lock().take(),
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes what an overlay sandbox `id` keeps beside its mount point (it is unmounted).
+    pub(super) fn remove_overlay_state(&self, id: &str) -> Result<()> {
+        for (prefix, suffix) in [
+            (layout::UPPER_PREFIX, ""),
+            (layout::WORK_PREFIX, ""),
+            (layout::FUSE_LOG_PREFIX, ".log"),
+            (layout::OVERLAY_PREFIX, ""),
+        ] {
+            session_dir::remove_tree(
+                &self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))?,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// How this session's sandboxes are isolated: `None` before the first sandbox decided it
+    /// (for [`Isolation::Copy`], always a copy).
+    pub fn isolation_mode(&self) -> Option<IsolationMode> {
+        if self.isolation == Isolation::Copy {
+            return Some(IsolationMode::Copy);
+        }
+        self.decided.lock().map(Decided::mode)
+    }
+}
+
+/// Removes the frozen layers only this caller holds (a failure leaves a `.layer-*`
+/// directory, which the session's cleanup removes).
+fn release_layers(layers: Vec<Arc<FrozenLayer>>) {
+    for l in layers {
+        if let Some(l) = Arc::into_inner(l) {
+            let _ = session_dir::remove_tree(&l.path);
+        }
+    }
+}
