@@ -430,8 +430,9 @@ fn nothing_stays_mounted_and_kept_work_is_recovered() {
     assert!(!session.join(".lower").exists());
 }
 
-/// A sandbox of a git project may hold its own `.git` (a private repository): it is never
-/// part of a patch, in the upper layer or in a frozen one.
+/// A sandbox of a git project holds its own `.git` (a private repository, written once into
+/// the lower layer): what a tool writes there is never part of a patch, in the upper layer or
+/// in a frozen one, and never reaches a chained successor (which sees the snapshot's).
 #[test]
 fn a_private_git_directory_is_never_in_a_patch() {
     let Some((_e, over)) = overlay_env() else {
@@ -439,9 +440,10 @@ fn a_private_git_directory_is_never_in_a_patch() {
     };
     let a = over.create_sandbox("g", None).unwrap();
     git(&a.path, &["init", "-q"]);
+    fs::write(a.path.join(".git/from-a"), b"private\n").unwrap();
     write(&a.path, "a.txt", b"edited\n");
     let b = over.create_sandbox("g2", Some(&a)).unwrap();
-    assert!(!b.path.join(".git").exists());
+    assert!(!b.path.join(".git/from-a").exists());
     for (sb, n) in [(&a, 1), (&b, 1)] {
         let r = finalize(&over, sb);
         assert_eq!(r.files_touched, vec![PathBuf::from("a.txt")], "{n}");

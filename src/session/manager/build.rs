@@ -165,7 +165,7 @@ impl SandboxManager {
             let prev = chain_from.map(|p| self.lookup(p)).transpose()?;
             // A predecessor made as a copy (never, in one session) is chained by copying.
             if prev.as_ref().is_none_or(|p| p.overlay.is_some()) {
-                return self.build_overlay(id, dir, prev.as_ref(), backend, base);
+                return self.build_overlay(id, dir, prev.as_ref(), backend, &sbase);
             }
         }
         let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;

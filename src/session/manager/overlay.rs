@@ -139,8 +139,13 @@ impl SandboxManager {
         r
     }
 
-    /// The snapshot materialized whole in `.lower/`, made once.
-    fn ensure_lower(&self, base: &Base) -> Result<PathBuf> {
+    /// The snapshot materialized whole in `.lower/`, made once. In a git project it holds
+    /// the private repository too (`.lower/.git`, see [`Self::add_git_repo`]), written once
+    /// here with the copy's stat data: every overlay sandbox sees it, and what git writes in
+    /// a sandbox lands in that sandbox's upper layer, never in a patch (finalize skips the
+    /// root `.git`) nor in a successor (freezing skips it), so creates stay a mount.
+    fn ensure_lower(&self, sbase: &SessionBase) -> Result<PathBuf> {
+        let base = &sbase.base;
         let mut guard = self.lower.lock();
         if let Some(p) = guard.as_ref() {
             return Ok(p.clone());
@@ -149,7 +154,10 @@ impl SandboxManager {
         let dir = self.path_in_session_base(Path::new(layout::LOWER_DIR))?;
         session_dir::remove_tree(&tmp)?;
         session_dir::create_dir_new(&tmp)?;
-        if let Err(e) = self.copy_fresh(base, &tmp) {
+        let made = self
+            .copy_fresh(base, &tmp)
+            .and_then(|(entries, _)| self.add_git_repo(sbase, &tmp, Some(&entries)));
+        if let Err(e) = made {
             let _ = session_dir::remove_tree(&tmp);
             return Err(e);
         }
@@ -180,9 +188,10 @@ impl SandboxManager {
         dir: &SessionPath,
         chain_from: Option<&Arc<Sandbox>>,
         backend: Backend,
-        base: &Base,
+        sbase: &SessionBase,
     ) -> Result<Sandbox> {
-        self.ensure_lower(base)?;
+        let base = &sbase.base;
+        self.ensure_lower(sbase)?;
         let mut layers: Vec<Arc<FrozenLayer>> = Vec::new();
         if let Some(o) = chain_from.and_then(|p| p.overlay.as_ref()) {
             layers.push(self.freeze(&[o.upper.as_path()])?);
