@@ -21,9 +21,18 @@ use patchbox::{Decision as RsDecision, Routed as RsRouted, SandboxInfo as RsInfo
 
 /// A delegation's sandbox: the directory the sub-agent works in.
 #[pyclass(name = "SandboxInfo", module = "patchbox._native", frozen, eq)]
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub(crate) struct SandboxInfo {
     pub(crate) inner: RsInfo,
+}
+
+/// Two handles are equal when they name the same sandbox (path, id, base): a handle rebuilt
+/// from those three fields equals the original, whatever its isolation mode.
+impl PartialEq for SandboxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&self.inner, &other.inner);
+        a.path == b.path && a.delegation_id == b.delegation_id && a.base_dir == b.base_dir
+    }
 }
 
 #[pymethods]
@@ -36,6 +45,8 @@ impl SandboxInfo {
                 path,
                 delegation_id,
                 base_dir,
+                // Not part of the handle's identity: the manager finds a sandbox by id and path.
+                mode: Default::default(),
             },
         }
     }
@@ -56,6 +67,12 @@ impl SandboxInfo {
     #[getter]
     fn base_dir(&self) -> PathBuf {
         self.inner.base_dir.clone()
+    }
+
+    /// How the sandbox is isolated: `"copy"`, `"kernel-overlay"` or `"fuse-overlay"`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.inner.mode.name()
     }
 
     fn __repr__(&self) -> String {

@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
 
@@ -31,6 +31,7 @@ use crate::delegation::{Completion, Decision, SandboxInfo, SandboxResult};
 use crate::errors::{lib_err, PatchboxError};
 use crate::sessions::PruneReport;
 use patchbox::session::confine::Confinement;
+use patchbox::session::delegation::Isolation;
 use patchbox::tree::snapshot::{Progress, ProgressFn};
 use patchbox::{Decision as RsDecision, Options, SandboxManager};
 
@@ -99,8 +100,13 @@ impl SessionManager {
     /// Starts a session for `project_dir` under `root` (default: `$PATCHBOX_ROOT`, else
     /// `~/.entropic/sandbox`): creates and locks `<root>/<session-id>/`, and (unless
     /// `prune_on_start` is false) recovers dead sessions there on a background thread.
+    ///
+    /// `isolation` is `"copy"`, `"overlay"` or `"auto"` (default: `$PATCHBOX_ISOLATION`, else
+    /// `"auto"`); `git_repo=False` makes sandboxes of a git project without their private
+    /// `.git`.
     #[new]
-    #[pyo3(signature = (project_dir, root=None, *, prune_on_start=true, confine=true, writable_dirs=Vec::new(), progress=None))]
+    #[pyo3(signature = (project_dir, root=None, *, prune_on_start=true, confine=true, writable_dirs=Vec::new(), progress=None, isolation=None, git_repo=true))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of a Python constructor
     fn new(
         py: Python<'_>,
         project_dir: PathBuf,
@@ -109,13 +115,25 @@ impl SessionManager {
         confine: bool,
         writable_dirs: Vec<PathBuf>,
         progress: Option<Py<PyAny>>,
+        isolation: Option<String>,
+        git_repo: bool,
     ) -> PyResult<Self> {
+        let isolation = match isolation {
+            None => Isolation::default(),
+            Some(name) => Isolation::from_name(&name).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "isolation must be \"copy\", \"overlay\" or \"auto\", not {name:?}"
+                ))
+            })?,
+        };
         let options = Options {
             root,
             progress: progress.map(progress_fn),
             no_prune_on_start: !prune_on_start,
             no_confine: !confine,
             writable_dirs,
+            isolation,
+            no_git_repo: !git_repo,
         };
         let mgr = py
             .detach(|| SandboxManager::with_options(&project_dir, options))
@@ -320,6 +338,12 @@ impl SessionManager {
             pyo3::types::PyBytes::new(py, &out.stdout),
             pyo3::types::PyBytes::new(py, &out.stderr),
         ))
+    }
+
+    /// What sandboxes are made as (`"copy"`, `"kernel-overlay"`, `"fuse-overlay"`), once the
+    /// first create decided it; `None` before.
+    fn isolation_mode(&self) -> PyResult<Option<&'static str>> {
+        Ok(self.get()?.isolation_mode().map(|m| m.name()))
     }
 
     /// Entries the snapshot skipped (FIFOs, sockets, nested repositories…) with reasons.
