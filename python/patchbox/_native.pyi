@@ -315,6 +315,9 @@ class PhaseRunner:
     def execute(self, plan_id: str, phase: Callable[[], _T]) -> _T: ...
     def apply(self, plan_id: str) -> List[CommitResult]: ...
 
+#: The nine operations of the custom-strategy protocol, in order.
+STRATEGY_OPERATIONS: List[str]
+
 # ---------------------------------------------------------------- (end of plan layer)
 
 

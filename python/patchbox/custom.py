@@ -42,6 +42,7 @@ from ._native import (
     Resource,
     SandboxError,
     SandboxRef,
+    STRATEGY_OPERATIONS as _OPERATIONS,
     StrategyRegistry as _NativeRegistry,
 )
 
@@ -58,17 +59,7 @@ __all__ = [
 ]
 
 #: The nine operations, in protocol order.
-REQUIRED_METHODS: Tuple[str, ...] = (
-    "create",
-    "read",
-    "write",
-    "diff",
-    "commit",
-    "rollback",
-    "checkpoint",
-    "restore_checkpoint",
-    "cleanup",
-)
+REQUIRED_METHODS: Tuple[str, ...] = tuple(_OPERATIONS)  # the Rust protocol's own list
 
 
 class SandboxStrategyProtocol(Protocol):

@@ -552,5 +552,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::custom::StrategyRegistry>()?;
     m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
     m.add_class::<crate::phases::PhaseRunner>()?;
+    // The protocol's operations, in order: the one list Python strategies are checked against.
+    m.add(
+        "STRATEGY_OPERATIONS",
+        patchbox::plan::custom::OPERATIONS.to_vec(),
+    )?;
     Ok(())
 }
