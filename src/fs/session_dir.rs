@@ -453,6 +453,8 @@ fn tmp_name(prefix: &str, name: &OsStr, suffix: &str) -> OsString {
 
 mod handle;
 mod ops;
+mod pinned;
 
 pub use handle::{open_dir, DirHandle};
 pub use ops::*;
+pub use pinned::{create_dir_pinned, remove_pinned_dir, PinnedDir};

@@ -108,8 +108,8 @@ pub fn is_root() -> bool {
 /// standard error goes to `log`.
 ///
 /// The mount point is opened without following a symlink and mounted through that
-/// descriptor (`/proc/self/fd/N`): a directory swapped for a symlink after the check is
-/// refused, never followed out of where the caller pointed.
+/// descriptor ([`mount_on`]): a directory swapped for a symlink after the check is refused,
+/// never followed out of where the caller pointed.
 pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Result<Mounted> {
     check_mount_point(mnt)?;
     let pinned = rustix::fs::open(
@@ -121,15 +121,32 @@ pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Resul
         rustix::fs::Mode::empty(),
     )
     .map_err(|e| Error::io("open mount point", mnt, e.into()))?;
+    use std::os::fd::AsFd;
+    mount_on(backend, layers, pinned.as_fd(), mnt, log)
+}
+
+/// Mounts `layers` with `backend` on the directory open as `pin` (through
+/// `/proc/self/fd/N`, so on that directory and no other, wherever it is now), which the
+/// caller made empty and expects at `mnt`. Once mounted on, a directory cannot be renamed;
+/// if it was renamed before, the mount is undone and the call fails: `Ok` means mounted at
+/// `mnt`, `Err` means nothing of this call is mounted anywhere.
+pub fn mount_on(
+    backend: Backend,
+    layers: &Layers,
+    pin: std::os::fd::BorrowedFd<'_>,
+    mnt: &Path,
+    log: &Path,
+) -> Result<Mounted> {
     use std::os::fd::AsRawFd;
-    let fd = pinned.as_raw_fd();
+    let fd = pin.as_raw_fd();
     match backend {
         Backend::Kernel => {
             mount_kernel(layers, Path::new(&format!("/proc/self/fd/{fd}")), mnt)?;
             // Renamed between the check and the mount: unmounted where it went, refused.
-            // (Once mounted it cannot be renamed: the check below is stable.)
+            // (Once mounted it cannot be renamed: the check below is stable, and so is the
+            // path it gives.)
             if let Some(elsewhere) = moved(fd, mnt) {
-                let _ = umount2(&elsewhere, libc::UMOUNT_NOFOLLOW | libc::MNT_DETACH);
+                undo_moved(&elsewhere, mnt, None)?;
                 return Err(moved_error(mnt));
             }
             Ok(Mounted {
@@ -140,17 +157,40 @@ pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Resul
         Backend::Fuse => {
             fuse_available()?;
             let via = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
-            let child = mount_fuse(layers, &via, mnt, log).inspect_err(|_| {
-                if let Some(elsewhere) = moved(fd, mnt) {
-                    let _ = umount2(&elsewhere, libc::UMOUNT_NOFOLLOW | libc::MNT_DETACH);
+            let child = match mount_fuse(layers, &via, mnt, log) {
+                Ok(c) => c,
+                Err(e) => {
+                    // It may have mounted where the directory went, and timed out waiting
+                    // for `mnt`.
+                    if let Some(elsewhere) = moved(fd, mnt) {
+                        undo_moved(&elsewhere, mnt, None)?;
+                    }
+                    return Err(e);
                 }
-            })?;
+            };
+            if let Some(elsewhere) = moved(fd, mnt) {
+                undo_moved(&elsewhere, mnt, Some(child))?;
+                return Err(moved_error(mnt));
+            }
             Ok(Mounted {
                 backend,
                 server: Some(child),
             })
         }
     }
+}
+
+/// Unmounts this call's mount from `elsewhere` (where the pinned directory was renamed
+/// before it was mounted on; stable, since a mount point cannot be renamed) and ends its
+/// server: an error names what stays mounted.
+fn undo_moved(elsewhere: &Path, mnt: &Path, server: Option<Child>) -> Result<()> {
+    unmount(elsewhere, true, server).map_err(|e| {
+        Error::io(
+            "undo a mount on a renamed mount point",
+            mnt,
+            std::io::Error::other(format!("{e}")),
+        )
+    })
 }
 
 /// Where the directory open as `fd` is now, when that is not `mnt`.

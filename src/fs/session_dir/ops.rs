@@ -75,7 +75,7 @@ pub fn remove_tree(p: &SessionPath) -> Result<()> {
 }
 
 /// Removes `name` in `dir`, recursively if it is a directory, following no symlink.
-fn remove_tree_at(dir: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
+pub(super) fn remove_tree_at(dir: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => return Ok(()),
         // A directory (EISDIR on Linux, EPERM where POSIX allows it): emptied below.
@@ -208,7 +208,7 @@ pub fn rename_noreplace(from: &SessionPath, to: &SessionPath) -> Result<bool> {
     rename_noreplace_at(fdir.as_fd(), &fname, tdir.as_fd(), &tname, &to.full)
 }
 
-fn rename_noreplace_at(
+pub(super) fn rename_noreplace_at(
     fdir: BorrowedFd<'_>,
     fname: &OsStr,
     tdir: BorrowedFd<'_>,
