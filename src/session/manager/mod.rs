@@ -409,20 +409,54 @@ impl SandboxManager {
             }
             map.remove(&info.delegation_id)
         };
-        // An overlay is unmounted first; its layers go once it has left view (below), so a
-        // crash in between never leaves a half-removed upper layer for recovery to read.
-        let overlay_sb = match removed {
-            Some(Slot::Ready(sb)) if sb.overlay.is_some() => Some(sb),
+        let sb = match removed {
+            Some(Slot::Ready(sb)) => Some(sb),
             _ => None,
         };
-        if let Some(sb) = &overlay_sb {
-            self.unmount_sandbox(sb)?;
+        let r = match sb.as_ref().filter(|sb| sb.overlay.is_some()) {
+            Some(sb) => self.discard_mounted(sb, &p),
+            None => self.move_to_trash(&p),
+        };
+        match (r, sb) {
+            (Ok(()), Some(sb)) if sb.overlay.is_some() => self.discard_overlay(sb),
+            (Ok(()), _) => Ok(()),
+            // Not removed: still this manager's (and its work is saved on drop), so a later
+            // discard tries again. Nobody took the id meanwhile: a create refuses an id
+            // whose `d-<id>` exists.
+            (Err(e), sb) => {
+                if let Some(sb) = sb {
+                    self.sandboxes
+                        .lock()
+                        .entry(info.delegation_id.clone())
+                        .or_insert(Slot::Ready(sb));
+                }
+                Err(e)
+            }
         }
-        self.move_to_trash(&p)?;
-        match overlay_sb {
-            Some(sb) => self.discard_overlay(sb),
+    }
+
+    /// Takes an overlay sandbox out of view: unmounted first (its layers go afterwards, in
+    /// [`Self::discard_overlay`], so a crash in between never leaves a half-removed upper
+    /// layer for recovery to read), then its mount point removed as the directory it is,
+    /// wherever it was renamed: an empty directory once unmounted, so it goes at once. A
+    /// foreign entry at `d-<id>` (a symlink swapped in) is never removed.
+    fn discard_mounted(&self, sb: &Sandbox, p: &SessionPath) -> Result<()> {
+        self.unmount_sandbox(sb)?;
+        self.remove_private_files(&sb.info.delegation_id)?;
+        match &sb.overlay {
+            Some(o) => self.remove_mount_point(&o.mount_point, p),
             None => Ok(()),
         }
+    }
+
+    /// The confined tools' private TMPDIR and the manifest of sandbox `id`.
+    fn remove_private_files(&self, id: &str) -> Result<()> {
+        for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
+            session_dir::remove_tree(
+                &self.path_in_session_base(Path::new(&format!("{prefix}{id}")))?,
+            )?;
+        }
+        Ok(())
     }
 
     /// The rest of a discard: the sandbox's private files go, and the sandbox leaves view
@@ -436,11 +470,7 @@ impl SandboxManager {
             .unwrap_or_default()
             .to_string();
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
-        for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
-            session_dir::remove_tree(
-                &self.path_in_session_base(Path::new(&format!("{prefix}{info_id}")))?,
-            )?;
-        }
+        self.remove_private_files(&info_id)?;
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
         // name at once (so the id is free and the tree is gone from view) and deleted by a
         // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which

@@ -35,6 +35,9 @@ pub(super) struct OverlaySb {
     pub(super) layers: Vec<Arc<FrozenLayer>>,
     /// The `fuse-overlayfs` process serving the mount.
     pub(super) server: Mutex<Option<Child>>,
+    /// The mount point `d-<id>`, held since it was made: unmounted and removed only while it
+    /// is proven to be this directory (another writer may rename entries of the session).
+    pub(super) mount_point: session_dir::PinnedDir,
 }
 
 /// What the session's sandboxes are, once decided by the first create.
@@ -216,21 +219,33 @@ impl SandboxManager {
         let upper = at(layout::UPPER_PREFIX, "")?;
         let work = at(layout::WORK_PREFIX, "")?;
         let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
-        let made = (|| -> Result<mount::Mounted> {
+        let made = (|| -> Result<(session_dir::PinnedDir, mount::Mounted)> {
             // The record first: recovery never finds a mount point without it.
             session_dir::write_atomic(&record, &rec.encode())?;
             session_dir::create_dir_new(&upper)?;
             session_dir::create_dir_new(&work)?;
-            session_dir::create_dir_new(dir)?;
+            // The mount point is made aside and held, then named `d-<id>`: the mount lands
+            // on this directory and no other (whatever is renamed in the session meanwhile),
+            // and a failure removes this directory, wherever it went, and nothing else.
+            let pin = session_dir::create_dir_pinned(
+                dir,
+                &at(".creating-", &format!(".{}", ulid::Ulid::new()))?,
+            )?
+            .ok_or_else(|| Error::IdInUse { id: id.to_string() })?;
             let layers = ov::layers_of(&self.session_dir, id, &rec);
-            mount::mount(backend, &layers, dir.as_path(), log.as_path())
+            match mount::mount_on(backend, &layers, pin.fd(), dir.as_path(), log.as_path()) {
+                Ok(m) => Ok((pin, m)),
+                Err(e) => {
+                    // Nothing of this call is mounted (else `mount_on` said so, and the
+                    // directory stays: removing it is refused while mounted on).
+                    self.remove_mount_point(&pin, dir)?;
+                    Err(e)
+                }
+            }
         })();
-        let mounted = match made {
+        let (mount_point, mounted) = match made {
             Ok(m) => m,
             Err(e) => {
-                if !crate::fs::overlay::mountinfo::is_mounted(dir.as_path()).unwrap_or(true) {
-                    let _ = session_dir::remove_tree(dir);
-                }
                 for p in [&upper, &work, &log, &record] {
                     let _ = session_dir::remove_tree(p);
                 }
@@ -243,6 +258,7 @@ impl SandboxManager {
             upper: upper.as_path().to_path_buf(),
             layers,
             server: Mutex::new(mounted.server),
+            mount_point,
         };
         Ok(Sandbox::new(
             id,
@@ -283,16 +299,31 @@ impl SandboxManager {
         ov::diff_view(&base.nodes, base, &sb.info.path, &scan, is_ignored)
     }
 
-    /// Unmounts an overlay sandbox (a copy: nothing to do).
+    /// Unmounts an overlay sandbox (a copy: nothing to do). The mount is looked for where its
+    /// mount point is now (read from the held directory: a directory mounted on cannot be
+    /// renamed, so a mount there is this sandbox's); nothing is unmounted anywhere else.
     pub(super) fn unmount_sandbox(&self, sb: &Sandbox) -> Result<()> {
         match &sb.overlay {
-            Some(o) => mount::unmount(
-                &sb.info.path,
-                o.backend == Backend::Fuse,
-                o.server.lock().take(),
-            ),
+            Some(o) => {
+                let Some(at) = o.mount_point.current_path() else {
+                    return Ok(());
+                };
+                mount::unmount(&at, o.backend == Backend::Fuse, o.server.lock().take())
+            }
             None => Ok(()),
         }
+    }
+
+    /// Removes an overlay sandbox's mount point (unmounted), the directory `pin` holds,
+    /// wherever it was renamed in the session; an error names what is left.
+    pub(super) fn remove_mount_point(
+        &self,
+        pin: &session_dir::PinnedDir,
+        dir: &SessionPath,
+    ) -> Result<()> {
+        let private =
+            self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
+        session_dir::remove_pinned_dir(pin, dir, &private)
     }
 
     /// Removes what an overlay sandbox `id` keeps beside its mount point (it is unmounted).
