@@ -68,7 +68,16 @@ fn racer(
                     std::thread::yield_now();
                     // Back: the real directory is at `link` now (unless the library moved
                     // the symlink away, a discard's rename: then it is left where it is).
-                    exchange(&real, &link);
+                    if !exchange(&real, &link) {
+                        // Or the library removed its own directory from `link` (a discard
+                        // proving what it removes): the symlink goes back to `link`, so
+                        // `real` is free again and the library can make it anew.
+                        let gone = fs::symlink_metadata(&link).is_err();
+                        if gone && fs::symlink_metadata(&real).is_ok_and(|m| m.is_symlink()) {
+                            use rustix::fs::{renameat_with, RenameFlags, CWD};
+                            let _ = renameat_with(CWD, &real, CWD, &link, RenameFlags::NOREPLACE);
+                        }
+                    }
                 }
             }
         }
