@@ -146,7 +146,7 @@ pub fn mount_on(
             // (Once mounted it cannot be renamed: the check below is stable, and so is the
             // path it gives.)
             if let Some(elsewhere) = moved(fd, mnt) {
-                undo_moved(&elsewhere, mnt, None)?;
+                undo_mount(&elsewhere, mnt, None)?;
                 return Err(moved_error(mnt));
             }
             Ok(Mounted {
@@ -157,19 +157,17 @@ pub fn mount_on(
         Backend::Fuse => {
             fuse_available()?;
             let via = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
-            let child = match mount_fuse(layers, &via, mnt, log) {
+            let child = match mount_fuse(layers, &via, fd, mnt, log) {
                 Ok(c) => c,
                 Err(e) => {
-                    // It may have mounted where the directory went, and timed out waiting
-                    // for `mnt`.
-                    if let Some(elsewhere) = moved(fd, mnt) {
-                        undo_moved(&elsewhere, mnt, None)?;
-                    }
+                    // It may have mounted just as it was given up on.
+                    let at = moved(fd, mnt).unwrap_or_else(|| mnt.to_path_buf());
+                    undo_mount(&at, mnt, None)?;
                     return Err(e);
                 }
             };
             if let Some(elsewhere) = moved(fd, mnt) {
-                undo_moved(&elsewhere, mnt, Some(child))?;
+                undo_mount(&elsewhere, mnt, Some(child))?;
                 return Err(moved_error(mnt));
             }
             Ok(Mounted {
@@ -180,13 +178,13 @@ pub fn mount_on(
     }
 }
 
-/// Unmounts this call's mount from `elsewhere` (where the pinned directory was renamed
-/// before it was mounted on; stable, since a mount point cannot be renamed) and ends its
-/// server: an error names what stays mounted.
-fn undo_moved(elsewhere: &Path, mnt: &Path, server: Option<Child>) -> Result<()> {
-    unmount(elsewhere, true, server).map_err(|e| {
+/// Unmounts a mount [`mount_on`] gives up on from `at` (where the held directory is: `mnt`,
+/// or where it was renamed before it was mounted on; stable, since a mount point cannot be
+/// renamed) and ends its server: an error names what stays mounted.
+fn undo_mount(at: &Path, mnt: &Path, server: Option<Child>) -> Result<()> {
+    unmount(at, true, server).map_err(|e| {
         Error::io(
-            "undo a mount on a renamed mount point",
+            "undo a mount given up on",
             mnt,
             std::io::Error::other(format!("{e}")),
         )
@@ -356,9 +354,16 @@ pub fn fuse_available() -> Result<()> {
         .map_err(|e| Error::io("open", "/dev/fuse", e))
 }
 
-/// Starts `fuse-overlayfs` on `via` (a path naming the mount point's descriptor) and waits
-/// until `mnt` is mounted.
-fn mount_fuse(layers: &Layers, via: &Path, mnt: &Path, log: &Path) -> Result<Child> {
+/// Starts `fuse-overlayfs` on `via` (a path naming the mount point's descriptor `fd`) and
+/// waits until the directory open as `fd` is mounted on, at `mnt` or wherever it was renamed
+/// before (the caller then undoes that mount).
+fn mount_fuse(
+    layers: &Layers,
+    via: &Path,
+    fd: std::os::fd::RawFd,
+    mnt: &Path,
+    log: &Path,
+) -> Result<Child> {
     // fuse-overlayfs splits its options on ',' and its lower layers on ':' without escapes.
     let all = layers.lower.iter().map(PathBuf::as_path).chain([
         layers.upper.as_path(),
@@ -392,7 +397,8 @@ fn mount_fuse(layers: &Layers, via: &Path, mnt: &Path, log: &Path) -> Result<Chi
         .map_err(|e| Error::io("run fuse-overlayfs for", mnt, e))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if is_mounted(mnt)? {
+        let at = moved(fd, mnt).unwrap_or_else(|| mnt.to_path_buf());
+        if is_mounted(&at)? {
             return Ok(child);
         }
         let exited = child
