@@ -22,16 +22,12 @@ cargo test --all-features -q 2>&1 | tee "${TMPDIR:-/tmp}/patchbox-cargo-test.log
 other=overlay
 [[ "${PATCHBOX_ISOLATION:-auto}" != copy ]] && other=copy
 echo "== Rust session tests, PATCHBOX_ISOLATION=$other"
-# The symlink-swapping race (tests/chokepoint.rs) is left out of the overlay pass: it fails
-# in about one run of five there (README, "Isolation"), and copy stays the default until fixed.
-chokepoint=(--test chokepoint)
-[[ $other == overlay ]] && chokepoint=()
 PATCHBOX_ISOLATION=$other cargo test --all-features -q --test core --test crash --test cli \
-  "${chokepoint[@]}" --test isolation
+  --test chokepoint --test isolation
 if command -v fuse-overlayfs >/dev/null && [[ -c /dev/fuse ]]; then
   echo "== Rust session tests, fuse-overlayfs"
   PATCHBOX_ISOLATION=overlay PATCHBOX_OVERLAY_MODE=fuse cargo test --all-features -q \
-    --test core --test isolation
+    --test core --test chokepoint --test isolation
 fi
 
 if [[ -f CMakeLists.txt ]]; then

@@ -83,7 +83,7 @@ struct Options {
   /// with the sandbox. `false`: sandboxes without `.git`. A project outside git never gets one.
   bool git_repo = true;
   /// How sandboxes are isolated. Empty: `$PATCHBOX_ISOLATION` (`copy`, `overlay`, `auto`) if
-  /// set, else Isolation::Copy (Isolation::Auto: an overlay where one can be mounted, else copies).
+  /// set, else Isolation::Auto (an overlay where one can be mounted, else copies).
   std::optional<Isolation> isolation;
 };
 

@@ -102,7 +102,7 @@ impl SessionManager {
     /// `prune_on_start` is false) recovers dead sessions there on a background thread.
     ///
     /// `isolation` is `"copy"`, `"overlay"` or `"auto"` (default: `$PATCHBOX_ISOLATION`, else
-    /// `"copy"`); `git_repo=False` makes sandboxes of a git project without their private
+    /// `"auto"`); `git_repo=False` makes sandboxes of a git project without their private
     /// `.git`.
     #[new]
     #[pyo3(signature = (project_dir, root=None, *, prune_on_start=true, confine=true, writable_dirs=Vec::new(), progress=None, isolation=None, git_repo=true))]

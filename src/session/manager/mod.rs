@@ -70,7 +70,7 @@ pub struct Options {
     pub no_git_repo: bool,
     /// How sandboxes are isolated: copies, or overlay mounts over one materialized copy of
     /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else
-    /// [`Isolation::Copy`].
+    /// [`Isolation::Auto`] (an overlay where one can be mounted, else copies).
     pub isolation: Isolation,
 }
 
