@@ -165,3 +165,60 @@ pub fn remove_pinned_dir(pin: &PinnedDir, p: &SessionPath, private: &SessionPath
         None => return Ok(()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn session() -> (tempfile::TempDir, SessionDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().canonicalize().unwrap();
+        let s = SessionDir::open(&path).unwrap();
+        (tmp, s)
+    }
+
+    #[test]
+    fn a_taken_name_is_left_as_it_is_and_nothing_else_stays() {
+        let (_tmp, s) = session();
+        let p = s.join(Path::new("d-x")).unwrap();
+        std::fs::write(p.as_path(), b"someone else's\n").unwrap();
+        let private = s.join(Path::new(".creating-x")).unwrap();
+        assert!(create_dir_pinned(&p, &private).unwrap().is_none());
+        assert_eq!(std::fs::read(p.as_path()).unwrap(), b"someone else's\n");
+        assert!(!private.as_path().exists());
+    }
+
+    #[test]
+    fn removal_finds_the_directory_where_it_was_renamed_and_spares_what_took_its_name() {
+        let (tmp, s) = session();
+        let victim = tmp.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let p = s.join(Path::new("d-x")).unwrap();
+        let pin = create_dir_pinned(&p, &s.join(Path::new(".creating-x")).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(pin.current_path().as_deref(), Some(p.as_path()));
+        // Another writer moves it aside and puts a symlink (and a directory) in its place.
+        let aside = s.path().join("d-x.link");
+        std::fs::rename(p.as_path(), &aside).unwrap();
+        symlink(&victim, p.as_path()).unwrap();
+        std::fs::write(aside.join("inside"), b"x").unwrap();
+        let private = s.join(Path::new(".trash-x")).unwrap();
+        remove_pinned_dir(&pin, &p, &private).unwrap();
+        assert!(!aside.exists());
+        assert!(std::fs::symlink_metadata(p.as_path()).unwrap().is_symlink());
+        assert!(victim.is_dir());
+        assert!(!private.as_path().exists());
+        // A directory that merely took its name is not it: left alone.
+        std::fs::remove_file(p.as_path()).unwrap();
+        let pin = create_dir_pinned(&p, &s.join(Path::new(".creating-y")).unwrap())
+            .unwrap()
+            .unwrap();
+        std::fs::rename(p.as_path(), &aside).unwrap();
+        std::fs::create_dir(p.as_path()).unwrap();
+        std::fs::remove_dir(&aside).unwrap();
+        remove_pinned_dir(&pin, &p, &private).unwrap();
+        assert!(p.as_path().is_dir());
+    }
+}
