@@ -67,7 +67,13 @@ fn sh(cmd: &str, cwd: &Path) -> Duration {
 fn wait_until_empty(root: &Path) {
     let start = Instant::now();
     while start.elapsed().as_secs() < 120 {
-        let busy = fs::read_dir(root).map(|d| d.count() > 0).unwrap_or(false);
+        // The shared lower layers of overlay sessions stay by design.
+        let busy = fs::read_dir(root)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name() != patchbox::session::shared_lower::STORE_DIR)
+            })
+            .unwrap_or(false);
         if !busy {
             return;
         }

@@ -345,8 +345,26 @@ fn named_by_sessions(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The shared layer a session directory names (`.lower.shared`), if any.
+/// The shared layer a session directory names (`.lower.shared`), if any. Only a layer of
+/// the store of the root the session is in (`<root>/lowers/<key>/<ulid>/tree`) is taken, so
+/// a damaged record never stacks an arbitrary directory into a sandbox; such a record gives
+/// a path that does not exist, so mounting (and recovery) fails with the layer named as
+/// missing rather than showing a view without the layer's files.
 pub fn named_by(session: &Path) -> Option<PathBuf> {
     let b = std::fs::read(session.join(layout::SHARED_LOWER_FILE)).ok()?;
-    (!b.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&b)))
+    let p = PathBuf::from(std::ffi::OsStr::from_bytes(&b));
+    let valid = || -> Option<()> {
+        let store = session.parent()?.join(STORE_DIR).canonicalize().ok()?;
+        let real = p.canonicalize().ok()?;
+        let rel = real.strip_prefix(&store).ok()?;
+        let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+        (parts.len() == 3
+            && parts[1].to_str().is_some_and(layout::is_session_id)
+            && parts[2] == TREE_DIR)
+            .then_some(())
+    };
+    match valid() {
+        Some(()) => Some(p),
+        None => Some(session.join(format!("{}.invalid", layout::SHARED_LOWER_FILE))),
+    }
 }
