@@ -949,7 +949,13 @@ fn main() {
         // With overlays, round 1 also writes the project's shared lower layer (once per
         // project); the later rounds stack it. Both are shown; the medians are the later
         // rounds' (with one round, that round's).
-        let later = |v: &Vec<f64>| median(if v.len() > 1 { v[1..].to_vec() } else { v.clone() });
+        let later = |v: &Vec<f64>| {
+            median(if v.len() > 1 {
+                v[1..].to_vec()
+            } else {
+                v.clone()
+            })
+        };
         println!(
             "| one-shot `patchbox run`, round 1 (a first session of the project) | {:.3} s (cpu {:.3} s) | {:.3} s (cpu {:.3} s) | {:.2}× (cpu {:.2}×) | — |",
             f.ours[0],

@@ -118,8 +118,9 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
             let (_d2, w, c) = timed(|| mgr.create_sandbox("d2", Some(&d1)).expect("chain"));
             r.push(&format!("{tag} chained"), w, c);
             if iso == Isolation::Overlay {
-                // The reference copy: the same snapshot, whole, with cp -a.
-                let lower = mgr.session_base().join(".lower");
+                // The reference copy: the same snapshot, whole, with cp -a (of a fresh
+                // sandbox's view: `.lower/` may hold only a difference from a shared layer).
+                let lower = _d0.path.clone();
                 let dst = work.join(format!("iso-cp-{round}"));
                 let _ = fs::remove_dir_all(&dst);
                 settle();

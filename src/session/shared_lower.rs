@@ -155,7 +155,7 @@ impl Manifest {
 pub struct SharedLayer {
     /// The layer's directory (`<ulid>/`).
     pub dir: PathBuf,
-    /// What it holds.
+    /// What it holds (a session empties it once its `.lower/` is made; the file stays).
     pub manifest: Manifest,
     _hold: File,
 }

@@ -62,6 +62,10 @@ impl SandboxManager {
         let entries = self.fill_delta(base, &layer, tmp)?;
         let record = self.path_in_session_base(Path::new(layout::SHARED_LOWER_FILE))?;
         session_dir::write_atomic(&record, layer.tree().as_os_str().as_bytes())?;
+        // Only the hold is kept for the session's life: the manifest (tens of MB on a large
+        // tree) is read again by whoever needs it.
+        let mut layer = layer;
+        layer.manifest = Manifest::default();
         *self.shared_lower.lock() = Some(layer);
         Ok(Some(entries))
     }
