@@ -131,6 +131,11 @@ fn assert_root_is_clean(root: &Path) {
             }
             continue;
         }
+        if name == patchbox::session::shared_lower::STORE_DIR {
+            // Shared lower layers (overlay sessions of git projects): kept across sessions
+            // by design; a half-written one is named `.creating-<ulid>`, never a layer.
+            continue;
+        }
         assert!(
             patchbox::session::layout::is_session_id(&name),
             "stray entry in the root: {name}"

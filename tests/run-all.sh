@@ -30,6 +30,12 @@ if command -v fuse-overlayfs >/dev/null && [[ -c /dev/fuse ]]; then
     --test core --test chokepoint --test isolation
 fi
 
+# Overlay sessions of git projects over a shared lower layer (normally from 2,000 tracked
+# files on): every git project of these suites uses one here.
+echo "== Rust session tests, overlay over shared lower layers"
+PATCHBOX_ISOLATION=overlay PATCHBOX_SHARED_LOWER_MIN=1 cargo test --all-features -q \
+  --test core --test cli --test isolation --test session_git_view
+
 if [[ -f CMakeLists.txt ]]; then
   echo "== C++ tests"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPATCHBOX_BUILD_TESTS=ON >/dev/null

@@ -118,8 +118,9 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
             let (_d2, w, c) = timed(|| mgr.create_sandbox("d2", Some(&d1)).expect("chain"));
             r.push(&format!("{tag} chained"), w, c);
             if iso == Isolation::Overlay {
-                // The reference copy: the same snapshot, whole, with cp -a.
-                let lower = mgr.session_base().join(".lower");
+                // The reference copy: the same snapshot, whole, with cp -a (of a fresh
+                // sandbox's view: `.lower/` may hold only a difference from a shared layer).
+                let lower = _d0.path.clone();
                 let dst = work.join(format!("iso-cp-{round}"));
                 let _ = fs::remove_dir_all(&dst);
                 settle();
@@ -131,6 +132,23 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
                 });
                 r.push("cp -a", w, c);
                 let _ = fs::remove_dir_all(&dst);
+                // A later session of the project: its first create stacks the shared layer
+                // the first session wrote under the root (only the difference is written).
+                let next = SandboxManager::with_options(
+                    tree,
+                    Options {
+                        root: Some(root.clone()),
+                        isolation: Isolation::Overlay,
+                        no_prune_on_start: true,
+                        ..Options::default()
+                    },
+                )
+                .expect("manager");
+                settle();
+                let (sb, w, c) = timed(|| next.create_sandbox("n1", None).expect("create"));
+                r.push("overlay next", w, c);
+                next.discard_sandbox(&sb).expect("discard");
+                drop(next);
             }
             drop(mgr);
             let _ = fs::remove_dir_all(&root);
@@ -171,6 +189,17 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
             o.0 / cp.0
         );
     }
+    let (n, f) = (r.med("overlay next"), r.med("copy first"));
+    println!(
+        "| a later session's first create_sandbox (the shared lower layer exists) | {:.4} s (cpu {:.4}) | {:.4} s (cpu {:.4}) (first) | {:.3} s | {:.4}× | {:.4}× | — |",
+        n.0,
+        n.1,
+        f.0,
+        f.1,
+        cp.0,
+        n.0 / f.0,
+        n.0 / cp.0
+    );
     if let Some((o, g)) = s20 {
         println!(
             "| session of 20 delegations: create, 5 edits, finalize, discard (vs git worktree add / git diff / git worktree remove) | {:.3} s (cpu {:.3}) | | {:.3} s (cpu {:.3}) git worktree | {:.4}× vs worktree | | ≤ 0.05× |",

@@ -11,7 +11,9 @@
 //!     d-<delegation-id>/        one sandbox per delegation
 //!     tmp-<delegation-id>/      the TMPDIR of its confined tools (when /tmp holds the project)
 //!     .lower/                   overlay isolation: the snapshot materialized whole, the
-//!                               lowest layer of every overlay sandbox (made once)
+//!                               lowest layer of every overlay sandbox (made once) — or,
+//!                               over a shared layer, only what differs from it
+//!     .lower.shared             overlay isolation: the shared layer under `.lower/`, if any
 //!     .overlay-<delegation-id>  overlay isolation: its record (backend, layers), written
 //!                               before anything is mounted on d-<delegation-id>/
 //!     .upper-<delegation-id>/   its upper layer (what it changed), .work-<id>/ its work dir
@@ -53,6 +55,11 @@ pub const GIT_OBJECTS_DIR: &str = "base.objects";
 /// Overlay isolation: the snapshot materialized whole, every overlay's lowest layer.
 pub const LOWER_DIR: &str = ".lower";
 
+/// Overlay isolation: the file naming the shared lower layer stacked under `.lower/` (an
+/// absolute path; see [`crate::session::shared_lower`]), when the session uses one. Written
+/// before anything is mounted, so recovery stacks the same layers.
+pub const SHARED_LOWER_FILE: &str = ".lower.shared";
+
 /// Overlay isolation: prefix of a sandbox's record (`.overlay-<delegation>`): its backend
 /// and its lower layers, written before anything is mounted, so recovery reads its layers.
 pub const OVERLAY_PREFIX: &str = ".overlay-";
@@ -82,6 +89,7 @@ pub fn is_overlay_state(name: &str) -> bool {
         .filter(|n| n.starts_with(OVERLAY_PREFIX))
         .unwrap_or(name);
     name == LOWER_DIR
+        || name == SHARED_LOWER_FILE
         || name == ".creating-lower"
         || [
             OVERLAY_PREFIX,

@@ -34,3 +34,4 @@ pub mod overlay;
 pub mod pending;
 pub mod recover;
 pub mod scoped;
+pub mod shared_lower;

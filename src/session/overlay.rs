@@ -112,10 +112,14 @@ pub fn diff_view(
 }
 
 /// The layers of the sandbox `id` as recorded, for mounting: lower layers top first
-/// (`.lower/` last), upper, work.
+/// (`.lower/`, then the shared layer it stands on if the session uses one, last), upper,
+/// work. The first `rec.layers.len()` lower layers are the frozen ones.
 pub fn layers_of(session: &Path, id: &str, rec: &Record) -> crate::fs::overlay::mount::Layers {
     let mut lower: Vec<PathBuf> = rec.layers.iter().map(|l| session.join(l)).collect();
     lower.push(session.join(layout::LOWER_DIR));
+    if let Some(shared) = crate::session::shared_lower::named_by(session) {
+        lower.push(shared);
+    }
     crate::fs::overlay::mount::Layers {
         lower,
         upper: session.join(format!("{}{id}", layout::UPPER_PREFIX)),

@@ -458,7 +458,7 @@ fn recover_overlay(c: &Ctx<'_>, rec: &overlay::Record) -> Result<Option<PathBuf>
         }));
     };
     let backend = m.backend;
-    let frozen = &layers.lower[..layers.lower.len() - 1];
+    let frozen = &layers.lower[..rec.layers.len().min(layers.lower.len())];
     let res = overlay::scan_layers(&layers.upper, frozen, backend).and_then(|scan| {
         let rules = IgnoreRules::load(c.sb, c.repo)?;
         let d = overlay::diff_view(&c.base.nodes, c.base, c.sb, &scan, &|rel| {

@@ -396,6 +396,20 @@ pub(super) fn mtime_stamps(mtime: (i64, i64)) -> rustix::fs::Timestamps {
     }
 }
 
+/// Makes an OverlayFS whiteout at `p` (a character device 0/0, which hides whatever lower
+/// layers hold at that path); `p` must not exist. Needs `CAP_MKNOD`.
+pub fn create_whiteout(p: &SessionPath) -> Result<()> {
+    let (dir, name) = p.need_parent("create whiteout")?;
+    rustix::fs::mknodat(
+        &dir,
+        &name,
+        rustix::fs::FileType::CharacterDevice,
+        Mode::empty(),
+        0,
+    )
+    .map_err(|e| io_err("create whiteout", &p.full, e))
+}
+
 /// Sets the modification time of `p` without following a symlink at `p`.
 pub fn set_mtime(p: &SessionPath, mtime: (i64, i64)) -> Result<()> {
     let (dir, name) = p.need_parent("set mtime")?;

@@ -221,13 +221,13 @@ impl SandboxManager {
     ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
         let mut dir_nodes = Vec::new();
         let mut blob_nodes = Vec::new();
-        let mut blob_info = Vec::new();
+        let mut blob_idx = Vec::new();
         for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
             match s {
                 BaseSrc::Dir => dir_nodes.push(n),
-                BaseSrc::Blob(_, st) => {
+                BaseSrc::Blob(..) => {
                     blob_nodes.push(n);
-                    blob_info.push((i, *st));
+                    blob_idx.push(i);
                 }
             }
         }
@@ -252,13 +252,11 @@ impl SandboxManager {
             None,
         )?;
         let pb = offset_progress(dir_nodes.len() as u64);
-        let verify = |i: usize, m: &std::fs::Metadata| LStat::from_metadata(m) == blob_info[i].1;
-        let b = snapshot::copy_tree(
-            &self.project,
-            &blob_nodes,
+        let b = self.copy_blobs(
+            base,
+            &blob_idx,
             tmp,
             pb.as_ref().map(|f| f as &snapshot::ProgressFn),
-            Some(&verify),
         )?;
         let mut entries = Vec::with_capacity(base.nodes.len());
         let mut newest = (0, 0);
@@ -275,14 +273,46 @@ impl SandboxManager {
                 push(&n.rel, k, &mut entries);
             }
         }
-        for ((n, k), (i, st)) in blob_nodes.iter().zip(b.keys).zip(&blob_info) {
+        for (n, key) in blob_nodes.iter().zip(b) {
+            push(&n.rel, key, &mut entries);
+        }
+        Ok((entries, newest))
+    }
+
+    /// Copies the blob nodes `idx` (indices into `base.nodes`, in path order) into `dst`:
+    /// from the project when its file still has the stat data verified at snapshot time,
+    /// else written from the object store with the recorded mtime. Returns each one's stat
+    /// data in `dst`, in the order of `idx`.
+    pub(super) fn copy_blobs(
+        &self,
+        base: &Base,
+        idx: &[usize],
+        dst: &SessionPath,
+        progress: Option<&snapshot::ProgressFn>,
+    ) -> Result<Vec<StatKey>> {
+        let nodes: Vec<&Node> = idx.iter().map(|&i| &base.nodes[i]).collect();
+        let stats: Vec<LStat> = idx
+            .iter()
+            .map(|&i| match base.srcs[i] {
+                BaseSrc::Blob(_, st) => Ok(st),
+                BaseSrc::Dir => Err(Error::io(
+                    "copy a blob node",
+                    base.nodes[i].rel.as_path(),
+                    std::io::Error::other("not a blob node"),
+                )),
+            })
+            .collect::<Result<_>>()?;
+        let verify = |k: usize, m: &std::fs::Metadata| LStat::from_metadata(m) == stats[k];
+        let b = snapshot::copy_tree(&self.project, &nodes, dst, progress, Some(&verify))?;
+        let mut keys = Vec::with_capacity(idx.len());
+        for (((n, k), &i), st) in nodes.iter().zip(b.keys).zip(idx).zip(&stats) {
             let key = match k {
                 Some(k) => k,
                 // The user changed (or removed) the file since the snapshot: the base
                 // content is the blob.
                 None => {
-                    let data = crate::tree::diff::BaseSource::read(base, *i)?;
-                    let dst = tmp.child(&n.rel);
+                    let data = crate::tree::diff::BaseSource::read(base, i)?;
+                    let dst = dst.child(&n.rel);
                     session_dir::remove_file(&dst)?;
                     let mode = if matches!(n.kind, NodeKind::File { executable: true }) {
                         0o755
@@ -294,9 +324,9 @@ impl SandboxManager {
                     StatKey::from_metadata(&session_dir::symlink_metadata(&dst)?)
                 }
             };
-            push(&n.rel, key, &mut entries);
+            keys.push(key);
         }
-        Ok((entries, newest))
+        Ok(keys)
     }
 
     /// A copy of a predecessor sandbox's current state; nodes it had already changed are

@@ -44,6 +44,7 @@ use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 mod build;
 mod git_view;
 mod overlay;
+mod shared_lower;
 mod teardown;
 
 use crate::session::delegation::{Isolation, IsolationMode};
@@ -175,6 +176,9 @@ pub struct SandboxManager {
     decided: Mutex<Option<overlay::Decided>>,
     /// `.lower/`, once materialized (overlay isolation).
     lower: Mutex<Option<PathBuf>>,
+    /// The shared layer under `.lower/`, held while the manager lives (overlay isolation of
+    /// a git project; see [`crate::session::shared_lower`]).
+    shared_lower: Mutex<Option<crate::session::shared_lower::SharedLayer>>,
 }
 
 impl SandboxManager {
@@ -222,6 +226,7 @@ impl SandboxManager {
             isolation: options.isolation,
             decided: Mutex::new(None),
             lower: Mutex::new(None),
+            shared_lower: Mutex::new(None),
         };
         if !options.no_prune_on_start {
             // Off the caller's path and bounded: an engine starts at once, whatever crashed

@@ -142,7 +142,9 @@ impl SandboxManager {
         r
     }
 
-    /// The snapshot materialized whole in `.lower/`, made once. In a git project it holds
+    /// The snapshot materialized whole in `.lower/`, made once — or, in a git project with
+    /// many tracked files, only its difference from a layer shared with the project's other
+    /// sessions (see [`Self::lower_over_shared`]). In a git project it holds
     /// the private repository too (`.lower/.git`, see [`Self::add_git_repo`]), written once
     /// here with the copy's stat data: every overlay sandbox sees it, and what git writes in
     /// a sandbox lands in that sandbox's upper layer, never in a patch (finalize skips the
@@ -155,13 +157,21 @@ impl SandboxManager {
         }
         let tmp = self.path_in_session_base(Path::new(".creating-lower"))?;
         let dir = self.path_in_session_base(Path::new(layout::LOWER_DIR))?;
+        // What a failed earlier attempt may have left.
+        let shared = self.path_in_session_base(Path::new(layout::SHARED_LOWER_FILE))?;
+        session_dir::remove_file(&shared)?;
         session_dir::remove_tree(&tmp)?;
         session_dir::create_dir_new(&tmp)?;
-        let made = self
-            .copy_fresh(base, &tmp)
-            .and_then(|(entries, _)| self.add_git_repo(sbase, &tmp, Some(&entries)));
+        let made = match self.lower_over_shared(sbase, &tmp) {
+            Ok(Some(entries)) => self.add_git_repo(sbase, &tmp, Some(&entries)),
+            Ok(None) => self
+                .copy_fresh(base, &tmp)
+                .and_then(|(entries, _)| self.add_git_repo(sbase, &tmp, Some(&entries))),
+            Err(e) => Err(e),
+        };
         if let Err(e) = made {
             let _ = session_dir::remove_tree(&tmp);
+            let _ = session_dir::remove_file(&shared);
             return Err(e);
         }
         session_dir::rename(&tmp, &dir)?;

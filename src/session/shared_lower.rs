@@ -1,0 +1,370 @@
+//! Shared lower layers: a git project's tracked files materialized once under the root and
+//! stacked, read-only, under the overlay sandboxes of every later session of that project.
+//!
+//! Materializing a session's snapshot for OverlayFS (`.lower/`) costs one inode per file of
+//! the project: on a 20,000-file project as much as a `git worktree add`, paid again by every
+//! session. Yet between two sessions of a project almost every tracked file is unchanged —
+//! the same blob, mode and mtime. So the first overlay session of a git project writes those
+//! files (the snapshot's [`BaseSrc::Blob`] nodes: clean tracked files, content named by their
+//! blob id) into a *shared layer* `<root>/lowers/<project-key>/<ulid>/tree/`, with a
+//! [`Manifest`] of what each file is; every later session stacks that layer under its own
+//! `.lower/`, which then holds only the difference: its other nodes (untracked and modified
+//! files, symlinks), the shared files whose blob, mode or mtime differ, whiteouts for shared
+//! files the snapshot lacks, and the private `.git`. The view through the mount is the same
+//! tree, file for file, mode and mtime included, as the copy a `copy` session makes.
+//!
+//! ```text
+//! <root>/lowers/<project-key>/    one directory per project (a hash of its path)
+//!   <ulid>/tree/                  the shared layer: never written once renamed in place
+//!   <ulid>/manifest               what it holds: per file, path, mode, blob id, mtime
+//!   .creating-<ulid>/             a layer being written (renamed to <ulid>/ when complete)
+//! <root>/<session>/.lower.shared  the shared layer a session stacks (absolute path)
+//! ```
+//!
+//! A layer is immutable once published (OverlayFS forbids changing a lower layer under a
+//! mount). A session holds a shared `flock` on the manifest for its life and records the
+//! layer in `.lower.shared` before anything is mounted; an older layer of the project is
+//! removed only when nobody holds it and no session directory names it, so crash recovery
+//! always finds the layers it records.
+//!
+//! ```
+//! use patchbox::session::shared_lower::{Manifest, ManifestFile};
+//! let m = Manifest {
+//!     files: vec![ManifestFile {
+//!         path: b"src/main.c".to_vec(),
+//!         executable: false,
+//!         oid: [7; 20],
+//!         mtime: (1_700_000_000, 5),
+//!     }],
+//! };
+//! assert_eq!(Manifest::decode(&m.encode()), Some(m));
+//! ```
+//!
+//! [`BaseSrc::Blob`]: crate::tree::base::BaseSrc::Blob
+
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::RelPath;
+use crate::git::oid::{to_hex, ObjectKind};
+use crate::session::layout;
+
+/// The store's directory under the root.
+pub const STORE_DIR: &str = "lowers";
+
+/// A layer's files, in its directory.
+pub const TREE_DIR: &str = "tree";
+
+/// A layer's manifest, in its directory.
+pub const MANIFEST_FILE: &str = "manifest";
+
+/// Prefix of a layer being written.
+const CREATING_PREFIX: &str = ".creating-";
+
+/// Prefix of a layer being removed.
+const TRASH_PREFIX: &str = ".trash-";
+
+/// First line of an encoded manifest (format version 1).
+const MAGIC: &[u8] = b"patchbox-shared-lower-1\n";
+
+/// One file of a shared layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestFile {
+    /// Path relative to the layer, as bytes.
+    pub path: Vec<u8>,
+    /// Whether it was written with mode 0755 (else 0644).
+    pub executable: bool,
+    /// The blob id of its content.
+    pub oid: [u8; 20],
+    /// Its modification time (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+}
+
+/// What a shared layer holds, sorted by path bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Its files.
+    pub files: Vec<ManifestFile>,
+}
+
+impl Manifest {
+    /// The manifest as stored: the magic line, then per file `x|-`, the blob id in hex, the
+    /// mtime, a space and the path, NUL-terminated (paths may hold any byte but NUL).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        for f in &self.files {
+            out.push(if f.executable { b'x' } else { b'-' });
+            out.extend_from_slice(
+                format!(" {} {} {} ", to_hex(&f.oid), f.mtime.0, f.mtime.1).as_bytes(),
+            );
+            out.extend_from_slice(&f.path);
+            out.push(0);
+        }
+        out
+    }
+
+    /// Reads a manifest back; `None` when the bytes are not one.
+    pub fn decode(data: &[u8]) -> Option<Manifest> {
+        let rest = data.strip_prefix(MAGIC)?;
+        let mut files = Vec::new();
+        for rec in rest.split(|b| *b == 0) {
+            if rec.is_empty() {
+                continue;
+            }
+            let mut parts = rec.splitn(5, |b| *b == b' ');
+            let executable = match parts.next()? {
+                b"x" => true,
+                b"-" => false,
+                _ => return None,
+            };
+            let oid = crate::git::oid::oid_from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
+            let num =
+                |p: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(p?).ok()?.parse().ok() };
+            let mtime = (num(parts.next())?, num(parts.next())?);
+            let path = parts.next()?.to_vec();
+            if path.is_empty() {
+                return None;
+            }
+            files.push(ManifestFile {
+                path,
+                executable,
+                oid,
+                mtime,
+            });
+        }
+        if files.windows(2).any(|w| w[0].path >= w[1].path) {
+            return None;
+        }
+        Some(Manifest { files })
+    }
+
+    /// The file at `path`, if the layer holds one.
+    pub fn get(&self, path: &[u8]) -> Option<&ManifestFile> {
+        self.files
+            .binary_search_by(|f| f.path.as_slice().cmp(path))
+            .ok()
+            .map(|i| &self.files[i])
+    }
+}
+
+/// A published shared layer, held (shared `flock` on its manifest) while this value lives.
+#[derive(Debug)]
+pub struct SharedLayer {
+    /// The layer's directory (`<ulid>/`).
+    pub dir: PathBuf,
+    /// What it holds (a session empties it once its `.lower/` is made; the file stays).
+    pub manifest: Manifest,
+    _hold: File,
+}
+
+impl SharedLayer {
+    /// The layer's files (`<ulid>/tree/`): what is stacked under a session's `.lower/`.
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join(TREE_DIR)
+    }
+}
+
+/// The store directory of `project`'s layers: `<root>/lowers/<first 16 hex digits of the
+/// SHA-1 of the project's canonical path>`.
+pub fn project_dir(root: &Path, project: &Path) -> PathBuf {
+    let id = crate::git::oid::object_id(ObjectKind::Blob, project.as_os_str().as_bytes());
+    let hex = to_hex(&id);
+    root.join(STORE_DIR).join(&hex[..16])
+}
+
+/// Opens (creating it if needed) the store directory of `project` as a capability.
+fn open_store(root: &Path, project: &Path) -> Result<SessionDir> {
+    let dir = project_dir(root, project);
+    std::fs::create_dir_all(&dir).ctx("create shared lower store", &dir)?;
+    SessionDir::open(&dir)
+}
+
+/// The newest published layer of `project`, held; `None` when there is none (or its
+/// manifest cannot be read: then a new one is made rather than trusting it).
+pub fn newest(root: &Path, project: &Path) -> Result<Option<SharedLayer>> {
+    let dir = project_dir(root, project);
+    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| layout::is_session_id(n))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("list shared lower layers", &dir, e)),
+    };
+    names.sort();
+    let Some(name) = names.pop() else {
+        return Ok(None);
+    };
+    open_layer(&dir.join(name))
+}
+
+/// Opens and holds the layer at `dir`; `None` when it vanished or its manifest is not one.
+fn open_layer(dir: &Path) -> Result<Option<SharedLayer>> {
+    let mpath = dir.join(MANIFEST_FILE);
+    let file = match File::open(&mpath) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open shared lower manifest", &mpath, e)),
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| Error::io("lock shared lower manifest", &mpath, e.into()))?;
+    // Held now: a remover takes the lock exclusively before renaming the layer away, so the
+    // layer is still in place if its manifest still is.
+    let data = match std::fs::read(&mpath) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read shared lower manifest", &mpath, e)),
+    };
+    Ok(Manifest::decode(&data).map(|manifest| SharedLayer {
+        dir: dir.to_path_buf(),
+        manifest,
+        _hold: file,
+    }))
+}
+
+/// A layer being written: `fill` writes the files into the given directory (a
+/// [`SessionPath`] beneath the store) and returns its manifest; the layer is then published
+/// under a new ULID, and held. A failure leaves nothing behind.
+pub fn make(
+    root: &Path,
+    project: &Path,
+    fill: impl FnOnce(&SessionPath) -> Result<Manifest>,
+) -> Result<SharedLayer> {
+    let store = open_store(root, project)?;
+    sweep_abandoned(&store);
+    let ulid = ulid::Ulid::new().to_string();
+    let tmp = store.join(Path::new(&format!("{CREATING_PREFIX}{ulid}")))?;
+    session_dir::create_dir_new(&tmp)?;
+    let made = (|| -> Result<()> {
+        let tree = tmp.child(&RelPath::new(TREE_DIR)?);
+        session_dir::create_dir_new(&tree)?;
+        let manifest = fill(&tree)?;
+        let m = tmp.child(&RelPath::new(MANIFEST_FILE)?);
+        session_dir::write_atomic(&m, &manifest.encode())
+    })();
+    if let Err(e) = made {
+        let _ = session_dir::remove_tree(&tmp);
+        return Err(e);
+    }
+    let dst = store.join(Path::new(&ulid))?;
+    if let Err(e) = session_dir::rename(&tmp, &dst) {
+        let _ = session_dir::remove_tree(&tmp);
+        return Err(e);
+    }
+    open_layer(dst.as_path())?.ok_or_else(|| {
+        Error::io(
+            "open shared lower layer",
+            dst.as_path(),
+            std::io::Error::new(std::io::ErrorKind::NotFound, "vanished once published"),
+        )
+    })
+}
+
+/// Removes layers of the store that were being written by a process that is gone (older
+/// than an hour: a live writer of a large tree may take minutes, never an hour idle).
+fn sweep_abandoned(store: &SessionDir) {
+    let Ok(names) = store.names() else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for n in names {
+        let Some(name) = n.to_str() else { continue };
+        let Some(id) = name
+            .strip_prefix(CREATING_PREFIX)
+            .or_else(|| name.strip_prefix(TRASH_PREFIX))
+        else {
+            continue;
+        };
+        let old = ulid::Ulid::from_string(id)
+            .ok()
+            .and_then(|u| now.duration_since(u.datetime()).ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(3600));
+        if old || name.starts_with(TRASH_PREFIX) {
+            if let Ok(p) = store.join(Path::new(name)) {
+                let _ = session_dir::remove_tree(&p);
+            }
+        }
+    }
+}
+
+/// Removes the layers of `project` other than `keep` that no process holds and no session
+/// directory under `root` names in its `.lower.shared`. Returns how many were removed.
+/// Best effort: a layer in use or unreadable is left.
+pub fn remove_unused(root: &Path, project: &Path, keep: &Path) -> usize {
+    let Ok(store) = open_store(root, project) else {
+        return 0;
+    };
+    let named = named_by_sessions(root);
+    let mut removed = 0;
+    let Ok(names) = store.names() else {
+        return 0;
+    };
+    for n in names {
+        let Some(name) = n.to_str() else { continue };
+        if !layout::is_session_id(name) {
+            continue;
+        }
+        let dir = store.path().join(name);
+        if dir == keep || named.iter().any(|p| p.starts_with(&dir)) {
+            continue;
+        }
+        let mpath = dir.join(MANIFEST_FILE);
+        let Ok(f) = File::open(&mpath) else { continue };
+        let locked = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        if locked.is_err() {
+            continue;
+        }
+        let (Ok(from), Ok(to)) = (
+            store.join(Path::new(name)),
+            store.join(Path::new(&format!("{TRASH_PREFIX}{name}"))),
+        ) else {
+            continue;
+        };
+        if session_dir::rename(&from, &to).is_ok() {
+            drop(f);
+            let _ = session_dir::remove_tree(&to);
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The shared layers named by the session directories under `root`.
+fn named_by_sessions(root: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(layout::is_session_id))
+        .filter_map(|e| std::fs::read(e.path().join(layout::SHARED_LOWER_FILE)).ok())
+        .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(&b)))
+        .collect()
+}
+
+/// The shared layer a session directory names (`.lower.shared`), if any. Only a layer of
+/// the store of the root the session is in (`<root>/lowers/<key>/<ulid>/tree`) is taken, so
+/// a damaged record never stacks an arbitrary directory into a sandbox; such a record gives
+/// a path that does not exist, so mounting (and recovery) fails with the layer named as
+/// missing rather than showing a view without the layer's files.
+pub fn named_by(session: &Path) -> Option<PathBuf> {
+    let b = std::fs::read(session.join(layout::SHARED_LOWER_FILE)).ok()?;
+    let p = PathBuf::from(std::ffi::OsStr::from_bytes(&b));
+    let valid = || -> Option<()> {
+        let store = session.parent()?.join(STORE_DIR).canonicalize().ok()?;
+        let real = p.canonicalize().ok()?;
+        let rel = real.strip_prefix(&store).ok()?;
+        let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+        (parts.len() == 3
+            && parts[1].to_str().is_some_and(layout::is_session_id)
+            && parts[2] == TREE_DIR)
+            .then_some(())
+    };
+    match valid() {
+        Some(()) => Some(p),
+        None => Some(session.join(format!("{}.invalid", layout::SHARED_LOWER_FILE))),
+    }
+}

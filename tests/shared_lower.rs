@@ -1,0 +1,293 @@
+//! Shared lower layers: the second overlay session of a git project stacks the layer the
+//! first one wrote under the root, and its `.lower/` holds only the difference — yet what
+//! tools see through `d-<id>/` is, path for path (type, mode, content, mtime), the copy a
+//! `copy` session makes, `git status` there is clean, and the same edits give the same patch.
+//! A project that moved on gets a new layer, and a layer no session names is removed.
+//!
+//! Every test lowers the threshold (`PATCHBOX_SHARED_LOWER_MIN=1`) so small projects use a
+//! shared layer; a machine where no overlay can be mounted skips with a message.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::{fingerprint, git, git_commit_all, git_init, write};
+use patchbox::{Isolation, IsolationMode, Options, SandboxManager};
+
+fn setup() {
+    // Set before any manager reads it; every test of this binary wants the same value.
+    std::env::set_var("PATCHBOX_SHARED_LOWER_MIN", "1");
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    root: PathBuf,
+}
+
+fn env() -> Env {
+    setup();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("sandbox");
+    fs::create_dir_all(&project).unwrap();
+    Env {
+        _tmp: tmp,
+        project,
+        root,
+    }
+}
+
+fn manager(e: &Env, isolation: Isolation) -> SandboxManager {
+    SandboxManager::with_options(
+        &e.project,
+        Options {
+            root: Some(e.root.clone()),
+            isolation,
+            no_prune_on_start: true,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+/// An overlay manager, or `None` (with a message) where no overlay can be mounted.
+fn overlay_manager(e: &Env) -> Option<SandboxManager> {
+    let mgr = manager(e, Isolation::Overlay);
+    let probe = mgr.create_sandbox("probe", None).unwrap();
+    mgr.discard_sandbox(&probe).unwrap();
+    if mgr.isolation_mode() == Some(IsolationMode::Copy) {
+        eprintln!(
+            "skipped: no overlay can be mounted here (needs CAP_SYS_ADMIN or fuse-overlayfs)"
+        );
+        return None;
+    }
+    Some(mgr)
+}
+
+fn populate(p: &Path) {
+    write(p, "a.txt", b"alpha\n");
+    write(p, "touched.txt", b"touched\n");
+    write(p, "script.sh", b"#!/bin/sh\necho hi\n");
+    write(p, "chmod.txt", b"becomes executable\n");
+    write(p, "dir/b.txt", b"bravo\n");
+    write(p, "gone/one.txt", b"one\n");
+    write(p, "gone/deeper/two.txt", b"two\n");
+    write(p, "partly/keep.txt", b"keep\n");
+    write(p, "partly/lost.txt", b"lost\n");
+    write(p, "x", b"a file that becomes a directory\n");
+    write(p, "d2/f1", b"a directory that becomes a file\n");
+    write(p, "edited.c", b"int main(void) { return 0; }\n");
+    fs::set_permissions(p.join("script.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("a.txt", p.join("link")).unwrap();
+    git_init(p);
+    git_commit_all(p);
+}
+
+/// What a user does between two sessions, without committing.
+fn change(p: &Path) {
+    write(p, "edited.c", b"int main(void) { return 1; }\n");
+    fs::set_permissions(p.join("chmod.txt"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::remove_dir_all(p.join("gone")).unwrap();
+    fs::remove_file(p.join("partly/lost.txt")).unwrap();
+    // Same content, new mtime: the copy keeps the new mtime, so must the view.
+    let f = fs::File::options()
+        .write(true)
+        .open(p.join("touched.txt"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+        .unwrap();
+    fs::remove_file(p.join("x")).unwrap();
+    write(p, "x/inner.txt", b"now a directory\n");
+    fs::remove_dir_all(p.join("d2")).unwrap();
+    write(p, "d2", b"now a file\n");
+    write(p, "untracked.txt", b"untracked\n");
+    write(p, "dir/new.txt", b"untracked in a tracked directory\n");
+}
+
+fn layers(e: &Env) -> Vec<String> {
+    let store = e.root.join("lowers");
+    let mut out = Vec::new();
+    for proj in fs::read_dir(&store).into_iter().flatten().flatten() {
+        for l in fs::read_dir(proj.path()).unwrap().flatten() {
+            out.push(l.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out.sort();
+    out
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| {
+            e.path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|p| !p.starts_with(".git/"))
+        .collect()
+}
+
+#[test]
+fn a_later_session_sees_exactly_the_copys_tree_over_the_shared_layer() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let s1 = first.create_sandbox("one", None).unwrap();
+    assert_eq!(
+        layers(&e).len(),
+        1,
+        "the first session wrote one shared layer"
+    );
+    let lower1 = first.session_base().join(".lower");
+    assert!(
+        !lower1.join("a.txt").exists(),
+        "a clean tracked file is served by the shared layer, not copied into .lower/"
+    );
+    first.discard_sandbox(&s1).unwrap();
+    drop(first);
+
+    change(&e.project);
+    let over = manager(&e, Isolation::Overlay);
+    let copy = manager(&e, Isolation::Copy);
+    let o = over.create_sandbox("o", None).unwrap();
+    let c = copy.create_sandbox("c", None).unwrap();
+    assert_eq!(layers(&e).len(), 1, "the second session reused the layer");
+    let delta = files_in(&over.session_base().join(".lower"));
+    assert!(
+        !delta
+            .iter()
+            .any(|p| p == "a.txt" || p == "dir/b.txt" || p == "script.sh"),
+        "unchanged tracked files stay in the shared layer: {delta:?}"
+    );
+    assert!(delta.iter().any(|p| p == "untracked.txt"), "{delta:?}");
+    assert_eq!(
+        fingerprint(&o.path, false),
+        fingerprint(&c.path, false),
+        "the overlay view over the shared layer is the copy, path for path"
+    );
+    // The private repository sees the view as the snapshot: clean.
+    let st = git(&o.path, &["status", "--porcelain", "--untracked-files=no"]);
+    assert!(st.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&st.stdout),
+        "",
+        "git status in the overlay view"
+    );
+
+    // The same edits give the same patch.
+    for d in [&o.path, &c.path] {
+        write(d, "a.txt", b"alpha, edited\n");
+        fs::remove_file(d.join("dir/b.txt")).unwrap();
+        write(d, "brand/new.txt", b"new\n");
+        fs::remove_file(d.join("untracked.txt")).unwrap();
+    }
+    let po = over.finalize_sandbox(&o).unwrap().patch;
+    let pc = copy.finalize_sandbox(&c).unwrap().patch;
+    assert!(!po.is_empty());
+    assert_eq!(String::from_utf8_lossy(&po), String::from_utf8_lossy(&pc));
+}
+
+#[test]
+fn a_project_that_moved_on_gets_a_new_layer_and_the_unused_one_goes() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let held = first.create_sandbox("one", None).unwrap();
+    let old = layers(&e);
+    assert_eq!(old.len(), 1);
+
+    // Every tracked file rewritten and committed: the old layer serves none of them.
+    for f in [
+        "a.txt",
+        "touched.txt",
+        "chmod.txt",
+        "dir/b.txt",
+        "edited.c",
+        "x",
+        "d2/f1",
+    ] {
+        write(&e.project, f, b"rewritten\n");
+    }
+    git_commit_all(&e.project);
+    let second = manager(&e, Isolation::Overlay);
+    let s2 = second.create_sandbox("two", None).unwrap();
+    let now = layers(&e);
+    assert_eq!(
+        now.len(),
+        2,
+        "a new layer, and the one the live session stacks is kept"
+    );
+    assert_eq!(fs::read(s2.path.join("a.txt")).unwrap(), b"rewritten\n");
+    assert_eq!(fs::read(held.path.join("a.txt")).unwrap(), b"alpha\n");
+    second.discard_sandbox(&s2).unwrap();
+    drop(second);
+
+    first.discard_sandbox(&held).unwrap();
+    drop(first);
+    // The next layer made finds the first one unused.
+    write(&e.project, "a.txt", b"again\n");
+    for f in [
+        "touched.txt",
+        "chmod.txt",
+        "dir/b.txt",
+        "edited.c",
+        "x",
+        "d2/f1",
+    ] {
+        write(&e.project, f, b"again\n");
+    }
+    git_commit_all(&e.project);
+    let third = manager(&e, Isolation::Overlay);
+    let s3 = third.create_sandbox("three", None).unwrap();
+    let last = layers(&e);
+    assert_eq!(last.len(), 1, "unused layers removed: {last:?}");
+    assert!(!old.contains(&last[0]) && !now.contains(&last[0]));
+    third.discard_sandbox(&s3).unwrap();
+}
+
+#[test]
+fn a_crashed_session_over_a_shared_layer_is_recovered_with_its_work() {
+    let e = env();
+    populate(&e.project);
+    let Some(mgr) = overlay_manager(&e) else {
+        return;
+    };
+    let sb = mgr.create_sandbox("work", None).unwrap();
+    write(&sb.path, "a.txt", b"alpha, from the crashed session\n");
+    fs::remove_file(sb.path.join("dir/b.txt")).unwrap();
+    // Kept as a crashed engine leaves it (unmounted, the record and layers in place): the
+    // next prune recovers it by mounting the recorded layers again.
+    let session = mgr.keep();
+    assert!(session.join(".lower.shared").exists());
+
+    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    let pending = patchbox::session::pending::list(&e.root).unwrap();
+    let p = pending
+        .iter()
+        .find(|p| p.id.ends_with("/work"))
+        .expect("the crashed delegation's work is pending");
+    let patch = fs::read_to_string(&p.patch_path).unwrap();
+    assert!(
+        patch.contains("+alpha, from the crashed session"),
+        "{patch}"
+    );
+    assert!(patch.contains("deleted file mode"), "{patch}");
+    assert!(
+        !session.join("base").exists() && !session.join(".lower").exists(),
+        "the recovered session keeps only its pending patches"
+    );
+}
