@@ -18,7 +18,10 @@
 //! The window: between the unmount and the `move_mount`, the mount point is the bare empty
 //! directory under it (a lookup there finds nothing; a file created there would be hidden by
 //! the new mount). No process can be inside it (the unmount proved it), so only a path walk
-//! that starts during those few system calls sees it.
+//! that starts during those system calls sees it. The unmount itself writes back the upper
+//! layer's filesystem once the mount is gone (the kernel syncs an overlay's upper filesystem
+//! when its superblock ends), so the caller writes it back first
+//! ([`sync_filesystem_of`]), leaving the unmount only what was written since.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
@@ -117,6 +120,19 @@ pub fn has_hard_links(upper: &Path) -> Result<bool> {
         Ok(false)
     }
     walk(upper, true)
+}
+
+/// Writes back the filesystem holding `dir` (`syncfs`). Unmounting an overlay writes back its
+/// upper layer's whole filesystem while the mount point already shows nothing: called just
+/// before [`unmount_if_idle`], it leaves that write-back little to do, and the window short.
+pub fn sync_filesystem_of(dir: &Path) -> Result<()> {
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io("open", dir, e.into()))?;
+    rustix::fs::syncfs(&fd).map_err(|e| Error::io("write back the filesystem of", dir, e.into()))
 }
 
 /// Unmounts what is mounted on `mnt` unless it is in use: `Ok(false)` (and nothing

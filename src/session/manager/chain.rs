@@ -23,8 +23,9 @@
 //!    holds what the predecessor wrote, `.upper-<id>/` its `.git` only; the record is exact.
 //! 7. The new overlay is created and mounted on `d-<id>/`.
 //!
-//! Steps 4–7 are the window in which `d-<id>/` shows no overlay (a few system calls; see
-//! the swap module). Only the kernel backend swaps: a `fuse-overlayfs` server would have to
+//! Steps 4–7 are the window in which `d-<id>/` shows no overlay (a few system calls, and the
+//! write-back of what was written to the session's filesystem since the `syncfs` just before
+//! step 4: see the swap module). Only the kernel backend swaps: a `fuse-overlayfs` server would have to
 //! be restarted on the new stack, so chained creates from it keep copying the layer.
 
 use std::path::Path;
@@ -99,7 +100,8 @@ impl SandboxManager {
                 return Ok(None);
             }
         };
-        // 4.
+        // 4. A failed write-back is only a longer window.
+        let _ = swap::sync_filesystem_of(&o.upper);
         match swap::unmount_if_idle(mnt) {
             Ok(true) => {}
             Ok(false) | Err(_) => {
