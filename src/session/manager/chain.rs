@@ -41,9 +41,9 @@ impl SandboxManager {
     /// The frozen layers a sandbox chained from `pred` stacks, got by swapping `pred`'s
     /// layers (see the module docs); `Ok(None)` when that cannot be done (a FUSE backend, a
     /// predecessor in use, finalizing or discarded, a stack that would not fit, hard links in
-    /// its upper layer) and nothing
-    /// changed: the caller then copies the layer. An error means `pred` could not be mounted
-    /// again (its layers on disk are whole and recorded: recovery reads them).
+    /// its upper layer) and `pred` shows what it showed: the caller then copies the layer. An
+    /// error means `pred` could not be mounted again (its layers on disk are whole and
+    /// recorded: recovery reads them).
     pub(super) fn swap_layers(
         &self,
         pred: &Sandbox,
@@ -130,6 +130,7 @@ impl SandboxManager {
             let back = ov::read_record(&self.session_dir, id).and_then(|rec| {
                 let rec = rec.unwrap_or(new_rec);
                 let l = ov::layers_of(&self.session_dir, id, &rec);
+                // The kernel backend (checked above) writes no server log.
                 mount::mount(o.backend, &l, mnt, Path::new("/dev/null")).map(drop)
             });
             // The layer is part of the predecessor's stack from now on, whatever happened.
