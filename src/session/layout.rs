@@ -17,7 +17,8 @@
 //!     .overlay-<delegation-id>  overlay isolation: its record (backend, layers), written
 //!                               before anything is mounted on d-<delegation-id>/
 //!     .upper-<delegation-id>/   its upper layer (what it changed), .work-<id>/ its work dir
-//!     .layer-<ulid>/            a frozen copy of a predecessor's upper layer (chained)
+//!     .layer-<ulid>/            a frozen layer (chained): a predecessor's former upper layer,
+//!                               or a copy of it
 //!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
 //! ```
 //!
@@ -70,8 +71,9 @@ pub const UPPER_PREFIX: &str = ".upper-";
 /// Overlay isolation: prefix of a sandbox's OverlayFS work directory (`.work-<delegation>`).
 pub const WORK_PREFIX: &str = ".work-";
 
-/// Overlay isolation: prefix of a frozen layer (`.layer-<ulid>`), a chained sandbox's copy
-/// of its predecessor's upper layer.
+/// Overlay isolation: prefix of a frozen layer (`.layer-<ulid>`): what a predecessor had
+/// written when a sandbox was chained from it (its former upper layer, or a copy of it),
+/// stacked by both.
 pub const LAYER_PREFIX: &str = ".layer-";
 
 /// Overlay isolation: prefix of a `fuse-overlayfs` server's log (`.fuse-<delegation>.log`).

@@ -7,7 +7,8 @@
 //! d-<id>/             the mount point: the directory tools work in
 //! .upper-<id>/        the upper layer: everything the delegation wrote
 //! .work-<id>/         OverlayFS's work directory
-//! .layer-<ulid>/ …    frozen copies of predecessors' upper layers (chained sandboxes), top first
+//! .layer-<ulid>/ …    frozen layers (chained sandboxes), top first: a predecessor's former
+//!                     upper layer (an idle one lends it), or a copy of it
 //! .lower/             the session snapshot materialized whole: the lowest layer of all
 //! .overlay-<id>       the record: backend, then the frozen layers' names, top first
 //! ```

@@ -2,7 +2,8 @@
 //!
 //! OverlayFS forbids changing a lower layer under a mount, and a predecessor keeps writing
 //! its upper layer after a chained sandbox is made from it; so the chained sandbox stacks a
-//! frozen copy of it. An upper layer holds only what changed, so the copy is small.
+//! frozen copy of it (unless the predecessor is idle and lends the layer itself, see
+//! [`super::swap`]). An upper layer holds only what changed, so the copy is small.
 //! [`merge`] also collapses a stack of frozen layers into one (when a chain outgrows what
 //! the kernel can stack): applied bottom to top, each layer's whiteouts and opaque
 //! directories replace what the layers below had, and are kept, since they must still hide

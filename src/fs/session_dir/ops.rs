@@ -199,6 +199,15 @@ pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
     rustix::fs::renameat(&fdir, &fname, &tdir, &tname).map_err(|e| io_err("rename", &from.full, e))
 }
 
+/// Exchanges the names of `a` and `b` (both must exist), atomically (`renameat2` with
+/// `RENAME_EXCHANGE`): a crash leaves each name on one of the two, never on neither.
+pub fn exchange(a: &SessionPath, b: &SessionPath) -> Result<()> {
+    let (adir, aname) = a.need_parent("exchange")?;
+    let (bdir, bname) = b.need_parent("exchange")?;
+    rustix::fs::renameat_with(&adir, &aname, &bdir, &bname, RenameFlags::EXCHANGE)
+        .map_err(|e| io_err("exchange", &a.full, e))
+}
+
 /// Renames `from` to `to` unless `to` exists, atomically (`renameat2` with
 /// `RENAME_NOREPLACE`): `Ok(false)` when it exists, so whatever another writer put there is
 /// never replaced.

@@ -42,6 +42,7 @@ use crate::tree::select;
 use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 
 mod build;
+mod chain;
 mod git_view;
 mod overlay;
 mod shared_lower;
@@ -362,9 +363,11 @@ impl SandboxManager {
                 .as_ref()
                 .is_ok_and(|r| r.is_ignored(rel, false))
         };
-        let d = match &sb.overlay {
-            Some(o) => self.overlay_changes(&sb, o, base, &is_ignored)?,
-            None => diff::diff_trees(
+        // An overlay's layers stay as they are until the patch is read from its view.
+        let stack = sb.overlay.as_ref().map(|o| o.stack.read());
+        let d = match (&sb.overlay, &stack) {
+            (Some(o), Some(stack)) => self.overlay_changes(&sb, o, stack, base, &is_ignored)?,
+            _ => diff::diff_trees(
                 &base.nodes,
                 base,
                 &sb.info.path,
@@ -384,6 +387,7 @@ impl SandboxManager {
             base.materialize(&base_dir, &scratch, i)?;
         }
         let patch = diff::render_patch(base, &sb.info.path, &d.changes)?;
+        drop(stack);
         *sb.last_touched.lock() = d.changes.iter().map(|c| c.rel.clone()).collect();
         Ok(result_from(
             &d,

@@ -1,17 +1,18 @@
 //! Overlay sandboxes of a manager (see [`crate::session::overlay`] for the layout): the
 //! backend is chosen once per session by a probe mount; the snapshot is materialized whole
 //! once into `.lower/` (reflinked where the filesystem shares blocks); each sandbox is then
-//! a few directories and one mount. A chained sandbox stacks a frozen copy of its
-//! predecessor's upper layer over the predecessor's own stack (frozen, since OverlayFS
-//! forbids changing a lower layer under a mount, and the predecessor keeps writing); a stack
-//! the kernel cannot mount (too many layers, or options longer than a page) is collapsed
-//! into one frozen layer.
+//! a few directories and one mount. A chained sandbox stacks its predecessor's upper layer,
+//! frozen, over the predecessor's own stack (OverlayFS forbids changing a lower layer under
+//! a mount, and the predecessor keeps writing): an idle predecessor on the kernel backend
+//! lends the layer itself and goes on with a fresh upper layer (see [`super::chain`]); else
+//! the layer is copied. A stack the kernel cannot mount (too many layers, or options longer
+//! than a page) is collapsed into one frozen layer.
 
 use std::path::Path;
 use std::process::Child;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::*;
 use crate::fs::overlay::layer;
@@ -22,8 +23,18 @@ use crate::session::overlay::{self as ov, Record};
 /// A frozen layer, shared by every chained sandbox stacking it; removed when the last of
 /// them is discarded (a kept session keeps it: recovery stacks it again).
 pub(super) struct FrozenLayer {
-    path: SessionPath,
-    name: String,
+    pub(super) path: SessionPath,
+    pub(super) name: String,
+}
+
+/// The frozen layers of an overlay sandbox and whether it is still mounted: read for as long
+/// as its layers are read (finalize), written while they change (a chained create swapping
+/// them, see [`super::chain`]) or while it is unmounted.
+pub(super) struct Stack {
+    /// Frozen layers over `.lower/`, top first (as its record lists them).
+    pub(super) layers: Vec<Arc<FrozenLayer>>,
+    /// Unmounted (discarded, or the manager ending): its layers never change again.
+    pub(super) unmounted: bool,
 }
 
 /// The overlay part of a sandbox.
@@ -31,8 +42,8 @@ pub(super) struct OverlaySb {
     pub(super) backend: Backend,
     /// `.upper-<id>/`.
     pub(super) upper: PathBuf,
-    /// Frozen layers over `.lower/`, top first.
-    pub(super) layers: Vec<Arc<FrozenLayer>>,
+    /// Its frozen layers.
+    pub(super) stack: RwLock<Stack>,
     /// The `fuse-overlayfs` process serving the mount.
     pub(super) server: Mutex<Option<Child>>,
     /// The mount point `d-<id>`, held since it was made: unmounted and removed only while it
@@ -206,9 +217,15 @@ impl SandboxManager {
         let base = &sbase.base;
         self.ensure_lower(sbase)?;
         let mut layers: Vec<Arc<FrozenLayer>> = Vec::new();
-        if let Some(o) = chain_from.and_then(|p| p.overlay.as_ref()) {
-            layers.push(self.freeze(&[o.upper.as_path()])?);
-            layers.extend(o.layers.iter().cloned());
+        if let Some((p, o)) = chain_from.and_then(|p| p.overlay.as_ref().map(|o| (p, o))) {
+            match self.swap_layers(p, o)? {
+                Some(swapped) => layers = swapped,
+                None => {
+                    let stack = o.stack.read();
+                    layers.push(self.freeze(&[o.upper.as_path()])?);
+                    layers.extend(stack.layers.iter().cloned());
+                }
+            }
         }
         let rec = |layers: &[Arc<FrozenLayer>]| Record {
             backend,
@@ -266,7 +283,10 @@ impl SandboxManager {
         let o = OverlaySb {
             backend,
             upper: upper.as_path().to_path_buf(),
-            layers,
+            stack: RwLock::new(Stack {
+                layers,
+                unmounted: false,
+            }),
             server: Mutex::new(mounted.server),
             mount_point,
         };
@@ -286,21 +306,31 @@ impl SandboxManager {
         // Held elsewhere (a finalize still running): its layers stay until the session ends.
         if let Some(sb) = Arc::into_inner(sb) {
             if let Some(o) = sb.overlay {
-                release_layers(o.layers);
+                release_layers(o.stack.into_inner().layers);
             }
         }
         Ok(())
     }
 
-    /// What an overlay sandbox changed against the base, from its layers.
+    /// What an overlay sandbox changed against the base, from its layers (`stack`, read
+    /// locked by the caller for as long as it reads the sandbox).
     pub(super) fn overlay_changes(
         &self,
         sb: &Sandbox,
         o: &OverlaySb,
+        stack: &Stack,
         base: &Base,
         is_ignored: &dyn Fn(&RelPath) -> bool,
     ) -> Result<diff::TreeDiff> {
-        let layers: Vec<PathBuf> = o
+        if stack.unmounted {
+            // Its view would be the empty mount point: read as every file deleted.
+            return Err(Error::io(
+                "read an overlay sandbox",
+                &sb.info.path,
+                std::io::Error::other("not mounted (a remount failed); its layers hold the work"),
+            ));
+        }
+        let layers: Vec<PathBuf> = stack
             .layers
             .iter()
             .map(|l| l.path.as_path().to_path_buf())
@@ -309,16 +339,24 @@ impl SandboxManager {
         ov::diff_view(&base.nodes, base, &sb.info.path, &scan, is_ignored)
     }
 
-    /// Unmounts an overlay sandbox (a copy: nothing to do). The mount is looked for where its
-    /// mount point is now (read from the held directory: a directory mounted on cannot be
-    /// renamed, so a mount there is this sandbox's); nothing is unmounted anywhere else.
+    /// Unmounts an overlay sandbox (a copy: nothing to do); its layers never change again.
+    /// The mount is looked for where its mount point is now (read from the held directory:
+    /// a directory mounted on cannot be renamed, so a mount there is this sandbox's);
+    /// nothing is unmounted anywhere else.
     pub(super) fn unmount_sandbox(&self, sb: &Sandbox) -> Result<()> {
         match &sb.overlay {
             Some(o) => {
+                let mut stack = o.stack.write();
+                if stack.unmounted {
+                    return Ok(());
+                }
                 let Some(at) = o.mount_point.current_path() else {
+                    stack.unmounted = true;
                     return Ok(());
                 };
-                mount::unmount(&at, o.backend == Backend::Fuse, o.server.lock().take())
+                mount::unmount(&at, o.backend == Backend::Fuse, o.server.lock().take())?;
+                stack.unmounted = true;
+                Ok(())
             }
             None => Ok(()),
         }

@@ -1,0 +1,152 @@
+//! Chained overlay creates without a copy: when the predecessor is idle, its upper layer
+//! *becomes* the frozen layer both sandboxes stack, and the predecessor goes on with a fresh
+//! empty upper layer over it (see [`crate::fs::overlay::swap`] for the mount side).
+//!
+//! The copy semantics are kept: the successor sees the predecessor's state at the moment of
+//! the chained create; neither sees what the other writes afterwards (each writes its own
+//! upper layer; the shared layer is never written again). The predecessor's view is the same
+//! before and after (same files, same inodes: only the overlay's device number changes), and
+//! its finalize reads all its layers above `.lower/`, so its patch is the same.
+//!
+//! Steps, with what a crash after each leaves (recovery mounts what the record says):
+//!
+//! 1. `X` = a new empty `.layer-<ulid>/`: an orphan layer, removed with the session.
+//! 2. The predecessor's record lists `X` on top of its frozen layers: `X` is empty, so the
+//!    recorded stack shows what the old one showed.
+//! 3. The new overlay is configured: upper `X`, lowers `.upper-<id>/` and the old ones.
+//! 4. The old overlay is unmounted, plainly: `EBUSY` (somebody has a file, a working
+//!    directory or a mount in it) undoes 1–2 and the caller copies the layer as before.
+//! 5. `.upper-<id>/.git` (what git wrote in the sandbox: its private repository, never part
+//!    of a patch nor of a successor) is renamed into `X` (still the predecessor's view: `.git`
+//!    is in a layer above the rest).
+//! 6. `.upper-<id>/` and `X` swap names (`renameat2` `RENAME_EXCHANGE`, atomic): `X` now
+//!    holds what the predecessor wrote, `.upper-<id>/` its `.git` only; the record is exact.
+//! 7. The new overlay is created and mounted on `d-<id>/`.
+//!
+//! Steps 4–7 are the window in which `d-<id>/` shows no overlay (a few system calls, and the
+//! write-back of what was written to the session's filesystem since the `syncfs` just before
+//! step 4: see the swap module). Only the kernel backend swaps: a `fuse-overlayfs` server would have to
+//! be restarted on the new stack, so chained creates from it keep copying the layer.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::overlay::{FrozenLayer, OverlaySb};
+use super::*;
+use crate::fs::overlay::mount::{self, Backend};
+use crate::fs::overlay::swap;
+use crate::session::overlay::{self as ov, Record};
+
+impl SandboxManager {
+    /// The frozen layers a sandbox chained from `pred` stacks, got by swapping `pred`'s
+    /// layers (see the module docs); `Ok(None)` when that cannot be done (a FUSE backend, a
+    /// predecessor in use, finalizing or discarded, a stack that would not fit, hard links in
+    /// its upper layer) and `pred` shows what it showed: the caller then copies the layer. An
+    /// error means `pred` could not be mounted again (its layers on disk are whole and
+    /// recorded: recovery reads them).
+    pub(super) fn swap_layers(
+        &self,
+        pred: &Sandbox,
+        o: &OverlaySb,
+    ) -> Result<Option<Vec<Arc<FrozenLayer>>>> {
+        if o.backend != Backend::Kernel {
+            return Ok(None);
+        }
+        // A finalize reading the layers, or a discard under way: copy instead of waiting.
+        let Some(mut stack) = o.stack.try_write() else {
+            return Ok(None);
+        };
+        if stack.unmounted {
+            return Ok(None);
+        }
+        let id = &pred.info.delegation_id;
+        let old_rec = Record {
+            backend: o.backend,
+            layers: stack.layers.iter().map(|l| l.name.clone()).collect(),
+        };
+        // Hard links in the upper layer would break once it is a lower one (see
+        // `has_hard_links`): copied instead, as before.
+        if !matches!(swap::has_hard_links(&o.upper), Ok(false)) {
+            return Ok(None);
+        }
+        let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
+        let mut new_rec = old_rec.clone();
+        new_rec.layers.insert(0, name.clone());
+        if !ov::layers_of(&self.session_dir, id, &new_rec).fits() {
+            return Ok(None);
+        }
+        let at = |p: String| self.path_in_session_base(Path::new(&p));
+        let x = at(name.clone())?;
+        let upper = at(format!("{}{id}", layout::UPPER_PREFIX))?;
+        let record = at(format!("{}{id}", layout::OVERLAY_PREFIX))?;
+        let mnt = pred.info.path.as_path();
+
+        // 1–3, undone on a refusal.
+        session_dir::create_dir_new(&x)?;
+        let undo = |x: &SessionPath| {
+            let _ = session_dir::write_atomic(&record, &old_rec.encode());
+            let _ = session_dir::remove_tree(x);
+        };
+        let prepared = session_dir::write_atomic(&record, &new_rec.encode()).and_then(|()| {
+            let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
+            l.lower.insert(0, l.upper.clone());
+            l.upper = x.as_path().to_path_buf();
+            swap::prepare(&l)
+        });
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(_) => {
+                undo(&x);
+                return Ok(None);
+            }
+        };
+        // 4. A failed write-back is only a longer window.
+        let _ = swap::sync_filesystem_of(&o.upper);
+        match swap::unmount_if_idle(mnt) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => {
+                undo(&x);
+                return Ok(None);
+            }
+        }
+        // 5–7. Until the new mount is in place `d-<id>/` shows nothing: any failure mounts
+        // the recorded stack back, which shows what the old one did at every step.
+        let swapped = (|| -> Result<()> {
+            let git = |dir: &SessionPath| self.path_in_session_base(&dir.as_path().join(".git"));
+            match session_dir::rename(&git(&upper)?, &git(&x)?) {
+                Ok(()) => {}
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            session_dir::exchange(&upper, &x)?;
+            swap::attach(prepared, mnt)
+        })();
+        let layer = Arc::new(FrozenLayer {
+            path: x,
+            name: name.clone(),
+        });
+        if let Err(e) = swapped {
+            // Where the failure left the directories, the record describes the stack.
+            let back = ov::read_record(&self.session_dir, id).and_then(|rec| {
+                let rec = rec.unwrap_or(new_rec);
+                let l = ov::layers_of(&self.session_dir, id, &rec);
+                // The kernel backend (checked above) writes no server log.
+                mount::mount(o.backend, &l, mnt, Path::new("/dev/null")).map(drop)
+            });
+            // The layer is part of the predecessor's stack from now on, whatever happened.
+            stack.layers.insert(0, layer);
+            return match back {
+                Ok(()) => Ok(None),
+                Err(_) => {
+                    // Not mounted: finalize refuses rather than read an empty view; the
+                    // layers and the record keep the work for the session's cleanup, which
+                    // recovers it as pending.
+                    stack.unmounted = true;
+                    Err(e)
+                }
+            };
+        }
+        stack.layers.insert(0, layer);
+        Ok(Some(stack.layers.clone()))
+    }
+}
