@@ -22,7 +22,10 @@
 //! Large files stay cheap: as in xdiff, lines that occur only on one side are set aside before
 //! Myers runs (a rewritten 200 000-line file diffs in a fraction of a second), and a time limit
 //! per file bounds the pathological cases (heavily reordered lines), past which the diff is
-//! coarser but still exact.
+//! coarser but still exact. The blob ids of the `index` line cost as much as the diff of a
+//! small edit to a large file: a caller that knows the old side's id passes it
+//! (`write_file_diff_known`, crate-private), and sides of a megabyte or more are hashed on
+//! threads of their own while the hunks are written.
 //!
 //! Hunk headers carry no function-name context (git's `@@ ... @@ fn foo` suffix); appliers
 //! ignore it, so the patch applies the same.
@@ -34,7 +37,7 @@ use similar::{DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
 use crate::git::base85;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id_hex, to_hex};
 use crate::git::quote::quote_path;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
@@ -124,6 +127,21 @@ fn is_symlink(mode: u32) -> bool {
 /// assert!(none.is_empty());
 /// ```
 pub fn write_file_diff(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
+    write_file_diff_known(out, old, new, None);
+}
+
+/// [`write_file_diff`] when the caller already knows the old side's blob id (a base read
+/// from the user's object store: the index names it), so the old content is not hashed
+/// again for the `index` line.
+///
+/// Invariant (checked in debug builds): `old_id`, when given, is the blob id of the old
+/// side's data.
+pub(crate) fn write_file_diff_known(
+    out: &mut Vec<u8>,
+    old: Option<Side<'_>>,
+    new: Option<Side<'_>>,
+    old_id: Option<[u8; 20]>,
+) {
     let old = old.map(|s| Side {
         mode: normalize_mode(s.mode),
         ..s
@@ -138,16 +156,25 @@ pub fn write_file_diff(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Sid
             if is_symlink(o.mode) != is_symlink(n.mode)
                 || o.path.as_bytes() != n.path.as_bytes() =>
         {
-            write_one(out, Some(o), None);
-            write_one(out, None, Some(n));
+            write_one(out, Some(o), None, old_id);
+            write_one(out, None, Some(n), None);
         }
-        (o, n) => write_one(out, o, n),
+        (o, n) => write_one(out, o, n, old_id),
     }
 }
 
+/// Sides at least this large are hashed on a thread of their own while the hunks are
+/// written: the blob ids of a multi-megabyte file cost as much as its diff.
+const PARALLEL_HASH_MIN: usize = 1 << 20;
+
 /// Writes one `diff --git` section. At least one side is present; when both are, they share
-/// the path and the file type.
-fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
+/// the path and the file type. `old_id`: the old side's blob id when known.
+fn write_one(
+    out: &mut Vec<u8>,
+    old: Option<Side<'_>>,
+    new: Option<Side<'_>>,
+    old_id: Option<[u8; 20]>,
+) {
     let (a_path, b_path) = match (old, new) {
         (Some(o), Some(n)) => (o.path.as_bytes(), n.path.as_bytes()),
         (Some(o), None) => (o.path.as_bytes(), o.path.as_bytes()),
@@ -193,22 +220,53 @@ fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
         (None, None) => return,
     }
 
-    let old_id = if old.is_some() {
-        blob_id_hex(old_data)
-    } else {
-        NULL_ID.to_string()
-    };
-    let new_id = if new.is_some() {
-        blob_id_hex(new_data)
-    } else {
-        NULL_ID.to_string()
-    };
-    out.extend_from_slice(format!("index {old_id}..{new_id}").as_bytes());
+    // The body (hunks or binary literals) does not depend on the ids: for large sides the
+    // ids are computed on other threads while this one writes the body.
+    let old_known = old_id.filter(|_| old.is_some());
+    debug_assert!(old_known.is_none_or(|id| to_hex(&id) == blob_id_hex(old_data)));
+    let hash_old = old.is_some() && old_known.is_none();
+    let hash_new = new.is_some();
+    let large = |hash: bool, data: &[u8]| hash && data.len() >= PARALLEL_HASH_MIN;
+    let (old_hex, new_hex, body) = std::thread::scope(|s| {
+        let old_job = large(hash_old, old_data).then(|| s.spawn(|| blob_id_hex(old_data)));
+        let new_job = large(hash_new, new_data).then(|| s.spawn(|| blob_id_hex(new_data)));
+        let mut body = Vec::new();
+        write_body(&mut body, old, new, &a_name, &b_name);
+        // A hashing thread cannot fail short of a panic; hash here again rather than lose
+        // the patch.
+        let join = |job: Option<std::thread::ScopedJoinHandle<'_, String>>,
+                    hash: bool,
+                    data: &[u8]| match job {
+            Some(j) => j.join().unwrap_or_else(|_| blob_id_hex(data)),
+            None if hash => blob_id_hex(data),
+            None => NULL_ID.to_string(),
+        };
+        let old_hex = match old_known {
+            Some(id) => to_hex(&id),
+            None => join(old_job, hash_old, old_data),
+        };
+        (old_hex, join(new_job, hash_new, new_data), body)
+    });
+    out.extend_from_slice(format!("index {old_hex}..{new_hex}").as_bytes());
     if let Some(mode) = index_mode {
-        out.extend_from_slice(format!(" {mode:o}").as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(format!("{mode:o}").as_bytes());
     }
     out.push(b'\n');
+    out.extend_from_slice(&body);
+}
 
+/// Writes what follows the `index` line of a section: the binary literals, or the `---`/`+++`
+/// names and the hunks (nothing for an empty file added or deleted).
+fn write_body(
+    out: &mut Vec<u8>,
+    old: Option<Side<'_>>,
+    new: Option<Side<'_>>,
+    a_name: &[u8],
+    b_name: &[u8],
+) {
+    let old_data: &[u8] = old.map_or(&[], |s| s.data);
+    let new_data: &[u8] = new.map_or(&[], |s| s.data);
     if is_binary(old_data) || is_binary(new_data) {
         out.extend_from_slice(b"GIT binary patch\n");
         write_binary_literal(out, new_data);
@@ -224,23 +282,25 @@ fn write_one(out: &mut Vec<u8>, old: Option<Side<'_>>, new: Option<Side<'_>>) {
     // git appends a TAB after a name containing a space so that GNU patch knows where the
     // name ends; /dev/null never gets one.
     out.extend_from_slice(b"--- ");
-    if old.is_some() {
-        out.extend_from_slice(&a_name);
-        if a_path.contains(&b' ') {
-            out.push(b'\t');
+    match old {
+        Some(o) => {
+            out.extend_from_slice(a_name);
+            if o.path.as_bytes().contains(&b' ') {
+                out.push(b'\t');
+            }
         }
-    } else {
-        out.extend_from_slice(b"/dev/null");
+        None => out.extend_from_slice(b"/dev/null"),
     }
     out.push(b'\n');
     out.extend_from_slice(b"+++ ");
-    if new.is_some() {
-        out.extend_from_slice(&b_name);
-        if b_path.contains(&b' ') {
-            out.push(b'\t');
+    match new {
+        Some(n) => {
+            out.extend_from_slice(b_name);
+            if n.path.as_bytes().contains(&b' ') {
+                out.push(b'\t');
+            }
         }
-    } else {
-        out.extend_from_slice(b"/dev/null");
+        None => out.extend_from_slice(b"/dev/null"),
     }
     out.push(b'\n');
 

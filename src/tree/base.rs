@@ -275,6 +275,15 @@ impl BaseSource for Base {
         }
     }
 
+    fn blob_id(&self, i: usize) -> Option<[u8; 20]> {
+        // A blob node's content is the blob, whether read from the project (stat data
+        // verified) or from the object store.
+        match self.srcs.get(i) {
+            Some(BaseSrc::Blob(oid, _)) => Some(*oid),
+            _ => None,
+        }
+    }
+
     fn size(&self, i: usize) -> Option<u64> {
         match self.srcs[i] {
             BaseSrc::Blob(_, st) => Some(st.size),

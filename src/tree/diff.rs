@@ -24,6 +24,12 @@ pub trait BaseSource: Sync {
     fn read(&self, i: usize) -> Result<Vec<u8>>;
     /// The size of base node `i` when cheaply known (lets unequal sizes skip reading).
     fn size(&self, i: usize) -> Option<u64>;
+    /// The git blob id of base node `i`'s content when already known (a blob of the user's
+    /// object store), so the patch's `index` line need not hash the pre-image again.
+    /// Invariant: when `Some`, it is the id of exactly what [`BaseSource::read`] returns.
+    fn blob_id(&self, _i: usize) -> Option<[u8; 20]> {
+        None
+    }
 }
 
 /// One node's recorded state in a sandbox.
@@ -289,19 +295,32 @@ pub fn render_patch(src: &dyn BaseSource, head_dir: &Path, changes: &[Change]) -
             Some(k) => Some(read_node(&head_dir.join(c.rel.as_path()), k)?),
             None => None,
         };
-        let old = c.old.zip(old_data.as_deref()).map(|(k, d)| Side {
-            path: &c.rel,
-            mode: k.git_mode(),
-            data: d,
-        });
-        let new = c.new.zip(new_data.as_deref()).map(|(k, d)| Side {
-            path: &c.rel,
-            mode: k.git_mode(),
-            data: d,
-        });
-        patch_write::write_file_diff(&mut out, old, new);
+        write_change(&mut out, src, c, old_data.as_deref(), new_data.as_deref());
     }
     Ok(out)
+}
+
+/// Appends the patch of one change whose contents the caller has read already: `old` is
+/// base node `c.base_index`'s content (as `src` reads it), `new` the head's.
+pub fn write_change(
+    out: &mut Vec<u8>,
+    src: &dyn BaseSource,
+    c: &Change,
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+) {
+    let old_side = c.old.zip(old).map(|(k, d)| Side {
+        path: &c.rel,
+        mode: k.git_mode(),
+        data: d,
+    });
+    let new_side = c.new.zip(new).map(|(k, d)| Side {
+        path: &c.rel,
+        mode: k.git_mode(),
+        data: d,
+    });
+    let old_id = c.base_index.and_then(|i| src.blob_id(i));
+    patch_write::write_file_diff_known(out, old_side, new_side, old_id);
 }
 
 #[cfg(test)]

@@ -147,6 +147,7 @@ pub fn render(
     with_patch: bool,
 ) -> Result<SandboxDiff> {
     let mut entries = Vec::with_capacity(changes.len());
+    let mut patch = Vec::new();
     for c in changes {
         let before = match (c.base_index, c.old) {
             (Some(i), Some(_)) => Some(base.read(i)?),
@@ -156,6 +157,11 @@ pub fn render(
             Some(k) => Some(diff::read_node(&head_dir.join(c.rel.as_path()), k)?),
             None => None,
         };
+        // The patch is written from the same reads as the entries: each file is read once,
+        // and the patch and the entries cannot disagree.
+        if with_patch {
+            diff::write_change(&mut patch, base, c, before.as_deref(), after.as_deref());
+        }
         let operation = match (&before, &after) {
             (None, _) => DiffOp::Added,
             (_, None) => DiffOp::Deleted,
@@ -170,11 +176,6 @@ pub fn render(
             after_mode: c.new.map(|k| k.git_mode()),
         });
     }
-    let patch = if with_patch {
-        diff::render_patch(base, head_dir, changes)?
-    } else {
-        Vec::new()
-    };
     Ok(SandboxDiff { entries, patch })
 }
 
