@@ -292,10 +292,12 @@ impl CopyOnWrite {
         Ok(())
     }
 
-    /// `commit` with the diff `diff_now` computes (under the operation lock).
+    /// `commit` with the diff `diff_now` computes (under the operation lock); `batch`: see
+    /// [`Sandbox::commit_batched`].
     pub(super) fn commit_with(
         &self,
         diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+        batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
         let mut st = self.lc.lock();
         if st.status == Status::Created {
@@ -311,6 +313,7 @@ impl CopyOnWrite {
             &self.base_dir(),
             &d,
             checked,
+            batch,
         )
     }
 
@@ -395,7 +398,15 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        self.commit_with(|| self.diff_now())
+        self.commit_with(|| self.diff_now(), None)
+    }
+
+    fn commit_batched(
+        &self,
+        _message: Option<&str>,
+        batch: &mut crate::plan::batch::CommitBatch,
+    ) -> Result<CommitResult, SandboxError> {
+        self.commit_with(|| self.diff_now(), Some(batch))
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {

@@ -437,7 +437,18 @@ impl Sandbox for Overlay {
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
         match self.mounted_mode() {
             None => self.cow.commit(message),
-            Some(mode) => self.cow.commit_with(|| self.diff_now(mode)),
+            Some(mode) => self.cow.commit_with(|| self.diff_now(mode), None),
+        }
+    }
+
+    fn commit_batched(
+        &self,
+        message: Option<&str>,
+        batch: &mut crate::plan::batch::CommitBatch,
+    ) -> Result<CommitResult, SandboxError> {
+        match self.mounted_mode() {
+            None => self.cow.commit_batched(message, batch),
+            Some(mode) => self.cow.commit_with(|| self.diff_now(mode), Some(batch)),
         }
     }
 
