@@ -70,7 +70,12 @@
 //! renames (which also covers the undo record's `applied` marker when the record is on the
 //! project's filesystem; elsewhere the marker and its directory get an `fsync`). Each new
 //! file's blob id is computed once, by the undo record's writer, for the record and the
-//! journal alike.
+//! journal alike. (One `syncfs` was measured against `fsync` of the 100 staged files and
+//! their directory on this project's Linux-tree benchmark: the `fsync`s, one device flush
+//! each, took 3–13× longer, from one thread or four.) The plan layer's `commit_all` leaves
+//! the second sync of each of its applies to one sync per filesystem at its end (a
+//! crate-internal `Deferred` apply: its change in place, its journal at INTENT, its
+//! project still locked).
 //!
 //! A patch can also be checked now and written later without planning it again
 //! ([`check_patch`], [`CheckedApply`]): the plan is reused only while every path it read

@@ -9,7 +9,9 @@
 //! undoes it in reverse and restores directory mtimes, so the project ends as it was; the
 //! error says when that rollback was incomplete. Every path it touches is a
 //! [`ProjectPath`], re-checked right before the write, and the filesystem is synced twice
-//! per commit (after the intent, after placing), not once per file.
+//! per commit (after the intent, after placing), not once per file; a caller may take the
+//! second sync and the cleanup over ([`Finish::defer`], [`Unfinished`]) to share one sync
+//! among several commits.
 //!
 //! Against crashes, the same steps are described on disk by the write-ahead journal of
 //! [`journal`](super::journal) (its module doc has the state machine); [`roll_forward`]

@@ -394,7 +394,11 @@ impl PlanManager {
     ///    commit.
     /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
     ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
-    ///    `failed_rollback_ids`.
+    ///    `failed_rollback_ids`. The applies of `copy_on_write` and `overlay` commits share
+    ///    their last sync: one per filesystem once all have written (see
+    ///    [`crate::plan::batch`]); `commit_all` returns after it, so what it reports
+    ///    committed is durable. An `overlay` commit reuses the diff of its check while the
+    ///    upper layer's stat data show nothing was written since.
     /// 4. A crash anywhere in 3 leaves the journal: the next manager opened over the root
     ///    rolls the plan back (see [`crate::plan::journal`]).
     pub fn commit_all(&self, plan_id: &str) -> Result<Vec<CommitResult>, SandboxError> {
