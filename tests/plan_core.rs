@@ -526,3 +526,73 @@ fn bad_input_is_refused_clearly() {
         .contains("unknown sandbox strategy"));
     assert!(mgr.list_plans().is_empty());
 }
+
+/// `commit_all` leaves each apply's last sync to one sync per filesystem at its end, holding
+/// the project locks until then: sandboxes of one original, and of an original nested in
+/// another, must still commit (a second apply to a locked project finishes the batch first,
+/// instead of waiting for its own lock), give what `git apply` of their patches in order
+/// gives, and leave no staging directory behind; `rollback_all` then restores the original.
+#[test]
+fn commit_all_with_shared_and_nested_originals_matches_git_apply() {
+    let root = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let proj = project(&[
+        ("a.txt", "a\n"),
+        ("sub/b.txt", "b\n"),
+        ("sub/c.txt", "c\n"),
+        ("d.txt", "d\n"),
+    ]);
+    let sub = proj.path().join("sub");
+    let before = mode_view(proj.path());
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let edits: [(&str, &Path, &str, &str); 4] = [
+        ("r0", proj.path(), "a.txt", "a0\n"),
+        ("r1", &sub, "b.txt", "b1\n"),
+        ("r2", proj.path(), "d.txt", "d2\n"),
+        ("r3", proj.path(), "new.txt", "n3\n"),
+    ];
+    let mut patches = Vec::new();
+    for (res, orig, file, text) in edits {
+        let sb = mgr
+            .get_or_create_sandbox("p", res, orig, Strategy::CopyOnWrite)
+            .unwrap();
+        std::fs::write(sb.get_path(Path::new(file)).unwrap(), text).unwrap();
+        patches.push((orig.to_path_buf(), sb.diff().unwrap().patch));
+    }
+    // The oracle: git apply of the same patches, in the same order, on a copy.
+    let want = scratch.path().join("want");
+    std::fs::create_dir(&want).unwrap();
+    common::copy_tree(proj.path(), &want);
+    let results = mgr.commit_all("p").unwrap();
+    assert_eq!(results.len(), 4);
+    assert!(results.iter().all(|r| r.success && r.commit_ref.is_some()));
+    for (orig, patch) in &patches {
+        let rel = orig.strip_prefix(proj.path()).unwrap();
+        let pf = scratch.path().join(format!("{}.patch", ulid::Ulid::new()));
+        std::fs::write(&pf, patch).unwrap();
+        let out = std::process::Command::new("git")
+            .args(["apply", "--whitespace=nowarn"])
+            .arg(&pf)
+            .current_dir(want.join(rel))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(mode_view(proj.path()), mode_view(&want));
+    for d in [proj.path(), sub.as_path()] {
+        let staging: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".patchbox-txn-"))
+            .collect();
+        assert!(
+            staging.is_empty(),
+            "left behind in {}: {staging:?}",
+            d.display()
+        );
+    }
+    assert!(!root.path().join("plans/plan-p/commit.journal").exists());
+
+    mgr.rollback_all("p").unwrap();
+    assert_eq!(mode_view(proj.path()), before);
+}

@@ -559,3 +559,63 @@ fn kernel_busy_cleanup_detaches() {
 fn fuse_busy_cleanup_detaches() {
     busy_cleanup("fuse");
 }
+
+/// A commit right after its check reuses the check's diff only while the upper layer's
+/// stat data prove the view unchanged: writes made between the check and the commit (a
+/// same-size rewrite in place, a new file) are committed, and the original ends as
+/// `git apply` of the final diff makes it; without such writes the commit gives the checked
+/// diff's result.
+fn commit_after_check(mode: &str) {
+    let _g = serial();
+    if !available(mode) {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    for write_between in [false, true] {
+        let orig = tempfile::tempdir().unwrap();
+        project(orig.path());
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let plan = if write_between { "between" } else { "still" };
+        let (sb, _) = create(&mgr, plan, orig.path(), mode);
+        edit(&*sb);
+        // Past the racy window, so the check's fingerprint can prove the view unchanged.
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let before = scratch.path().join(format!("before-{plan}"));
+        fs::create_dir(&before).unwrap();
+        common::copy_tree(orig.path(), &before);
+        sb.check_commit().unwrap();
+        if write_between {
+            let p = |rel: &str| sb.get_path(Path::new(rel)).unwrap();
+            fs::write(p("a.txt"), "one\nTWO\nTHREE\n").unwrap();
+            assert_eq!(fs::read(p("a.txt")).unwrap().len(), 14);
+            fs::write(p("late.txt"), "late\n").unwrap();
+        }
+        let patch = sb.diff().unwrap().patch;
+        sb.commit(None).unwrap();
+        let want = common::git_apply_copy(&before, &patch, scratch.path());
+        assert_eq!(
+            common::mode_view(orig.path()),
+            common::mode_view(&want),
+            "{mode}, {plan}"
+        );
+        if write_between {
+            assert_eq!(
+                fs::read_to_string(orig.path().join("a.txt")).unwrap(),
+                "one\nTWO\nTHREE\n"
+            );
+            assert!(orig.path().join("late.txt").exists());
+        }
+        mgr.cleanup_all(plan).unwrap();
+    }
+}
+
+#[test]
+fn kernel_commit_after_check_sees_later_writes() {
+    commit_after_check("kernel");
+}
+
+#[test]
+fn fuse_commit_after_check_sees_later_writes() {
+    commit_after_check("fuse");
+}

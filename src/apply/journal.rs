@@ -46,7 +46,9 @@
 //! Cost: one `syncfs` after the intent (which also makes the staged files and an undo record
 //! on the same file system durable), one after the renames and the record's marker (an
 //! `fsync` of the marker and its directory instead when the record is on another file
-//! system). A `syncfs` is a superset of `fsync` of each file and directory. The marker is
+//! system). A batch of applies (`commit_all`) may share that second sync: each stays at
+//! INTENT, its change in place, until the batch's one sync per filesystem, then goes to
+//! DONE; a crash before is recovered as a crash before a lone apply's second sync. A `syncfs` is a superset of `fsync` of each file and directory. The marker is
 //! created before that last sync, so a crash may leave it with the intent still in place:
 //! recovery then completes the change (the marker was right) or rolls it back, removing
 //! the record with its marker.

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{apply_patch, recover_project, undo, undo_apply, ApplyOptions, ApplyReport};
-use super::{CheckedApply, RecoveryReport, UndoReport};
+use super::{CheckedApply, Deferred, RecoveryReport, UndoReport};
 use crate::error::{Error, Result};
 
 /// The state of an undo record.
@@ -148,7 +148,9 @@ impl UndoStore {
         id: ulid::Ulid,
     ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
-        self.record_as(opts, id, |o| apply_patch(&project, patch, o))
+        Ok(self
+            .record_as(opts, id, |o| Ok((apply_patch(&project, patch, o)?, ())))?
+            .0)
     }
 
     /// [`UndoStore::apply_as`] of a patch checked before ([`check_patch`]): its plan is
@@ -166,16 +168,35 @@ impl UndoStore {
             check: false,
             ..opts.clone()
         };
-        self.record_as(&opts, id, |o| checked.apply(o))
+        Ok(self
+            .record_as(&opts, id, |o| Ok((checked.apply(o)?, ())))?
+            .0)
+    }
+
+    /// [`UndoStore::apply_checked_as`] that returns once the change is in place, leaving
+    /// its last sync and cleanup to the caller ([`Deferred`]; `commit_all` finishes all its
+    /// sandboxes' applies with one sync per filesystem). The undo record is complete and
+    /// marked applied; the project stays locked until the [`Deferred`] is finished.
+    pub(crate) fn apply_checked_deferred(
+        &self,
+        checked: CheckedApply,
+        opts: &ApplyOptions,
+        id: ulid::Ulid,
+    ) -> Result<(ApplyReport, Option<Deferred>)> {
+        let opts = ApplyOptions {
+            check: false,
+            ..opts.clone()
+        };
+        self.record_as(&opts, id, |o| checked.apply_with(o, true))
     }
 
     /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes.
-    fn record_as(
+    fn record_as<T>(
         &self,
         opts: &ApplyOptions,
         id: ulid::Ulid,
-        apply: impl FnOnce(&ApplyOptions) -> Result<ApplyReport>,
-    ) -> Result<ApplyReport> {
+        apply: impl FnOnce(&ApplyOptions) -> Result<(ApplyReport, T)>,
+    ) -> Result<(ApplyReport, T)> {
         let mut opts = opts.clone();
         opts.undo_dir = None;
         if !opts.check {
@@ -190,7 +211,7 @@ impl UndoStore {
             }
             opts.undo_dir = Some(dir);
         }
-        let mut report = apply(&opts)?;
+        let (mut report, more) = apply(&opts)?;
         if report.wrote() {
             if let Err(e) = self.prune() {
                 report
@@ -198,7 +219,7 @@ impl UndoStore {
                     .push(format!("cannot prune undo records: {e}"));
             }
         }
-        Ok(report)
+        Ok((report, more))
     }
 
     /// The record `id`, with its state.

@@ -9,7 +9,9 @@
 //! undoes it in reverse and restores directory mtimes, so the project ends as it was; the
 //! error says when that rollback was incomplete. Every path it touches is a
 //! [`ProjectPath`], re-checked right before the write, and the filesystem is synced twice
-//! per commit (after the intent, after placing), not once per file.
+//! per commit (after the intent, after placing), not once per file; a caller may take the
+//! second sync and the cleanup over ([`Finish::defer`], [`Unfinished`]) to share one sync
+//! among several commits.
 //!
 //! Against crashes, the same steps are described on disk by the write-ahead journal of
 //! [`journal`](super::journal) (its module doc has the state machine); [`roll_forward`]
@@ -61,6 +63,88 @@ pub(crate) enum Prune {
 #[derive(Default)]
 pub(crate) struct CommitLog {
     pub warnings: Vec<String>,
+    /// With [`Finish::defer`]: the transaction, its change in place, waiting for its last
+    /// sync and cleanup.
+    pub unfinished: Option<Unfinished>,
+}
+
+/// A transaction whose change is in place (every original moved aside, every new entry
+/// placed, the undo record's marker created) but not yet made durable: its journal is still
+/// at INTENT, so a crash before [`Unfinished::finish`] is recovered by rolling forward,
+/// which finds everything placed. A batch of applies (`commit_all`) keeps these and syncs
+/// each filesystem once for all of them instead of once per apply. The caller holds the
+/// project lock until `finish` is over. Dropped unfinished, it is finished (synced) then.
+pub(crate) struct Unfinished {
+    root: PathBuf,
+    stage: ProjectPath,
+    stage_rel: RelPath,
+    finals: Vec<(Option<RelPath>, (i64, i64))>,
+    finished: bool,
+}
+
+impl Unfinished {
+    /// The project root.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Makes the change durable (one `syncfs` of the project's filesystem, skipped when
+    /// `synced` says the caller did it after this transaction's last rename), then marks
+    /// it done and removes its staging directory. Cleanup failures are returned as
+    /// warnings; a failed sync is an error and leaves the journal at INTENT (the change
+    /// stays in place; the next apply's or undo's recovery completes it).
+    pub(crate) fn finish(mut self, synced: bool) -> Result<Vec<String>> {
+        self.finished = true;
+        if !synced {
+            project::sync_fs(&self.root)?;
+        }
+        let _scope = project::DirScope::enter(&self.root)?;
+        let mut warnings = Vec::new();
+        complete(
+            &self.root,
+            &self.stage,
+            &self.stage_rel,
+            &self.finals,
+            &mut warnings,
+        );
+        Ok(warnings)
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if !self.finished {
+            let me = Unfinished {
+                root: self.root.clone(),
+                stage: self.stage.clone(),
+                stage_rel: self.stage_rel.clone(),
+                finals: std::mem::take(&mut self.finals),
+                finished: true,
+            };
+            let _ = me.finish(false);
+        }
+    }
+}
+
+/// Renames the intent to `done` (from here on recovery only cleans up), then removes the
+/// staging directory ([`finish_cleanup`]). Failures become warnings: the change is durable.
+fn complete(
+    root: &Path,
+    stage: &ProjectPath,
+    stage_rel: &RelPath,
+    finals: &[(Option<RelPath>, (i64, i64))],
+    warnings: &mut Vec<String>,
+) {
+    let done = in_stage(root, stage_rel, "intent")
+        .and_then(|i| project::rename_noreplace(&i, &in_stage(root, stage_rel, "done")?));
+    match done {
+        Ok(()) => finish_cleanup(root, stage, stage_rel, finals, warnings),
+        Err(e) => warnings.push(format!(
+            "the change is complete but cannot be marked so ({e}); the next apply or \
+             `patchbox recover` removes {}",
+            stage.to_path_buf().display()
+        )),
+    }
 }
 
 /// What a commit does around the change itself (kept in the journal, so recovery does it
@@ -76,6 +160,9 @@ pub(crate) struct Finish {
     /// The undo record being written (and whether the library created its directory): it is
     /// removed if the change is rolled back.
     pub record: Option<(PathBuf, bool)>,
+    /// Leave the last sync and the cleanup to the caller: the commit returns once the
+    /// change is in place, with [`CommitLog::unfinished`] to finish.
+    pub defer: bool,
 }
 
 enum Step {
@@ -240,20 +327,19 @@ where
         record,
     );
     match result {
+        Ok(()) if finish.defer => {
+            log.unfinished = Some(Unfinished {
+                root: root.to_path_buf(),
+                stage,
+                stage_rel,
+                finals: finish.finals.clone(),
+                finished: false,
+            });
+            Ok(log)
+        }
         Ok(()) => {
             // DONE: from here on recovery only cleans up.
-            let done = in_stage(root, &stage_rel, "intent")
-                .and_then(|i| project::rename_noreplace(&i, &in_stage(root, &stage_rel, "done")?));
-            match done {
-                Ok(()) => {
-                    finish_cleanup(root, &stage, &stage_rel, &finish.finals, &mut log.warnings)
-                }
-                Err(e) => log.warnings.push(format!(
-                    "the change is complete but cannot be marked so ({e}); the next apply or \
-                     `patchbox recover` removes {}",
-                    stage.to_path_buf().display()
-                )),
-            }
+            complete(root, &stage, &stage_rel, &finish.finals, &mut log.warnings);
             Ok(log)
         }
         Err(e) if crashed.get() => Err(e),
@@ -486,6 +572,7 @@ pub(crate) fn roll_forward(
         &mut journal,
         &staged,
         intent.marker.as_deref(),
+        true,
         &mut |_, _| Ok(()),
     )?;
     project::rename_noreplace(
@@ -648,6 +735,7 @@ where
         journal,
         &staged,
         finish.marker.as_deref(),
+        !finish.defer,
         &mut tick,
     )?;
     if finish.marker.is_some() {
@@ -694,7 +782,8 @@ fn stage_all(
 }
 
 /// Steps 3 to 7: move originals aside, prune and create directories, place, write the
-/// undo record's `marker`, sync.
+/// undo record's `marker`, sync (unless `sync` is false: the caller syncs later, see
+/// [`Unfinished`]).
 #[allow(clippy::too_many_arguments)]
 fn stage_rest(
     root: &Path,
@@ -705,6 +794,7 @@ fn stage_rest(
     journal: &mut Vec<Step>,
     staged: &[Option<ProjectPath>],
     marker: Option<&Path>,
+    sync: bool,
     tick: &mut Tick<'_>,
 ) -> Result<()> {
     let none = |_: &RelPath| false;
@@ -833,6 +923,8 @@ fn stage_rest(
     if let Some(m) = marker {
         write_marker(m, root)?;
     }
-    project::sync_fs(root)?;
+    if sync {
+        project::sync_fs(root)?;
+    }
     Ok(())
 }

@@ -500,6 +500,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         marker: Some(marker),
         finals,
         record: None,
+        defer: false,
     };
     let log = txn::commit(
         &root,

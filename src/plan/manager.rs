@@ -394,7 +394,11 @@ impl PlanManager {
     ///    commit.
     /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
     ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
-    ///    `failed_rollback_ids`.
+    ///    `failed_rollback_ids`. The applies of `copy_on_write` and `overlay` commits share
+    ///    their last sync: one per filesystem once all have written (see
+    ///    [`crate::plan::batch`]); `commit_all` returns after it, so what it reports
+    ///    committed is durable. An `overlay` commit reuses the diff of its check while the
+    ///    upper layer's stat data show nothing was written since.
     /// 4. A crash anywhere in 3 leaves the journal: the next manager opened over the root
     ///    rolls the plan back (see [`crate::plan::journal`]).
     pub fn commit_all(&self, plan_id: &str) -> Result<Vec<CommitResult>, SandboxError> {
@@ -448,6 +452,8 @@ impl PlanManager {
         }
         .write(&plan_dir)?;
         let mut results = Vec::with_capacity(todo.len());
+        // The applies' last syncs are one per filesystem, at the end (see `plan::batch`).
+        let mut batch = crate::plan::batch::CommitBatch::default();
         for (i, s) in todo.iter().enumerate() {
             if opts.crash_before == Some(i) {
                 // Test hook: the process dies here, journal in place.
@@ -461,11 +467,15 @@ impl PlanManager {
                     source: None,
                 })
             } else {
-                s.commit(Some(&format!("plan {plan_id}")))
+                s.commit_batched(Some(&format!("plan {plan_id}")), &mut batch)
             };
             match r {
                 Ok(res) => results.push(res),
                 Err(e) => {
+                    // The committed ones are finished (synced, unlocked) before being undone;
+                    // a failure there leaves them at INTENT, which the undo's recovery
+                    // completes first.
+                    let _ = batch.finish();
                     let (undone, failed) = self.roll_back_lifo(plan_id, &order[..i]);
                     let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
                     let mut reason = e.to_string();
@@ -476,6 +486,17 @@ impl PlanManager {
                     return Err(atomic(reason, Some(s.sandbox_id()), undone, failed_ids));
                 }
             }
+        }
+        if let Err(e) = batch.finish() {
+            // Not durable: undo the plan as for a failed commit.
+            let (undone, failed) = self.roll_back_lifo(plan_id, &order);
+            let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
+            let mut reason = format!("the commits could not be made durable: {e}");
+            for (id, why) in &failed {
+                reason.push_str(&format!("; rollback of {id} failed: {why}"));
+            }
+            CommitJournal::remove(&plan_dir)?;
+            return Err(atomic(reason, None, undone, failed_ids));
         }
         CommitJournal::remove(&plan_dir)?;
         Ok(results)

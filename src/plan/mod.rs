@@ -63,6 +63,8 @@
 //! The plan layer sits above [`crate::apply`] (commits go through the atomic 3-way apply and
 //! its undo records) and [`crate::tree`] (snapshots and diffs); nothing below imports it.
 
+#[doc(hidden)]
+pub mod batch;
 pub mod boundary;
 pub mod checkpoint;
 pub mod custom;

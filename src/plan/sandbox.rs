@@ -81,6 +81,19 @@ pub trait Sandbox: Send + Sync {
     /// Brings the sandbox's changes into the original (`Active → Committed`).
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError>;
 
+    /// [`Sandbox::commit`] inside `commit_all`: a strategy writing through the atomic apply
+    /// may leave the apply's last sync and cleanup to `batch`, which `commit_all` finishes
+    /// (one sync per filesystem) before it returns. The default commits at once.
+    #[doc(hidden)]
+    fn commit_batched(
+        &self,
+        message: Option<&str>,
+        batch: &mut crate::plan::batch::CommitBatch,
+    ) -> Result<CommitResult, SandboxError> {
+        let _ = batch;
+        self.commit(message)
+    }
+
     /// From `Active`: discards the sandbox's changes (its files are the original's again).
     /// From `Committed`: undoes the commit in the original (refused, naming the files, when
     /// the user changed them since); the sandbox keeps its changes, so it may commit again.

@@ -1,6 +1,7 @@
 //! OverlayFS as a mechanism: mounting a stack of layers ([`mount`]), reading the mount table
-//! ([`mountinfo`]), reading what an upper layer changed ([`upper`]), freezing or merging
-//! layers ([`layer`]), and replacing an idle mount by another stack in place ([`swap`]).
+//! ([`mountinfo`]), reading what an upper layer changed ([`upper`]) and proving it did not
+//! change ([`fingerprint`]), freezing or merging layers ([`layer`]), and replacing an idle
+//! mount by another stack in place ([`swap`]).
 //!
 //! Both sandbox layers use it: the session's delegations in overlay isolation
 //! ([`crate::session`]) and the plan layer's `overlay` strategy. Policy (which backend, where
@@ -24,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod fingerprint;
 pub mod layer;
 pub mod mount;
 pub mod mountinfo;

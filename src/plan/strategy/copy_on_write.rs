@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 
 use super::tree_base::{self, TreeBase};
 use super::{sandbox_path_of, Env};
+use crate::fs::overlay::fingerprint::Fingerprint;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
@@ -47,6 +48,10 @@ pub struct CopyOnWrite {
     pub(super) rendered: tree_base::RenderCache,
     /// The last successful check, for the commit that follows (`commit_all`).
     checked: Mutex<Option<super::through_apply::Checked>>,
+    /// The diff that check was of, with the fingerprint of the sandbox taken before it was
+    /// computed: the commit reuses it when the fingerprint is the same then (see
+    /// [`CopyOnWrite::commit_with`]).
+    checked_diff: Mutex<Option<(Fingerprint, SandboxDiff)>>,
 }
 
 impl CopyOnWrite {
@@ -73,6 +78,7 @@ impl CopyOnWrite {
             shared: Mutex::new(None),
             rendered: Default::default(),
             checked: Mutex::new(None),
+            checked_diff: Mutex::new(None),
         }
     }
 
@@ -87,6 +93,7 @@ impl CopyOnWrite {
             env,
             base: Mutex::new(None),
             checked: Mutex::new(None),
+            checked_diff: Mutex::new(None),
         };
         {
             let mut st = sb.lc.lock();
@@ -272,10 +279,13 @@ impl CopyOnWrite {
         }
     }
 
-    /// `check_commit` with the diff `diff_now` computes.
+    /// `check_commit` with the diff `diff_now` computes. `fingerprint` proves the sandbox
+    /// unchanged between two moments (`None`: it cannot); taken before the diff, it lets
+    /// the commit reuse this diff.
     pub(super) fn check_commit_with(
         &self,
         diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
     ) -> Result<(), SandboxError> {
         let st = self.lc.lock();
         let target = if st.status == Status::Created {
@@ -284,25 +294,40 @@ impl CopyOnWrite {
             Status::Committed
         };
         self.lc.check(st.status, target)?;
-        let d = diff_now()?;
         // A failed check leaves no plan behind.
         *self.checked.lock() = None;
-        *self.checked.lock() =
-            super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)?;
+        *self.checked_diff.lock() = None;
+        let before = fingerprint()?;
+        let d = diff_now()?;
+        let checked = super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)?;
+        if checked.is_some() {
+            *self.checked_diff.lock() = before.map(|f| (f, d));
+        }
+        *self.checked.lock() = checked;
         Ok(())
     }
 
-    /// `commit` with the diff `diff_now` computes (under the operation lock).
+    /// `commit` with the diff `diff_now` computes (under the operation lock); `batch`: see
+    /// [`Sandbox::commit_batched`].
+    ///
+    /// The diff of the check before is reused, instead of computing it again, when
+    /// `fingerprint` gives now what it gave before that diff was computed: nothing was
+    /// written in the sandbox since (see [`crate::fs::overlay::fingerprint`]).
     pub(super) fn commit_with(
         &self,
         diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
+        batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
         let mut st = self.lc.lock();
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }
         self.lc.check(st.status, Status::Committed)?;
-        let d = diff_now()?;
+        let d = match self.checked_diff.lock().take() {
+            Some((then, d)) if fingerprint()?.as_ref() == Some(&then) => d,
+            _ => diff_now()?,
+        };
         let checked = self.checked.lock().take();
         super::through_apply::commit(
             &self.lc,
@@ -311,6 +336,7 @@ impl CopyOnWrite {
             &self.base_dir(),
             &d,
             checked,
+            batch,
         )
     }
 
@@ -321,6 +347,7 @@ impl CopyOnWrite {
     ) -> Result<(), SandboxError> {
         let mut st = self.lc.lock();
         *self.checked.lock() = None;
+        *self.checked_diff.lock() = None;
         match st.status {
             Status::Committed => super::through_apply::undo(&self.lc, &mut st, &self.env.undo),
             _ => {
@@ -391,11 +418,20 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn check_commit(&self) -> Result<(), SandboxError> {
-        self.check_commit_with(|| self.diff_now())
+        // A copy has no cheap proof of being unchanged: its commit diffs again.
+        self.check_commit_with(|| self.diff_now(), || Ok(None))
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        self.commit_with(|| self.diff_now())
+        self.commit_with(|| self.diff_now(), || Ok(None), None)
+    }
+
+    fn commit_batched(
+        &self,
+        _message: Option<&str>,
+        batch: &mut crate::plan::batch::CommitBatch,
+    ) -> Result<CommitResult, SandboxError> {
+        self.commit_with(|| self.diff_now(), || Ok(None), Some(batch))
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {

@@ -37,6 +37,7 @@ use parking_lot::Mutex;
 use super::copy_on_write::CopyOnWrite;
 use super::tree_base::{self, TreeBase};
 use super::{sandbox_path_of, Env};
+use crate::fs::overlay::fingerprint::{self, Fingerprint};
 use crate::fs::overlay::mount::{self, Backend, Layers};
 use crate::fs::overlay::mountinfo::is_mounted;
 use crate::fs::overlay::upper::{self, UpperScan};
@@ -326,6 +327,12 @@ impl Overlay {
         changes_of_scan(&base, &tree, &scan, &ignored).map_err(|e| self.err("diff the sandbox", e))
     }
 
+    /// The upper layer's fingerprint: equal at two moments, nothing was written in the view
+    /// in between (`commit_all`'s commit then reuses the diff of its check).
+    fn fingerprint(&self) -> Result<Option<Fingerprint>, SandboxError> {
+        fingerprint::fingerprint(&self.at(UPPER)).map_err(|e| self.err("read the upper layer", e))
+    }
+
     fn diff_now(&self, mode: Mode) -> Result<SandboxDiff, SandboxError> {
         self.diff_with(mode, true)
     }
@@ -430,14 +437,32 @@ impl Sandbox for Overlay {
     fn check_commit(&self) -> Result<(), SandboxError> {
         match self.mounted_mode() {
             None => self.cow.check_commit(),
-            Some(mode) => self.cow.check_commit_with(|| self.diff_now(mode)),
+            Some(mode) => self
+                .cow
+                .check_commit_with(|| self.diff_now(mode), || self.fingerprint()),
         }
     }
 
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
         match self.mounted_mode() {
             None => self.cow.commit(message),
-            Some(mode) => self.cow.commit_with(|| self.diff_now(mode)),
+            Some(mode) => self
+                .cow
+                .commit_with(|| self.diff_now(mode), || self.fingerprint(), None),
+        }
+    }
+
+    fn commit_batched(
+        &self,
+        message: Option<&str>,
+        batch: &mut crate::plan::batch::CommitBatch,
+    ) -> Result<CommitResult, SandboxError> {
+        match self.mounted_mode() {
+            None => self.cow.commit_batched(message, batch),
+            Some(mode) => {
+                self.cow
+                    .commit_with(|| self.diff_now(mode), || self.fingerprint(), Some(batch))
+            }
         }
     }
 

@@ -19,6 +19,7 @@ use crate::apply::store::{RecordState, UndoStore};
 use crate::apply::{
     check_patch, recover_project, ApplyOptions, ApplyReport, CheckedApply, FileStatus,
 };
+use crate::plan::batch::CommitBatch;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffOp, SandboxDiff};
 use crate::plan::record::{Lifecycle, State};
@@ -98,7 +99,10 @@ fn commit_err(lc: &Lifecycle, what: &str, e: crate::Error) -> SandboxError {
 
 /// Applies `diff` to `original` with an undo record in `store`, moving `st` from `Active` to
 /// `Committed`. On a refusal nothing is written and the status stays `Active`. `checked`,
-/// a [`check`] of the same patch, saves planning it again.
+/// a [`check`] of the same patch, saves planning it again. With `batch` (`commit_all`), the
+/// apply of a checked patch leaves its last sync and cleanup to the batch
+/// ([`CommitBatch`]): the status is `Committed` once the change is in place, and the change
+/// is durable when the batch is finished (a crash before is recovered by completing it).
 pub fn commit(
     lc: &Lifecycle,
     st: &mut State,
@@ -106,6 +110,7 @@ pub fn commit(
     base_dir: &Path,
     diff: &SandboxDiff,
     checked: Option<Checked>,
+    batch: Option<&mut CommitBatch>,
 ) -> Result<CommitResult, SandboxError> {
     lc.check(st.status, Status::Committed)?;
     let original = st
@@ -118,9 +123,16 @@ pub fn commit(
         let id = ulid::Ulid::new();
         set_in_flight(lc, st, Some(id.to_string()))?;
         let opts = options(base_dir, false);
-        let applied = match checked.filter(|c| c.is_of(base_dir, diff)) {
-            Some(c) => store.apply_checked_as(c.apply, &opts, id),
-            None => store.apply_as(&original, &diff.patch, &opts, id),
+        let applied = match (checked.filter(|c| c.is_of(base_dir, diff)), batch) {
+            (Some(c), Some(batch)) => batch.make_room(&original).and_then(|_| {
+                let (report, deferred) = store.apply_checked_deferred(c.apply, &opts, id)?;
+                if let Some(d) = deferred {
+                    batch.keep(d);
+                }
+                Ok(report)
+            }),
+            (Some(c), None) => store.apply_checked_as(c.apply, &opts, id),
+            (None, _) => store.apply_as(&original, &diff.patch, &opts, id),
         };
         let report = match applied {
             Ok(r) => r,
