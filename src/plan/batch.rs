@@ -11,7 +11,7 @@
 //! only after that, so a commit reported done is durable, as before.
 //!
 //! While an apply is kept its project stays locked; a commit to the same project, or to one
-//! nested in it or around it, finishes the batch first ([`CommitBatch::make_room`]), so no
+//! nested in it or around it, finishes the batch first (`CommitBatch::make_room`), so no
 //! apply waits for a lock its own batch holds.
 
 use std::path::{Path, PathBuf};
