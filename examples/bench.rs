@@ -293,11 +293,8 @@ fn patchbox_run(tree: &Path, root: &Path, script: &Path) -> std::process::Output
         .and_then(|p| p.parent())
         .map(|p| p.join("patchbox"))
         .expect("target dir");
-    // The copy path unless PATCHBOX_ISOLATION says otherwise: the row's figures so far are
-    // the copy path's (run `PATCHBOX_ISOLATION=auto bench --run-only` for the overlay's).
-    let isolation = std::env::var("PATCHBOX_ISOLATION").unwrap_or_else(|_| "copy".into());
+    // The library's default isolation (`auto`), or what PATCHBOX_ISOLATION says (inherited).
     Command::new(bin)
-        .env("PATCHBOX_ISOLATION", isolation)
         .args(["run", "--project"])
         .arg(tree)
         .arg("--root")
