@@ -13,66 +13,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::overlay::{env, manager, overlay_manager, wanted_mode, Env};
 use common::{git, git_commit_all, git_init, write};
 use patchbox::{Isolation, IsolationMode, Options, SandboxInfo, SandboxManager};
-
-struct Env {
-    _tmp: tempfile::TempDir,
-    project: PathBuf,
-    root: PathBuf,
-}
-
-fn env() -> Env {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    let root = tmp.path().join("sandbox");
-    fs::create_dir_all(&project).unwrap();
-    Env {
-        _tmp: tmp,
-        project,
-        root,
-    }
-}
-
-fn manager(e: &Env, isolation: Isolation) -> SandboxManager {
-    SandboxManager::with_options(
-        &e.project,
-        Options {
-            root: Some(e.root.clone()),
-            isolation,
-            no_prune_on_start: true,
-            ..Options::default()
-        },
-    )
-    .unwrap()
-}
-
-/// The mode the environment asks for, as the manager should report it.
-fn wanted_mode() -> IsolationMode {
-    match std::env::var("PATCHBOX_OVERLAY_MODE").as_deref() {
-        Ok("fuse") => IsolationMode::FuseOverlay,
-        _ => IsolationMode::KernelOverlay,
-    }
-}
-
-/// An overlay manager, or `None` (with a message) where no overlay can be mounted.
-fn overlay_manager(e: &Env) -> Option<SandboxManager> {
-    let mgr = manager(e, Isolation::Overlay);
-    let probe = mgr.create_sandbox("probe", None).unwrap();
-    mgr.discard_sandbox(&probe).unwrap();
-    match mgr.isolation_mode() {
-        Some(IsolationMode::Copy) => {
-            eprintln!(
-                "skipped: no overlay can be mounted here (needs CAP_SYS_ADMIN or fuse-overlayfs)"
-            );
-            None
-        }
-        m => {
-            assert_eq!(m, Some(wanted_mode()));
-            Some(mgr)
-        }
-    }
-}
 
 /// A populated project and an overlay manager for it, or `None` where none can be mounted.
 fn overlay_env() -> Option<(Env, SandboxManager)> {

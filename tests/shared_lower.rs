@@ -11,60 +11,20 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use common::overlay::{manager, overlay_manager, Env};
 use common::{fingerprint, git, git_commit_all, git_init, write};
-use patchbox::{Isolation, IsolationMode, Options, SandboxManager};
+use patchbox::Isolation;
 
 fn setup() {
     // Set before any manager reads it; every test of this binary wants the same value.
     std::env::set_var("PATCHBOX_SHARED_LOWER_MIN", "1");
 }
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    project: PathBuf,
-    root: PathBuf,
-}
-
 fn env() -> Env {
     setup();
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    let root = tmp.path().join("sandbox");
-    fs::create_dir_all(&project).unwrap();
-    Env {
-        _tmp: tmp,
-        project,
-        root,
-    }
-}
-
-fn manager(e: &Env, isolation: Isolation) -> SandboxManager {
-    SandboxManager::with_options(
-        &e.project,
-        Options {
-            root: Some(e.root.clone()),
-            isolation,
-            no_prune_on_start: true,
-            ..Options::default()
-        },
-    )
-    .unwrap()
-}
-
-/// An overlay manager, or `None` (with a message) where no overlay can be mounted.
-fn overlay_manager(e: &Env) -> Option<SandboxManager> {
-    let mgr = manager(e, Isolation::Overlay);
-    let probe = mgr.create_sandbox("probe", None).unwrap();
-    mgr.discard_sandbox(&probe).unwrap();
-    if mgr.isolation_mode() == Some(IsolationMode::Copy) {
-        eprintln!(
-            "skipped: no overlay can be mounted here (needs CAP_SYS_ADMIN or fuse-overlayfs)"
-        );
-        return None;
-    }
-    Some(mgr)
+    common::overlay::env()
 }
 
 fn populate(p: &Path) {
@@ -105,6 +65,22 @@ fn change(p: &Path) {
     write(p, "d2", b"now a file\n");
     write(p, "untracked.txt", b"untracked\n");
     write(p, "dir/new.txt", b"untracked in a tracked directory\n");
+}
+
+/// Writes `data` into seven of the files `populate` commits: far more than the tenth of them
+/// that makes a later session write a new layer.
+fn rewrite_tracked(p: &Path, data: &[u8]) {
+    for f in [
+        "a.txt",
+        "touched.txt",
+        "chmod.txt",
+        "dir/b.txt",
+        "edited.c",
+        "x",
+        "d2/f1",
+    ] {
+        write(p, f, data);
+    }
 }
 
 fn layers(e: &Env) -> Vec<String> {
@@ -209,18 +185,8 @@ fn a_project_that_moved_on_gets_a_new_layer_and_the_unused_one_goes() {
     let old = layers(&e);
     assert_eq!(old.len(), 1);
 
-    // Every tracked file rewritten and committed: the old layer serves none of them.
-    for f in [
-        "a.txt",
-        "touched.txt",
-        "chmod.txt",
-        "dir/b.txt",
-        "edited.c",
-        "x",
-        "d2/f1",
-    ] {
-        write(&e.project, f, b"rewritten\n");
-    }
+    // Most tracked files rewritten and committed: the old layer no longer serves the project.
+    rewrite_tracked(&e.project, b"rewritten\n");
     git_commit_all(&e.project);
     let second = manager(&e, Isolation::Overlay);
     let s2 = second.create_sandbox("two", None).unwrap();
@@ -238,17 +204,7 @@ fn a_project_that_moved_on_gets_a_new_layer_and_the_unused_one_goes() {
     first.discard_sandbox(&held).unwrap();
     drop(first);
     // The next layer made finds the first one unused.
-    write(&e.project, "a.txt", b"again\n");
-    for f in [
-        "touched.txt",
-        "chmod.txt",
-        "dir/b.txt",
-        "edited.c",
-        "x",
-        "d2/f1",
-    ] {
-        write(&e.project, f, b"again\n");
-    }
+    rewrite_tracked(&e.project, b"again\n");
     git_commit_all(&e.project);
     let third = manager(&e, Isolation::Overlay);
     let s3 = third.create_sandbox("three", None).unwrap();

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: temporary projects, tree fingerprints, git.
 #![allow(dead_code)]
 
+pub mod overlay;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
