@@ -882,7 +882,8 @@ fn main() {
                 plan_only = true;
                 i -= 1;
             }
-            "--plan-commit" | "--apply-only" | "--run-only" | "--isolation" | "--session20" => {
+            "--plan-commit" | "--plan-diff" | "--apply-only" | "--run-only" | "--isolation"
+            | "--session20" => {
                 i -= 1
             }
             "--small" => {
@@ -989,10 +990,19 @@ fn main() {
         println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply; wall, then CPU user+sys) | {ca:.3} s (cpu {cc:.3} s) | {ga:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1.2× |", ca / ga, cc / gc);
         drop(mgr);
         let _ = fs::remove_dir_all(&pw);
+        if mounted {
+            unmount_image(&xfs_work);
+        }
+        return;
+    }
+    if args.iter().any(|a| a == "--plan-diff") {
+        let f = bench_plan(&tree, &small, &work, rounds, true);
+        let (od, fd) = (median(f.ov_diff.clone()), median(f.full_diff.clone()));
+        println!("| overlay diff of 100 edits vs diff -rN of the snapshot and an edited copy (medians of {rounds}) | {od:.4} s | {fd:.3} s | {:.3}× | ≤ 0.05× |", od / fd);
         return;
     }
     if plan_only {
-        let f = bench_plan(&tree, &small, &work, rounds);
+        let f = bench_plan(&tree, &small, &work, rounds, false);
         print_plan(&f, &tree, small_n);
         return;
     }
@@ -1084,7 +1094,7 @@ fn main() {
         );
     }
     if !skip_large {
-        let f = bench_plan(&tree, &small, &work, rounds);
+        let f = bench_plan(&tree, &small, &work, rounds, false);
         print_plan(&f, &tree, small_n);
     }
     println!(
@@ -1127,7 +1137,14 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 
 /// The plan-sandbox rows on `tree` (create and diff) and on four copies of `small`
 /// (commit_all). Kernel OverlayFS is forced (this needs root).
-fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigures {
+/// `diff_only`: only the overlay sandbox, the `cp -a` copy and their diffs (`--plan-diff`).
+fn bench_plan(
+    tree: &Path,
+    small: &Path,
+    work: &Path,
+    rounds: usize,
+    diff_only: bool,
+) -> PlanFigures {
     use patchbox::plan::{PlanManager, Strategy};
     let pw = work.join("plan");
     let _ = fs::remove_dir_all(&pw);
@@ -1170,21 +1187,26 @@ fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigu
             ctx.metadata.contains_key("overlay.lower"),
             "the overlay sandbox did not use the prepared lower"
         );
-        settle_for(3);
-        let (cow, t) = timed(|| {
-            mgr.get_or_create_sandbox(&format!("cow{r}"), "tree", tree, Strategy::CopyOnWrite)
-                .expect("copy_on_write create")
+        let cow = (!diff_only).then(|| {
+            settle_for(3);
+            let (cow, t) = timed(|| {
+                mgr.get_or_create_sandbox(&format!("cow{r}"), "tree", tree, Strategy::CopyOnWrite)
+                    .expect("copy_on_write create")
+            });
+            f.cow_create.push(t);
+            cow
         });
-        f.cow_create.push(t);
-        settle_for(3);
         let wt = pw.join(format!("wt{r}"));
-        f.wt_create.push(
-            sh(
-                &format!("git worktree add -q --detach {} HEAD", wt.display()),
-                &gitsrc,
-            )
-            .as_secs_f64(),
-        );
+        if !diff_only {
+            settle_for(3);
+            f.wt_create.push(
+                sh(
+                    &format!("git worktree add -q --detach {} HEAD", wt.display()),
+                    &gitsrc,
+                )
+                .as_secs_f64(),
+            );
+        }
         settle_for(3);
         let cp = pw.join(format!("cp{r}"));
         f.cp_create
@@ -1192,21 +1214,27 @@ fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigu
 
         eprintln!("plan round {r}: diff");
         let ov_root = ov.get_path(Path::new("")).expect("overlay path");
-        let cow_root = cow.get_path(Path::new("")).expect("cow path");
-        for root in [&ov_root, &cow_root, &wt, &cp] {
+        let mut roots = vec![ov_root, cp.clone()];
+        if let Some(cow) = &cow {
+            roots.push(cow.get_path(Path::new("")).expect("cow path"));
+            roots.push(wt.clone());
+        }
+        for root in &roots {
             edit_files(root, &edits);
         }
         settle_for(3);
         let (d, t) = timed(|| ov.diff().expect("overlay diff"));
         assert_eq!(d.entries.len(), edits.len(), "overlay diff");
         f.ov_diff.push(t);
-        settle_for(3);
-        let (d, t) = timed(|| cow.diff().expect("cow diff"));
-        assert_eq!(d.entries.len(), edits.len(), "cow diff");
-        f.cow_diff.push(t);
-        settle_for(3);
-        f.git_diff
-            .push(sh("git add -A -N . && git diff --binary > /dev/null", &wt).as_secs_f64());
+        if let Some(cow) = &cow {
+            settle_for(3);
+            let (d, t) = timed(|| cow.diff().expect("cow diff"));
+            assert_eq!(d.entries.len(), edits.len(), "cow diff");
+            f.cow_diff.push(t);
+            settle_for(3);
+            f.git_diff
+                .push(sh("git add -A -N . && git diff --binary > /dev/null", &wt).as_secs_f64());
+        }
         settle_for(3);
         f.full_diff.push(
             sh(
@@ -1219,16 +1247,22 @@ fn bench_plan(tree: &Path, small: &Path, work: &Path, rounds: usize) -> PlanFigu
             )
             .as_secs_f64(),
         );
-        eprintln!(
-            "  create ov {:.4} cow {:.3} wt {:.3} cp {:.3}; diff ov {:.4} cow {:.3} git {:.3} full {:.3}",
-            f.ov_create[r], f.cow_create[r], f.wt_create[r], f.cp_create[r],
-            f.ov_diff[r], f.cow_diff[r], f.git_diff[r], f.full_diff[r]
-        );
+        if diff_only {
+            eprintln!("  diff ov {:.4} full {:.3}", f.ov_diff[r], f.full_diff[r]);
+        } else {
+            eprintln!(
+                "  create ov {:.4} cow {:.3} wt {:.3} cp {:.3}; diff ov {:.4} cow {:.3} git {:.3} full {:.3}",
+                f.ov_create[r], f.cow_create[r], f.wt_create[r], f.cp_create[r],
+                f.ov_diff[r], f.cow_diff[r], f.git_diff[r], f.full_diff[r]
+            );
+        }
         // Nothing is deleted before the last timed step (see `bench_tree`).
         kept.push((ov, cow));
     }
 
-    bench_plan_commit(&mgr, small, &pw, rounds, &mut f);
+    if !diff_only {
+        bench_plan_commit(&mgr, small, &pw, rounds, &mut f);
+    }
     drop(kept);
     drop(mgr);
     eprintln!("plan: deleting {}", pw.display());

@@ -44,8 +44,6 @@ pub struct CopyOnWrite {
     /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`]);
     /// only `overlay` sandboxes set it.
     shared: Mutex<Option<String>>,
-    /// The last rendered diff (see [`tree_base::RenderCache`]).
-    pub(super) rendered: tree_base::RenderCache,
     /// The last successful check, for the commit that follows (`commit_all`).
     checked: Mutex<Option<super::through_apply::Checked>>,
     /// The diff that check was of, with the fingerprint of the sandbox taken before it was
@@ -76,7 +74,6 @@ impl CopyOnWrite {
             original: original.to_path_buf(),
             base: Mutex::new(None),
             shared: Mutex::new(None),
-            rendered: Default::default(),
             checked: Mutex::new(None),
             checked_diff: Mutex::new(None),
         }
@@ -88,7 +85,6 @@ impl CopyOnWrite {
             resource_id: record.resource_id.clone(),
             original: record.original_path.clone(),
             shared: Mutex::new(record.metadata.get(crate::plan::lower::LOWER_KEY).cloned()),
-            rendered: Default::default(),
             lc: Lifecycle::loaded(record, dir),
             env,
             base: Mutex::new(None),

@@ -340,9 +340,7 @@ impl Overlay {
     fn diff_with(&self, mode: Mode, with_patch: bool) -> Result<SandboxDiff, SandboxError> {
         self.ensure_mounted(mode)?;
         let changes = self.changes(mode)?;
-        self.cow
-            .rendered
-            .render(&*self.cow.base()?, &self.at(TREE), &changes, with_patch)
+        tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, with_patch)
             .map_err(|e| self.err("render the diff", e))
     }
 
