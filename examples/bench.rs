@@ -587,6 +587,9 @@ struct PairFigures {
     git: Vec<f64>,
     ours_cpu: Vec<f64>,
     git_cpu: Vec<f64>,
+    /// `git apply` followed by one `syncfs` of the filesystem (`sync -f`): the least a
+    /// durable apply must wait for, in the same run (empty where not measured).
+    git_synced: Vec<f64>,
 }
 
 /// Applying a 100-file patch to the tree: patchbox's apply (with its undo record, as the CLI
@@ -641,13 +644,19 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
             .push(sh(&format!("git apply {}", pf.display()), tree).as_secs_f64());
         f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         sh(&format!("git apply -R {}", pf.display()), tree);
+        settle();
+        f.git_synced.push(
+            sh(&format!("git apply {} && sync -f .", pf.display()), tree).as_secs_f64(),
+        );
+        sh(&format!("git apply -R {}", pf.display()), tree);
         eprintln!(
-            "[apply] round {}/{rounds}: patchbox {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3})",
+            "[apply] round {}/{rounds}: patchbox {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3}), git apply + syncfs {:.3} s",
             r + 1,
             f.ours[r],
             f.ours_cpu[r],
             f.git[r],
-            f.git_cpu[r]
+            f.git_cpu[r],
+            f.git_synced[r]
         );
     }
     f
@@ -661,6 +670,12 @@ fn print_apply(f: &PairFigures) {
         "| large tree: apply a 100-file patch, undo record included (vs git apply; median of 3× the rounds; wall, then CPU user+sys) | {o:.3} s (cpu {oc:.3} s) | {g:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1× |",
         o / g,
         oc / gc
+    );
+    let gs = median(f.git_synced.clone());
+    println!(
+        "| the floor of a durable apply: `git apply` then one `syncfs` (`sync -f`), same rounds | {o:.3} s | {gs:.3} s | {:.2}× (floor: {:.2}× git apply) | — |",
+        o / gs,
+        gs / g
     );
 }
 
@@ -988,6 +1003,8 @@ fn main() {
             median(f.git_apply_cpu.clone()),
         );
         println!("| commit_all, 4 overlay sandboxes × 100 edits, {small_n}-file projects (vs 4× git apply; wall, then CPU user+sys) | {ca:.3} s (cpu {cc:.3} s) | {ga:.3} s (cpu {gc:.3} s) | {:.2}× (cpu {:.2}×) | ≤ 1.2× |", ca / ga, cc / gc);
+        let gs = median(f.git_apply_synced.clone());
+        println!("| the floor of a durable commit: the 4 `git apply` then one `syncfs` | {ca:.3} s | {gs:.3} s | {:.2}× (floor: {:.2}× git apply) | — |", ca / gs, gs / ga);
         drop(mgr);
         let _ = fs::remove_dir_all(&pw);
         if mounted {
@@ -1125,6 +1142,8 @@ struct PlanFigures {
     /// CPU time (user + system) of the same steps.
     commit_all_cpu: Vec<f64>,
     git_apply_cpu: Vec<f64>,
+    /// The four `git apply` runs and one `syncfs` after them: the floor of a durable commit.
+    git_apply_synced: Vec<f64>,
     mode: String,
     commit_files: usize,
 }
@@ -1321,9 +1340,12 @@ fn bench_plan_commit(
         }
         f.git_apply_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         f.git_apply.push(sum);
+        // The four originals share one filesystem: one syncfs makes all four durable.
+        f.git_apply_synced
+            .push(sum + sh("sync -f .", &origs[0]).as_secs_f64());
         eprintln!(
-            "  commit_all {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3})",
-            f.commit_all[r], f.commit_all_cpu[r], sum, f.git_apply_cpu[r]
+            "  commit_all {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3}), + one syncfs {:.3} s",
+            f.commit_all[r], f.commit_all_cpu[r], sum, f.git_apply_cpu[r], f.git_apply_synced[r]
         );
         for (o, p) in origs.iter().zip(&patches) {
             sh(&format!("git apply -R {}", p.display()), o);

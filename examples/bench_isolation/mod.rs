@@ -91,6 +91,11 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
     let files = edit_list(tree, 100);
     let mut r = Rows::default();
     let mut mode = None;
+    // Nothing is deleted before the last timed step: on a journal-less ext4 a deletion slows
+    // every inode allocation for minutes after it (the kernel's `recently_deleted` scan),
+    // which would tax whichever row came after the deletion.
+    let mut kept_managers: Vec<SandboxManager> = Vec::new();
+    let mut kept_dirs: Vec<PathBuf> = Vec::new();
     for round in 0..rounds {
         eprintln!("[isolation] round {}/{rounds}", round + 1);
         for (iso, tag) in [(Isolation::Copy, "copy"), (Isolation::Overlay, "overlay")] {
@@ -131,7 +136,7 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
                     )
                 });
                 r.push("cp -a", w, c);
-                let _ = fs::remove_dir_all(&dst);
+                kept_dirs.push(dst);
                 // A later session of the project: its first create stacks the shared layer
                 // the first session wrote under the root (only the difference is written).
                 let next = SandboxManager::with_options(
@@ -150,12 +155,16 @@ pub fn run(tree: &Path, work: &Path, rounds: usize, session20: bool) {
                 next.discard_sandbox(&sb).expect("discard");
                 drop(next);
             }
-            drop(mgr);
-            let _ = fs::remove_dir_all(&root);
+            kept_managers.push(mgr);
+            kept_dirs.push(root);
         }
     }
     let rss = peak_rss_kb(tree, work);
     let s20 = session20.then(|| session_of_20(tree, work));
+    drop(kept_managers);
+    for dir in kept_dirs {
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     let mode = mode.map_or("none", IsolationMode::name);
     println!("\noverlay backend: {mode}; wall-clock medians of {rounds} rounds (CPU = user+sys)");
