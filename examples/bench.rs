@@ -645,9 +645,8 @@ fn bench_apply(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
         f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
         sh(&format!("git apply -R {}", pf.display()), tree);
         settle();
-        f.git_synced.push(
-            sh(&format!("git apply {} && sync -f .", pf.display()), tree).as_secs_f64(),
-        );
+        f.git_synced
+            .push(sh(&format!("git apply {} && sync -f .", pf.display()), tree).as_secs_f64());
         sh(&format!("git apply -R {}", pf.display()), tree);
         eprintln!(
             "[apply] round {}/{rounds}: patchbox {:.3} s (cpu {:.3}), git apply {:.3} s (cpu {:.3}), git apply + syncfs {:.3} s",
@@ -898,9 +897,7 @@ fn main() {
                 i -= 1;
             }
             "--plan-commit" | "--plan-diff" | "--apply-only" | "--run-only" | "--isolation"
-            | "--session20" => {
-                i -= 1
-            }
+            | "--session20" => i -= 1,
             "--small" => {
                 small_n = args
                     .get(i + 1)

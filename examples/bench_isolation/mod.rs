@@ -52,6 +52,7 @@ struct Rows {
 
 impl Rows {
     fn push(&mut self, name: &str, wall: f64, cpu: f64) {
+        eprintln!("  {name}: {wall:.4} s (cpu {cpu:.4})");
         match self.rows.iter_mut().find(|(n, _)| n == name) {
             Some((_, v)) => v.push((wall, cpu)),
             None => self.rows.push((name.to_string(), vec![(wall, cpu)])),

@@ -95,10 +95,14 @@ pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
                 }
                 let p = entry.path();
                 scan.hidden.insert(rel.clone());
-                if is_opaque(&p) {
+                // One listing of its attribute names instead of a lookup per name: most
+                // directories of an upper layer carry none of the ones asked about.
+                let names = xattr_names(&p);
+                let has = |n: &str| names.as_ref().is_none_or(|l| has_name(l, n));
+                if OPAQUE.iter().any(|n| has(n) && opaque_value(&p, n)) {
                     scan.hidden_below.insert(rel.clone());
                 }
-                if xattr(&p, "trusted.overlay.redirect").is_some() {
+                if has(REDIRECT) && xattr(&p, REDIRECT).is_some() {
                     scan.redirected = true;
                 }
                 stack.push(rel);
@@ -114,15 +118,55 @@ pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
     Ok(scan)
 }
 
+/// The attributes that mark a directory opaque: the kernel's (privileged and `userxattr`
+/// mounts) and `fuse-overlayfs`'s.
+const OPAQUE: [&str; 3] = [
+    "trusted.overlay.opaque",
+    "user.overlay.opaque",
+    "user.fuseoverlayfs.opaque",
+];
+
+/// The attribute of a directory that a rename of a lower directory leaves (`redirect_dir`).
+const REDIRECT: &str = "trusted.overlay.redirect";
+
 /// Whether `dir` is marked opaque (by the kernel or by `fuse-overlayfs`).
 pub fn is_opaque(dir: &Path) -> bool {
-    [
-        "trusted.overlay.opaque",
-        "user.overlay.opaque",
-        "user.fuseoverlayfs.opaque",
-    ]
-    .iter()
-    .any(|n| xattr(dir, n).is_some_and(|v| v.first() == Some(&b'y')))
+    OPAQUE.iter().any(|n| opaque_value(dir, n))
+}
+
+/// Whether attribute `name` of `dir` says opaque (`y`).
+fn opaque_value(dir: &Path, name: &str) -> bool {
+    xattr(dir, name).is_some_and(|v| v.first() == Some(&b'y'))
+}
+
+/// The names of `path`'s extended attributes (NUL-separated, as `llistxattr` gives them),
+/// never followed; `None` when they cannot be listed (the caller then asks for each name).
+fn xattr_names(path: &Path) -> Option<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut buf = vec![0u8; 512];
+    loop {
+        // SAFETY: `p` is NUL-terminated; the buffer is valid for its length.
+        let r = unsafe { libc::llistxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r >= 0 {
+            buf.truncate(r as usize);
+            return Some(buf);
+        }
+        // The list grew past the buffer: ask for its size and try again.
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return None;
+        }
+        // SAFETY: a null buffer of size 0 asks for the size only.
+        let need = unsafe { libc::llistxattr(p.as_ptr(), std::ptr::null_mut(), 0) };
+        if need < 0 {
+            return None;
+        }
+        buf = vec![0u8; need as usize + 64];
+    }
+}
+
+/// Whether the NUL-separated name list `list` holds `name`.
+fn has_name(list: &[u8], name: &str) -> bool {
+    list.split(|&b| b == 0).any(|n| n == name.as_bytes())
 }
 
 /// An extended attribute of `path` itself (never followed), `None` when absent.

@@ -221,4 +221,3 @@ pub fn reset(
     // unchanged (not in `changes`).
     manifest_of(&nodes, &keys, marker)
 }
-
