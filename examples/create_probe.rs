@@ -1,11 +1,13 @@
-//! Times overlay creates in one session: `create_probe PROJECT ROOT N`.
+//! Times overlay creates in one session, each step alone (no benchmark harness around it):
+//! `cargo run --release --example create_probe -- PROJECT ROOT N` makes the session's first
+//! sandbox, then N fresh ones, then one chained from the first, and prints each time.
 use std::path::PathBuf;
 use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let mgr = patchbox::SandboxManager::with_options(
-        &PathBuf::from(&a[1]),
+        PathBuf::from(&a[1]),
         patchbox::Options {
             root: Some(PathBuf::from(&a[2])),
             isolation: patchbox::Isolation::Overlay,
