@@ -1,6 +1,9 @@
 //! Times overlay creates in one session, each step alone (no benchmark harness around it):
 //! `cargo run --release --example create_probe -- PROJECT ROOT N` makes the session's first
-//! sandbox, then N fresh ones, then one chained from the first, and prints each time.
+//! sandbox, then N fresh ones, then one chained from the first, and prints each time; then
+//! edits 100 `.c`/`.h` files of the second sandbox (the benchmark's choice: every k-th
+//! tracked one, a line appended) and times its finalize twice (the first one also copies
+//! the pre-images into `base/`).
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -28,4 +31,28 @@ fn main() {
     let t = Instant::now();
     mgr.create_sandbox("chain", Some(&first)).expect("chain");
     eprintln!("chained {:?}", t.elapsed());
+
+    let out = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(&a[1])
+        .output()
+        .expect("git ls-files");
+    let all: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .expect("utf-8 paths")
+        .lines()
+        .filter(|l| l.ends_with(".c") || l.ends_with(".h"))
+        .collect();
+    let files: Vec<&str> = all.iter().step_by((all.len() / 100).max(1)).take(100).copied().collect();
+    let sb = mgr.create_sandbox("edited", None).expect("create");
+    for f in &files {
+        let p = sb.path.join(f);
+        let mut data = std::fs::read(&p).expect("read");
+        data.extend_from_slice(b"/* edited by the delegation */\n");
+        std::fs::write(&p, data).expect("write");
+    }
+    for _ in 0..2 {
+        let t = Instant::now();
+        let r = mgr.finalize_sandbox(&sb).expect("finalize");
+        eprintln!("finalize {:?} ({} files)", t.elapsed(), r.files_touched.len());
+    }
 }
