@@ -42,7 +42,12 @@ fn main() {
         .lines()
         .filter(|l| l.ends_with(".c") || l.ends_with(".h"))
         .collect();
-    let files: Vec<&str> = all.iter().step_by((all.len() / 100).max(1)).take(100).copied().collect();
+    let files: Vec<&str> = all
+        .iter()
+        .step_by((all.len() / 100).max(1))
+        .take(100)
+        .copied()
+        .collect();
     let sb = mgr.create_sandbox("edited", None).expect("create");
     for f in &files {
         let p = sb.path.join(f);
@@ -53,6 +58,10 @@ fn main() {
     for _ in 0..2 {
         let t = Instant::now();
         let r = mgr.finalize_sandbox(&sb).expect("finalize");
-        eprintln!("finalize {:?} ({} files)", t.elapsed(), r.files_touched.len());
+        eprintln!(
+            "finalize {:?} ({} files)",
+            t.elapsed(),
+            r.files_touched.len()
+        );
     }
 }

@@ -761,7 +761,7 @@ fn stage_all(
                 let p = project::check(root, &sub(stage_rel, format!("s{i}"))?, &none)?;
                 // Journal first: a half-written staged file is removed on rollback.
                 journal.push(Step::Staged(p.clone()));
-                project::create_file(&p, data, *perm, *mtime)?;
+                project::create_file_beside(&p, &op.path, data, *perm, *mtime)?;
                 tick(journal, None)?;
                 Some(p)
             }

@@ -44,9 +44,9 @@ use crate::fs::relpath::{RelPath, RelPathSet};
 mod entries;
 
 pub(crate) use entries::{
-    create_file, create_symlink, link_out, list_leaves, make_dir, probe_parents, read, read_in,
-    remove_dir_if_empty, remove_file, rename_noreplace, root_stamp, set_mtime, set_root_mtime,
-    stamp, sync_fs, sync_root, Data, Entry, Stamp,
+    create_file, create_file_beside, create_symlink, link_out, list_leaves, make_dir,
+    probe_parents, read, read_in, remove_dir_if_empty, remove_file, rename_noreplace, root_stamp,
+    set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp,
 };
 
 /// A path inside the project that passed the containment checks of [`path_in_project`].
@@ -732,5 +732,58 @@ mod tests {
         assert!(matches!(read(&p).unwrap(), Entry::File { .. }));
         let p = check(root, &rel("d/f"), &|_| false).unwrap();
         assert!(matches!(read(&p).unwrap(), Entry::File { .. }));
+    }
+
+    /// A file staged beside its destination has its content, mode and mtime, is allocated
+    /// on the destination directory's filesystem and leaves nothing there (`O_TMPFILE`);
+    /// it never replaces an existing name, and without a destination directory (or with a
+    /// symlink where it would be) it is made where it is named.
+    #[test]
+    fn staged_beside_the_destination_is_complete_and_leaves_nothing_there() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::create_dir(root.join("stage")).unwrap();
+        std::os::unix::fs::symlink("/tmp", root.join("link")).unwrap();
+        let rel = |s: &str| RelPath::new(s).unwrap();
+        let p = |s: &str| check(root, &rel(s), &|_| false).unwrap();
+        let _scope = DirScope::enter(root).unwrap();
+        let before = std::fs::metadata(root.join("src/deep"))
+            .unwrap()
+            .mtime_nsec();
+        for (i, beside) in ["src/deep/f.c", "new/dir/g.c"].iter().enumerate() {
+            let s = p(&format!("stage/s{i}"));
+            let t = check(root, &rel(beside), &|_| false).unwrap();
+            create_file_beside(&s, &t, b"data\n", 0o755, Some((1_000_000, 5))).unwrap();
+            let m = std::fs::symlink_metadata(root.join(format!("stage/s{i}"))).unwrap();
+            assert_eq!(
+                std::fs::read(root.join(format!("stage/s{i}"))).unwrap(),
+                b"data\n"
+            );
+            assert_eq!(m.permissions().mode() & 0o7777, 0o755);
+            assert_eq!((m.mtime(), m.mtime_nsec()), (1_000_000, 5));
+            assert_eq!(m.nlink(), 1);
+        }
+        // Nothing was named in the destination directory, nor was it touched.
+        assert_eq!(std::fs::read_dir(root.join("src/deep")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::metadata(root.join("src/deep"))
+                .unwrap()
+                .mtime_nsec(),
+            before
+        );
+        // An existing name is refused, and kept.
+        let t = p("src/deep/f.c");
+        let e = create_file_beside(&p("stage/s0"), &t, b"other", 0o644, None).unwrap_err();
+        assert!(e.to_string().contains("exists"), "{e}");
+        assert_eq!(std::fs::read(root.join("stage/s0")).unwrap(), b"data\n");
+        // A destination below a symlink: staged all the same, nothing written through it.
+        let under_link = ProjectPath {
+            root: root.to_path_buf(),
+            rel: rel("link/x.c"),
+        };
+        create_file_beside(&p("stage/s2"), &under_link, b"x", 0o644, None).unwrap();
+        assert_eq!(std::fs::read(root.join("stage/s2")).unwrap(), b"x");
     }
 }

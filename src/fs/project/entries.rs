@@ -345,19 +345,107 @@ pub(crate) fn create_file(
     })
     .map_err(|e| Error::io("create", &full, e))?;
     let mut f = std::fs::File::from(fd);
-    f.write_all(data)
-        .map_err(|e| Error::io("write", &full, e))?;
+    fill(&mut f, &full, data, perm, mtime)?;
+    // Not synced one by one: the commit syncs the filesystem once after staging
+    // (`sync_fs`), which costs one journal commit instead of one per file.
+    Ok(())
+}
+
+/// [`create_file`] at `p` (a staging name), with the new inode allocated in the directory
+/// that will hold it once placed (`beside`'s parent), as `git apply` allocates it.
+///
+/// Why: a filesystem places a file's inode near its directory; a staging directory made
+/// for one apply is new, and ext4 puts a new directory in a group with many free inodes —
+/// right after a large deletion, the group that deletion emptied, where an ext4 without a
+/// journal scans past every recently freed inode on each allocation (`recently_deleted`;
+/// measured: 100 staged files cost ~100 ms more than `git apply`'s 100 new files). The file
+/// is made with `O_TMPFILE` in `beside`'s directory (nameless: a crash leaves nothing
+/// there), filled, and then linked to `p` (`linkat`, which never replaces). Where that
+/// cannot be done (no such directory yet, a filesystem without `O_TMPFILE`, a kernel that
+/// refuses the link), it is [`create_file`].
+pub(crate) fn create_file_beside(
+    p: &ProjectPath,
+    beside: &ProjectPath,
+    data: &[u8],
+    perm: u32,
+    mtime: Option<(i64, i64)>,
+) -> Result<()> {
+    // Not there yet (the apply creates it), or not a plain directory now (the apply may
+    // replace a symlink there): staged where it is named.
+    let Ok(Some((near, _))) = parent_of(&beside.root, &beside.rel) else {
+        return create_file(p, data, perm, mtime);
+    };
+    // SAFETY: valid fd and a NUL-terminated name.
+    let tmp = match fd_result(unsafe {
+        libc::openat(
+            near.as_raw_fd(),
+            c".".as_ptr(),
+            libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    }) {
+        Ok(fd) => fd,
+        Err(_) => return create_file(p, data, perm, mtime),
+    };
+    let full = p.to_path_buf();
+    let mut f = std::fs::File::from(tmp);
+    fill(&mut f, &full, data, perm, mtime)?;
+    let (dir, name) = need_parent(p, "create")?;
+    // SAFETY: valid fds; the empty path names `f` itself.
+    let linked = rc(unsafe {
+        libc::linkat(
+            f.as_raw_fd(),
+            c"".as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    });
+    let linked = match linked {
+        // Before Linux 6.10 `AT_EMPTY_PATH` needs CAP_DAC_READ_SEARCH; the descriptor's
+        // /proc link does not.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOENT)) => {
+            let proc = cstring(format!("/proc/self/fd/{}", f.as_raw_fd()).as_bytes())
+                .map_err(|e| Error::io("create", &full, e))?;
+            // SAFETY: valid strings and fds.
+            rc(unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    proc.as_ptr(),
+                    dir.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            })
+        }
+        r => r,
+    };
+    match linked {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Err(Error::io("create", &full, e)),
+        // The nameless file goes with its descriptor.
+        Err(_) => create_file(p, data, perm, mtime),
+    }
+}
+
+/// Writes a new file's content, mode and mtime through its descriptor.
+fn fill(
+    f: &mut std::fs::File,
+    full: &Path,
+    data: &[u8],
+    perm: u32,
+    mtime: Option<(i64, i64)>,
+) -> Result<()> {
+    f.write_all(data).map_err(|e| Error::io("write", full, e))?;
     // SAFETY: valid fd.
     rc(unsafe { libc::fchmod(f.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
-        .map_err(|e| Error::io("set mode", &full, e))?;
+        .map_err(|e| Error::io("set mode", full, e))?;
     if let Some(t) = mtime {
         let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
         // SAFETY: valid fd and two timespecs.
         rc(unsafe { libc::futimens(f.as_raw_fd(), ts.as_ptr()) })
-            .map_err(|e| Error::io("set mtime", &full, e))?;
+            .map_err(|e| Error::io("set mtime", full, e))?;
     }
-    // Not synced one by one: the commit syncs the filesystem once after staging
-    // (`sync_fs`), which costs one journal commit instead of one per file.
     Ok(())
 }
 
