@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- --tree DIR [--rounds N] [--work DIR] [--small N]
-//!     [--ext4-image] [--skip-large] [--plan | --plan-commit | --apply-only | --run-only]
+//!     [--ext4-image] [--skip-large]
+//!     [--plan | --plan-commit | --plan-diff | --apply-only | --run-only]
 //!     [--isolation [--session20]]
 //! ```
 //! The rows of the default run measure the copy path (`Isolation::Copy`, and
@@ -18,9 +19,12 @@
 //! `git add -A -N . && git diff --binary` in the worktree vs `diff -rN` of the snapshot and
 //! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
 //! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
-//! patches (4 processes, summed). `--plan-commit` runs only that last row.
+//! patches (4 processes, summed), and beside them the same four `git apply` followed by one
+//! `syncfs` (the floor of a durable commit). `--plan-commit` runs only that last row;
+//! `--plan-diff` only the overlay diff and the `diff -rN` of the same edits.
 //! `--apply-only` runs only the apply row (a 100-file patch on `DIR`, with its undo record, vs
-//! `git apply`); `--run-only` only the one-shot `patchbox run` on the `--small` project vs
+//! `git apply`, and vs `git apply` followed by one `syncfs`; it applies and undoes in `DIR`
+//! itself: give it a copy); `--run-only` only the one-shot `patchbox run` on the `--small` project vs
 //! what worktree-based peers do (`git worktree add`, the tool, `git diff`, `git worktree
 //! remove`). These rows print CPU time (user + system) beside wall time.
 //! `--ext4-image` runs on a loop-mounted journaled ext4 image (as root) instead of `--work`'s

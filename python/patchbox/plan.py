@@ -27,6 +27,7 @@ from ._native import (
     SandboxManager,
     SandboxStatus,
     SandboxStrategy,
+    SnapshotInfo,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "SandboxManager",
     "SandboxStatus",
     "SandboxStrategy",
+    "SnapshotInfo",
 ]

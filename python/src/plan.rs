@@ -30,7 +30,7 @@ use crate::boundary::{Resource, ResourceRegistry};
 use crate::custom::StrategyRegistry;
 use crate::errors::plan_err;
 use crate::plan_model::{
-    path_str, strategy_arg, CommitResult, SandboxContext, SandboxDiff, SandboxStatus,
+    path_str, strategy_arg, CommitResult, SandboxContext, SandboxDiff, SandboxStatus, SnapshotInfo,
 };
 
 /// The default root: `$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`.
@@ -417,6 +417,34 @@ impl SandboxManager {
         r
     }
 
+    /// Takes a stable snapshot of `original` that every `overlay` sandbox created for it
+    /// afterwards (any plan) uses as its lower layer instead of copying the tree: their
+    /// creation then costs a few directories and a mount, whatever the tree's size. Edits
+    /// made to the original later are not in those sandboxes' view; their commits merge
+    /// with them (3-way) or refuse on a conflict.
+    fn prepare_snapshot(&self, py: Python<'_>, original: PathBuf) -> PyResult<SnapshotInfo> {
+        let m = self.mgr()?;
+        let info = py
+            .detach(|| m.prepare_snapshot(&original))
+            .map_err(plan_err)?;
+        SnapshotInfo::new(py, info)
+    }
+
+    /// Every ready shared snapshot under the root, oldest first.
+    fn snapshots(&self, py: Python<'_>) -> PyResult<Vec<SnapshotInfo>> {
+        let m = self.mgr()?;
+        py.detach(|| m.snapshots())
+            .into_iter()
+            .map(|s| SnapshotInfo::new(py, s))
+            .collect()
+    }
+
+    /// Removes every shared snapshot of `original` that no sandbox uses; returns how many.
+    fn drop_snapshots(&self, py: Python<'_>, original: PathBuf) -> PyResult<usize> {
+        let m = self.mgr()?;
+        py.detach(|| m.drop_snapshots(&original)).map_err(plan_err)
+    }
+
     /// The sandbox of the boundary `resource` belongs to (shared by every resource under
     /// that boundary: the same object). Its paths are relative to the boundary resource;
     /// `resource_prefix` says where `resource` is under it.
@@ -538,6 +566,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::plan_model::SandboxStatus>()?;
     m.add_class::<crate::plan_model::SandboxStrategy>()?;
     m.add_class::<crate::plan_model::SandboxContext>()?;
+    m.add_class::<crate::plan_model::SnapshotInfo>()?;
     m.add_class::<crate::plan_model::CommitResult>()?;
     m.add_class::<crate::plan_model::DiffEntry>()?;
     m.add_class::<crate::plan_model::SandboxDiff>()?;

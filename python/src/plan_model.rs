@@ -209,6 +209,44 @@ impl SandboxContext {
     }
 }
 
+/// A shared snapshot of an original (`SandboxManager.prepare_snapshot`): the lower layer,
+/// pre-images and rollback source of every `overlay` sandbox created for that original after
+/// it was taken.
+#[pyclass(frozen, get_all, module = "patchbox._native")]
+pub struct SnapshotInfo {
+    /// Its ULID (the greatest is the newest).
+    pub id: String,
+    /// The original it is a snapshot of (canonical path).
+    pub original: String,
+    pub created_at: Py<PyAny>,
+    /// How many files and symlinks it holds.
+    pub files: usize,
+    /// Where its files are.
+    pub path: String,
+}
+
+impl SnapshotInfo {
+    pub(crate) fn new(py: Python<'_>, s: patchbox::plan::SnapshotInfo) -> PyResult<SnapshotInfo> {
+        Ok(SnapshotInfo {
+            created_at: datetime(py, s.created_at)?,
+            id: s.id,
+            original: path_str(&s.original),
+            files: s.files,
+            path: path_str(&s.path),
+        })
+    }
+}
+
+#[pymethods]
+impl SnapshotInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "SnapshotInfo(id={:?}, original={:?}, files={})",
+            self.id, self.original, self.files
+        )
+    }
+}
+
 /// The outcome of one commit.
 #[pyclass(frozen, get_all, module = "patchbox._native")]
 pub struct CommitResult {

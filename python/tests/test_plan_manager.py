@@ -144,6 +144,28 @@ def test_overlay_strategy_isolates_and_commits(manager, project):
     manager.cleanup_all("p")
 
 
+def test_prepared_snapshot_is_the_lower_of_later_overlay_sandboxes(manager, project):
+    info = manager.prepare_snapshot(project)
+    assert isinstance(info, patchbox.SnapshotInfo)
+    assert info.original == str(project.resolve()) and info.files >= 1
+    assert isinstance(info.created_at, datetime.datetime)
+    assert Path(info.path, "notes.txt").read_text() == "one\n"
+    assert [s.id for s in manager.snapshots()] == [info.id]
+    # Edits to the original after the snapshot are not in the sandbox's view ...
+    (project / "notes.txt").write_text("changed after the snapshot\n")
+    sb = manager.get_or_create_sandbox("p", "ov", project, "overlay")
+    ctx = sb.context
+    assert ctx is not None and ctx.metadata["overlay.lower"] == info.id
+    assert Path(sb.get_path("notes.txt")).read_text() == "one\n"
+    # ... and a snapshot in use is kept; once unused, it goes.
+    assert manager.drop_snapshots(project) == 0
+    manager.cleanup_all("p")
+    assert manager.drop_snapshots(project) == 1
+    assert manager.snapshots() == []
+    with pytest.raises(patchbox.SandboxError):
+        manager.prepare_snapshot(project / "notes.txt")
+
+
 def test_errors_name_the_path(manager, project, tmp_path):
     missing = tmp_path / "nowhere"
     with pytest.raises(patchbox.SandboxCreationError) as e:
