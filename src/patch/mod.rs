@@ -4,7 +4,8 @@
 //! - [`model`]: what a patch is — a [`model::Patch`] of file patches (hunks, modes, renames,
 //!   binary literals and deltas).
 //! - [`parse`]: git-style and traditional unified patch text into that model.
-//! - [`write`](mod@write): the patch of one file change, as `git diff --binary` writes it.
+//! - [`write`](mod@write): the patch of one file change, as `git diff --binary` writes it;
+//!   [`large`]: the same for two large text files, read in chunks instead of held whole.
 //! - Crate-private: `line_diff` (the writer's line diff), `place` (finding where a hunk
 //!   applies), `merge3` (the 3-way line merge).
 //!
@@ -22,6 +23,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod large;
 pub(crate) mod line_diff;
 pub(crate) mod merge3;
 pub mod model;

@@ -41,10 +41,10 @@ use crate::git::oid::{blob_id_hex, to_hex};
 use crate::git::quote::quote_path;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
-const CONTEXT: usize = 3;
+pub(super) const CONTEXT: usize = 3;
 
 /// How many leading bytes git inspects for a NUL when deciding a file is binary.
-const BINARY_SNIFF_LEN: usize = 8000;
+pub(super) const BINARY_SNIFF_LEN: usize = 8000;
 
 /// git's file-type bits for a symbolic link.
 const MODE_SYMLINK: u32 = 0o120000;
@@ -83,7 +83,7 @@ pub struct Side<'a> {
 }
 
 /// Reduces any mode to one of the three git records for files.
-fn normalize_mode(mode: u32) -> u32 {
+pub(super) fn normalize_mode(mode: u32) -> u32 {
     if mode & MODE_TYPE_MASK == MODE_SYMLINK {
         MODE_SYMLINK
     } else if mode & 0o100 != 0 {
@@ -279,32 +279,26 @@ fn write_body(
         return;
     }
 
-    // git appends a TAB after a name containing a space so that GNU patch knows where the
-    // name ends; /dev/null never gets one.
-    out.extend_from_slice(b"--- ");
-    match old {
-        Some(o) => {
-            out.extend_from_slice(a_name);
-            if o.path.as_bytes().contains(&b' ') {
-                out.push(b'\t');
-            }
-        }
-        None => out.extend_from_slice(b"/dev/null"),
-    }
-    out.push(b'\n');
-    out.extend_from_slice(b"+++ ");
-    match new {
-        Some(n) => {
-            out.extend_from_slice(b_name);
-            if n.path.as_bytes().contains(&b' ') {
-                out.push(b'\t');
-            }
-        }
-        None => out.extend_from_slice(b"/dev/null"),
-    }
-    out.push(b'\n');
+    push_name_line(out, b"--- ", old.map(|o| (a_name, o.path)));
+    push_name_line(out, b"+++ ", new.map(|n| (b_name, n.path)));
+    write_hunks_at(out, old_data, new_data, 0);
+}
 
-    write_hunks(out, old_data, new_data);
+/// One of the `---`/`+++` lines: `prefix`, then the quoted name of a side, or `/dev/null`.
+/// git appends a TAB after a name containing a space so that GNU patch knows where the name
+/// ends; /dev/null never gets one.
+pub(super) fn push_name_line(out: &mut Vec<u8>, prefix: &[u8], side: Option<(&[u8], &RelPath)>) {
+    out.extend_from_slice(prefix);
+    match side {
+        Some((name, path)) => {
+            out.extend_from_slice(name);
+            if path.as_bytes().contains(&b' ') {
+                out.push(b'\t');
+            }
+        }
+        None => out.extend_from_slice(b"/dev/null"),
+    }
+    out.push(b'\n');
 }
 
 /// Writes the unified hunks turning `old` into `new` (both text).
@@ -314,11 +308,15 @@ fn write_body(
 /// thousands of lines costs no per-line memory for the lines it does not touch. The hunks are
 /// the same as when diffing the whole files: lines outside the region are equal on both
 /// sides and only their first and last `CONTEXT` lines can appear in a hunk.
-fn write_hunks(out: &mut Vec<u8>, old: &[u8], new: &[u8]) {
+///
+/// `lines_before`: how many lines precede `old` and `new` in the files they are windows of
+/// (0 for whole files; see `patch::large`, which passes windows holding every changed byte
+/// and enough equal lines around them).
+pub(super) fn write_hunks_at(out: &mut Vec<u8>, old: &[u8], new: &[u8], lines_before: usize) {
     let head = common_head(old, new);
     let (old_tail, new_tail) = common_tail(old, new, head);
     let start = back_lines(old, head, CONTEXT);
-    let skipped = memchr::memchr_iter(b'\n', &old[..start]).count();
+    let skipped = lines_before + memchr::memchr_iter(b'\n', &old[..start]).count();
     let old_end = forward_lines(old, old_tail, CONTEXT);
     let new_end = new_tail + (old_end - old_tail);
     let old_lines = split_lines(&old[start..old_end]);
@@ -586,7 +584,7 @@ mod tests {
                 new.splice(at..end, ins.iter().copied().take(6));
             }
             let mut trimmed = Vec::new();
-            write_hunks(&mut trimmed, &old, &new);
+            write_hunks_at(&mut trimmed, &old, &new, 0);
             let whole = hunks_whole(&old, &new);
             prop_assert_eq!(
                 String::from_utf8_lossy(&trimmed),

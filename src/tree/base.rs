@@ -284,6 +284,27 @@ impl BaseSource for Base {
         }
     }
 
+    fn open_file(&self, i: usize) -> Option<fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        match (&self.srcs[i], self.nodes[i].kind) {
+            (BaseSrc::Blob(_, st), _) => self.open_unchanged_project_file(i, st),
+            (BaseSrc::Dir, NodeKind::File { .. }) => fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(self.dir.join(self.nodes[i].rel.as_path()))
+                .ok(),
+            _ => None,
+        }
+    }
+
+    fn still_same(&self, i: usize, f: &fs::File) -> bool {
+        match &self.srcs[i] {
+            BaseSrc::Blob(_, st) => still_unchanged(f, st),
+            // `base/` is the session's own copy: never written after the snapshot.
+            BaseSrc::Dir => true,
+        }
+    }
+
     fn size(&self, i: usize) -> Option<u64> {
         match self.srcs[i] {
             BaseSrc::Blob(_, st) => Some(st.size),

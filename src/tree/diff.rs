@@ -30,6 +30,17 @@ pub trait BaseSource: Sync {
     fn blob_id(&self, _i: usize) -> Option<[u8; 20]> {
         None
     }
+    /// Base node `i`'s regular file, opened, when its content can be read from it directly
+    /// (a large file's patch is then written from the file in chunks, see
+    /// [`crate::patch::large`]); `None`: only [`BaseSource::read`] gives it.
+    fn open_file(&self, _i: usize) -> Option<fs::File> {
+        None
+    }
+    /// Whether `f`, from [`BaseSource::open_file`]`(i)`, still holds node `i`'s content
+    /// (checked after reading it).
+    fn still_same(&self, _i: usize, _f: &fs::File) -> bool {
+        true
+    }
 }
 
 /// One node's recorded state in a sandbox.
@@ -287,6 +298,9 @@ fn same_content(
 pub fn render_patch(src: &dyn BaseSource, head_dir: &Path, changes: &[Change]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for c in changes {
+        if write_large_change(&mut out, src, head_dir, c) {
+            continue;
+        }
         let old_data = match c.base_index {
             Some(i) if c.old.is_some() => Some(src.read(i)?),
             _ => None,
@@ -298,6 +312,63 @@ pub fn render_patch(src: &dyn BaseSource, head_dir: &Path, changes: &[Change]) -
         write_change(&mut out, src, c, old_data.as_deref(), new_data.as_deref());
     }
     Ok(out)
+}
+
+/// A pre-image at least this large, changed into a regular file, has its patch written from
+/// the files in chunks instead of from both contents in memory (see [`crate::patch::large`]).
+const LARGE_FILE_MIN: u64 = 4 << 20;
+
+/// Appends the patch of change `c` read from the files themselves when both sides are
+/// regular files and the pre-image is large; `false` (nothing appended) when it does not
+/// apply, or when anything goes wrong (the caller then reads both contents, and reports any
+/// error with its path).
+fn write_large_change(
+    out: &mut Vec<u8>,
+    src: &dyn BaseSource,
+    head_dir: &Path,
+    c: &Change,
+) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (Some(i), Some(old @ NodeKind::File { .. }), Some(new @ NodeKind::File { .. })) =
+        (c.base_index, c.old, c.new)
+    else {
+        return false;
+    };
+    if src.size(i).is_none_or(|n| n < LARGE_FILE_MIN) {
+        return false;
+    }
+    let Some(old_file) = src.open_file(i) else {
+        return false;
+    };
+    let Ok(new_file) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(head_dir.join(c.rel.as_path()))
+    else {
+        return false;
+    };
+    let mark = out.len();
+    let written = crate::patch::large::write_file_diff_from_files(
+        out,
+        crate::patch::large::FileSide {
+            path: &c.rel,
+            mode: old.git_mode(),
+            file: &old_file,
+            id: src.blob_id(i),
+        },
+        crate::patch::large::FileSide {
+            path: &c.rel,
+            mode: new.git_mode(),
+            file: &new_file,
+            id: None,
+        },
+        1 << 20,
+    );
+    if matches!(written, Ok(true)) && src.still_same(i, &old_file) {
+        return true;
+    }
+    out.truncate(mark);
+    false
 }
 
 /// Appends the patch of one change whose contents the caller has read already: `old` is
