@@ -290,6 +290,7 @@ fn count_newlines(f: &File, from: u64, to: u64, chunk: usize) -> io::Result<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::patch::write::tests::text;
     use crate::patch::write::{write_file_diff, Side};
     use proptest::prelude::*;
 
@@ -346,31 +347,6 @@ mod tests {
         )
         .unwrap();
         ok.then_some(out)
-    }
-
-    /// Files of few distinct lines (lines repeat near every boundary), with or without a
-    /// final newline, some with CRLF.
-    fn text() -> impl Strategy<Value = Vec<u8>> {
-        (
-            proptest::collection::vec(0u8..4, 0..60),
-            any::<bool>(),
-            any::<bool>(),
-        )
-            .prop_map(|(lines, final_nl, crlf)| {
-                let mut v = Vec::new();
-                for l in lines {
-                    v.extend_from_slice(b"line ");
-                    v.push(b'a' + l);
-                    if crlf {
-                        v.push(b'\r');
-                    }
-                    v.push(b'\n');
-                }
-                if !final_nl {
-                    v.pop();
-                }
-                v
-            })
     }
 
     proptest! {

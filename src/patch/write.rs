@@ -532,7 +532,7 @@ pub fn is_binary(data: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::io::Read;
@@ -548,18 +548,23 @@ mod tests {
     }
 
     /// Files made of few distinct lines (so lines repeat near every boundary), with or
-    /// without a final newline.
-    fn text() -> impl Strategy<Value = Vec<u8>> {
+    /// without a final newline, short or longer lines, LF or CRLF (also used by
+    /// `patch::large`'s tests).
+    pub(in crate::patch) fn text() -> impl Strategy<Value = Vec<u8>> {
         (
             proptest::collection::vec(0u8..4, 0..60),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(lines, final_nl, long)| {
+            .prop_map(|(lines, final_nl, long, crlf)| {
                 let mut v = Vec::new();
                 for l in lines {
                     v.extend_from_slice(if long { b"line " } else { b"" });
                     v.push(b'a' + l);
+                    if crlf {
+                        v.push(b'\r');
+                    }
                     v.push(b'\n');
                 }
                 if !final_nl {
