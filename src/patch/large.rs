@@ -37,7 +37,10 @@ use std::os::unix::fs::FileExt;
 
 use sha1::{Digest, Sha1};
 
-use super::write::{normalize_mode, push_name_line, write_hunks_at, BINARY_SNIFF_LEN, CONTEXT};
+use super::write::{
+    normalize_mode, push_diff_git_line, push_mode_change, push_name_line, write_hunks_at,
+    BINARY_SNIFF_LEN, CONTEXT, NULL_ID,
+};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::to_hex;
 use crate::git::quote::quote_path;
@@ -141,13 +144,15 @@ pub fn write_file_diff_from_files(
         off += chunk as u64;
     }
     let raw_head = raw_head.unwrap_or(old_len.min(new_len));
+    let (a_name, b_name) = (
+        quote_path("a/", old.path.as_bytes()),
+        quote_path("b/", new.path.as_bytes()),
+    );
     if raw_head == old_len && old_len == new_len {
         // The same content: a mode change alone, or nothing.
         if old_mode != new_mode {
-            push_header(out, old.path);
-            out.extend_from_slice(
-                format!("old mode {old_mode:o}\nnew mode {new_mode:o}\n").as_bytes(),
-            );
+            push_diff_git_line(out, &a_name, &b_name);
+            push_mode_change(out, old_mode, new_mode);
         }
         return Ok(true);
     }
@@ -195,40 +200,22 @@ pub fn write_file_diff_from_files(
     let hex = |id: Option<[u8; 20]>, h: Option<Sha1>| match (id, h) {
         (Some(id), _) => to_hex(&id),
         (None, Some(h)) => to_hex(&h.finalize()),
-        (None, None) => unreachable_id(),
+        // Not reached: a side without a known id is always hashed.
+        (None, None) => NULL_ID.to_string(),
     };
     let (old_hex, new_hex) = (hex(old.id, old_hash), hex(new.id, new_hash));
 
-    push_header(out, old.path);
+    push_diff_git_line(out, &a_name, &b_name);
     if old_mode != new_mode {
-        out.extend_from_slice(format!("old mode {old_mode:o}\nnew mode {new_mode:o}\n").as_bytes());
+        push_mode_change(out, old_mode, new_mode);
         out.extend_from_slice(format!("index {old_hex}..{new_hex}\n").as_bytes());
     } else {
         out.extend_from_slice(format!("index {old_hex}..{new_hex} {old_mode:o}\n").as_bytes());
     }
-    let (a_name, b_name) = (
-        quote_path("a/", old.path.as_bytes()),
-        quote_path("b/", new.path.as_bytes()),
-    );
     push_name_line(out, b"--- ", Some((&a_name, old.path)));
     push_name_line(out, b"+++ ", Some((&b_name, new.path)));
     write_hunks_at(out, &old_w, &new_w, lines_before as usize);
     Ok(true)
-}
-
-/// Never reached: a side without a known id is always hashed. Kept total rather than
-/// panicking: an all-zero id is what git writes for an unknown side.
-fn unreachable_id() -> String {
-    "0".repeat(40)
-}
-
-/// `diff --git a/P b/P`.
-fn push_header(out: &mut Vec<u8>, path: &RelPath) {
-    out.extend_from_slice(b"diff --git ");
-    out.extend_from_slice(&quote_path("a/", path.as_bytes()));
-    out.push(b' ');
-    out.extend_from_slice(&quote_path("b/", path.as_bytes()));
-    out.push(b'\n');
 }
 
 /// The position of the `n`-th newline before `pos` (counting back), if there are `n`.

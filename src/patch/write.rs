@@ -56,7 +56,7 @@ const MODE_EXEC: u32 = 0o100755;
 const MODE_TYPE_MASK: u32 = 0o170000;
 
 /// The all-zero object id git writes for the missing side of an addition or deletion.
-const NULL_ID: &str = "0000000000000000000000000000000000000000";
+pub(super) const NULL_ID: &str = "0000000000000000000000000000000000000000";
 
 /// One side of a file change.
 ///
@@ -193,11 +193,7 @@ fn write_one(
     let a_name = quote_path("a/", a_path);
     let b_name = quote_path("b/", b_path);
 
-    out.extend_from_slice(b"diff --git ");
-    out.extend_from_slice(&a_name);
-    out.push(b' ');
-    out.extend_from_slice(&b_name);
-    out.push(b'\n');
+    push_diff_git_line(out, &a_name, &b_name);
 
     let mut index_mode = None;
     match (old, new) {
@@ -208,9 +204,7 @@ fn write_one(
             out.extend_from_slice(format!("deleted file mode {:o}\n", o.mode).as_bytes())
         }
         (Some(o), Some(n)) if o.mode != n.mode => {
-            out.extend_from_slice(
-                format!("old mode {:o}\nnew mode {:o}\n", o.mode, n.mode).as_bytes(),
-            );
+            push_mode_change(out, o.mode, n.mode);
             if o.data == n.data {
                 // A change of mode alone: git writes no index line and no hunks.
                 return;
@@ -282,6 +276,20 @@ fn write_body(
     push_name_line(out, b"--- ", old.map(|o| (a_name, o.path)));
     push_name_line(out, b"+++ ", new.map(|n| (b_name, n.path)));
     write_hunks_at(out, old_data, new_data, 0);
+}
+
+/// `diff --git <a_name> <b_name>` (names already quoted).
+pub(super) fn push_diff_git_line(out: &mut Vec<u8>, a_name: &[u8], b_name: &[u8]) {
+    out.extend_from_slice(b"diff --git ");
+    out.extend_from_slice(a_name);
+    out.push(b' ');
+    out.extend_from_slice(b_name);
+    out.push(b'\n');
+}
+
+/// The `old mode`/`new mode` lines of a section whose file mode changed.
+pub(super) fn push_mode_change(out: &mut Vec<u8>, old: u32, new: u32) {
+    out.extend_from_slice(format!("old mode {old:o}\nnew mode {new:o}\n").as_bytes());
 }
 
 /// One of the `---`/`+++` lines: `prefix`, then the quoted name of a side, or `/dev/null`.
