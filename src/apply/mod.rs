@@ -138,6 +138,7 @@ use plan::Planner;
 pub use report::{
     ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, UndoReport,
 };
+pub(crate) use txn::{IntentHook, SharedSync};
 
 // ------------------------------------------------------------------------------------------
 // Entry points
@@ -198,7 +199,7 @@ pub fn apply_parsed(
     // what is planned is what recovery left, and no other apply runs meanwhile.
     let _lock = journal::ProjectLock::acquire(&root)?;
     let recovery = journal::recover_locked(&root)?;
-    Ok(write_planned(&root, patch, opts, recovery, false)?.0)
+    Ok(write_planned(&root, patch, opts, recovery, Defer::No)?.0)
 }
 
 /// Plans and writes `patch` (the project locked and recovered; `recovery` goes into the
@@ -209,7 +210,7 @@ fn write_planned(
     patch: &Patch,
     opts: &ApplyOptions,
     recovery: RecoveryReport,
-    defer: bool,
+    defer: Defer,
 ) -> Result<(ApplyReport, Option<txn::Unfinished>)> {
     if let Some(undo) = &opts.undo_dir {
         undo::check_usable(undo)?;
@@ -315,7 +316,7 @@ fn write_plan(
     mut report: ApplyReport,
     plan: Plan,
     opts: &ApplyOptions,
-    defer: bool,
+    defer: Defer,
 ) -> Result<(ApplyReport, Option<txn::Unfinished>)> {
     report.check_only = false;
     let ops = plan.ops;
@@ -342,7 +343,11 @@ fn write_plan(
             let created = std::fs::symlink_metadata(u).is_err();
             (u.clone(), created)
         }),
-        defer,
+        defer: !matches!(defer, Defer::No),
+        intent: match defer {
+            Defer::Shared(hook) => Some(hook),
+            _ => None,
+        },
     };
     let record = opts
         .undo_dir
@@ -437,20 +442,20 @@ impl CheckedApply {
     /// the checked plan when it still holds (see the [type docs](CheckedApply)) and planning
     /// again otherwise. Returns what [`apply_parsed`] returns.
     pub fn apply(self, opts: &ApplyOptions) -> Result<ApplyReport> {
-        let (mut report, deferred) = self.apply_with(opts, false)?;
+        let (mut report, deferred) = self.apply_with(opts, Defer::No)?;
         if let Some(d) = deferred {
             report.warnings.extend(d.finish(false)?);
         }
         Ok(report)
     }
 
-    /// [`CheckedApply::apply`] that, with `defer`, returns once the change is in place and
-    /// leaves its last sync and cleanup to the caller ([`Deferred`]), still holding the
-    /// project lock.
+    /// [`CheckedApply::apply`] that, unless `defer` is [`Defer::No`], returns once the
+    /// change is in place and leaves its last sync and cleanup to the caller
+    /// ([`Deferred`]), still holding the project lock.
     pub(crate) fn apply_with(
         self,
         opts: &ApplyOptions,
-        defer: bool,
+        defer: Defer,
     ) -> Result<(ApplyReport, Option<Deferred>)> {
         let opts = ApplyOptions {
             check: false,
@@ -485,6 +490,21 @@ impl CheckedApply {
         };
         Ok((report, unfinished.map(|txn| Deferred { txn, _lock: lock })))
     }
+}
+
+/// How an apply's write phase ends (crate-internal: `commit_all`'s batch, see
+/// `plan::batch`).
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Defer {
+    /// Synced and finished before the apply returns.
+    #[default]
+    No,
+    /// Returns once the change is in place, its last sync and cleanup left to the caller
+    /// ([`Deferred`]).
+    Yes,
+    /// As `Yes`, and the intent is made durable by a sync shared with other applies
+    /// ([`txn::SharedSync`]) instead of one of its own.
+    Shared(txn::IntentHook),
 }
 
 /// An apply whose change is in place but not yet durable, with the project lock it still

@@ -31,8 +31,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::txn::IntentHook;
 use super::{apply_patch, recover_project, undo, undo_apply, ApplyOptions, ApplyReport};
-use super::{CheckedApply, Deferred, RecoveryReport, UndoReport};
+use super::{CheckedApply, Defer, Deferred, RecoveryReport, UndoReport};
 use crate::error::{Error, Result};
 
 /// The state of an undo record.
@@ -177,17 +178,25 @@ impl UndoStore {
     /// its last sync and cleanup to the caller ([`Deferred`]; `commit_all` finishes all its
     /// sandboxes' applies with one sync per filesystem). The undo record is complete and
     /// marked applied; the project stays locked until the [`Deferred`] is finished.
+    ///
+    /// With `intent`, the apply's intent is made durable by that shared sync instead of a
+    /// sync of its own (see `apply::txn::SharedSync`).
     pub(crate) fn apply_checked_deferred(
         &self,
         checked: CheckedApply,
         opts: &ApplyOptions,
         id: ulid::Ulid,
+        intent: Option<IntentHook>,
     ) -> Result<(ApplyReport, Option<Deferred>)> {
         let opts = ApplyOptions {
             check: false,
             ..opts.clone()
         };
-        self.record_as(&opts, id, |o| checked.apply_with(o, true))
+        let defer = match intent {
+            Some(hook) => Defer::Shared(hook),
+            None => Defer::Yes,
+        };
+        self.record_as(&opts, id, |o| checked.apply_with(o, defer))
     }
 
     /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes.

@@ -163,6 +163,30 @@ pub(crate) struct Finish {
     /// Leave the last sync and the cleanup to the caller: the commit returns once the
     /// change is in place, with [`CommitLog::unfinished`] to finish.
     pub defer: bool,
+    /// Makes the intent durable instead of this transaction's own `syncfs` (with
+    /// `defer`: a batch of applies sharing one sync, see [`SharedSync`]).
+    pub intent: Option<IntentHook>,
+}
+
+/// A sync shared by the write phases of several applies (`commit_all`): each calls
+/// [`SharedSync::intent_written`] where it would sync its filesystem to make its intent
+/// durable, and goes on to move originals only when that returns `Ok` — by then one sync
+/// of each filesystem involved has covered every member's intent. An `Err` rolls the
+/// transaction back (nothing of the project was touched yet).
+pub(crate) trait SharedSync: Send + Sync {
+    /// The intent of the transaction on `root` is written; returns once it is durable and
+    /// this transaction may move originals, or with the reason it must not.
+    fn intent_written(&self, root: &Path) -> Result<()>;
+}
+
+/// A [`SharedSync`] handed down to a write phase.
+#[derive(Clone)]
+pub(crate) struct IntentHook(pub std::sync::Arc<dyn SharedSync>);
+
+impl std::fmt::Debug for IntentHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IntentHook")
+    }
 }
 
 enum Step {
@@ -698,7 +722,10 @@ where
     let ip = in_stage(root, stage_rel, "intent")?;
     journal.push(Step::Intent);
     project::create_file(&ip, intent.to_text().as_bytes(), 0o600, None)?;
-    project::sync_fs(root)?;
+    match &finish.intent {
+        Some(hook) => hook.0.intent_written(root)?,
+        None => project::sync_fs(root)?,
+    }
     tick(journal, None)?;
 
     // 3. Nothing changed since the check.

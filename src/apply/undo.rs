@@ -501,6 +501,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         finals,
         record: None,
         defer: false,
+        intent: None,
     };
     let log = txn::commit(
         &root,

@@ -16,16 +16,38 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::apply::Deferred;
+use crate::apply::{Deferred, IntentHook};
 
 /// Applies of one `commit_all` waiting for their common sync (see the module docs).
 /// Dropped unfinished, each apply syncs and finishes on its own.
 #[derive(Default)]
 pub struct CommitBatch {
     pending: Vec<Deferred>,
+    /// For a member of a [`CommitGroup`](crate::plan::group::CommitGroup): makes its
+    /// apply's intent durable with the group's shared sync.
+    intent: Option<IntentHook>,
 }
 
 impl CommitBatch {
+    /// The batch of one member of a commit group, whose apply's intent `intent` makes
+    /// durable (see `plan::group`).
+    pub(crate) fn member(intent: IntentHook) -> CommitBatch {
+        CommitBatch {
+            pending: Vec::new(),
+            intent: Some(intent),
+        }
+    }
+
+    /// The shared intent sync of this batch's applies, if any.
+    pub(crate) fn intent(&self) -> Option<IntentHook> {
+        self.intent.clone()
+    }
+
+    /// Takes over the applies `other` kept, after this batch's (their order is kept).
+    pub(crate) fn absorb(&mut self, mut other: CommitBatch) {
+        self.pending.append(&mut other.pending);
+    }
+
     /// Keeps `d` until [`CommitBatch::finish`].
     pub(crate) fn keep(&mut self, d: Deferred) {
         self.pending.push(d);

@@ -17,9 +17,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::batch::CommitBatch;
 use super::boundary::{Resource, ResourceRegistry};
 use super::custom::StrategyRegistry;
 use super::error::SandboxError;
+use super::group::CommitGroup;
 use super::journal::CommitJournal;
 use super::lower::{self, SnapshotInfo};
 use super::model::{CommitResult, Strategy};
@@ -435,15 +437,13 @@ impl PlanManager {
                     failed_sandbox_id: failed.map(str::to_string),
                 }
             };
-        for s in &todo {
-            if let Err(e) = s.check_commit() {
-                return Err(atomic(
-                    format!("check failed, nothing written: {e}"),
-                    Some(s.sandbox_id()),
-                    vec![],
-                    vec![],
-                ));
-            }
+        if let Some((s, e)) = check_all(&todo) {
+            return Err(atomic(
+                format!("check failed, nothing written: {e}"),
+                Some(s.sandbox_id()),
+                vec![],
+                vec![],
+            ));
         }
         let order: Vec<String> = todo.iter().map(|s| s.sandbox_id().to_string()).collect();
         CommitJournal {
@@ -453,39 +453,64 @@ impl PlanManager {
         .write(&plan_dir)?;
         let mut results = Vec::with_capacity(todo.len());
         // The applies' last syncs are one per filesystem, at the end (see `plan::batch`).
-        let mut batch = crate::plan::batch::CommitBatch::default();
-        for (i, s) in todo.iter().enumerate() {
+        let mut batch = CommitBatch::default();
+        let message = format!("plan {plan_id}");
+        let mut failure: Option<(usize, SandboxError)> = None;
+        // The first sandboxes commit as one group: their intents share one sync, their
+        // originals still change one sandbox at a time, in order (see `plan::group`).
+        let grouped = group_len(&todo);
+        if grouped > 1 {
+            for (i, (r, b)) in commit_group(&todo[..grouped], &message, opts)
+                .into_iter()
+                .enumerate()
+            {
+                batch.absorb(b);
+                match r {
+                    Ok(res) => results.push(res),
+                    // The first failure; the ones after it were refused because of it.
+                    Err(e) => {
+                        failure.get_or_insert((i, e));
+                    }
+                }
+            }
+        }
+        let rest = if grouped > 1 { grouped } else { 0 };
+        for (i, s) in todo.iter().enumerate().skip(rest) {
+            if failure.is_some() {
+                break;
+            }
             if opts.crash_before == Some(i) {
                 // Test hook: the process dies here, journal in place.
                 std::process::abort();
             }
             let r = if opts.fail_at == Some(i) {
-                Err(SandboxError::Commit {
-                    sandbox_id: s.sandbox_id().to_string(),
-                    reason: "injected failure".into(),
-                    files: vec![],
-                    source: None,
-                })
+                Err(injected_failure(s))
             } else {
-                s.commit_batched(Some(&format!("plan {plan_id}")), &mut batch)
+                s.commit_batched(Some(&message), &mut batch)
             };
             match r {
                 Ok(res) => results.push(res),
-                Err(e) => {
-                    // The committed ones are finished (synced, unlocked) before being undone;
-                    // a failure there leaves them at INTENT, which the undo's recovery
-                    // completes first.
-                    let _ = batch.finish();
-                    let (undone, failed) = self.roll_back_lifo(plan_id, &order[..i]);
-                    let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
-                    let mut reason = e.to_string();
-                    for (id, why) in &failed {
-                        reason.push_str(&format!("; rollback of {id} failed: {why}"));
-                    }
-                    CommitJournal::remove(&plan_dir)?;
-                    return Err(atomic(reason, Some(s.sandbox_id()), undone, failed_ids));
-                }
+                Err(e) => failure = Some((i, e)),
             }
+        }
+        if let Some((i, e)) = failure {
+            // The committed ones are finished (synced, unlocked) before being undone; a
+            // failure there leaves them at INTENT, which the undo's recovery completes
+            // first.
+            let _ = batch.finish();
+            let (undone, failed) = self.roll_back_lifo(plan_id, &order);
+            let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
+            let mut reason = e.to_string();
+            for (id, why) in &failed {
+                reason.push_str(&format!("; rollback of {id} failed: {why}"));
+            }
+            CommitJournal::remove(&plan_dir)?;
+            return Err(atomic(
+                reason,
+                Some(todo[i].sandbox_id()),
+                undone,
+                failed_ids,
+            ));
         }
         if let Err(e) = batch.finish() {
             // Not durable: undo the plan as for a failed commit.
@@ -862,5 +887,161 @@ impl PlanLock {
             SandboxError::from_lower(None, "lock plan", crate::Error::io("flock", &p, e.into()))
         })?;
         Ok(PlanLock(f))
+    }
+}
+
+/// Checks every sandbox of `todo` against its original ([`Sandbox::check_commit`]); returns
+/// the first in `todo`'s order that failed, with its error.
+///
+/// The checks of `copy_on_write` and `overlay` sandboxes (a diff of the sandbox and a
+/// checked 3-way plan against the original: CPU and reads, no write to any original) run
+/// on up to `available_parallelism` threads; each touches only its own sandbox. Other
+/// strategies, custom ones included, are checked one after the other on the caller's
+/// thread, as their code may not expect to run concurrently. A panic in a check is resumed
+/// on the caller's thread, as if the check had run there.
+fn check_all(todo: &[Arc<dyn Sandbox>]) -> Option<(&Arc<dyn Sandbox>, SandboxError)> {
+    use std::sync::atomic::AtomicUsize;
+    let parallel: Vec<usize> = (0..todo.len())
+        .filter(|&i| {
+            matches!(
+                todo[i].strategy(),
+                Strategy::CopyOnWrite | Strategy::Overlay
+            )
+        })
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(parallel.len());
+    let mut errors: Vec<Option<SandboxError>> = (0..todo.len()).map(|_| None).collect();
+    let mut done = vec![false; todo.len()];
+    if threads > 1 {
+        let next = AtomicUsize::new(0);
+        let found: Vec<(usize, SandboxError)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut out = Vec::new();
+                        while let Some(&i) = parallel.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            if let Err(e) = todo[i].check_commit() {
+                                out.push((i, e));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for (i, e) in found {
+            errors[i] = Some(e);
+        }
+        for &i in &parallel {
+            done[i] = true;
+        }
+    }
+    for (i, s) in todo.iter().enumerate() {
+        if done[i] {
+            continue;
+        }
+        if let Err(e) = s.check_commit() {
+            errors[i] = Some(e);
+            // The commit is refused already: later ones need no check.
+            break;
+        }
+    }
+    errors
+        .into_iter()
+        .enumerate()
+        .find_map(|(i, e)| e.map(|e| (&todo[i], e)))
+}
+
+/// The most sandboxes one commit group holds (each member is a thread while it commits).
+const MAX_GROUP: usize = 64;
+
+/// How many sandboxes at the head of `todo` commit as one [`CommitGroup`]: `copy_on_write`
+/// and `overlay` sandboxes (their commits go through the apply, which reaches the group's
+/// shared sync) whose originals are pairwise disjoint — each member holds its original's
+/// lock until the end, so two members on one project would wait for each other.
+fn group_len(todo: &[Arc<dyn Sandbox>]) -> usize {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for s in todo.iter().take(MAX_GROUP) {
+        if !matches!(s.strategy(), Strategy::CopyOnWrite | Strategy::Overlay) {
+            break;
+        }
+        let Some(root) = s
+            .context()
+            .and_then(|c| std::fs::canonicalize(c.original_path).ok())
+        else {
+            break;
+        };
+        if roots
+            .iter()
+            .any(|r| r.starts_with(&root) || root.starts_with(r))
+        {
+            break;
+        }
+        roots.push(root);
+    }
+    roots.len()
+}
+
+/// Commits `members` as one [`CommitGroup`], each on its own thread, with `commit_all`'s
+/// test hooks; returns each member's result and batch, in order. A member's panic is its
+/// failure (the group's other members and `commit_all`'s rollback go on).
+fn commit_group(
+    members: &[Arc<dyn Sandbox>],
+    message: &str,
+    opts: &CommitAllOptions,
+) -> Vec<(Result<CommitResult, SandboxError>, CommitBatch)> {
+    let group = CommitGroup::new(members.len(), opts.crash_before);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = members
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let group = &group;
+                scope.spawn(move || {
+                    let mut batch = CommitBatch::member(group.hook(i));
+                    let r = if opts.fail_at == Some(i) {
+                        Err(injected_failure(s))
+                    } else {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            s.commit_batched(Some(message), &mut batch)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(SandboxError::sandbox(
+                                Some(s.sandbox_id()),
+                                "the commit panicked",
+                            ))
+                        })
+                    };
+                    group.done(i, r.is_ok());
+                    (r, batch)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(members)
+            .map(|(h, s)| {
+                h.join().unwrap_or_else(|_| {
+                    let e = SandboxError::sandbox(Some(s.sandbox_id()), "the commit panicked");
+                    (Err(e), CommitBatch::default())
+                })
+            })
+            .collect()
+    })
+}
+
+/// `commit_all_with`'s injected failure of `s` (as a conflict would fail it).
+fn injected_failure(s: &Arc<dyn Sandbox>) -> SandboxError {
+    SandboxError::Commit {
+        sandbox_id: s.sandbox_id().to_string(),
+        reason: "injected failure".into(),
+        files: vec![],
+        source: None,
     }
 }

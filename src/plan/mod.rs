@@ -69,6 +69,7 @@ pub mod boundary;
 pub mod checkpoint;
 pub mod custom;
 pub mod error;
+pub mod group;
 pub mod journal;
 pub mod lower;
 pub mod manager;

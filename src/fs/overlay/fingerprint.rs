@@ -36,26 +36,67 @@ fn stat_key(m: &std::fs::Metadata) -> [i64; 8] {
     ]
 }
 
+/// Collects a [`Fingerprint`] entry by entry, from stat data a walk of the upper layer takes
+/// anyway (see [`super::upper::scan_fingerprinted`]), so that proving a view unchanged costs
+/// no walk of its own. Each entry must be stat'ed before anything below or in it is read:
+/// a write after its stat then shows in a later fingerprint.
+pub struct Recorder {
+    /// Entries whose ctime is at or after this are racy.
+    limit: Option<(i64, i64)>,
+    out: Vec<(Vec<u8>, [i64; 8])>,
+    racy: bool,
+}
+
+impl Recorder {
+    /// A recorder whose racy window ends now (see [`RACY`]).
+    pub fn new() -> Recorder {
+        let limit = SystemTime::now().checked_sub(RACY).map(|l| {
+            l.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or((0, 0), |d| {
+                    (d.as_secs() as i64, i64::from(d.subsec_nanos()))
+                })
+        });
+        Recorder {
+            racy: limit.is_none(),
+            limit,
+            out: Vec::new(),
+        }
+    }
+
+    /// Adds the entry `rel` (empty: the layer's root) with its own (not followed) stat data.
+    pub fn add(&mut self, rel: Vec<u8>, m: &std::fs::Metadata) {
+        let key = stat_key(m);
+        if self.limit.is_none_or(|limit| (key[6], key[7]) >= limit) {
+            self.racy = true;
+        }
+        if !self.racy {
+            self.out.push((rel, key));
+        }
+    }
+
+    /// The fingerprint, or `None` when an entry was racy.
+    pub fn finish(mut self) -> Option<Fingerprint> {
+        if self.racy {
+            return None;
+        }
+        self.out.sort();
+        Some(Fingerprint(self.out))
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
 /// The fingerprint of `upper` now, or `None` when an entry's ctime is within [`RACY`] of
 /// now (or later): a write right after this call could leave its stat data unchanged.
 /// Directories named `.git` are left out, as [`super::upper::scan`] leaves them out.
 pub fn fingerprint(upper: &Path) -> Result<Option<Fingerprint>> {
-    let now = SystemTime::now();
-    let Some(limit) = now.checked_sub(RACY) else {
-        return Ok(None);
-    };
-    let limit = limit
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or((0, 0), |d| {
-            (d.as_secs() as i64, i64::from(d.subsec_nanos()))
-        });
-    let racy = |k: &[i64; 8]| (k[6], k[7]) >= limit;
+    let mut rec = Recorder::new();
     let root = std::fs::symlink_metadata(upper).map_err(|e| Error::io("stat", upper, e))?;
-    let key = stat_key(&root);
-    if racy(&key) {
-        return Ok(None);
-    }
-    let mut out = vec![(Vec::new(), key)];
+    rec.add(Vec::new(), &root);
     let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
     while let Some(rel_dir) = stack.pop() {
         let abs = upper.join(std::ffi::OsStr::from_bytes(&rel_dir));
@@ -71,18 +112,16 @@ pub fn fingerprint(upper: &Path) -> Result<Option<Fingerprint>> {
             if m.is_dir() && name.as_bytes() == b".git" {
                 continue;
             }
-            let key = stat_key(&m);
-            if racy(&key) {
-                return Ok(None);
-            }
             if m.is_dir() {
                 stack.push(rel.clone());
             }
-            out.push((rel, key));
+            rec.add(rel, &m);
+            if rec.racy {
+                return Ok(None);
+            }
         }
     }
-    out.sort();
-    Ok(Some(Fingerprint(out)))
+    Ok(rec.finish())
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
+use super::fingerprint::{Fingerprint, Recorder};
 use crate::error::{Error, Result};
 
 /// What an upper layer says changed (paths relative to the layer's root, as bytes).
@@ -62,7 +63,24 @@ pub fn is_whiteout(m: &std::fs::Metadata) -> bool {
 /// Walks the upper layer `upper`. `fuse`: `fuse-overlayfs`'s `.wh.<name>` whiteouts and
 /// `.wh..wh..opq` opaque markers count too.
 pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
+    walk(upper, fuse, None)
+}
+
+/// [`scan`], and the layer's [`Fingerprint`] from the same stat data (`None` when racy):
+/// every entry is stat'ed before anything in it is read, so a write after the scan shows
+/// in a fingerprint taken later. One walk instead of two for a commit's check.
+pub fn scan_fingerprinted(upper: &Path, fuse: bool) -> Result<(UpperScan, Option<Fingerprint>)> {
+    let mut rec = Recorder::new();
+    let scan = walk(upper, fuse, Some(&mut rec))?;
+    Ok((scan, rec.finish()))
+}
+
+fn walk(upper: &Path, fuse: bool, mut rec: Option<&mut Recorder>) -> Result<UpperScan> {
     let mut scan = UpperScan::default();
+    if let Some(rec) = rec.as_deref_mut() {
+        let root = std::fs::symlink_metadata(upper).map_err(|e| Error::io("stat", upper, e))?;
+        rec.add(Vec::new(), &root);
+    }
     if is_opaque(upper) {
         scan.hidden_below.insert(Vec::new());
     }
@@ -74,7 +92,24 @@ pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
             let entry = entry.map_err(|e| Error::io("read directory", &abs, e))?;
             let name = entry.file_name();
             let name = name.as_bytes();
-            if fuse && name.starts_with(b".wh.") {
+            let wh_marker = fuse && name.starts_with(b".wh.");
+            // Stat'ed once: for the scan (not needed for fuse's markers) and the fingerprint.
+            let meta = if rec.is_some() || !wh_marker {
+                Some(
+                    entry
+                        .metadata()
+                        .map_err(|e| Error::io("stat", entry.path(), e))?,
+                )
+            } else {
+                None
+            };
+            if let (Some(rec), Some(m)) = (rec.as_deref_mut(), &meta) {
+                // Every entry, whiteout markers too, as `fingerprint` has them; not `.git`.
+                if !(m.is_dir() && name == b".git") {
+                    rec.add(join_rel(&rel_dir, name), m);
+                }
+            }
+            if wh_marker {
                 if name == b".wh..wh..opq" {
                     scan.hidden_below.insert(rel_dir.clone());
                 } else if name.len() > 4 {
@@ -85,9 +120,7 @@ pub fn scan(upper: &Path, fuse: bool) -> Result<UpperScan> {
                 continue;
             }
             let rel = join_rel(&rel_dir, name);
-            let m = entry
-                .metadata()
-                .map_err(|e| Error::io("stat", entry.path(), e))?;
+            let Some(m) = meta else { continue };
             let ft = m.file_type();
             if ft.is_dir() {
                 if name == b".git" {

@@ -275,13 +275,12 @@ impl CopyOnWrite {
         }
     }
 
-    /// `check_commit` with the diff `diff_now` computes. `fingerprint` proves the sandbox
-    /// unchanged between two moments (`None`: it cannot); taken before the diff, it lets
-    /// the commit reuse this diff.
+    /// `check_commit` with the diff `diff_now` computes, and the sandbox's fingerprint
+    /// taken before any of that diff's content was read (`None`: no proof possible): the
+    /// commit reuses this diff while the fingerprint is unchanged.
     pub(super) fn check_commit_with(
         &self,
-        diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
-        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
+        diff_now: impl FnOnce() -> Result<(SandboxDiff, Option<Fingerprint>), SandboxError>,
     ) -> Result<(), SandboxError> {
         let st = self.lc.lock();
         let target = if st.status == Status::Created {
@@ -293,8 +292,7 @@ impl CopyOnWrite {
         // A failed check leaves no plan behind.
         *self.checked.lock() = None;
         *self.checked_diff.lock() = None;
-        let before = fingerprint()?;
-        let d = diff_now()?;
+        let (d, before) = diff_now()?;
         let checked = super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)?;
         if checked.is_some() {
             *self.checked_diff.lock() = before.map(|f| (f, d));
@@ -415,7 +413,7 @@ impl Sandbox for CopyOnWrite {
 
     fn check_commit(&self) -> Result<(), SandboxError> {
         // A copy has no cheap proof of being unchanged: its commit diffs again.
-        self.check_commit_with(|| self.diff_now(), || Ok(None))
+        self.check_commit_with(|| Ok((self.diff_now()?, None)))
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {

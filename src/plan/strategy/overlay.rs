@@ -307,12 +307,24 @@ impl Overlay {
 
     // ---- diff -----------------------------------------------------------------------------
 
-    /// The changes of the view against the base, found by walking the upper layer only.
-    fn changes(&self, mode: Mode) -> Result<Vec<Change>, SandboxError> {
+    /// The changes of the view against the base, found by walking the upper layer only;
+    /// with `fingerprinted`, also the upper layer's fingerprint from the same walk, taken
+    /// before any content is read (see [`upper::scan_fingerprinted`]).
+    fn changes(
+        &self,
+        mode: Mode,
+        fingerprinted: bool,
+    ) -> Result<(Vec<Change>, Option<Fingerprint>), SandboxError> {
         let base = self.cow.base()?;
         let tree = self.at(TREE);
-        let scan = upper::scan(&self.at(UPPER), mode == Mode::Fuse)
-            .map_err(|e| self.err("read the upper layer", e))?;
+        let upper_dir = self.at(UPPER);
+        let fuse = mode == Mode::Fuse;
+        let (scan, print) = if fingerprinted {
+            upper::scan_fingerprinted(&upper_dir, fuse)
+        } else {
+            upper::scan(&upper_dir, fuse).map(|s| (s, None))
+        }
+        .map_err(|e| self.err("read the upper layer", e))?;
         let rules = tree_base::ignore_rules(&tree, &self.cow.original)
             .map_err(|e| self.err("ignore rules", e))?;
         let ignored = |rel: &RelPath| rules.is_ignored(rel, false);
@@ -322,9 +334,12 @@ impl Overlay {
             let head = crate::tree::snapshot::list_tree(&tree)
                 .map_err(|e| self.err("list the sandbox", e))?;
             return tree_base::changes(&base, &tree, &head, None, &ignored)
+                .map(|c| (c, print))
                 .map_err(|e| self.err("diff the sandbox", e));
         }
-        changes_of_scan(&base, &tree, &scan, &ignored).map_err(|e| self.err("diff the sandbox", e))
+        changes_of_scan(&base, &tree, &scan, &ignored)
+            .map(|c| (c, print))
+            .map_err(|e| self.err("diff the sandbox", e))
     }
 
     /// The upper layer's fingerprint: equal at two moments, nothing was written in the view
@@ -337,9 +352,21 @@ impl Overlay {
         self.diff_with(mode, true)
     }
 
+    /// The diff with its patch, and the fingerprint of the upper layer it was read from.
+    fn diff_fingerprinted(
+        &self,
+        mode: Mode,
+    ) -> Result<(SandboxDiff, Option<Fingerprint>), SandboxError> {
+        self.ensure_mounted(mode)?;
+        let (changes, print) = self.changes(mode, true)?;
+        let d = tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, true)
+            .map_err(|e| self.err("render the diff", e))?;
+        Ok((d, print))
+    }
+
     fn diff_with(&self, mode: Mode, with_patch: bool) -> Result<SandboxDiff, SandboxError> {
         self.ensure_mounted(mode)?;
-        let changes = self.changes(mode)?;
+        let (changes, _) = self.changes(mode, false)?;
         tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, with_patch)
             .map_err(|e| self.err("render the diff", e))
     }
@@ -435,9 +462,7 @@ impl Sandbox for Overlay {
     fn check_commit(&self) -> Result<(), SandboxError> {
         match self.mounted_mode() {
             None => self.cow.check_commit(),
-            Some(mode) => self
-                .cow
-                .check_commit_with(|| self.diff_now(mode), || self.fingerprint()),
+            Some(mode) => self.cow.check_commit_with(|| self.diff_fingerprinted(mode)),
         }
     }
 

@@ -123,16 +123,26 @@ pub fn commit(
         let id = ulid::Ulid::new();
         set_in_flight(lc, st, Some(id.to_string()))?;
         let opts = options(base_dir, false);
-        let applied = match (checked.filter(|c| c.is_of(base_dir, diff)), batch) {
-            (Some(c), Some(batch)) => batch.make_room(&original).and_then(|_| {
-                let (report, deferred) = store.apply_checked_deferred(c.apply, &opts, id)?;
+        let checked = checked.filter(|c| c.is_of(base_dir, diff));
+        let applied = match batch {
+            // In a batch every apply is deferred (and, in a commit group, must reach the
+            // group's shared sync): a patch not checked yet is checked now.
+            Some(batch) => batch.make_room(&original).and_then(|_| {
+                let apply = match checked {
+                    Some(c) => c.apply,
+                    None => check_patch(&original, &diff.patch, &options(base_dir, true))?,
+                };
+                let (report, deferred) =
+                    store.apply_checked_deferred(apply, &opts, id, batch.intent())?;
                 if let Some(d) = deferred {
                     batch.keep(d);
                 }
                 Ok(report)
             }),
-            (Some(c), None) => store.apply_checked_as(c.apply, &opts, id),
-            (None, _) => store.apply_as(&original, &diff.patch, &opts, id),
+            None => match checked {
+                Some(c) => store.apply_checked_as(c.apply, &opts, id),
+                None => store.apply_as(&original, &diff.patch, &opts, id),
+            },
         };
         let report = match applied {
             Ok(r) => r,
