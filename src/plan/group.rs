@@ -6,7 +6,7 @@
 //! sandboxes pays n of those syncs, and stages every sandbox's new contents on one core. A
 //! [`CommitGroup`] runs the members' commits on their own threads: each stages its new
 //! contents, writes its undo record and its intent, then waits
-//! ([`SharedSync::intent_written`]); when every member has written its intent or has
+//! (`SharedSync::intent_written`); when every member has written its intent or has
 //! failed before, one `syncfs` per filesystem makes all the intents durable. Then the
 //! members move their originals **one at a time, in the plan's order**, so the outcome is
 //! the sequential one: when member i fails, the members before it are committed (and
