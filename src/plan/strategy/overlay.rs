@@ -309,12 +309,20 @@ impl Overlay {
 
     /// The changes of the view against the base, found by walking the upper layer only;
     /// with `fingerprinted`, also the upper layer's fingerprint from the same walk, taken
-    /// before any content is read (see [`upper::scan_fingerprinted`]).
+    /// before any content is read (see [`upper::scan_fingerprinted`]). Returns too the
+    /// directory to read the changes' new sides from.
+    ///
+    /// That is the upper layer itself when the scan found the changes: every path with a
+    /// new side is then an entry of the upper layer, and a single upper layer mounted with
+    /// `metacopy=off` (or `fuse-overlayfs`, which copies up whole files) holds what the
+    /// view shows there, type, size and bytes; reading it there spares an overlay lookup
+    /// per path. A renamed lower directory (never with this module's mount options) falls
+    /// back to listing and reading the view.
     fn changes(
         &self,
         mode: Mode,
         fingerprinted: bool,
-    ) -> Result<(Vec<Change>, Option<Fingerprint>), SandboxError> {
+    ) -> Result<(Vec<Change>, Option<Fingerprint>, PathBuf), SandboxError> {
         let base = self.cow.base()?;
         let tree = self.at(TREE);
         let upper_dir = self.at(UPPER);
@@ -329,16 +337,14 @@ impl Overlay {
             .map_err(|e| self.err("ignore rules", e))?;
         let ignored = |rel: &RelPath| rules.is_ignored(rel, false);
         if scan.redirected {
-            // A renamed lower directory (never with the options this module mounts with):
-            // the upper layer alone does not tell, so list the whole view.
             let head = crate::tree::snapshot::list_tree(&tree)
                 .map_err(|e| self.err("list the sandbox", e))?;
             return tree_base::changes(&base, &tree, &head, None, &ignored)
-                .map(|c| (c, print))
+                .map(|c| (c, print, tree))
                 .map_err(|e| self.err("diff the sandbox", e));
         }
-        changes_of_scan(&base, &tree, &scan, &ignored)
-            .map(|c| (c, print))
+        changes_of_scan(&base, &upper_dir, &scan, &ignored)
+            .map(|c| (c, print, upper_dir))
             .map_err(|e| self.err("diff the sandbox", e))
     }
 
@@ -357,18 +363,24 @@ impl Overlay {
         &self,
         mode: Mode,
     ) -> Result<(SandboxDiff, Option<Fingerprint>), SandboxError> {
-        self.ensure_mounted(mode)?;
-        let (changes, print) = self.changes(mode, true)?;
-        let d = tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, true)
-            .map_err(|e| self.err("render the diff", e))?;
-        Ok((d, print))
+        self.diff_from(mode, true, true)
     }
 
     fn diff_with(&self, mode: Mode, with_patch: bool) -> Result<SandboxDiff, SandboxError> {
+        self.diff_from(mode, with_patch, false).map(|(d, _)| d)
+    }
+
+    fn diff_from(
+        &self,
+        mode: Mode,
+        with_patch: bool,
+        fingerprinted: bool,
+    ) -> Result<(SandboxDiff, Option<Fingerprint>), SandboxError> {
         self.ensure_mounted(mode)?;
-        let (changes, _) = self.changes(mode, false)?;
-        tree_base::render(&*self.cow.base()?, &self.at(TREE), &changes, with_patch)
-            .map_err(|e| self.err("render the diff", e))
+        let (changes, print, read_from) = self.changes(mode, fingerprinted)?;
+        let d = tree_base::render(&*self.cow.base()?, &read_from, &changes, with_patch)
+            .map_err(|e| self.err("render the diff", e))?;
+        Ok((d, print))
     }
 
     /// Rollback of an active sandbox: unmount, empty the upper and work layers, mount again.
