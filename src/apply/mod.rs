@@ -138,7 +138,7 @@ use plan::Planner;
 pub use report::{
     ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, UndoReport,
 };
-pub(crate) use txn::{IntentHook, SharedSync};
+pub(crate) use txn::{Defer, IntentHook, SharedSync};
 
 // ------------------------------------------------------------------------------------------
 // Entry points
@@ -343,11 +343,7 @@ fn write_plan(
             let created = std::fs::symlink_metadata(u).is_err();
             (u.clone(), created)
         }),
-        defer: !matches!(defer, Defer::No),
-        intent: match defer {
-            Defer::Shared(hook) => Some(hook),
-            _ => None,
-        },
+        defer,
     };
     let record = opts
         .undo_dir
@@ -490,21 +486,6 @@ impl CheckedApply {
         };
         Ok((report, unfinished.map(|txn| Deferred { txn, _lock: lock })))
     }
-}
-
-/// How an apply's write phase ends (crate-internal: `commit_all`'s batch, see
-/// `plan::batch`).
-#[derive(Clone, Debug, Default)]
-pub(crate) enum Defer {
-    /// Synced and finished before the apply returns.
-    #[default]
-    No,
-    /// Returns once the change is in place, its last sync and cleanup left to the caller
-    /// ([`Deferred`]).
-    Yes,
-    /// As `Yes`, and the intent is made durable by a sync shared with other applies
-    /// ([`txn::SharedSync`]) instead of one of its own.
-    Shared(txn::IntentHook),
 }
 
 /// An apply whose change is in place but not yet durable, with the project lock it still

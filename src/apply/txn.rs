@@ -160,12 +160,31 @@ pub(crate) struct Finish {
     /// The undo record being written (and whether the library created its directory): it is
     /// removed if the change is rolled back.
     pub record: Option<(PathBuf, bool)>,
-    /// Leave the last sync and the cleanup to the caller: the commit returns once the
-    /// change is in place, with [`CommitLog::unfinished`] to finish.
-    pub defer: bool,
-    /// Makes the intent durable instead of this transaction's own `syncfs` (with
-    /// `defer`: a batch of applies sharing one sync, see [`SharedSync`]).
-    pub intent: Option<IntentHook>,
+    /// Whether the last sync and the cleanup are left to the caller (the commit then
+    /// returns once the change is in place, with [`CommitLog::unfinished`] to finish), and
+    /// what makes the intent durable.
+    pub defer: Defer,
+}
+
+/// How a write phase ends (crate-internal: `commit_all`'s batch, see `plan::batch`).
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Defer {
+    /// Synced and finished before the commit returns.
+    #[default]
+    No,
+    /// Returns once the change is in place, its last sync and cleanup left to the caller
+    /// ([`Unfinished`]).
+    Yes,
+    /// As `Yes`, and the intent is made durable by a sync shared with other applies
+    /// ([`SharedSync`]) instead of one of its own.
+    Shared(IntentHook),
+}
+
+impl Defer {
+    /// Whether the last sync and the cleanup are the caller's.
+    fn is_deferred(&self) -> bool {
+        !matches!(self, Defer::No)
+    }
 }
 
 /// A sync shared by the write phases of several applies (`commit_all`): each calls
@@ -351,7 +370,7 @@ where
         record,
     );
     match result {
-        Ok(()) if finish.defer => {
+        Ok(()) if finish.defer.is_deferred() => {
             log.unfinished = Some(Unfinished {
                 root: root.to_path_buf(),
                 stage,
@@ -722,9 +741,9 @@ where
     let ip = in_stage(root, stage_rel, "intent")?;
     journal.push(Step::Intent);
     project::create_file(&ip, intent.to_text().as_bytes(), 0o600, None)?;
-    match &finish.intent {
-        Some(hook) => hook.0.intent_written(root)?,
-        None => project::sync_fs(root)?,
+    match &finish.defer {
+        Defer::Shared(hook) => hook.0.intent_written(root)?,
+        _ => project::sync_fs(root)?,
     }
     tick(journal, None)?;
 
@@ -762,7 +781,7 @@ where
         journal,
         &staged,
         finish.marker.as_deref(),
-        !finish.defer,
+        !finish.defer.is_deferred(),
         &mut tick,
     )?;
     if finish.marker.is_some() {

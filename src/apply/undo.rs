@@ -500,8 +500,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         marker: Some(marker),
         finals,
         record: None,
-        defer: false,
-        intent: None,
+        defer: txn::Defer::No,
     };
     let log = txn::commit(
         &root,

@@ -493,35 +493,26 @@ impl PlanManager {
                 Err(e) => failure = Some((i, e)),
             }
         }
+        // Undoes every committed sandbox newest first, then drops the journal.
+        let abort = |mut reason: String, failed_id: Option<&str>| {
+            let (undone, failed) = self.roll_back_lifo(plan_id, &order);
+            let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
+            for (id, why) in &failed {
+                reason.push_str(&format!("; rollback of {id} failed: {why}"));
+            }
+            CommitJournal::remove(&plan_dir)?;
+            Err(atomic(reason, failed_id, undone, failed_ids))
+        };
         if let Some((i, e)) = failure {
             // The committed ones are finished (synced, unlocked) before being undone; a
             // failure there leaves them at INTENT, which the undo's recovery completes
             // first.
             let _ = batch.finish();
-            let (undone, failed) = self.roll_back_lifo(plan_id, &order);
-            let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
-            let mut reason = e.to_string();
-            for (id, why) in &failed {
-                reason.push_str(&format!("; rollback of {id} failed: {why}"));
-            }
-            CommitJournal::remove(&plan_dir)?;
-            return Err(atomic(
-                reason,
-                Some(todo[i].sandbox_id()),
-                undone,
-                failed_ids,
-            ));
+            return abort(e.to_string(), Some(todo[i].sandbox_id()));
         }
         if let Err(e) = batch.finish() {
             // Not durable: undo the plan as for a failed commit.
-            let (undone, failed) = self.roll_back_lifo(plan_id, &order);
-            let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
-            let mut reason = format!("the commits could not be made durable: {e}");
-            for (id, why) in &failed {
-                reason.push_str(&format!("; rollback of {id} failed: {why}"));
-            }
-            CommitJournal::remove(&plan_dir)?;
-            return Err(atomic(reason, None, undone, failed_ids));
+            return abort(format!("the commits could not be made durable: {e}"), None);
         }
         CommitJournal::remove(&plan_dir)?;
         Ok(results)
@@ -890,6 +881,12 @@ impl PlanLock {
     }
 }
 
+/// Whether `s` commits through the apply (`copy_on_write`, `overlay`): the strategies whose
+/// checks may run in parallel and whose commits may join a [`CommitGroup`].
+fn through_apply(s: &Arc<dyn Sandbox>) -> bool {
+    matches!(s.strategy(), Strategy::CopyOnWrite | Strategy::Overlay)
+}
+
 /// Checks every sandbox of `todo` against its original ([`Sandbox::check_commit`]); returns
 /// the first in `todo`'s order that failed, with its error.
 ///
@@ -902,18 +899,12 @@ impl PlanLock {
 fn check_all(todo: &[Arc<dyn Sandbox>]) -> Option<(&Arc<dyn Sandbox>, SandboxError)> {
     use std::sync::atomic::AtomicUsize;
     let parallel: Vec<usize> = (0..todo.len())
-        .filter(|&i| {
-            matches!(
-                todo[i].strategy(),
-                Strategy::CopyOnWrite | Strategy::Overlay
-            )
-        })
+        .filter(|&i| through_apply(&todo[i]))
         .collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(parallel.len());
     let mut errors: Vec<Option<SandboxError>> = (0..todo.len()).map(|_| None).collect();
-    let mut done = vec![false; todo.len()];
     if threads > 1 {
         let next = AtomicUsize::new(0);
         let found: Vec<(usize, SandboxError)> = std::thread::scope(|scope| {
@@ -938,12 +929,9 @@ fn check_all(todo: &[Arc<dyn Sandbox>]) -> Option<(&Arc<dyn Sandbox>, SandboxErr
         for (i, e) in found {
             errors[i] = Some(e);
         }
-        for &i in &parallel {
-            done[i] = true;
-        }
     }
     for (i, s) in todo.iter().enumerate() {
-        if done[i] {
+        if threads > 1 && through_apply(s) {
             continue;
         }
         if let Err(e) = s.check_commit() {
@@ -968,7 +956,7 @@ const MAX_GROUP: usize = 64;
 fn group_len(todo: &[Arc<dyn Sandbox>]) -> usize {
     let mut roots: Vec<PathBuf> = Vec::new();
     for s in todo.iter().take(MAX_GROUP) {
-        if !matches!(s.strategy(), Strategy::CopyOnWrite | Strategy::Overlay) {
+        if !through_apply(s) {
             break;
         }
         let Some(root) = s
