@@ -104,6 +104,43 @@ fn sandboxes_share_one_lower_and_cleanup_keeps_it() {
     }
 }
 
+/// Preparing again removes the superseded snapshots of that original no sandbox uses (each
+/// is a copy of the tree: an engine preparing before every plan would fill the disk), keeps
+/// one a sandbox still uses, and leaves other originals' snapshots alone.
+#[test]
+fn prepare_again_removes_the_unused_superseded_snapshots() {
+    let _g = serial();
+    for mode in modes() {
+        let root = tempfile::tempdir().unwrap();
+        let orig = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        project(orig.path());
+        project(other.path());
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let theirs = mgr.prepare_snapshot(other.path()).unwrap();
+        let first = mgr.prepare_snapshot(orig.path()).unwrap();
+        let second = mgr.prepare_snapshot(orig.path()).unwrap();
+        assert!(!first.path.exists(), "{mode}: unused and superseded: removed");
+        let sb = create(&mgr, "p", orig.path(), mode);
+        assert_eq!(lower_of(&*sb).as_deref(), Some(second.id.as_str()));
+        let third = mgr.prepare_snapshot(orig.path()).unwrap();
+        assert!(second.path.is_dir(), "{mode}: used by a sandbox: kept");
+        assert_eq!(
+            mgr.snapshots(),
+            vec![theirs.clone(), second.clone(), third.clone()]
+        );
+        fs::write(sb.get_path("new.txt".as_ref()).unwrap(), "n\n").unwrap();
+        mgr.commit_all("p").unwrap();
+        mgr.cleanup_all("p").unwrap();
+        let fourth = mgr.prepare_snapshot(orig.path()).unwrap();
+        assert_eq!(mgr.snapshots(), vec![theirs, fourth], "{mode}");
+        assert_eq!(
+            fs::read_to_string(orig.path().join("new.txt")).unwrap(),
+            "n\n"
+        );
+    }
+}
+
 #[test]
 fn cleanup_abandoned_removes_unreferenced_superseded_lowers() {
     let _g = serial();

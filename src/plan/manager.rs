@@ -644,7 +644,8 @@ impl PlanManager {
     /// the sandboxes' view, and their commits merge with those edits through the 3-way apply
     /// (or refuse on a conflict), as for any sandbox whose original changed after create.
     /// Calling this again takes a newer snapshot for the sandboxes created after it;
-    /// existing sandboxes keep theirs. [`PlanManager::cleanup_abandoned`] removes the
+    /// existing sandboxes keep theirs, and the older snapshots of the original that no
+    /// sandbox uses are removed then. [`PlanManager::cleanup_abandoned`] removes the
     /// snapshots no sandbox uses that are not the newest of their original;
     /// [`PlanManager::drop_snapshots`] removes the unused ones of an original.
     pub fn prepare_snapshot(
@@ -667,6 +668,16 @@ impl PlanManager {
             .lower_bases
             .lock()
             .insert(info.id.clone(), Arc::new(base));
+        // The older snapshots of this original are never taken by a new sandbox again (the
+        // newest is), and each is a copy of the tree: those no sandbox uses go now rather
+        // than at the next `cleanup_abandoned`, so repeated prepares do not fill the disk.
+        // The new snapshot is ready either way: a sweep that fails is retried by that call.
+        let _ = self.sweep_lowers(&|s, newest| s.original == canon && !newest);
+        let listed: std::collections::HashSet<String> = lower::list(&self.env.lowers)
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        self.env.lower_bases.lock().retain(|id, _| listed.contains(id));
         Ok(info)
     }
 
