@@ -373,6 +373,42 @@ fn nothing_stays_mounted_and_kept_work_is_recovered() {
     assert!(!session.join(".lower").exists());
 }
 
+/// A fresh sandbox's record is written without `fsync`, so a power loss may lose it or leave
+/// it empty (what allocation at writeback leaves of an unsynced file): recovery rebuilds it
+/// from the upper layer and the work comes back as the same pending patch. A record that is
+/// neither (damaged some other way) is never guessed: the session stays for a look.
+#[test]
+fn a_fresh_sandbox_whose_record_a_power_loss_lost_is_recovered() {
+    for damage in ["empty", "gone", "garbage"] {
+        let Some((e, over)) = overlay_env() else {
+            return;
+        };
+        let a = over.create_sandbox("lost", None).unwrap();
+        write(&a.path, "a.txt", b"work a power loss must not lose\n");
+        fs::remove_file(a.path.join("same.txt")).unwrap();
+        let want = over.finalize_sandbox(&a).unwrap().patch;
+        let session = over.keep();
+        let record = session.join(".overlay-lost");
+        match damage {
+            "empty" => fs::write(&record, b"").unwrap(),
+            "gone" => fs::remove_file(&record).unwrap(),
+            _ => fs::write(&record, b"not a record\n").unwrap(),
+        }
+        let report = patchbox::session::recover::prune(&e.root).unwrap();
+        assert!(mounts_under(&e.root).is_empty(), "{damage}");
+        let pend = patchbox::session::pending::list(&e.root).unwrap();
+        if damage == "garbage" {
+            assert_eq!(report.errors.len(), 1, "{damage}: {:?}", report.errors);
+            assert!(pend.is_empty(), "{damage}");
+            assert!(session.join(".upper-lost/a.txt").is_file(), "{damage}");
+            continue;
+        }
+        assert!(report.errors.is_empty(), "{damage}: {:?}", report.errors);
+        assert_eq!(pend.len(), 1, "{damage}");
+        assert_eq!(fs::read(&pend[0].patch_path).unwrap(), want, "{damage}");
+    }
+}
+
 /// A sandbox of a git project holds its own `.git` (a private repository, written once into
 /// the lower layer): what a tool writes there is never part of a patch, in the upper layer or
 /// in a frozen one, and never reaches a chained successor (which sees the snapshot's).

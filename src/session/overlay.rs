@@ -145,6 +145,33 @@ pub fn read_record(session: &Path, id: &str) -> Result<Option<Record>> {
     }
 }
 
+/// [`read_record`] for recovery after a crash, a power loss included. A fresh sandbox's
+/// record (no frozen layers) is written without `fsync` (see `build_overlay`), so a power
+/// loss may lose it or leave it empty; every other record is durable before its mount point
+/// exists. A missing or empty record is therefore a fresh sandbox's when its upper layer
+/// `.upper-<id>` exists (or the record file does): its layers are `.lower/` alone, and the
+/// backend is tried in turn by the caller. A missing record and no upper layer: a copy
+/// sandbox (`None`). A non-empty record that does not decode stays an error (it was synced,
+/// so something else damaged it; nothing is guessed).
+pub fn read_record_for_recovery(session: &Path, id: &str) -> Result<Option<Record>> {
+    let p = session.join(format!("{}{id}", layout::OVERLAY_PREFIX));
+    let fresh = Record {
+        backend: Backend::Kernel,
+        layers: Vec::new(),
+    };
+    match std::fs::symlink_metadata(&p) {
+        Ok(md) if md.is_file() && md.len() == 0 => return Ok(Some(fresh)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let upper = session.join(format!("{}{id}", layout::UPPER_PREFIX));
+            return Ok(std::fs::symlink_metadata(&upper)
+                .is_ok_and(|m| m.is_dir())
+                .then_some(fresh));
+        }
+        _ => {}
+    }
+    read_record(session, id)
+}
+
 /// Unmounts whatever a session entry `name` has mounted (a sandbox `d-*` or a probe's
 /// mount point), as a crash may have left it; other entries have nothing mounted.
 pub fn unmount_entry(session: &Path, name: &str) -> Result<()> {

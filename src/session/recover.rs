@@ -272,7 +272,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         let sb = dir.join(&name);
         // An overlay sandbox's mount outlives its process: detached first, in every case.
         let saved = overlay::unmount_entry(dir, &name)
-            .and_then(|()| overlay::read_record(dir, d_id))
+            .and_then(|()| overlay::read_record_for_recovery(dir, d_id))
             .and_then(|rec| match (&base, rec) {
                 (Some(base), Some(rec)) => {
                     let ctx = Ctx {

@@ -259,17 +259,26 @@ const NEW_FILE: OFlags = OFlags::WRONLY
 /// fsynced, renamed over `p`, and the directory is fsynced. A crash leaves either the old
 /// file or the complete new one, never a partial one.
 pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
-    write_atomic_with(p, data, true).map(|_| ())
+    write_atomic_with(p, data, true, true).map(|_| ())
+}
+
+/// [`write_atomic`] without the two `fsync`s: a reader sees the old file or the whole new
+/// one even if the writer is killed, but a power loss may lose it (or, on a filesystem that
+/// allocates at writeback, leave it empty). Only for records whose loss recovery can make
+/// good from what else is on disk: each `fsync` waits for a journal commit, which on a busy
+/// journaled filesystem is most of a millisecond-scale operation.
+pub fn write_atomic_unsynced(p: &SessionPath, data: &[u8]) -> Result<()> {
+    write_atomic_with(p, data, true, false).map(|_| ())
 }
 
 /// [`write_atomic`] that never replaces: `Ok(false)` (and nothing written) when `p` exists,
 /// also when another writer creates it at the same moment. For files whose presence is a
 /// record nobody may overwrite (pending patches).
 pub fn write_atomic_new(p: &SessionPath, data: &[u8]) -> Result<bool> {
-    write_atomic_with(p, data, false)
+    write_atomic_with(p, data, false, true)
 }
 
-fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool) -> Result<bool> {
+fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool) -> Result<bool> {
     let (dir, name) = p.need_parent("create temporary file")?;
     let tmp = tmp_name(".", &name, ".tmp");
     let tmp_full = p.full.with_file_name(&tmp);
@@ -278,15 +287,19 @@ fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool) -> Result<bool
             .map_err(|e| io_err("create temporary file", &tmp_full, e))?;
         let mut f = File::from(fd);
         f.write_all(data).ctx("write", &tmp_full)?;
-        f.sync_all().ctx("fsync", &tmp_full)?;
+        if durable {
+            f.sync_all().ctx("fsync", &tmp_full)?;
+        }
         if replace {
             rustix::fs::renameat(&dir, &tmp, &dir, &name)
                 .map_err(|e| io_err("rename into place", &p.full, e))?;
         } else if !rename_noreplace_at(dir.as_fd(), &tmp, dir.as_fd(), &name, &p.full)? {
             return Ok(false);
         }
-        let parent = p.full.parent().unwrap_or(Path::new("/"));
-        rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))?;
+        if durable {
+            let parent = p.full.parent().unwrap_or(Path::new("/"));
+            rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))?;
+        }
         Ok(true)
     })();
     if !matches!(result, Ok(true)) {

@@ -247,8 +247,16 @@ impl SandboxManager {
         let work = at(layout::WORK_PREFIX, "")?;
         let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
         let made = (|| -> Result<(session_dir::PinnedDir, mount::Mounted)> {
-            // The record first: recovery never finds a mount point without it.
-            session_dir::write_atomic(&record, &rec.encode())?;
+            // The record first: recovery never finds a mount point without it. A fresh
+            // sandbox's record (no frozen layers) is not synced: after a power loss recovery
+            // rebuilds a lost or emptied one from its upper layer (`read_record_for_recovery`),
+            // and the two `fsync`s would wait for the journal, which the base's writes keep
+            // busy. A chained sandbox's layers cannot be guessed: its record is made durable.
+            if rec.layers.is_empty() {
+                session_dir::write_atomic_unsynced(&record, &rec.encode())?;
+            } else {
+                session_dir::write_atomic(&record, &rec.encode())?;
+            }
             session_dir::create_dir_new(&upper)?;
             session_dir::create_dir_new(&work)?;
             // The mount point is made aside and held, then named `d-<id>`: the mount lands
