@@ -120,7 +120,10 @@ fn prepare_again_removes_the_unused_superseded_snapshots() {
         let theirs = mgr.prepare_snapshot(other.path()).unwrap();
         let first = mgr.prepare_snapshot(orig.path()).unwrap();
         let second = mgr.prepare_snapshot(orig.path()).unwrap();
-        assert!(!first.path.exists(), "{mode}: unused and superseded: removed");
+        assert!(
+            !first.path.exists(),
+            "{mode}: unused and superseded: removed"
+        );
         let sb = create(&mgr, "p", orig.path(), mode);
         assert_eq!(lower_of(&*sb).as_deref(), Some(second.id.as_str()));
         let third = mgr.prepare_snapshot(orig.path()).unwrap();

@@ -37,6 +37,7 @@ use std::os::unix::fs::FileExt;
 
 use sha1::{Digest, Sha1};
 
+use super::bytes::{common_prefix, common_suffix};
 use super::write::{
     normalize_mode, push_diff_git_line, push_mode_change, push_name_line, write_hunks_at,
     BINARY_SNIFF_LEN, CONTEXT, NULL_ID,
@@ -84,7 +85,6 @@ pub fn write_file_diff_from_files(
     if old.path.as_bytes() != new.path.as_bytes() {
         return Ok(false);
     }
-    let (old_mode, new_mode) = (normalize_mode(old.mode), normalize_mode(new.mode));
     let (old_len, new_len) = (old.file.metadata()?.len(), new.file.metadata()?.len());
 
     // git's heuristic looks at the first bytes only.
@@ -96,50 +96,84 @@ pub fn write_file_diff_from_files(
         }
     }
 
-    // Forward: the first differing byte, the newlines before it, the last newline before
-    // it; and the blob ids, from the same chunks (every byte of a side whose id is unknown).
-    let mut old_hash = old.id.is_none().then(|| blob_hasher(old_len));
-    let mut new_hash = new.id.is_none().then(|| blob_hasher(new_len));
+    // The blob ids of the sides whose id is unknown are hashed on threads of their own
+    // (SHA-1 of every byte: for a 24 MB file about as long as reading and comparing both
+    // sides), while the common head and tail are found here.
+    std::thread::scope(|s| {
+        let (old_file, new_file) = (old.file, new.file);
+        let old_hash = old
+            .id
+            .is_none()
+            .then(|| s.spawn(move || hash_blob(old_file, old_len, chunk)));
+        let new_hash = new
+            .id
+            .is_none()
+            .then(|| s.spawn(move || hash_blob(new_file, new_len, chunk)));
+        let hex =
+            |id: Option<[u8; 20]>,
+             h: Option<std::thread::ScopedJoinHandle<'_, io::Result<[u8; 20]>>>| {
+                match (id, h) {
+                    (Some(id), _) => Ok(to_hex(&id)),
+                    (None, Some(h)) => h
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                        .map(|id| to_hex(&id)),
+                    // Not reached: a side without a known id is always hashed.
+                    (None, None) => Ok(NULL_ID.to_string()),
+                }
+            };
+        write_around_change(out, &old, &new, chunk, (old_len, new_len), || {
+            Ok((hex(old.id, old_hash)?, hex(new.id, new_hash)?))
+        })
+    })
+}
+
+/// SHA-1 of `blob <len>\0` and the `len` bytes of `f`, read in `chunk`-byte pieces.
+fn hash_blob(f: &File, len: u64, chunk: usize) -> io::Result<[u8; 20]> {
+    let mut h = blob_hasher(len);
+    let mut buf = vec![0u8; chunk.min(len as usize).max(1)];
+    let mut off = 0u64;
+    while off < len {
+        let n = (buf.len() as u64).min(len - off) as usize;
+        read_at(f, &mut buf[..n], off)?;
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+    Ok(h.finalize().into())
+}
+
+/// The body of [`write_file_diff_from_files`] once both sides are known to be text: finds the
+/// common head and tail, reads the window between them, and writes the section with the
+/// blob ids `ids` gives (called once the two files have been read).
+fn write_around_change(
+    out: &mut Vec<u8>,
+    old: &FileSide<'_>,
+    new: &FileSide<'_>,
+    chunk: usize,
+    (old_len, new_len): (u64, u64),
+    ids: impl FnOnce() -> io::Result<(String, String)>,
+) -> io::Result<bool> {
+    let (old_mode, new_mode) = (normalize_mode(old.mode), normalize_mode(new.mode));
+    // Forward: the first differing byte, the newlines before it, the last newline before it.
     let (mut a, mut b) = (vec![0u8; chunk], vec![0u8; chunk]);
     let mut raw_head: Option<u64> = None;
     let mut nl_before = 0u64; // newlines in old[..raw_head]
     let mut last_nl: Option<u64> = None; // position of the last of them
     let mut off = 0u64;
-    while off < old_len.max(new_len) {
+    while raw_head.is_none() && off < old_len.max(new_len) {
         let an = (chunk as u64).min(old_len.saturating_sub(off)) as usize;
         let bn = (chunk as u64).min(new_len.saturating_sub(off)) as usize;
-        let need_old = an > 0 && (raw_head.is_none() || old_hash.is_some());
-        let need_new = bn > 0 && (raw_head.is_none() || new_hash.is_some());
-        if !need_old && !need_new {
-            break;
+        read_at(old.file, &mut a[..an], off)?;
+        read_at(new.file, &mut b[..bn], off)?;
+        let n = an.min(bn);
+        let same = common_prefix(&a[..n], &b[..n]);
+        let counted = &a[..same];
+        nl_before += memchr::memchr_iter(b'\n', counted).count() as u64;
+        if let Some(i) = memchr::memrchr(b'\n', counted) {
+            last_nl = Some(off + i as u64);
         }
-        if need_old {
-            read_at(old.file, &mut a[..an], off)?;
-            if let Some(h) = old_hash.as_mut() {
-                h.update(&a[..an]);
-            }
-        }
-        if need_new {
-            read_at(new.file, &mut b[..bn], off)?;
-            if let Some(h) = new_hash.as_mut() {
-                h.update(&b[..bn]);
-            }
-        }
-        if raw_head.is_none() {
-            let n = an.min(bn);
-            let same = a[..n]
-                .iter()
-                .zip(&b[..n])
-                .take_while(|(x, y)| x == y)
-                .count();
-            let counted = &a[..same];
-            nl_before += memchr::memchr_iter(b'\n', counted).count() as u64;
-            if let Some(i) = memchr::memrchr(b'\n', counted) {
-                last_nl = Some(off + i as u64);
-            }
-            if same < an || same < bn {
-                raw_head = Some(off + same as u64);
-            }
+        if same < an || same < bn {
+            raw_head = Some(off + same as u64);
         }
         off += chunk as u64;
     }
@@ -166,12 +200,7 @@ pub fn write_file_diff_from_files(
         let n = (chunk as u64).min(room - tail) as usize;
         read_at(old.file, &mut a[..n], old_len - tail - n as u64)?;
         read_at(new.file, &mut b[..n], new_len - tail - n as u64)?;
-        let same = a[..n]
-            .iter()
-            .rev()
-            .zip(b[..n].iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
+        let same = common_suffix(&a[..n], &b[..n]);
         tail += same as u64;
         if same < n {
             break;
@@ -197,13 +226,7 @@ pub fn write_file_diff_from_files(
     if old.file.metadata()?.len() != old_len || new.file.metadata()?.len() != new_len {
         return Ok(false);
     }
-    let hex = |id: Option<[u8; 20]>, h: Option<Sha1>| match (id, h) {
-        (Some(id), _) => to_hex(&id),
-        (None, Some(h)) => to_hex(&h.finalize()),
-        // Not reached: a side without a known id is always hashed.
-        (None, None) => NULL_ID.to_string(),
-    };
-    let (old_hex, new_hex) = (hex(old.id, old_hash), hex(new.id, new_hash));
+    let (old_hex, new_hex) = ids()?;
 
     push_diff_git_line(out, &a_name, &b_name);
     if old_mode != new_mode {

@@ -6,8 +6,9 @@
 //! - [`parse`]: git-style and traditional unified patch text into that model.
 //! - [`write`](mod@write): the patch of one file change, as `git diff --binary` writes it;
 //!   [`large`]: the same for two large text files, read in chunks instead of held whole.
-//! - Crate-private: `line_diff` (the writer's line diff), `place` (finding where a hunk
-//!   applies), `merge3` (the 3-way line merge).
+//! - Crate-private: `bytes` (the common head and tail of two byte strings), `line_diff` (the
+//!   writer's line diff), `place` (finding where a hunk applies), `merge3` (the 3-way line
+//!   merge).
 //!
 //! ```
 //! use patchbox::patch::{parse::parse_patch, write::{write_file_diff, Side}};
@@ -23,6 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod bytes;
 pub mod large;
 pub(crate) mod line_diff;
 pub(crate) mod merge3;

@@ -30,6 +30,7 @@
 //! Hunk headers carry no function-name context (git's `@@ ... @@ fn foo` suffix); appliers
 //! ignore it, so the patch applies the same.
 
+use crate::patch::bytes::{common_prefix, common_suffix};
 use crate::patch::line_diff::line_ops;
 use crate::patch::parse::split_lines;
 
@@ -339,37 +340,15 @@ pub(super) fn write_hunks_at(out: &mut Vec<u8>, old: &[u8], new: &[u8], lines_be
 
 /// Length in bytes of the whole lines `old` and `new` start with in common.
 fn common_head(old: &[u8], new: &[u8]) -> usize {
-    const BLOCK: usize = 4096;
-    let n = old.len().min(new.len());
-    let mut d = 0;
-    // Whole blocks compare with memcmp; the first differing block is searched byte by byte.
-    while d + BLOCK <= n && old[d..d + BLOCK] == new[d..d + BLOCK] {
-        d += BLOCK;
-    }
-    d += old[d..n]
-        .iter()
-        .zip(&new[d..n])
-        .take_while(|(a, b)| a == b)
-        .count();
+    let d = common_prefix(old, new);
     memchr::memrchr(b'\n', &old[..d]).map_or(0, |i| i + 1)
 }
 
 /// Where the whole lines `old` and `new` end with in common begin (in each), not reaching
 /// into the common head of `head` bytes.
 fn common_tail(old: &[u8], new: &[u8], head: usize) -> (usize, usize) {
-    const BLOCK: usize = 4096;
     let (ol, nl) = (old.len(), new.len());
-    let room = ol.min(nl) - head;
-    let mut e = 0;
-    while e + BLOCK <= room && old[ol - e - BLOCK..ol - e] == new[nl - e - BLOCK..nl - e] {
-        e += BLOCK;
-    }
-    e += old[head..ol - e]
-        .iter()
-        .rev()
-        .zip(new[head..nl - e].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
+    let e = common_suffix(&old[head..], &new[head..]);
     // The tail must start a line on both sides: at the head's end or after a newline.
     let (p, q) = (ol - e, nl - e);
     let starts_line = |d: &[u8], at: usize| at == head || d[at - 1] == b'\n';

@@ -677,7 +677,10 @@ impl PlanManager {
             .into_iter()
             .map(|s| s.id)
             .collect();
-        self.env.lower_bases.lock().retain(|id, _| listed.contains(id));
+        self.env
+            .lower_bases
+            .lock()
+            .retain(|id, _| listed.contains(id));
         Ok(info)
     }
 
