@@ -374,13 +374,21 @@ fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
         );
         f.git.push(t.as_secs_f64());
         f.git_cpu.push(cpu_secs(libc::RUSAGE_CHILDREN) - c0);
+        settle();
+        let t = sh(
+            &format!("git worktree add -q --detach {} HEAD", wt.display()),
+            tree,
+        );
+        f.checkout.push(t.as_secs_f64());
+        sh(&format!("git worktree remove --force {}", wt.display()), tree);
         eprintln!(
-            "[run] round {}/{rounds}: patchbox run {:.3} s (cpu {:.3}), worktree peer {:.3} s (cpu {:.3})",
+            "[run] round {}/{rounds}: patchbox run {:.3} s (cpu {:.3}), worktree peer {:.3} s (cpu {:.3}), git worktree add alone {:.3} s",
             r + 1,
             f.ours[r],
             f.ours_cpu[r],
             f.git[r],
-            f.git_cpu[r]
+            f.git_cpu[r],
+            f.checkout[r]
         );
     }
     f
@@ -594,6 +602,10 @@ struct PairFigures {
     /// `git apply` followed by one `syncfs` of the filesystem (`sync -f`): the least a
     /// durable apply must wait for, in the same run (empty where not measured).
     git_synced: Vec<f64>,
+    /// `git worktree add` alone (its removal untimed): writing the tree's files once, the
+    /// least a project's first session costs, since it must write a stable snapshot (empty
+    /// where not measured).
+    checkout: Vec<f64>,
 }
 
 /// Applying a 100-file patch to the tree: patchbox's apply (with its undo record, as the CLI
@@ -978,6 +990,12 @@ fn main() {
             f.git_cpu[0],
             f.ours[0] / f.git[0],
             f.ours_cpu[0] / f.git_cpu[0]
+        );
+        let ck = median(f.checkout.clone());
+        println!(
+            "| the floor of a first session: writing the files once (`git worktree add` alone, median of the rounds) | — | {ck:.3} s | {:.2}× of the peer (round 1: {:.2}×) | — |",
+            ck / median(f.git.clone()),
+            f.checkout[0] / f.git[0]
         );
         let (o, g) = (later(&f.ours), later(&f.git));
         let (oc, gc) = (later(&f.ours_cpu), later(&f.git_cpu));

@@ -150,7 +150,7 @@ impl UndoStore {
     ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
         Ok(self
-            .record_as(opts, id, |o| Ok((apply_patch(&project, patch, o)?, ())))?
+            .record_as(opts, id, true, |o| Ok((apply_patch(&project, patch, o)?, ())))?
             .0)
     }
 
@@ -170,7 +170,7 @@ impl UndoStore {
             ..opts.clone()
         };
         Ok(self
-            .record_as(&opts, id, |o| Ok((checked.apply(o)?, ())))?
+            .record_as(&opts, id, true, |o| Ok((checked.apply(o)?, ())))?
             .0)
     }
 
@@ -180,7 +180,9 @@ impl UndoStore {
     /// marked applied; the project stays locked until the [`Deferred`] is finished.
     ///
     /// With `intent`, the apply's intent is made durable by that shared sync instead of a
-    /// sync of its own (see `apply::txn::SharedSync`).
+    /// sync of its own (see `apply::txn::SharedSync`). The store is not pruned: listing
+    /// every record once per apply of a batch is the caller's to do once, after the batch
+    /// ([`UndoStore::prune`]).
     pub(crate) fn apply_checked_deferred(
         &self,
         checked: CheckedApply,
@@ -196,14 +198,16 @@ impl UndoStore {
             Some(hook) => Defer::Shared(hook),
             None => Defer::Yes,
         };
-        self.record_as(&opts, id, |o| checked.apply_with(o, defer))
+        self.record_as(&opts, id, false, |o| checked.apply_with(o, defer))
     }
 
-    /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes.
+    /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes
+    /// (with `prune`).
     fn record_as<T>(
         &self,
         opts: &ApplyOptions,
         id: ulid::Ulid,
+        prune: bool,
         apply: impl FnOnce(&ApplyOptions) -> Result<(ApplyReport, T)>,
     ) -> Result<(ApplyReport, T)> {
         let mut opts = opts.clone();
@@ -221,7 +225,7 @@ impl UndoStore {
             opts.undo_dir = Some(dir);
         }
         let (mut report, more) = apply(&opts)?;
-        if report.wrote() {
+        if prune && report.wrote() {
             if let Err(e) = self.prune() {
                 report
                     .warnings

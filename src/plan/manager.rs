@@ -515,6 +515,10 @@ impl PlanManager {
             return abort(format!("the commits could not be made durable: {e}"), None);
         }
         CommitJournal::remove(&plan_dir)?;
+        // The batch's applies left the undo store unpruned: once for the plan, not once per
+        // sandbox (each prune reads every record's summary). A failure only leaves records
+        // for the next prune.
+        let _ = self.env.undo.prune();
         Ok(results)
     }
 
