@@ -380,7 +380,10 @@ fn bench_run_peers(tree: &Path, work: &Path, rounds: usize) -> PairFigures {
             tree,
         );
         f.checkout.push(t.as_secs_f64());
-        sh(&format!("git worktree remove --force {}", wt.display()), tree);
+        sh(
+            &format!("git worktree remove --force {}", wt.display()),
+            tree,
+        );
         eprintln!(
             "[run] round {}/{rounds}: patchbox run {:.3} s (cpu {:.3}), worktree peer {:.3} s (cpu {:.3}), git worktree add alone {:.3} s",
             r + 1,

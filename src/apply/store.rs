@@ -150,7 +150,9 @@ impl UndoStore {
     ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
         Ok(self
-            .record_as(opts, id, true, |o| Ok((apply_patch(&project, patch, o)?, ())))?
+            .record_as(opts, id, true, |o| {
+                Ok((apply_patch(&project, patch, o)?, ()))
+            })?
             .0)
     }
 
