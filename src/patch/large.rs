@@ -40,7 +40,7 @@ use sha1::{Digest, Sha1};
 use super::bytes::{common_prefix, common_suffix};
 use super::write::{
     normalize_mode, push_diff_git_line, push_mode_change, push_name_line, write_hunks_at,
-    BINARY_SNIFF_LEN, CONTEXT, NULL_ID,
+    BINARY_SNIFF_LEN, CONTEXT,
 };
 use crate::fs::relpath::RelPath;
 use crate::git::oid::to_hex;
@@ -101,29 +101,23 @@ pub fn write_file_diff_from_files(
     // sides), while the common head and tail are found here.
     std::thread::scope(|s| {
         let (old_file, new_file) = (old.file, new.file);
-        let old_hash = old
+        // A known id, or the thread hashing the side.
+        let old_id = old
             .id
-            .is_none()
-            .then(|| s.spawn(move || hash_blob(old_file, old_len, chunk)));
-        let new_hash = new
+            .ok_or_else(|| s.spawn(move || hash_blob(old_file, old_len, chunk)));
+        let new_id = new
             .id
-            .is_none()
-            .then(|| s.spawn(move || hash_blob(new_file, new_len, chunk)));
+            .ok_or_else(|| s.spawn(move || hash_blob(new_file, new_len, chunk)));
         let hex =
-            |id: Option<[u8; 20]>,
-             h: Option<std::thread::ScopedJoinHandle<'_, io::Result<[u8; 20]>>>| {
-                match (id, h) {
-                    (Some(id), _) => Ok(to_hex(&id)),
-                    (None, Some(h)) => h
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                        .map(|id| to_hex(&id)),
-                    // Not reached: a side without a known id is always hashed.
-                    (None, None) => Ok(NULL_ID.to_string()),
-                }
+            |id: Result<[u8; 20], std::thread::ScopedJoinHandle<'_, io::Result<[u8; 20]>>>| {
+                let id = match id {
+                    Ok(id) => id,
+                    Err(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                };
+                io::Result::Ok(to_hex(&id))
             };
         write_around_change(out, &old, &new, chunk, (old_len, new_len), || {
-            Ok((hex(old.id, old_hash)?, hex(new.id, new_hash)?))
+            Ok((hex(old_id)?, hex(new_id)?))
         })
     })
 }
