@@ -708,6 +708,10 @@ fn ext4_image_work(tree: &Path, work: &Path) -> Result<(PathBuf, PathBuf), Strin
     Ok((proj, w))
 }
 
+/// Free room the host filesystem should have for an image run (a 3-round `--isolation` run
+/// on the Linux tree wrote about 23 GB into its image).
+const IMAGE_ROOM_GB: f64 = 25.0;
+
 /// Makes a sparse image `work/NAME.img` of `size` with `mkfs` (the image's path is appended),
 /// loop-mounts it at `work/NAME-mnt` and copies `project` to `project/` in it. A copied
 /// repository's index holds the stat data of the original files; it is refreshed as any git
@@ -723,6 +727,18 @@ fn image_with_project(
     let mnt = work.join(format!("{name}-mnt"));
     let _ = Command::new("umount").arg(&mnt).status();
     let _ = fs::remove_file(&img);
+    // The image is sparse: what is written into it takes room on the host filesystem, and a
+    // full host fails the image's writes with EIO in the middle of a row.
+    if let Ok(st) = rustix::fs::statvfs(work) {
+        let free_gb = (st.f_bavail as f64 * st.f_frsize as f64) / 1e9;
+        if free_gb < IMAGE_ROOM_GB {
+            eprintln!(
+                "warning: {free_gb:.1} GB free under {}; a 3-round --isolation run on the Linux \
+                 tree writes about {IMAGE_ROOM_GB} GB into the {name} image",
+                work.display()
+            );
+        }
+    }
     fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
     if !quiet_ok(Command::new("truncate").arg("-s").arg(size).arg(&img))
         || !quiet_ok(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img))
