@@ -279,6 +279,30 @@ fn none_passes_through_and_cannot_roll_back() {
     );
 }
 
+/// A plan's sandboxes are listed (and committed) in creation order, also when many are made
+/// within one millisecond (plain ULIDs are random within one: a test committing two sandboxes
+/// made together saw them in either order).
+#[test]
+fn sandboxes_are_listed_in_creation_order_within_a_millisecond() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("a.txt", "a\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let made: Vec<String> = (0..50)
+        .map(|i| {
+            mgr.get_or_create_sandbox("p", &format!("r{i}"), p.path(), Strategy::None)
+                .unwrap()
+                .sandbox_id()
+                .to_string()
+        })
+        .collect();
+    let listed: Vec<String> = mgr
+        .list_sandboxes("p")
+        .iter()
+        .map(|s| s.sandbox_id().to_string())
+        .collect();
+    assert_eq!(listed, made);
+}
+
 /// Four sandboxes (three copy_on_write, one none): commit_all with a failure injected at each
 /// position rolls back what it committed, newest first, and every original is byte-identical.
 #[test]

@@ -109,10 +109,25 @@ pub struct Lifecycle {
     state: Mutex<State>,
 }
 
+/// Sandbox ids of this process, each greater than the one before: a plan's sandboxes are
+/// listed (and committed) in id order, which must be their creation order also when two are
+/// created in the same millisecond (plain ULIDs are random within one).
+static IDS: Mutex<Option<ulid::Generator>> = Mutex::new(None);
+
+/// A new sandbox id, greater than every id this process made before.
+fn next_id() -> ulid::Ulid {
+    let mut g = IDS.lock();
+    // Overflow needs 2^80 ids in one millisecond; a plain ULID then is still unique.
+    g.get_or_insert_with(ulid::Generator::new)
+        .generate()
+        .unwrap_or_else(|_| ulid::Ulid::new())
+}
+
 impl Lifecycle {
-    /// A pending sandbox (nothing on disk yet) with a new ULID.
+    /// A pending sandbox (nothing on disk yet) with a new ULID, greater than those this
+    /// process made before (see [`next_id`]).
     pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
-        let id = ulid::Ulid::new().to_string();
+        let id = next_id().to_string();
         Lifecycle {
             dir: plan_dir.join(&id),
             id,
