@@ -125,7 +125,7 @@ fn next_id() -> ulid::Ulid {
 
 impl Lifecycle {
     /// A pending sandbox (nothing on disk yet) with a new ULID, greater than those this
-    /// process made before (see [`next_id`]).
+    /// process made before (see `next_id`).
     pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
         let id = next_id().to_string();
         Lifecycle {
