@@ -677,14 +677,11 @@ impl PlanManager {
         // than at the next `cleanup_abandoned`, so repeated prepares do not fill the disk.
         // The new snapshot is ready either way: a sweep that fails is retried by that call.
         let _ = self.sweep_lowers(&|s, newest| s.original == canon && !newest);
-        let listed: std::collections::HashSet<String> = lower::list(&self.env.lowers)
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
+        // The cached bases of the removed ones go too (a stat each, not a second listing).
         self.env
             .lower_bases
             .lock()
-            .retain(|id, _| listed.contains(id));
+            .retain(|id, _| lower::base_dir(&self.env.lowers, id).is_dir());
         Ok(info)
     }
 

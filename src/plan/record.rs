@@ -112,15 +112,12 @@ pub struct Lifecycle {
 /// Sandbox ids of this process, each greater than the one before: a plan's sandboxes are
 /// listed (and committed) in id order, which must be their creation order also when two are
 /// created in the same millisecond (plain ULIDs are random within one).
-static IDS: Mutex<Option<ulid::Generator>> = Mutex::new(None);
+static IDS: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
 
 /// A new sandbox id, greater than every id this process made before.
 fn next_id() -> ulid::Ulid {
-    let mut g = IDS.lock();
     // Overflow needs 2^80 ids in one millisecond; a plain ULID then is still unique.
-    g.get_or_insert_with(ulid::Generator::new)
-        .generate()
-        .unwrap_or_else(|_| ulid::Ulid::new())
+    IDS.lock().generate().unwrap_or_else(|_| ulid::Ulid::new())
 }
 
 impl Lifecycle {
