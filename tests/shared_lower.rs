@@ -247,3 +247,106 @@ fn a_crashed_session_over_a_shared_layer_is_recovered_with_its_work() {
         "the recovered session keeps only its pending patches"
     );
 }
+
+fn inode(p: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    (m.dev(), m.ino())
+}
+
+/// The one shared layer's `tree/`.
+fn shared_tree(e: &Env) -> std::path::PathBuf {
+    let store = e.root.join("lowers");
+    let proj = fs::read_dir(&store)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let layer = fs::read_dir(&proj)
+        .unwrap()
+        .flatten()
+        .find(|l| !l.file_name().to_string_lossy().starts_with('.'))
+        .unwrap();
+    layer.path().join("tree")
+}
+
+#[test]
+fn finalize_links_pre_images_from_the_layers_and_leaves_the_layers_intact() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let s1 = first.create_sandbox("one", None).unwrap();
+    write(&s1.path, "a.txt", b"alpha, edited\n");
+    write(&s1.path, "script.sh", b"#!/bin/sh\necho edited\n");
+    let r1 = first.finalize_sandbox(&s1).unwrap();
+    let tree = shared_tree(&e);
+    for (f, content, exec) in [
+        ("a.txt", &b"alpha\n"[..], false),
+        ("script.sh", &b"#!/bin/sh\necho hi\n"[..], true),
+    ] {
+        let pre = r1.base_dir.join(f);
+        assert_eq!(fs::read(&pre).unwrap(), content, "{f}: the pre-image");
+        let mode = fs::metadata(&pre).unwrap().permissions().mode();
+        assert_eq!(mode & 0o100 != 0, exec, "{f}: its mode {mode:o}");
+        assert_eq!(
+            inode(&pre),
+            inode(&tree.join(f)),
+            "{f}: linked from the shared layer, not copied"
+        );
+    }
+    first.discard_sandbox(&s1).unwrap();
+    drop(first);
+    assert_eq!(
+        fs::read(tree.join("a.txt")).unwrap(),
+        b"alpha\n",
+        "the session's end leaves the shared layer's file"
+    );
+
+    // One committed change: the next session's `.lower/` holds that blob itself.
+    write(&e.project, "edited.c", b"int main(void) { return 2; }\n");
+    git_commit_all(&e.project);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    git(&e.project, &["update-index", "--really-refresh"]);
+    let over = manager(&e, Isolation::Overlay);
+    let copy = manager(&e, Isolation::Copy);
+    let o = over.create_sandbox("o", None).unwrap();
+    let c = copy.create_sandbox("c", None).unwrap();
+    assert_eq!(layers(&e).len(), 1, "the layer is reused");
+    let lower = over.session_base().join(".lower");
+    assert!(lower.join("edited.c").is_file(), "{:?}", files_in(&lower));
+    for d in [&o.path, &c.path] {
+        write(d, "edited.c", b"int main(void) { return 3; }\n");
+        write(d, "a.txt", b"alpha, again\n");
+    }
+    let ro = over.finalize_sandbox(&o).unwrap();
+    let rc = copy.finalize_sandbox(&c).unwrap();
+    assert_eq!(ro.patch, rc.patch, "the same patch as the copy path");
+    assert_eq!(
+        inode(&ro.base_dir.join("edited.c")),
+        inode(&lower.join("edited.c")),
+        "linked from the session's own lower layer"
+    );
+    assert_eq!(
+        inode(&ro.base_dir.join("a.txt")),
+        inode(&tree.join("a.txt"))
+    );
+    for (f, content) in [
+        ("edited.c", &b"int main(void) { return 2; }\n"[..]),
+        ("a.txt", &b"alpha\n"[..]),
+    ] {
+        assert_eq!(fs::read(ro.base_dir.join(f)).unwrap(), content, "{f}");
+        assert_eq!(fs::read(rc.base_dir.join(f)).unwrap(), content, "{f}");
+        // The copy path has no layer to link from: its pre-images are files of their own.
+        assert_ne!(inode(&rc.base_dir.join(f)), inode(&ro.base_dir.join(f)));
+    }
+    // A sandbox made after the finalize still sees the snapshot through the linked layers.
+    let later = over.create_sandbox("later", None).unwrap();
+    assert_eq!(
+        fs::read(later.path.join("edited.c")).unwrap(),
+        b"int main(void) { return 2; }\n"
+    );
+    assert_eq!(fs::read(later.path.join("a.txt")).unwrap(), b"alpha\n");
+}

@@ -162,6 +162,53 @@ impl Base {
         .map(|_| ())
     }
 
+    /// Like [`Self::materialize`], but when `layer_file` is node `i`'s copy in an immutable
+    /// layer (an overlay session's `.lower/`, or the shared layer under it), the pre-image
+    /// becomes a hard link to that copy: no data is copied and no inode made, where a copy
+    /// of a 24 MB header took most of an overlay finalize on ext4. A layer file that does
+    /// not look like the node (not a regular file, another size or executable bit) or that
+    /// cannot be linked (another filesystem, a link count at its limit) is passed over for
+    /// the copy. The link shares the layer's inode, which `base/` never writes in place:
+    /// `base_dir` is the snapshot, read by consumers, never written by them.
+    pub fn materialize_linked(
+        &self,
+        base_dir: &SessionPath,
+        scratch: &SessionPath,
+        i: usize,
+        layer_file: Option<&Path>,
+    ) -> Result<()> {
+        if let Some(src) = layer_file {
+            if self.link_preimage(base_dir, i, src)? {
+                return Ok(());
+            }
+        }
+        self.materialize(base_dir, scratch, i)
+    }
+
+    /// Links `src` into `base/` as node `i`'s pre-image; `false` when it was not linked.
+    fn link_preimage(&self, base_dir: &SessionPath, i: usize, src: &Path) -> Result<bool> {
+        use std::os::unix::fs::PermissionsExt;
+        let node = &self.nodes[i];
+        let (BaseSrc::Blob(_, st), NodeKind::File { executable }) = (self.srcs[i], node.kind)
+        else {
+            return Ok(false);
+        };
+        let Ok(m) = fs::symlink_metadata(src) else {
+            return Ok(false);
+        };
+        if !m.file_type().is_file()
+            || m.len() != st.size
+            || (m.permissions().mode() & 0o100 != 0) != executable
+        {
+            return Ok(false);
+        }
+        if let Some(parent) = node.rel.parent() {
+            session_dir::create_dir_all(&base_dir.child(&parent))?;
+        }
+        // Already there (`Ok(false)`): an earlier finalize made it.
+        Ok(session_dir::link_new(src, &base_dir.child(&node.rel)).is_ok())
+    }
+
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
     /// (the size lets recovery compare without reading; lists from before it had no size).
     pub fn write_blob_list(&self, p: &SessionPath) -> Result<()> {

@@ -399,6 +399,19 @@ fn replace_through(
     result
 }
 
+/// Makes `dst` a new hard link to the file `src` (a path outside the chokepoint, whose last
+/// component is never followed: `linkat` without `AT_SYMLINK_FOLLOW`). `Ok(false)` when `dst`
+/// exists already (whatever is there is never replaced). Any other failure (another
+/// filesystem, a link count at its limit) is an error the caller may answer by copying.
+pub fn link_new(src: &Path, dst: &SessionPath) -> Result<bool> {
+    let (dir, name) = dst.need_parent("link")?;
+    match rustix::fs::linkat(rustix::fs::CWD, src, &dir, &name, AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        Err(e) => Err(io_err("link", &dst.full, e)),
+    }
+}
+
 /// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
 pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
     let (dir, name) = dst.need_parent("create symlink")?;

@@ -383,13 +383,16 @@ impl SandboxManager {
         let base_dir = self.path_in_session_base(&base.dir)?;
         let scratch = self.path_in_session_base(Path::new(layout::SCRATCH_DIR))?;
         session_dir::create_dir_all(&scratch)?;
-        // The pre-images are copied into `base/` (kernel copies, inode creation) while the
-        // patch is rendered from the project and the sandbox: neither reads what the other
-        // writes, and on two cores the slower one sets the time, not their sum.
+        // The pre-images are put into `base/` (linked from an overlay session's layers, else
+        // copied) while the patch is rendered from the project and the sandbox: neither
+        // reads what the other writes, and on two cores the slower one sets the time, not
+        // their sum.
+        let layers = self.preimage_layers();
         let (materialized, patch) = std::thread::scope(|s| {
             let copier = s.spawn(|| -> Result<()> {
                 for i in d.changes.iter().filter_map(|c| c.base_index) {
-                    base.materialize(&base_dir, &scratch, i)?;
+                    let from = layers.file(&base.nodes[i].rel);
+                    base.materialize_linked(&base_dir, &scratch, i, from.as_deref())?;
                 }
                 Ok(())
             });

@@ -51,6 +51,31 @@ pub(super) struct OverlaySb {
     pub(super) mount_point: session_dir::PinnedDir,
 }
 
+/// The session's immutable layers holding the snapshot's files (`.lower/`, and the shared
+/// layer under it), from which finalize links pre-images into `base/` instead of copying
+/// them (see [`Base::materialize_linked`]). Empty in a session without overlays.
+pub(super) struct PreimageLayers {
+    lower: Option<PathBuf>,
+    shared_tree: Option<PathBuf>,
+}
+
+impl PreimageLayers {
+    /// Where the layers hold `rel`'s snapshot content as seen through a mount: `.lower/<rel>`
+    /// when `.lower/` has it (a regular file; anything else there is not linked), else the
+    /// shared layer's (`.lower/` holds no opaque directories, so a path it lacks shows the
+    /// shared layer's file). The caller checks size and mode before linking.
+    pub(super) fn file(&self, rel: &RelPath) -> Option<PathBuf> {
+        let p = self.lower.as_ref()?.join(rel.as_path());
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) => m.file_type().is_file().then_some(p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(self.shared_tree.as_ref()?.join(rel.as_path()))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 /// What the session's sandboxes are, once decided by the first create.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Decided {
@@ -189,6 +214,14 @@ impl SandboxManager {
         let p = dir.as_path().to_path_buf();
         *guard = Some(p.clone());
         Ok(p)
+    }
+
+    /// The layers finalize may link pre-images from.
+    pub(super) fn preimage_layers(&self) -> PreimageLayers {
+        PreimageLayers {
+            lower: self.lower.lock().clone(),
+            shared_tree: self.shared_lower.lock().as_ref().map(|l| l.tree()),
+        }
     }
 
     /// A new frozen layer: `srcs` merged into it bottom first.
