@@ -733,7 +733,8 @@ fn killed_after_a_swap_child() {
 /// A session killed after a chained create swapped layers is recovered with nothing lost:
 /// killed with writes in both sandboxes after the swap, and (kernel overlay) in the state a
 /// crash between recording the new stack and exchanging the layers' names leaves (the
-/// successor not made yet): recovery's pending patches are what finalize gave.
+/// successor not made yet), and in that state with both records emptied (a power loss
+/// before the swap's `syncfs`): recovery's pending patches are what finalize gave.
 #[test]
 fn a_session_killed_after_a_swap_is_recovered() {
     let Some((_e, over)) = overlay_env() else {
@@ -741,8 +742,8 @@ fn a_session_killed_after_a_swap_is_recovered() {
     };
     let kernel = over.isolation_mode() == Some(IsolationMode::KernelOverlay);
     drop(over);
-    for stage in ["writes", "before-exchange"] {
-        if stage == "before-exchange" && !kernel {
+    for stage in ["writes", "before-exchange", "records-lost"] {
+        if stage != "writes" && !kernel {
             continue;
         }
         let e = env();
@@ -764,7 +765,7 @@ fn a_session_killed_after_a_swap_is_recovered() {
         let session = PathBuf::from(fs::read_to_string(dir.join("session")).unwrap());
         assert_eq!(mounts_under(&e.root).len(), 2, "{stage}");
         let mut want = vec![("a".to_string(), fs::read(dir.join("want-a")).unwrap())];
-        if stage == "before-exchange" {
+        if stage != "writes" {
             // Back to the state after step 5 of the swap: the new stack recorded (its top
             // layer holding only a's `.git`), the layers' names not yet exchanged, `b` not
             // made.
@@ -799,6 +800,14 @@ fn a_session_killed_after_a_swap_is_recovered() {
             };
             assert_eq!(r, 0);
             assert_eq!(names(&top), vec![".git".to_string()]);
+            if stage == "records-lost" {
+                // A power loss before the swap's `syncfs`: neither record written since is
+                // durable, and each may come back empty. The predecessor (no frozen layers
+                // before the swap) is read as a fresh sandbox; the successor, without an
+                // upper layer, is passed over.
+                fs::write(session.join(".overlay-a"), b"").unwrap();
+                fs::write(session.join(".overlay-b"), b"").unwrap();
+            }
         } else {
             want.push(("b".to_string(), fs::read(dir.join("want-b")).unwrap()));
         }

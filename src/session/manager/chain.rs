@@ -12,10 +12,14 @@
 //!
 //! 1. `X` = a new empty `.layer-<ulid>/`: an orphan layer, removed with the session.
 //! 2. The predecessor's record lists `X` on top of its frozen layers: `X` is empty, so the
-//!    recorded stack shows what the old one showed.
+//!    recorded stack shows what the old one showed. The successor's record (`X` over the
+//!    same frozen layers) is written too; it has no upper layer yet, so recovery passes over
+//!    it.
 //! 3. The new overlay is configured: upper `X`, lowers `.upper-<id>/` and the old ones.
-//! 4. The old overlay is unmounted, plainly: `EBUSY` (somebody has a file, a working
-//!    directory or a mount in it) undoes 1–2 and the caller copies the layer as before.
+//! 4. One `syncfs` makes both records durable (and shortens the unmount, which writes back
+//!    the session's filesystem too); then the old overlay is unmounted, plainly: `EBUSY`
+//!    (somebody has a file, a working directory or a mount in it) undoes 1–2 and the caller
+//!    copies the layer as before.
 //! 5. `.upper-<id>/.git` (what git wrote in the sandbox: its private repository, never part
 //!    of a patch nor of a successor) is renamed into `X` (still the predecessor's view: `.git`
 //!    is in a layer above the rest).
@@ -48,7 +52,8 @@ impl SandboxManager {
         &self,
         pred: &Sandbox,
         o: &OverlaySb,
-    ) -> Result<Option<Vec<Arc<FrozenLayer>>>> {
+        successor: &SessionPath,
+    ) -> Result<Option<Swapped>> {
         if o.backend != Backend::Kernel {
             return Ok(None);
         }
@@ -81,18 +86,40 @@ impl SandboxManager {
         let record = at(format!("{}{id}", layout::OVERLAY_PREFIX))?;
         let mnt = pred.info.path.as_path();
 
+        // The successor's record as it will be when nothing needs collapsing: `X` over the
+        // predecessor's frozen layers.
+        let succ_rec = Record {
+            backend: o.backend,
+            layers: new_rec.layers.clone(),
+        };
         // 1–3, undone on a refusal.
         session_dir::create_dir_new(&x)?;
         let undo = |x: &SessionPath| {
             let _ = session_dir::write_atomic(&record, &old_rec.encode());
+            let _ = session_dir::remove_file(successor);
             let _ = session_dir::remove_tree(x);
         };
-        let prepared = session_dir::write_atomic(&record, &new_rec.encode()).and_then(|()| {
-            let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
-            l.lower.insert(0, l.upper.clone());
-            l.upper = x.as_path().to_path_buf();
-            swap::prepare(&l)
-        });
+        // Both records are written without a sync of their own: the `syncfs` of step 4
+        // makes them durable, in one journal commit instead of four `fsync`s (which took
+        // most of a chained create on a journaled ext4). Until it returns, a crash may leave
+        // either record empty or missing. The predecessor's is then read as a fresh
+        // sandbox's (see `read_record_for_recovery`), which is right only for a predecessor
+        // without frozen layers (`X` is still empty): one with frozen layers writes its
+        // record durably first, as before. The successor has no upper layer yet, so
+        // recovery passes over its record whatever it holds.
+        let written = if old_rec.layers.is_empty() {
+            session_dir::write_atomic_unsynced(&record, &new_rec.encode())
+        } else {
+            session_dir::write_atomic(&record, &new_rec.encode())
+        };
+        let prepared = written
+            .and_then(|()| session_dir::write_atomic_unsynced(successor, &succ_rec.encode()))
+            .and_then(|()| {
+                let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
+                l.lower.insert(0, l.upper.clone());
+                l.upper = x.as_path().to_path_buf();
+                swap::prepare(&l)
+            });
         let prepared = match prepared {
             Ok(p) => p,
             Err(_) => {
@@ -100,8 +127,13 @@ impl SandboxManager {
                 return Ok(None);
             }
         };
-        // 4. A failed write-back is only a longer window.
-        let _ = swap::sync_filesystem_of(&o.upper);
+        // 4. The write-back also makes both records durable. Where it fails, they are made
+        // durable one by one before anything moves; the caller rewrites the successor's.
+        let synced = swap::sync_filesystem_of(&o.upper).is_ok();
+        if !synced && session_dir::write_atomic(&record, &new_rec.encode()).is_err() {
+            undo(&x);
+            return Ok(None);
+        }
         match swap::unmount_if_idle(mnt) {
             Ok(true) => {}
             Ok(false) | Err(_) => {
@@ -138,6 +170,7 @@ impl SandboxManager {
             return match back {
                 Ok(()) => Ok(None),
                 Err(_) => {
+                    let _ = session_dir::remove_file(successor);
                     // Not mounted: finalize refuses rather than read an empty view; the
                     // layers and the record keep the work for the session's cleanup, which
                     // recovers it as pending.
@@ -147,6 +180,18 @@ impl SandboxManager {
             };
         }
         stack.layers.insert(0, layer);
-        Ok(Some(stack.layers.clone()))
+        Ok(Some(Swapped {
+            layers: stack.layers.clone(),
+            record: synced.then_some(succ_rec),
+        }))
     }
+}
+
+/// What a swap gives the chained sandbox.
+pub(super) struct Swapped {
+    /// The frozen layers it stacks, top first.
+    pub(super) layers: Vec<Arc<FrozenLayer>>,
+    /// The record already written, and made durable, for it (when the swap's `syncfs`
+    /// succeeded): its creator writes it again only if its stack turns out different.
+    pub(super) record: Option<Record>,
 }

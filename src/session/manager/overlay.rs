@@ -249,10 +249,18 @@ impl SandboxManager {
     ) -> Result<Sandbox> {
         let base = &sbase.base;
         self.ensure_lower(sbase)?;
+        let at = |prefix: &str, suffix: &str| {
+            self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))
+        };
+        let record = at(layout::OVERLAY_PREFIX, "")?;
         let mut layers: Vec<Arc<FrozenLayer>> = Vec::new();
+        let mut durable_record = None;
         if let Some((p, o)) = chain_from.and_then(|p| p.overlay.as_ref().map(|o| (p, o))) {
-            match self.swap_layers(p, o)? {
-                Some(swapped) => layers = swapped,
+            match self.swap_layers(p, o, &record)? {
+                Some(swapped) => {
+                    layers = swapped.layers;
+                    durable_record = swapped.record;
+                }
                 None => {
                     let stack = o.stack.read();
                     layers.push(self.freeze(&[o.upper.as_path()])?);
@@ -272,10 +280,6 @@ impl SandboxManager {
             layers = vec![collapsed?];
         }
         let rec = rec(&layers);
-        let at = |prefix: &str, suffix: &str| {
-            self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))
-        };
-        let record = at(layout::OVERLAY_PREFIX, "")?;
         let upper = at(layout::UPPER_PREFIX, "")?;
         let work = at(layout::WORK_PREFIX, "")?;
         let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
@@ -284,11 +288,12 @@ impl SandboxManager {
             // sandbox's record (no frozen layers) is not synced: after a power loss recovery
             // rebuilds a lost or emptied one from its upper layer (`read_record_for_recovery`),
             // and the two `fsync`s would wait for the journal, which the base's writes keep
-            // busy. A chained sandbox's layers cannot be guessed: its record is made durable.
-            if rec.layers.is_empty() {
-                session_dir::write_atomic_unsynced(&record, &rec.encode())?;
-            } else {
-                session_dir::write_atomic(&record, &rec.encode())?;
+            // busy. A chained sandbox's layers cannot be guessed: its record is made durable
+            // (by the swap's `syncfs` when it wrote this very record).
+            match (durable_record.as_ref() == Some(&rec), rec.layers.is_empty()) {
+                (true, _) => {}
+                (false, true) => session_dir::write_atomic_unsynced(&record, &rec.encode())?,
+                (false, false) => session_dir::write_atomic(&record, &rec.encode())?,
             }
             session_dir::create_dir_new(&upper)?;
             session_dir::create_dir_new(&work)?;
