@@ -16,7 +16,8 @@
 //!    same frozen layers) is written too; it has no upper layer yet, so recovery passes over
 //!    it.
 //! 3. The new overlay is configured: upper `X`, lowers `.upper-<id>/` and the old ones.
-//! 4. One `syncfs` makes both records durable (and shortens the unmount, which writes back
+//! 4. One `syncfs`, on a second thread while step 3 runs and the upper layer is checked for
+//!    hard links, makes both records durable (and shortens the unmount, which writes back
 //!    the session's filesystem too); then the old overlay is unmounted, plainly: `EBUSY`
 //!    (somebody has a file, a working directory or a mount in it) undoes 1–2 and the caller
 //!    copies the layer as before.
@@ -69,11 +70,6 @@ impl SandboxManager {
             backend: o.backend,
             layers: stack.layers.iter().map(|l| l.name.clone()).collect(),
         };
-        // Hard links in the upper layer would break once it is a lower one (see
-        // `has_hard_links`): copied instead, as before.
-        if !matches!(swap::has_hard_links(&o.upper), Ok(false)) {
-            return Ok(None);
-        }
         let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
         let mut new_rec = old_rec.clone();
         new_rec.layers.insert(0, name.clone());
@@ -112,24 +108,36 @@ impl SandboxManager {
         } else {
             session_dir::write_atomic(&record, &new_rec.encode())
         };
-        let prepared = written
+        if written
             .and_then(|()| session_dir::write_atomic_unsynced(successor, &succ_rec.encode()))
-            .and_then(|()| {
-                let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
-                l.lower.insert(0, l.upper.clone());
-                l.upper = x.as_path().to_path_buf();
-                swap::prepare(&l)
-            });
-        let prepared = match prepared {
-            Ok(p) => p,
-            Err(_) => {
-                undo(&x);
-                return Ok(None);
-            }
+            .is_err()
+        {
+            undo(&x);
+            return Ok(None);
+        }
+        // 4. The write-back, which also makes both records durable, runs on a thread of its
+        // own while this one checks the upper layer for hard links (they would break once it
+        // is a lower layer, see `has_hard_links`: then it is copied instead, as before) and
+        // configures the new overlay: on two cores the walk costs no time of its own.
+        let (synced, prepared) = std::thread::scope(|s| {
+            let sync = s.spawn(|| swap::sync_filesystem_of(&o.upper).is_ok());
+            let prepared = match swap::has_hard_links(&o.upper) {
+                Ok(false) => {
+                    let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
+                    l.lower.insert(0, l.upper.clone());
+                    l.upper = x.as_path().to_path_buf();
+                    swap::prepare(&l).ok()
+                }
+                _ => None,
+            };
+            (sync.join().unwrap_or(false), prepared)
+        });
+        let Some(prepared) = prepared else {
+            undo(&x);
+            return Ok(None);
         };
-        // 4. The write-back also makes both records durable. Where it fails, they are made
-        // durable one by one before anything moves; the caller rewrites the successor's.
-        let synced = swap::sync_filesystem_of(&o.upper).is_ok();
+        // Where the write-back failed, the records are made durable one by one before
+        // anything moves; the caller rewrites the successor's.
         if !synced && session_dir::write_atomic(&record, &new_rec.encode()).is_err() {
             undo(&x);
             return Ok(None);
