@@ -350,3 +350,68 @@ fn finalize_links_pre_images_from_the_layers_and_leaves_the_layers_intact() {
     );
     assert_eq!(fs::read(later.path.join("a.txt")).unwrap(), b"alpha\n");
 }
+
+#[test]
+fn prune_sweeps_superseded_layers_and_abandoned_writes_but_keeps_the_newest() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let held = first.create_sandbox("one", None).unwrap();
+    // The project moves on while the first session still stacks its layer: a second layer.
+    rewrite_tracked(&e.project, b"rewritten\n");
+    git_commit_all(&e.project);
+    let second = manager(&e, Isolation::Overlay);
+    let s2 = second.create_sandbox("two", None).unwrap();
+    let both = layers(&e);
+    assert_eq!(both.len(), 2);
+    second.discard_sandbox(&s2).unwrap();
+    drop(second);
+    first.discard_sandbox(&held).unwrap();
+    drop(first);
+    assert_eq!(
+        layers(&e),
+        both,
+        "nothing removes the old layer once its session ends"
+    );
+
+    // What a writer that died leaves: an hour-old layer being written, and a fresh one (a
+    // live writer's, as far as anyone can tell).
+    let store = fs::read_dir(e.root.join("lowers"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let old = ulid::Ulid::from_datetime(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(7200),
+    );
+    let dead = store.join(format!(".creating-{old}"));
+    let fresh = store.join(format!(".creating-{}", ulid::Ulid::new()));
+    for d in [&dead, &fresh] {
+        write(d, "tree/a.txt", b"half written\n");
+    }
+
+    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.shared_layers_removed, 1, "{report:?}");
+    let left = layers(&e);
+    assert!(
+        left.contains(&both[1]) && !left.contains(&both[0]),
+        "the newest layer stays, the superseded one goes: {left:?}"
+    );
+    assert!(!dead.exists(), "an abandoned write is removed");
+    assert!(fresh.exists(), "a write that may be live is left");
+
+    // The next session stacks the layer that stayed, without writing a new one.
+    fs::remove_dir_all(&fresh).unwrap();
+    let third = manager(&e, Isolation::Overlay);
+    let s3 = third.create_sandbox("three", None).unwrap();
+    assert_eq!(fs::read(s3.path.join("a.txt")).unwrap(), b"rewritten\n");
+    assert_eq!(layers(&e), vec![both[1].clone()]);
+    // Nothing more to sweep, and the live session's view is untouched.
+    let again = patchbox::session::recover::prune(&e.root).unwrap();
+    assert_eq!(again.shared_layers_removed, 0);
+    assert_eq!(fs::read(s3.path.join("a.txt")).unwrap(), b"rewritten\n");
+}

@@ -356,6 +356,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                     for s in &r.pruned {
                         eprintln!("pruned session {s}");
                     }
+                    if r.shared_layers_removed > 0 {
+                        eprintln!(
+                            "removed {} unused shared lower layer(s)",
+                            r.shared_layers_removed
+                        );
+                    }
                     for e in &r.errors {
                         eprintln!("patchbox: {e}");
                     }

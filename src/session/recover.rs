@@ -38,6 +38,9 @@ pub struct PruneReport {
     /// Dead sessions left for a later prune because the bound of [`prune_within`] was
     /// reached.
     pub deferred: Vec<String>,
+    /// Shared lower layers removed: superseded ones nobody uses, and ones a dead process
+    /// was writing (an unbounded [`prune`] only; see [`crate::session::shared_lower::sweep`]).
+    pub shared_layers_removed: usize,
 }
 
 /// A session found under a root.
@@ -119,7 +122,9 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
 
 /// [`prune`] within a bound: no dead session is started after `time` has passed or once
 /// `max_sessions` have been recovered; the rest are listed as deferred, for a later prune.
-/// (A manager recovers this way at start, on a thread of its own.)
+/// (A manager recovers this way at start, on a thread of its own.) Without a `time` bound
+/// it also sweeps the shared lower layers nobody uses (see
+/// [`crate::session::shared_lower::sweep`]).
 pub fn prune_within(
     root: &Path,
     time: Option<std::time::Duration>,
@@ -150,6 +155,11 @@ pub fn prune_within(
             }
             Err(e) => report.errors.push(e.to_string()),
         }
+    }
+    // Only an unbounded prune sweeps the shared layers: a bounded one runs as a manager
+    // starts, and a layer is a tree of tens of thousands of files to remove.
+    if time.is_none() {
+        report.shared_layers_removed = crate::session::shared_lower::sweep(&root);
     }
     Ok(report)
 }

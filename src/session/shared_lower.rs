@@ -298,7 +298,48 @@ pub fn remove_unused(root: &Path, project: &Path, keep: &Path) -> usize {
     let Ok(store) = open_store(root, project) else {
         return 0;
     };
+    remove_unused_in(&store, keep, &named_by_sessions(root))
+}
+
+/// Sweeps every project's store under `root` (what `sessions prune` does): layers being
+/// written by a process that is gone, and every layer but the newest that no process holds
+/// and no session names. The newest layer of a project stays: it is what the project's next
+/// session stacks instead of writing the tracked files again. Returns how many layers were
+/// removed. Best effort, like [`remove_unused`].
+pub fn sweep(root: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(root.join(STORE_DIR)) else {
+        return 0;
+    };
     let named = named_by_sessions(root);
+    let mut removed = 0;
+    for e in rd.filter_map(|e| e.ok()) {
+        let is_store = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !is_store || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(store) = SessionDir::open(&e.path()) else {
+            continue;
+        };
+        sweep_abandoned(&store);
+        let Ok(names) = store.names() else { continue };
+        let newest = names
+            .iter()
+            .filter_map(|n| n.to_str())
+            .filter(|n| layout::is_session_id(n))
+            .max()
+            .map(|n| store.path().join(n));
+        if let Some(keep) = newest {
+            removed += remove_unused_in(&store, &keep, &named);
+        }
+    }
+    removed
+}
+
+/// [`remove_unused`] in an open store, given the layers the sessions name.
+fn remove_unused_in(store: &SessionDir, keep: &Path, named: &[PathBuf]) -> usize {
     let mut removed = 0;
     let Ok(names) = store.names() else {
         return 0;
