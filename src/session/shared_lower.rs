@@ -186,20 +186,25 @@ fn open_store(root: &Path, project: &Path) -> Result<SessionDir> {
 /// manifest cannot be read: then a new one is made rather than trusting it).
 pub fn newest(root: &Path, project: &Path) -> Result<Option<SharedLayer>> {
     let dir = project_dir(root, project);
-    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| layout::is_session_id(n))
-            .collect(),
+    let names: Vec<std::ffi::OsString> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("list shared lower layers", &dir, e)),
     };
-    names.sort();
-    let Some(name) = names.pop() else {
+    let Some(name) = newest_name(&names) else {
         return Ok(None);
     };
     open_layer(&dir.join(name))
+}
+
+/// The newest published layer among a store's entries: the greatest ULID name (layers being
+/// written or removed carry a prefix, and are not layers yet).
+fn newest_name(names: &[std::ffi::OsString]) -> Option<&str> {
+    names
+        .iter()
+        .filter_map(|n| n.to_str())
+        .filter(|n| layout::is_session_id(n))
+        .max()
 }
 
 /// Opens and holds the layer at `dir`; `None` when it vanished or its manifest is not one.
@@ -325,13 +330,7 @@ pub fn sweep(root: &Path) -> usize {
         };
         sweep_abandoned(&store);
         let Ok(names) = store.names() else { continue };
-        let newest = names
-            .iter()
-            .filter_map(|n| n.to_str())
-            .filter(|n| layout::is_session_id(n))
-            .max()
-            .map(|n| store.path().join(n));
-        if let Some(keep) = newest {
+        if let Some(keep) = newest_name(&names).map(|n| store.path().join(n)) {
             removed += remove_unused_in(&store, &keep, &named);
         }
     }
