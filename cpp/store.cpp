@@ -79,6 +79,7 @@ PruneReport prune_sessions(const std::filesystem::path& root) {
     out.live = strings_of(r.live);
     out.errors = strings_of(r.errors);
     out.deferred = strings_of(r.deferred);
+    out.shared_layers_removed = r.shared_layers_removed;
     return out;
   });
 }

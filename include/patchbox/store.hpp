@@ -79,6 +79,9 @@ struct PruneReport {
   std::vector<std::string> live;    ///< Sessions left alone because they are alive.
   std::vector<std::string> errors;  ///< Problems met; the affected sandboxes stay.
   std::vector<std::string> deferred;  ///< Dead sessions left for a later prune.
+  /// Shared lower layers removed: superseded ones no process holds and no session names,
+  /// and ones a dead process was writing (the newest layer of each project stays).
+  std::size_t shared_layers_removed = 0;
 };
 
 /// Recovers every dead session under @p root (its unfinished delegations become pending

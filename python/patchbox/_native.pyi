@@ -407,6 +407,7 @@ class PruneReport:
     live: List[str]
     errors: List[str]
     deferred: List[str]
+    shared_layers_removed: int
 
 class SessionStatus:
     id: str

@@ -29,6 +29,9 @@ pub(crate) struct PruneReport {
     errors: Vec<String>,
     /// Dead sessions left for a later prune (the startup recovery is bounded).
     deferred: Vec<String>,
+    /// Shared lower layers removed: superseded ones nobody uses, and ones a dead process was
+    /// writing (the newest layer of each project stays).
+    shared_layers_removed: usize,
 }
 
 impl From<recover::PruneReport> for PruneReport {
@@ -39,6 +42,7 @@ impl From<recover::PruneReport> for PruneReport {
             live: r.live,
             errors: r.errors,
             deferred: r.deferred,
+            shared_layers_removed: r.shared_layers_removed,
         }
     }
 }
@@ -47,8 +51,14 @@ impl From<recover::PruneReport> for PruneReport {
 impl PruneReport {
     fn __repr__(&self) -> String {
         format!(
-            "PruneReport(pruned={:?}, recovered={:?}, live={:?}, errors={:?}, deferred={:?})",
-            self.pruned, self.recovered, self.live, self.errors, self.deferred
+            "PruneReport(pruned={:?}, recovered={:?}, live={:?}, errors={:?}, deferred={:?}, \
+             shared_layers_removed={})",
+            self.pruned,
+            self.recovered,
+            self.live,
+            self.errors,
+            self.deferred,
+            self.shared_layers_removed
         )
     }
 }

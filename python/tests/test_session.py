@@ -228,6 +228,20 @@ def test_dead_sessions_are_recovered_and_pruned(project: pathlib.Path, root: pat
     assert sessions_in(root) == []
 
 
+def test_prune_sweeps_superseded_shared_layers(root: pathlib.Path) -> None:
+    # Of a project's two shared layers, the older one (nobody holds or names it) goes; the
+    # newest stays for the project's next session.
+    store = root / "lowers" / "0123456789abcdef"
+    old, new = store / "01M8ZA0000000000000000000A", store / "01M8ZB0000000000000000000B"
+    for layer in (old, new):
+        (layer / "tree").mkdir(parents=True)
+        (layer / "manifest").write_bytes(b"x")
+    report = patchbox.prune_sessions(root)
+    assert report.errors == [] and report.shared_layers_removed == 1
+    assert not old.exists() and (new / "manifest").exists()
+    assert patchbox.prune_sessions(root).shared_layers_removed == 0
+
+
 def test_startup_recovery_reports_what_it_did(project: pathlib.Path, root: pathlib.Path) -> None:
     with patchbox.SessionManager(project, root) as m:
         r = m.startup_recovery()

@@ -41,6 +41,7 @@ mod bridge {
         live: Vec<String>,
         errors: Vec<String>,
         deferred: Vec<String>,
+        shared_layers_removed: usize,
     }
 
     /// A path as raw bytes.
@@ -128,6 +129,7 @@ fn prune_sessions(root: &[u8]) -> Result<bridge::FfiPruneReport, String> {
             live: r.live,
             errors: r.errors,
             deferred: r.deferred,
+            shared_layers_removed: r.shared_layers_removed,
         })
     })
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <patchbox/apply.hpp>
@@ -97,6 +98,22 @@ TEST_F(Store, SessionsAreListedAndLiveOnesSurviveAPrune) {
   EXPECT_EQ(r.live, std::vector<std::string>{mgr.session_id()});
   EXPECT_TRUE(r.pruned.empty() && r.errors.empty());
   EXPECT_TRUE(fs::is_directory(sb.path));
+}
+
+// A prune sweeps the shared lower layers: of a project's two layers, the older one (nobody
+// holds or names it) goes, the newest stays for the project's next session.
+TEST_F(Store, PruneSweepsSupersededSharedLayers) {
+  const fs::path store = root.path() / "lowers" / "0123456789abcdef";
+  for (const char* layer : {"01M8ZA0000000000000000000A", "01M8ZB0000000000000000000B"}) {
+    fs::create_directories(store / layer / "tree");
+    std::ofstream(store / layer / "manifest") << "x";
+  }
+  patchbox::PruneReport r = patchbox::prune_sessions(root.path());
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.shared_layers_removed, 1u);
+  EXPECT_FALSE(fs::exists(store / "01M8ZA0000000000000000000A"));
+  EXPECT_TRUE(fs::exists(store / "01M8ZB0000000000000000000B" / "manifest"));
+  EXPECT_EQ(patchbox::prune_sessions(root.path()).shared_layers_removed, 0u);
 }
 
 // Applies recorded in the root's store: listed, undone (the newest first), dropped — what
