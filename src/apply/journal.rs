@@ -48,7 +48,10 @@
 //! `fsync` of the marker and its directory instead when the record is on another file
 //! system). A batch of applies (`commit_all`) may share that second sync: each stays at
 //! INTENT, its change in place, until the batch's one sync per filesystem, then goes to
-//! DONE; a crash before is recovered as a crash before a lone apply's second sync. A `syncfs` is a superset of `fsync` of each file and directory. The marker is
+//! DONE; a crash before is recovered as a crash before a lone apply's second sync. A `syncfs` is a superset of `fsync` of each file and directory. The cleanup after
+//! DONE is not synced: a crash that loses it leaves the staging directory with its `done`,
+//! which recovery removes. Staged files have their writeback started as they are written
+//! (`sync_file_range`), so the intent's `syncfs` finds their data under way. The marker is
 //! created before that last sync, so a crash may leave it with the intent still in place:
 //! recovery then completes the change (the marker was right) or rolls it back, removing
 //! the record with its marker.
