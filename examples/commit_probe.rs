@@ -43,7 +43,22 @@ fn main() {
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         let _ = std::fs::File::open("/commit_probe-end");
         assert!(res.iter().all(|c| c.success));
-        println!("round {r}: commit_all {ms:.1} ms");
+        // CLOCK_MONOTONIC seconds of the start and the end, for `perf record -k monotonic`.
+        let mono = |i: Instant| {
+            let ago = Instant::now().duration_since(i).as_secs_f64();
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9 - ago
+        };
+        println!(
+            "round {r}: commit_all {ms:.1} ms (monotonic {:.6} to {:.6})",
+            mono(t),
+            mono(t) + ms / 1000.0
+        );
         mgr.rollback_all(&plan).expect("rollback");
         mgr.cleanup_all(&plan).expect("cleanup");
     }

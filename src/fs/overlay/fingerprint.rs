@@ -8,11 +8,12 @@
 //! a later write could carry the same coarse timestamp. [`fingerprint`] refuses to give a
 //! fingerprint then ([`RACY`]), as git treats its "racily clean" entries.
 
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use rustix::fs::Stat;
+
+use super::walk::{walk, Next};
 use crate::error::{Error, Result};
 
 /// How close to the moment of a fingerprint an entry's ctime makes it unprovable: far more
@@ -23,16 +24,19 @@ pub const RACY: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fingerprint(Vec<(Vec<u8>, [i64; 8])>);
 
-fn stat_key(m: &std::fs::Metadata) -> [i64; 8] {
+// The fields' widths differ between architectures: a cast that is a no-op on one is not
+// on another.
+#[allow(clippy::unnecessary_cast)]
+fn stat_key(m: &Stat) -> [i64; 8] {
     [
-        m.ino() as i64,
-        m.mode() as i64,
-        m.size() as i64,
-        m.nlink() as i64,
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec(),
+        m.st_ino as i64,
+        i64::from(m.st_mode),
+        m.st_size as i64,
+        m.st_nlink as i64,
+        m.st_mtime as i64,
+        m.st_mtime_nsec as i64,
+        m.st_ctime as i64,
+        m.st_ctime_nsec as i64,
     ]
 }
 
@@ -64,7 +68,7 @@ impl Recorder {
     }
 
     /// Adds the entry `rel` (empty: the layer's root) with its own (not followed) stat data.
-    pub fn add(&mut self, rel: Vec<u8>, m: &std::fs::Metadata) {
+    pub fn add(&mut self, rel: Vec<u8>, m: &Stat) {
         let key = stat_key(m);
         if self.limit.is_none_or(|limit| (key[6], key[7]) >= limit) {
             self.racy = true;
@@ -95,33 +99,20 @@ impl Default for Recorder {
 /// Directories named `.git` are left out, as [`super::upper::scan`] leaves them out.
 pub fn fingerprint(upper: &Path) -> Result<Option<Fingerprint>> {
     let mut rec = Recorder::new();
-    let root = std::fs::symlink_metadata(upper).map_err(|e| Error::io("stat", upper, e))?;
-    rec.add(Vec::new(), &root);
-    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(rel_dir) = stack.pop() {
-        let abs = upper.join(std::ffi::OsStr::from_bytes(&rel_dir));
-        let rd = std::fs::read_dir(&abs).map_err(|e| Error::io("read directory", &abs, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io("read directory", &abs, e))?;
-            let name = entry.file_name();
-            let rel = super::upper::join_rel(&rel_dir, name.as_bytes());
-            // Not followed: a symlink's own stat data.
-            let m = entry
-                .metadata()
-                .map_err(|e| Error::io("stat", entry.path(), e))?;
-            if m.is_dir() && name.as_bytes() == b".git" {
-                continue;
-            }
-            if m.is_dir() {
-                stack.push(rel.clone());
-            }
-            rec.add(rel, &m);
-            if rec.racy {
-                return Ok(None);
-            }
+    rec.add(Vec::new(), &root_stat(upper)?);
+    walk(upper, &mut |e| {
+        if e.is_dir() && e.name == b".git" {
+            return Ok(Next::Skip);
         }
-    }
+        rec.add(e.rel.to_vec(), e.stat);
+        Ok(if rec.racy { Next::Stop } else { Next::Descend })
+    })?;
     Ok(rec.finish())
+}
+
+/// The layer root's own stat data (not followed).
+pub(crate) fn root_stat(upper: &Path) -> Result<Stat> {
+    rustix::fs::lstat(upper).map_err(|e| Error::io("stat", upper, e.into()))
 }
 
 #[cfg(test)]

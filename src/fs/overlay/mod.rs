@@ -31,3 +31,4 @@ pub mod mount;
 pub mod mountinfo;
 pub mod swap;
 pub mod upper;
+pub mod walk;

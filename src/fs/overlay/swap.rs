@@ -26,7 +26,7 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mount::{
     fsconfig_create, fsconfig_set_string, fsmount, fsopen, move_mount, unmount, FsMountFlags,
@@ -34,6 +34,7 @@ use rustix::mount::{
 };
 
 use super::mount::Layers;
+use super::walk::Next;
 use crate::error::{Error, Result};
 
 /// A kernel overlay configured but not created yet (see the module docs).
@@ -94,32 +95,21 @@ pub fn prepare(layers: &Layers) -> Result<Prepared> {
 /// up alone (OverlayFS breaks lower hard links on copy-up without `index=on`) and the other
 /// names would no longer see the writes. Such a layer is not swapped.
 pub fn has_hard_links(upper: &Path) -> Result<bool> {
-    fn walk(dir: &Path, root: bool) -> Result<bool> {
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
-            if root && entry.file_name() == ".git" {
-                continue;
+    super::walk::walk(upper, &mut |e| {
+        Ok(if e.is_dir() {
+            if e.top && e.name == b".git" {
+                Next::Skip
+            } else {
+                Next::Descend
             }
-            let ft = entry
-                .file_type()
-                .map_err(|e| Error::io("stat", entry.path(), e))?;
-            if ft.is_dir() {
-                if walk(&entry.path(), false)? {
-                    return Ok(true);
-                }
-            } else if ft.is_file() {
-                use std::os::unix::fs::MetadataExt;
-                let m = std::fs::symlink_metadata(entry.path())
-                    .map_err(|e| Error::io("stat", entry.path(), e))?;
-                if m.nlink() > 1 {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-    walk(upper, true)
+        } else if FileType::from_raw_mode(e.stat.st_mode) == FileType::RegularFile
+            && e.stat.st_nlink > 1
+        {
+            Next::Stop
+        } else {
+            Next::Skip
+        })
+    })
 }
 
 /// Writes back the filesystem holding `dir` (`syncfs`). Unmounting an overlay writes back its

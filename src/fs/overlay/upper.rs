@@ -10,13 +10,17 @@
 //! enters them), so a sandbox's private repository is never part of a change set.
 
 use std::collections::BTreeSet;
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
+use rustix::fs::FileType;
+
 use super::fingerprint::{Fingerprint, Recorder};
-use crate::error::{Error, Result};
+use super::walk::{self, Next};
+use crate::error::Result;
 
 /// What an upper layer says changed (paths relative to the layer's root, as bytes).
 #[derive(Default, Debug, Clone)]
@@ -78,77 +82,98 @@ pub fn scan_fingerprinted(upper: &Path, fuse: bool) -> Result<(UpperScan, Option
 fn walk(upper: &Path, fuse: bool, mut rec: Option<&mut Recorder>) -> Result<UpperScan> {
     let mut scan = UpperScan::default();
     if let Some(rec) = rec.as_deref_mut() {
-        let root = std::fs::symlink_metadata(upper).map_err(|e| Error::io("stat", upper, e))?;
-        rec.add(Vec::new(), &root);
+        rec.add(Vec::new(), &super::fingerprint::root_stat(upper)?);
     }
     if is_opaque(upper) {
         scan.hidden_below.insert(Vec::new());
     }
-    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(rel_dir) = stack.pop() {
-        let abs = upper.join(OsStr::from_bytes(&rel_dir));
-        let rd = std::fs::read_dir(&abs).map_err(|e| Error::io("read directory", &abs, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io("read directory", &abs, e))?;
-            let name = entry.file_name();
-            let name = name.as_bytes();
-            let wh_marker = fuse && name.starts_with(b".wh.");
-            // Stat'ed once: for the scan (not needed for fuse's markers) and the fingerprint.
-            let meta = if rec.is_some() || !wh_marker {
-                Some(
-                    entry
-                        .metadata()
-                        .map_err(|e| Error::io("stat", entry.path(), e))?,
-                )
-            } else {
-                None
-            };
-            if let (Some(rec), Some(m)) = (rec.as_deref_mut(), &meta) {
-                // Every entry, whiteout markers too, as `fingerprint` has them; not `.git`.
-                if !(m.is_dir() && name == b".git") {
-                    rec.add(join_rel(&rel_dir, name), m);
-                }
-            }
-            if wh_marker {
-                if name == b".wh..wh..opq" {
-                    scan.hidden_below.insert(rel_dir.clone());
-                } else if name.len() > 4 {
-                    let rel = join_rel(&rel_dir, &name[4..]);
-                    scan.hidden.insert(rel.clone());
-                    scan.hidden_below.insert(rel);
-                }
-                continue;
-            }
-            let rel = join_rel(&rel_dir, name);
-            let Some(m) = meta else { continue };
-            let ft = m.file_type();
-            if ft.is_dir() {
-                if name == b".git" {
-                    continue;
-                }
-                let p = entry.path();
-                scan.hidden.insert(rel.clone());
-                // One listing of its attribute names instead of a lookup per name: most
-                // directories of an upper layer carry none of the ones asked about.
-                let names = xattr_names(&p);
-                let has = |n: &str| names.as_ref().is_none_or(|l| has_name(l, n));
-                if OPAQUE.iter().any(|n| has(n) && opaque_value(&p, n)) {
-                    scan.hidden_below.insert(rel.clone());
-                }
-                if has(REDIRECT) && xattr(&p, REDIRECT).is_some() {
-                    scan.redirected = true;
-                }
-                stack.push(rel);
-            } else if is_whiteout(&m) {
-                scan.hidden.insert(rel.clone());
-                scan.hidden_below.insert(rel);
-            } else {
-                scan.hidden_below.insert(rel.clone());
-                scan.present.insert(rel);
+    walk::walk(upper, &mut |e| {
+        let (rel, name) = (e.rel, e.name);
+        let is_dir = e.is_dir();
+        if let Some(rec) = rec.as_deref_mut() {
+            // Every entry, whiteout markers too, as `fingerprint` has them; not `.git`.
+            if !(is_dir && name == b".git") {
+                rec.add(rel.to_vec(), e.stat);
             }
         }
-    }
+        let dir_of = |rel: &[u8]| {
+            rel[..rel.len() - name.len()]
+                .strip_suffix(b"/")
+                .unwrap_or(b"")
+                .to_vec()
+        };
+        if fuse && name.starts_with(b".wh.") {
+            if name == b".wh..wh..opq" {
+                scan.hidden_below.insert(dir_of(rel));
+            } else if name.len() > 4 {
+                let hidden = join_rel(&dir_of(rel), &name[4..]);
+                scan.hidden.insert(hidden.clone());
+                scan.hidden_below.insert(hidden);
+            }
+            return Ok(Next::Skip);
+        }
+        if is_dir {
+            if name == b".git" {
+                return Ok(Next::Skip);
+            }
+            scan.hidden.insert(rel.to_vec());
+            // One listing of its attribute names instead of a lookup per name: most
+            // directories of an upper layer carry none of the ones asked about.
+            if let Some(fd) = e.dir {
+                let names = xattr_names_fd(fd);
+                let has = |n: &str| names.as_ref().is_none_or(|l| has_name(l, n));
+                if OPAQUE
+                    .iter()
+                    .any(|n| has(n) && fxattr(fd, n).is_some_and(|v| v.first() == Some(&b'y')))
+                {
+                    scan.hidden_below.insert(rel.to_vec());
+                }
+                if has(REDIRECT) && fxattr(fd, REDIRECT).is_some() {
+                    scan.redirected = true;
+                }
+            }
+            return Ok(Next::Descend);
+        }
+        if FileType::from_raw_mode(e.stat.st_mode) == FileType::CharacterDevice
+            && e.stat.st_rdev == 0
+        {
+            scan.hidden.insert(rel.to_vec());
+            scan.hidden_below.insert(rel.to_vec());
+        } else {
+            scan.hidden_below.insert(rel.to_vec());
+            scan.present.insert(rel.to_vec());
+        }
+        Ok(Next::Skip)
+    })?;
     Ok(scan)
+}
+
+/// The names of the extended attributes of the file open as `fd` (NUL-separated); `None`
+/// when they cannot be listed (the caller then asks for each name).
+fn xattr_names_fd(fd: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 512];
+    loop {
+        match rustix::fs::flistxattr(fd, &mut buf[..]) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Some(buf);
+            }
+            // The list grew past the buffer: ask for its size and try again.
+            Err(rustix::io::Errno::RANGE) => {
+                let need = rustix::fs::flistxattr_query(fd).ok()?;
+                buf = vec![0u8; need + 64];
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// An extended attribute of the file open as `fd`, `None` when absent.
+fn fxattr(fd: BorrowedFd<'_>, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 256];
+    let n = rustix::fs::fgetxattr(fd, name, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
 }
 
 /// The attributes that mark a directory opaque: the kernel's (privileged and `userxattr`
@@ -170,31 +195,6 @@ pub fn is_opaque(dir: &Path) -> bool {
 /// Whether attribute `name` of `dir` says opaque (`y`).
 fn opaque_value(dir: &Path, name: &str) -> bool {
     xattr(dir, name).is_some_and(|v| v.first() == Some(&b'y'))
-}
-
-/// The names of `path`'s extended attributes (NUL-separated, as `llistxattr` gives them),
-/// never followed; `None` when they cannot be listed (the caller then asks for each name).
-fn xattr_names(path: &Path) -> Option<Vec<u8>> {
-    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut buf = vec![0u8; 512];
-    loop {
-        // SAFETY: `p` is NUL-terminated; the buffer is valid for its length.
-        let r = unsafe { libc::llistxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if r >= 0 {
-            buf.truncate(r as usize);
-            return Some(buf);
-        }
-        // The list grew past the buffer: ask for its size and try again.
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
-            return None;
-        }
-        // SAFETY: a null buffer of size 0 asks for the size only.
-        let need = unsafe { libc::llistxattr(p.as_ptr(), std::ptr::null_mut(), 0) };
-        if need < 0 {
-            return None;
-        }
-        buf = vec![0u8; need as usize + 64];
-    }
 }
 
 /// Whether the NUL-separated name list `list` holds `name`.
