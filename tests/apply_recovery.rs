@@ -172,6 +172,58 @@ fn a_crash_at_every_write_step_recovers_to_before_or_after() {
     assert!(befores > 0 && afters > 0);
 }
 
+/// The other way out of a crash: a change whose roll-forward cannot complete (something
+/// changed since) is rolled back from what is on disk, whatever step it stopped at, the
+/// swapped pairs of files replaced in place included. Simulated by turning each crashed
+/// change's `intent` into `abort`, as recovery does when roll-forward fails.
+#[test]
+fn a_crash_rolled_back_from_disk_at_any_step_after_the_intent_is_exactly_before() {
+    let patch = patch();
+    let mut aborted = 0;
+    for k in 1.. {
+        let p = project();
+        age_dirs(p.path());
+        let before = mode_view(p.path());
+        let before_exact = exact_fingerprint(p.path());
+        let o = ApplyOptions {
+            crash_after_steps: Some(k),
+            ..ApplyOptions::default()
+        };
+        if apply_patch(p.path(), &patch, &o).is_ok() {
+            break;
+        }
+        let stage = fs::read_dir(p.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|e| {
+                e.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".patchbox-txn-")
+            })
+            .expect("a staging directory");
+        if !stage.join("intent").exists() {
+            continue;
+        }
+        fs::rename(stage.join("intent"), stage.join("abort")).unwrap();
+        let r = recover_project(p.path()).unwrap();
+        assert_eq!(
+            r.recovered[0].action,
+            RecoveryAction::RolledBack,
+            "step {k}"
+        );
+        no_debris(p.path());
+        assert_eq!(mode_view(p.path()), before, "step {k}");
+        assert_eq!(
+            exact_fingerprint(p.path()),
+            before_exact,
+            "step {k}: mtimes"
+        );
+        aborted += 1;
+    }
+    assert!(aborted > 12, "only {aborted} steps after the intent");
+}
+
 #[test]
 fn the_next_apply_or_undo_recovers_first() {
     let patch = patch();

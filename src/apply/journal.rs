@@ -33,6 +33,12 @@
 //!                                                mtimes (undo)
 //! ```
 //!
+//! A file replaced in place is swapped with its staged entry (`RENAME_EXCHANGE`) rather than
+//! moved aside to `b<i>` and replaced: the original then sits at `s<i>` while the staged
+//! inode is at its path. Recovery first renames every such original to `b<i>`
+//! ([`txn::unswap`](super::txn::unswap)), which gives the state two renames would have left,
+//! then goes on as the table says.
+//!
 //! Every recovery step looks at the file system before acting, so a crash during recovery
 //! is recovered by the next one. Roll-forward is sound because at INTENT everything it needs
 //! is durable: the staged contents (checked against the sha1s in `intent` before anything
@@ -604,6 +610,7 @@ pub(crate) fn roll_back(
         .map(|b| b.dirs.dirs.iter().map(|d| (d.rel.clone(), d)).collect())
         .unwrap_or_default();
     if let Some(intent) = intent {
+        txn::unswap(root, stage_rel, intent)?;
         let ops = &intent.ops;
         let gone: BTreeSet<RelPath> = ops
             .iter()

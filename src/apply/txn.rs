@@ -5,7 +5,9 @@
 //! (same file system) and synced; then every path must still carry the stamp it had when
 //! planned (as the undo record writer left it); only then are the originals moved aside into
 //! the staging directory (a rename keeps their bytes, modes and mtimes) and the staged files
-//! renamed into place. Each completed step goes into an in-memory journal, and any failure
+//! renamed into place; a file replaced in place by a staged one is swapped with it in one
+//! `RENAME_EXCHANGE` instead, the original ending at the staged name (two renames where
+//! the filesystem cannot exchange). Each completed step goes into an in-memory journal, and any failure
 //! undoes it in reverse and restores directory mtimes, so the project ends as it was; the
 //! error says when that rollback was incomplete. Every path it touches is a
 //! [`ProjectPath`], re-checked right before the write, and the filesystem is synced twice
@@ -212,10 +214,22 @@ enum Step {
     StageDir(ProjectPath),
     Staged(ProjectPath),
     Intent,
-    Moved { from: ProjectPath, to: ProjectPath },
-    RemovedDir { path: ProjectPath, perm: u32 },
+    Moved {
+        from: ProjectPath,
+        to: ProjectPath,
+    },
+    RemovedDir {
+        path: ProjectPath,
+        perm: u32,
+    },
     CreatedDir(ProjectPath),
     Placed(ProjectPath),
+    /// The staged entry and the original swapped places (`RENAME_EXCHANGE`): the original is
+    /// now at `staged`.
+    Exchanged {
+        path: ProjectPath,
+        staged: ProjectPath,
+    },
 }
 
 /// `.patchbox-txn-<ulid>.<root mtime s>.<ns>`.
@@ -426,6 +440,14 @@ fn roll_back_journal(
     for step in journal.iter().rev() {
         let r = match step {
             Step::Placed(p) => project::remove_file(p),
+            Step::Exchanged { path, staged } => match project::exchange(path, staged) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Error::ApplyFailed(format!(
+                    "cannot swap {} back",
+                    path.to_path_buf().display()
+                ))),
+                Err(e) => Err(e),
+            },
             Step::CreatedDir(p) => project::remove_dir_if_empty(p).map(|_| ()),
             Step::RemovedDir { path, perm } => project::make_dir(path, Some(*perm)),
             Step::Moved { from, to } => project::rename_noreplace(to, from),
@@ -545,6 +567,44 @@ fn write_marker(path: &Path, root: &Path) -> Result<()> {
         .ctx("sync", dir)
 }
 
+/// Puts every swapped pair of a crashed transaction back in the shape of two renames: where
+/// the staged entry of op `i` is at its path (its inode, as the intent records) while
+/// another entry is at its staged name `s<i>` (the original, swapped there by step 6), the
+/// original is renamed to `b<i>`, as if it had been moved aside and the staged entry placed.
+/// Recovery then rolls forward or back exactly as it does after two renames. Idempotent: a
+/// crash during it is recovered by running it again.
+pub(crate) fn unswap(root: &Path, stage_rel: &RelPath, intent: &Intent) -> Result<()> {
+    let none = |_: &RelPath| false;
+    let gone: BTreeSet<RelPath> = intent
+        .ops
+        .iter()
+        .filter(|o| o.expect.is_some())
+        .map(|o| o.rel.clone())
+        .collect();
+    for (i, op) in intent.ops.iter().enumerate() {
+        let Some(ino) = op.after.ino() else { continue };
+        if op.expect.is_none() || op.before_is_dir {
+            continue;
+        }
+        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
+        match project::stamp(&s)? {
+            Some(st) if st.ino != ino => {}
+            _ => continue,
+        };
+        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
+        if project::stamp(&b)?.is_some() {
+            continue;
+        }
+        let Ok(p) = project::check_with(root, &op.rel, &none, &|a| gone.contains(a)) else {
+            continue;
+        };
+        if matches!(project::stamp(&p), Ok(Some(st)) if st.ino == ino) {
+            project::rename_noreplace(&s, &b)?;
+        }
+    }
+    Ok(())
+}
+
 /// Completes a transaction whose intent is durable (recovery). Checks first that every op
 /// can complete (staged contents intact, originals not yet moved still as recorded), so a
 /// failure leaves the project as the crash did, for a rollback.
@@ -554,6 +614,7 @@ pub(crate) fn roll_forward(
     stage_rel: &RelPath,
     intent: &Intent,
 ) -> Result<()> {
+    unswap(root, stage_rel, intent)?;
     let none = |_: &RelPath| false;
     let gone: BTreeSet<RelPath> = intent
         .ops
@@ -847,13 +908,36 @@ fn stage_rest(
     tick: &mut Tick<'_>,
 ) -> Result<()> {
     let none = |_: &RelPath| false;
+    let mut keep: BTreeSet<RelPath> = BTreeSet::new();
+    for op in ops {
+        if op.places {
+            keep.extend(ancestors(op.path.rel()));
+        }
+    }
+    // A file or symlink replaced in place by a staged entry is swapped with it in step 6
+    // (one `RENAME_EXCHANGE`, the original ending at the staged name) instead of being moved
+    // aside here and replaced there (two renames). Recovery tells a swapped pair by the
+    // staged inode at the path and another entry at the staged name ([`unswap`]).
+    let swaps: Vec<bool> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            op.expect.is_some()
+                && !op.before_is_dir
+                && !op.skip_move
+                && op.places
+                && matches!(staged.get(i), Some(Some(_)))
+                && !keep.contains(op.path.rel())
+        })
+        .collect();
+
     // 3. Move what is replaced or deleted aside (deepest first).
     let mut order: Vec<usize> = (0..ops.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(depth(ops[i].path.rel())));
     let mut removed: Vec<RelPath> = Vec::new();
     for &i in &order {
         let op = &ops[i];
-        if op.expect.is_some() && !op.before_is_dir {
+        if op.expect.is_some() && !op.before_is_dir && !swaps[i] {
             if op.skip_move {
                 removed.push(op.path.rel().clone());
                 continue;
@@ -872,12 +956,6 @@ fn stage_rest(
     }
 
     // 4. Remove directories that became empty (never an ancestor of something we place).
-    let mut keep: BTreeSet<RelPath> = BTreeSet::new();
-    for op in ops {
-        if op.places {
-            keep.extend(ancestors(op.path.rel()));
-        }
-    }
     let mut candidates: BTreeSet<(usize, RelPath)> = BTreeSet::new();
     for r in &removed {
         if let Some(p) = r.parent() {
@@ -958,6 +1036,28 @@ fn stage_rest(
         if let Some(Some(s)) = staged.get(i) {
             // Re-check the target's parents right before writing.
             let target = project::check(root, op.path.rel(), &none)?;
+            if swaps[i] {
+                if project::exchange(s, &target)? {
+                    tick(
+                        journal,
+                        Some(Step::Exchanged {
+                            path: target,
+                            staged: s.clone(),
+                        }),
+                    )?;
+                    continue;
+                }
+                // No exchange on this filesystem: the original goes aside now.
+                let b = project::check(root, &sub(stage_rel, format!("b{i}"))?, &none)?;
+                project::rename_noreplace(&target, &b)?;
+                tick(
+                    journal,
+                    Some(Step::Moved {
+                        from: target.clone(),
+                        to: b,
+                    }),
+                )?;
+            }
             project::rename_noreplace(s, &target)?;
             tick(journal, Some(Step::Placed(target)))?;
         }

@@ -44,7 +44,7 @@ use crate::fs::relpath::{RelPath, RelPathSet};
 mod entries;
 
 pub(crate) use entries::{
-    create_file, create_file_beside, create_symlink, link_out, list_leaves, make_dir,
+    create_file, create_file_beside, create_symlink, exchange, link_out, list_leaves, make_dir,
     probe_parents, read, read_in, remove_dir_if_empty, remove_file, rename_noreplace, root_stamp,
     set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp,
 };

@@ -513,6 +513,42 @@ pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<(
         .map_err(err)
 }
 
+/// Swaps the entries at `a` and `b` atomically (`RENAME_EXCHANGE`): one rename where moving
+/// `b` aside and putting `a` in its place would take two. Both must exist. `Ok(false)` where
+/// the filesystem or the C library cannot exchange (nothing was changed then): the caller
+/// renames in two steps.
+pub(crate) fn exchange(a: &ProjectPath, b: &ProjectPath) -> Result<bool> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let (fd1, n1) = need_parent(a, "exchange")?;
+        let (fd2, n2) = need_parent(b, "exchange")?;
+        evict(&a.root, &a.rel);
+        evict(&b.root, &b.rel);
+        // SAFETY: valid fds and names.
+        let r = unsafe {
+            libc::renameat2(
+                fd1.as_raw_fd(),
+                n1.as_ptr(),
+                fd2.as_raw_fd(),
+                n2.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        match rc(r) {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
+                Ok(false)
+            }
+            Err(e) => Err(Error::io("exchange", b.to_path_buf(), e)),
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (a, b);
+        Ok(false)
+    }
+}
+
 /// Removes the file or symlink at `p`.
 pub(crate) fn remove_file(p: &ProjectPath) -> Result<()> {
     let (dir, name) = need_parent(p, "remove")?;
