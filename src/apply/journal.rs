@@ -240,6 +240,16 @@ impl Begin {
 }
 
 impl Intent {
+    /// The paths that had something before the change: a symlink met on the way to one of
+    /// them may be what the change replaces, so containment checks let it pass.
+    pub(crate) fn replaced_paths(&self) -> BTreeSet<RelPath> {
+        self.ops
+            .iter()
+            .filter(|o| o.expect.is_some())
+            .map(|o| o.rel.clone())
+            .collect()
+    }
+
     pub(crate) fn to_text(&self) -> String {
         let mut t = format!("{INTENT_HEADER}\n");
         for (i, op) in self.ops.iter().enumerate() {
@@ -612,11 +622,7 @@ pub(crate) fn roll_back(
     if let Some(intent) = intent {
         txn::unswap(root, stage_rel, intent)?;
         let ops = &intent.ops;
-        let gone: BTreeSet<RelPath> = ops
-            .iter()
-            .filter(|o| o.expect.is_some())
-            .map(|o| o.rel.clone())
-            .collect();
+        let gone = intent.replaced_paths();
         let path = |rel: &RelPath| project::check_with(root, rel, &none, &|a| gone.contains(a));
         // 1. Take back what was placed (recognised by inode) into the staging directory.
         for (i, op) in ops.iter().enumerate().rev() {

@@ -575,12 +575,7 @@ fn write_marker(path: &Path, root: &Path) -> Result<()> {
 /// crash during it is recovered by running it again.
 pub(crate) fn unswap(root: &Path, stage_rel: &RelPath, intent: &Intent) -> Result<()> {
     let none = |_: &RelPath| false;
-    let gone: BTreeSet<RelPath> = intent
-        .ops
-        .iter()
-        .filter(|o| o.expect.is_some())
-        .map(|o| o.rel.clone())
-        .collect();
+    let gone = intent.replaced_paths();
     for (i, op) in intent.ops.iter().enumerate() {
         let Some(ino) = op.after.ino() else { continue };
         if op.expect.is_none() || op.before_is_dir {
@@ -616,12 +611,7 @@ pub(crate) fn roll_forward(
 ) -> Result<()> {
     unswap(root, stage_rel, intent)?;
     let none = |_: &RelPath| false;
-    let gone: BTreeSet<RelPath> = intent
-        .ops
-        .iter()
-        .filter(|o| o.expect.is_some())
-        .map(|o| o.rel.clone())
-        .collect();
+    let gone = intent.replaced_paths();
     let mut rest = Vec::with_capacity(intent.ops.len());
     let mut staged = Vec::with_capacity(intent.ops.len());
     for (i, op) in intent.ops.iter().enumerate() {
