@@ -477,15 +477,26 @@ pub(crate) fn create_symlink(p: &ProjectPath, target: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("create symlink", &full, e))
 }
 
-/// Renames `from` to `to`, failing if `to` exists. Symlinks are moved, not followed.
-pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<()> {
-    let (fd1, n1) = need_parent(from, "rename")?;
-    let (fd2, n2) = need_parent(to, "rename")?;
-    evict(&from.root, &from.rel);
-    evict(&to.root, &to.rel);
-    let err = |e| Error::io("rename", to.to_path_buf(), e);
+/// `renameat2`'s flags (Linux's values; named here so that every target builds).
+const RENAME_NOREPLACE: libc::c_uint = 1;
+const RENAME_EXCHANGE: libc::c_uint = 2;
+
+/// `renameat2(from, to, flags)` through the parents' descriptors (after dropping both paths
+/// from the walk cache). `Ok(false)` where the kernel, the filesystem or the C library lacks
+/// the flag (`EINVAL`, `ENOSYS`, `EOPNOTSUPP`): nothing was changed, the caller falls back.
+/// `what` names the operation in errors.
+fn rename_flags(
+    from: &ProjectPath,
+    to: &ProjectPath,
+    what: &'static str,
+    flags: libc::c_uint,
+) -> Result<bool> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        let (fd1, n1) = need_parent(from, what)?;
+        let (fd2, n2) = need_parent(to, what)?;
+        evict(&from.root, &from.rel);
+        evict(&to.root, &to.rel);
         // SAFETY: valid fds and names.
         let r = unsafe {
             libc::renameat2(
@@ -493,16 +504,40 @@ pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<(
                 n1.as_ptr(),
                 fd2.as_raw_fd(),
                 n2.as_ptr(),
-                libc::RENAME_NOREPLACE,
+                flags,
             )
         };
         match rc(r) {
-            Ok(()) => return Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {}
-            Err(e) => return Err(err(e)),
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(Error::io(what, to.to_path_buf(), e)),
         }
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (from, to, what, flags);
+        Ok(false)
+    }
+}
+
+/// Renames `from` to `to`, failing if `to` exists. Symlinks are moved, not followed.
+pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<()> {
+    if rename_flags(from, to, "rename", RENAME_NOREPLACE)? {
+        return Ok(());
+    }
     // Fallback: check, then rename (a small window, but never through a symlink).
+    let (fd1, n1) = need_parent(from, "rename")?;
+    let (fd2, n2) = need_parent(to, "rename")?;
+    evict(&from.root, &from.rel);
+    evict(&to.root, &to.rel);
+    let err = |e| Error::io("rename", to.to_path_buf(), e);
     match fstatat(fd2.as_fd(), &n2) {
         Ok(_) => return Err(err(io::Error::from_raw_os_error(libc::EEXIST))),
         Err(e) if is_missing(&e) => {}
@@ -518,35 +553,7 @@ pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<(
 /// the filesystem or the C library cannot exchange (nothing was changed then): the caller
 /// renames in two steps.
 pub(crate) fn exchange(a: &ProjectPath, b: &ProjectPath) -> Result<bool> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let (fd1, n1) = need_parent(a, "exchange")?;
-        let (fd2, n2) = need_parent(b, "exchange")?;
-        evict(&a.root, &a.rel);
-        evict(&b.root, &b.rel);
-        // SAFETY: valid fds and names.
-        let r = unsafe {
-            libc::renameat2(
-                fd1.as_raw_fd(),
-                n1.as_ptr(),
-                fd2.as_raw_fd(),
-                n2.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        match rc(r) {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
-                Ok(false)
-            }
-            Err(e) => Err(Error::io("exchange", b.to_path_buf(), e)),
-        }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = (a, b);
-        Ok(false)
-    }
+    rename_flags(a, b, "exchange", RENAME_EXCHANGE)
 }
 
 /// Removes the file or symlink at `p`.
