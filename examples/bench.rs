@@ -789,8 +789,12 @@ fn make_small(tree: &Path, work: &Path, n: usize) -> PathBuf {
         ),
         tree,
     );
+    // Packed here, in the foreground: the commit of 20,000 loose objects would start a
+    // detached `git gc --auto`, which then packs and prunes them while the plan rows copy the
+    // project (`cp` reported hundreds of vanished objects).
     sh(
-        "git init -q && git add -A -f && git -c user.name=b -c user.email=b@b commit -qm small",
+        "git init -q && git add -A -f && git -c user.name=b -c user.email=b@b -c gc.auto=0 \
+         commit -qm small && git gc -q",
         &small,
     );
     small
