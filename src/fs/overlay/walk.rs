@@ -42,7 +42,8 @@ pub struct Entry<'a> {
     pub stat: &'a Stat,
     /// Whether it is directly in the layer's root.
     pub top: bool,
-    /// For a directory, its own descriptor (read-only).
+    /// For a directory, its own descriptor (read-only); `None` for anything else, and for a
+    /// directory that could not be opened.
     pub dir: Option<BorrowedFd<'a>>,
 }
 
@@ -106,33 +107,36 @@ fn dir(
         let stat = rustix::fs::statat(dfd, name, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| Error::io("stat", at(rel), e.into()))?;
         let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
-        let child = if is_dir {
-            Some(
-                rustix::fs::openat(
-                    dfd,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| Error::io("open directory", at(rel), e.into()))?,
+        // Opened before the visit, which may read its attributes; a directory that cannot be
+        // opened (no permission) is an error only if the visitor wants to go into it.
+        let child = is_dir.then(|| {
+            rustix::fs::openat(
+                dfd,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
             )
-        } else {
-            None
-        };
+        });
         let next = visit(&Entry {
             rel,
             name,
             stat: &stat,
             top,
-            dir: child.as_ref().map(|c| c.as_fd()),
+            dir: match &child {
+                Some(Ok(c)) => Some(c.as_fd()),
+                _ => None,
+            },
         })?;
         match next {
             Next::Stop => return Ok(true),
             Next::Descend => {
-                if let Some(c) = child {
-                    if dir(root, c, rel, visit)? {
-                        return Ok(true);
-                    }
+                let stopped = match child {
+                    Some(Ok(c)) => dir(root, c, rel, visit)?,
+                    Some(Err(e)) => return Err(Error::io("open directory", at(rel), e.into())),
+                    None => false,
+                };
+                if stopped {
+                    return Ok(true);
                 }
             }
             Next::Skip => {}
