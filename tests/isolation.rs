@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::overlay::{env, manager, overlay_manager, wanted_mode, Env};
-use common::{git, git_commit_all, git_init, write};
+use common::{git, git_commit_all, git_init, prune_once_released, write};
 use patchbox::{Isolation, IsolationMode, Options, SandboxInfo, SandboxManager};
 
 /// A populated project and an overlay manager for it, or `None` where none can be mounted.
@@ -407,20 +407,6 @@ fn a_fresh_sandbox_whose_record_a_power_loss_lost_is_recovered() {
         assert_eq!(pend.len(), 1, "{damage}");
         assert_eq!(fs::read(&pend[0].patch_path).unwrap(), want, "{damage}");
     }
-}
-
-/// Prunes `root` once no process holds a session's lock any more. A session this process
-/// released can still look live for a moment: a child that another test's thread forks
-/// holds a copy of the lock's descriptor until it execs (`flock` locks follow descriptors).
-fn prune_once_released(root: &Path) -> patchbox::session::recover::PruneReport {
-    for _ in 0..100 {
-        let report = patchbox::session::recover::prune(root).unwrap();
-        if report.live.is_empty() {
-            return report;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("a session under {} stayed live", root.display());
 }
 
 /// A sandbox of a git project holds its own `.git` (a private repository, written once into

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{chmod, write};
+use common::{chmod, prune_once_released, write};
 use patchbox::{Options, SandboxManager};
 
 struct Env {
@@ -360,7 +360,7 @@ fn the_git_repository_goes_into_no_patch_pending_or_recovered() {
     write(&sb.path, "dir/b.txt", b"recovered\n");
     git(&e, &sb.path, &["add", "-A"]);
     let kept = mgr.keep();
-    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    let report = prune_once_released(&e.root);
     assert_eq!(report.recovered.len(), 1, "{report:?}");
     let patch = fs::read_to_string(&report.recovered[0]).unwrap();
     assert!(patch.contains("+recovered"), "{patch}");

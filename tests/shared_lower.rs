@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::overlay::{manager, overlay_manager, Env};
-use common::{fingerprint, git, git_commit_all, git_init, write};
+use common::{fingerprint, git, git_commit_all, git_init, prune_once_released, write};
 use patchbox::Isolation;
 
 fn setup() {
@@ -229,7 +229,7 @@ fn a_crashed_session_over_a_shared_layer_is_recovered_with_its_work() {
     let session = mgr.keep();
     assert!(session.join(".lower.shared").exists());
 
-    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    let report = prune_once_released(&e.root);
     assert!(report.errors.is_empty(), "{report:?}");
     let pending = patchbox::session::pending::list(&e.root).unwrap();
     let p = pending
@@ -393,7 +393,7 @@ fn prune_sweeps_superseded_layers_and_abandoned_writes_but_keeps_the_newest() {
         write(d, "tree/a.txt", b"half written\n");
     }
 
-    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    let report = prune_once_released(&e.root);
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(report.shared_layers_removed, 1, "{report:?}");
     let left = layers(&e);

@@ -295,3 +295,17 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
     }
 }
+
+/// Prunes `root` once no process holds a session's lock any more. A session this process
+/// released can still look live for a moment: a child that another test's thread forks
+/// holds a copy of the lock's descriptor until it execs (`flock` locks follow descriptors).
+pub fn prune_once_released(root: &Path) -> patchbox::session::recover::PruneReport {
+    for _ in 0..100 {
+        let report = patchbox::session::recover::prune(root).unwrap();
+        if report.live.is_empty() {
+            return report;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("a session under {} stayed live", root.display());
+}
