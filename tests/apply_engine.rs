@@ -2211,3 +2211,100 @@ fn rename_onto_itself_leaves_the_path_deleted_for_later_sections_as_in_git() {
         "has been renamed/deleted",
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A project on an overlay (an engine applying into a sandbox): files replaced in place are
+// swapped with their staged contents (`RENAME_EXCHANGE`), which overlay filesystems must do
+// too, or refuse so the engine falls back to two renames
+// ---------------------------------------------------------------------------------------------
+
+/// Mounts `d/m` as an overlay of a small tree in `d/l` (with `fuse-overlayfs` when `fuse`,
+/// else the kernel's), or says why not.
+fn mount_overlay(d: &Path, fuse: bool) -> Result<PathBuf, String> {
+    let (lower, upper, work, mnt) = (d.join("l"), d.join("u"), d.join("w"), d.join("m"));
+    for p in [&lower, &upper, &work, &mnt] {
+        fs::create_dir_all(p).unwrap();
+    }
+    fs::write(lower.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    fs::create_dir_all(lower.join("sub")).unwrap();
+    fs::write(lower.join("sub/b.txt"), "b\n").unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    let st = if fuse {
+        Command::new("fuse-overlayfs")
+            .args(["-o", &opts])
+            .arg(&mnt)
+            .output()
+    } else {
+        Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&mnt)
+            .output()
+    };
+    match st {
+        Ok(o) if o.status.success() => Ok(mnt),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn applying_into_an_overlay_replaces_and_undoes_files_in_place() {
+    for fuse in [false, true] {
+        let name = if fuse {
+            "fuse-overlayfs"
+        } else {
+            "kernel overlay"
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mnt = match mount_overlay(d.path(), fuse) {
+            Ok(m) => m,
+            Err(why) => {
+                eprintln!("skipped ({name}): cannot mount: {why}");
+                continue;
+            }
+        };
+        let patch = b"--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n\
+--- a/sub/b.txt\n+++ b/sub/b.txt\n@@ -1 +1 @@\n-b\n+B\n";
+        let before = file_fingerprint(&mnt);
+        let undo = d.path().join("undo");
+        let res = apply_patch(
+            &mnt,
+            patch,
+            &ApplyOptions {
+                undo_dir: Some(undo.clone()),
+                ..ApplyOptions::default()
+            },
+        );
+        let after_a = fs::read_to_string(mnt.join("a.txt"));
+        let after_b = fs::read_to_string(mnt.join("sub/b.txt"));
+        let debris: Vec<_> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".patchbox-"))
+            .collect();
+        let undone = res
+            .as_ref()
+            .ok()
+            .map(|_| undo_apply(&mnt, &undo, false).map(|_| file_fingerprint(&mnt)));
+        let umount = if fuse { "fusermount" } else { "umount" };
+        let mut c = Command::new(umount);
+        if fuse {
+            c.arg("-u");
+        }
+        assert!(c.arg(&mnt).status().unwrap().success(), "{name}: unmount");
+        let r = res.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.outcome, Outcome::Applied, "{name}");
+        assert_eq!(after_a.unwrap(), "one\nTWO\nthree\n", "{name}");
+        assert_eq!(after_b.unwrap(), "B\n", "{name}");
+        assert!(debris.is_empty(), "{name}: {debris:?}");
+        let undone = undone
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{name}: undo: {e}"));
+        assert_same(&before, &undone, name);
+    }
+}
