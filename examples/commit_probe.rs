@@ -54,10 +54,10 @@ fn main() {
             unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
             ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9 - ago
         };
+        let start = mono(t);
         println!(
-            "round {r}: commit_all {ms:.1} ms (monotonic {:.6} to {:.6})",
-            mono(t),
-            mono(t) + ms / 1000.0
+            "round {r}: commit_all {ms:.1} ms (monotonic {start:.6} to {:.6})",
+            start + ms / 1000.0
         );
         mgr.rollback_all(&plan).expect("rollback");
         mgr.cleanup_all(&plan).expect("cleanup");

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rustix::fs::FileType;
@@ -61,7 +61,12 @@ pub fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
 
 /// Whether a directory entry with this metadata is a kernel whiteout (a 0/0 char device).
 pub fn is_whiteout(m: &std::fs::Metadata) -> bool {
-    m.file_type().is_char_device() && m.rdev() == 0
+    whiteout(m.mode(), m.rdev())
+}
+
+/// [`is_whiteout`] from an entry's mode and device number.
+fn whiteout(mode: u32, rdev: u64) -> bool {
+    FileType::from_raw_mode(mode) == FileType::CharacterDevice && rdev == 0
 }
 
 /// Walks the upper layer `upper`. `fuse`: `fuse-overlayfs`'s `.wh.<name>` whiteouts and
@@ -134,9 +139,7 @@ fn walk(upper: &Path, fuse: bool, mut rec: Option<&mut Recorder>) -> Result<Uppe
             }
             return Ok(Next::Descend);
         }
-        if FileType::from_raw_mode(e.stat.st_mode) == FileType::CharacterDevice
-            && e.stat.st_rdev == 0
-        {
+        if whiteout(e.stat.st_mode, e.stat.st_rdev) {
             scan.hidden.insert(rel.to_vec());
             scan.hidden_below.insert(rel.to_vec());
         } else {
