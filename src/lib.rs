@@ -40,6 +40,7 @@
 //! | [`patch`] | the patch model, parser, writer, hunk placement, 3-way merge |
 //! | [`git`] | read-only git: repository, config, index, ignore rules, objects, ids, encodings |
 //! | [`fs`] | containment: [`RelPath`] and the session and project chokepoints |
+//! | [`id`] | ULIDs that sort in the order this process made them |
 //!
 //! [`error`] is shared by all of them.
 
@@ -51,6 +52,7 @@ pub mod error;
 pub mod ffi;
 pub mod fs;
 pub mod git;
+pub mod id;
 pub mod patch;
 pub mod plan;
 pub mod session;

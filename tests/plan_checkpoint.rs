@@ -262,6 +262,37 @@ fn eight_threads_checkpoint_concurrently() {
     }
 }
 
+/// CI once listed two checkpoints made in the same millisecond the other way round (a plain
+/// ULID is random within its millisecond). A burst of checkpoints of an unchanged sandbox
+/// lands several in one millisecond on a fast disk (here each takes about 3 ms, so this
+/// test catches it only there; `id`'s unit test catches it anywhere); they list in the
+/// order they were made.
+#[test]
+fn checkpoints_made_in_one_millisecond_list_in_the_order_they_were_made() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(3);
+    let plans = PlanManager::open(root.path()).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    let cm = CheckpointManager::new(root.path());
+    let made: Vec<(String, String)> = (0..40)
+        .map(|i| {
+            let cp = cm
+                .create_checkpoint(&sb, "p", &format!("step-{i}"), BTreeMap::new())
+                .unwrap();
+            (cp.checkpoint_id, cp.phase)
+        })
+        .collect();
+    let listed: Vec<(String, String)> = cm
+        .list_checkpoints(sb.sandbox_id())
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.checkpoint_id, c.phase))
+        .collect();
+    assert_eq!(listed, made);
+}
+
 #[test]
 fn none_refuses_checkpoints() {
     let root = tempfile::tempdir().unwrap();

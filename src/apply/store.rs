@@ -135,7 +135,7 @@ impl UndoStore {
         patch: &[u8],
         opts: &ApplyOptions,
     ) -> Result<ApplyReport> {
-        self.apply_as(project, patch, opts, ulid::Ulid::new())
+        self.apply_as(project, patch, opts, crate::id::next())
     }
 
     /// [`UndoStore::apply`] with the record id chosen by the caller, so a caller can note

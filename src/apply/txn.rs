@@ -236,7 +236,7 @@ enum Step {
 fn stage_name(root_mtime: (i64, i64)) -> String {
     format!(
         "{STAGE_PREFIX}{}.{}.{}",
-        ulid::Ulid::new(),
+        crate::id::next(),
         root_mtime.0,
         root_mtime.1
     )

@@ -99,7 +99,7 @@ pub(crate) fn prepare(
     exclude: &[PathBuf],
 ) -> Result<(SnapshotInfo, TreeBase), crate::Error> {
     let _lock = lock(lowers, false)?;
-    let id = ulid::Ulid::new().to_string();
+    let id = crate::id::next_string();
     let tmp = lowers.join(format!("{TMP_PREFIX}{id}"));
     std::fs::create_dir(&tmp).map_err(|e| io("create directory", &tmp, e))?;
     let made = (|| {

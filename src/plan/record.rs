@@ -109,22 +109,12 @@ pub struct Lifecycle {
     state: Mutex<State>,
 }
 
-/// Sandbox ids of this process, each greater than the one before: a plan's sandboxes are
-/// listed (and committed) in id order, which must be their creation order also when two are
-/// created in the same millisecond (plain ULIDs are random within one).
-static IDS: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
-
-/// A new sandbox id, greater than every id this process made before.
-fn next_id() -> ulid::Ulid {
-    // Overflow needs 2^80 ids in one millisecond; a plain ULID then is still unique.
-    IDS.lock().generate().unwrap_or_else(|_| ulid::Ulid::new())
-}
-
 impl Lifecycle {
     /// A pending sandbox (nothing on disk yet) with a new ULID, greater than those this
-    /// process made before (see `next_id`).
+    /// process made before (see [`crate::id`]: a plan's sandboxes are listed and committed
+    /// in id order, which must be their creation order).
     pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
-        let id = next_id().to_string();
+        let id = crate::id::next_string();
         Lifecycle {
             dir: plan_dir.join(&id),
             id,

@@ -135,7 +135,7 @@ pub fn default_root() -> Result<PathBuf> {
 
 /// A fresh session id: a ULID, so ids sort by creation time and never collide.
 pub fn new_session_id() -> String {
-    ulid::Ulid::new().to_string()
+    crate::id::next_string()
 }
 
 /// True when `name` looks like a session directory name (a ULID).

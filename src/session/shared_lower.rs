@@ -241,7 +241,7 @@ pub fn make(
 ) -> Result<SharedLayer> {
     let store = open_store(root, project)?;
     sweep_abandoned(&store);
-    let ulid = ulid::Ulid::new().to_string();
+    let ulid = crate::id::next_string();
     let tmp = store.join(Path::new(&format!("{CREATING_PREFIX}{ulid}")))?;
     session_dir::create_dir_new(&tmp)?;
     let made = (|| -> Result<()> {

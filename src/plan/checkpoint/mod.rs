@@ -171,7 +171,7 @@ impl CheckpointManager {
     ) -> Result<Checkpoint, SandboxError> {
         let (store, op) = self.known(sandbox)?;
         let _op = op.lock();
-        let id = ulid::Ulid::new().to_string();
+        let id = crate::id::next_string();
         let (kind, changes) = match sandbox.checkpoint_support() {
             CheckpointSupport::Files => ("files", files::capture(sandbox.as_ref(), &store)?),
             CheckpointSupport::Native => {

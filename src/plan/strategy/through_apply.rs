@@ -120,7 +120,7 @@ pub fn commit(
         .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
     let mut commit_ref = None;
     if !diff.patch.is_empty() {
-        let id = ulid::Ulid::new();
+        let id = crate::id::next();
         set_in_flight(lc, st, Some(id.to_string()))?;
         let opts = options(base_dir, false);
         let checked = checked.filter(|c| c.is_of(base_dir, diff));
