@@ -737,7 +737,13 @@ where
     let mut staged: Vec<Option<ProjectPath>> = Vec::with_capacity(ops.len());
     let (staging, recorded) = std::thread::scope(|scope| {
         let recorder = record.map(|r| scope.spawn(|| r(&begin.dirs)));
-        let staging = stage_all(root, ops, stage_rel, journal, &mut staged, &mut tick);
+        // A member of a commit group stages while the other members do, on every core:
+        // its writeback is left to the group's sync (see `project::Writeback`).
+        let wb = match finish.defer {
+            Defer::Shared(_) => project::Writeback::Leave,
+            Defer::No | Defer::Yes => project::Writeback::Start,
+        };
+        let staging = stage_all(root, ops, stage_rel, wb, journal, &mut staged, &mut tick);
         let recorded = recorder.map(|h| {
             h.join().unwrap_or_else(|_| {
                 Err(Error::ApplyFailed(
@@ -849,6 +855,7 @@ fn stage_all(
     root: &Path,
     ops: &[TxOp],
     stage_rel: &RelPath,
+    wb: project::Writeback,
     journal: &mut Vec<Step>,
     staged: &mut Vec<Option<ProjectPath>>,
     tick: &mut Tick<'_>,
@@ -861,7 +868,7 @@ fn stage_all(
                 let p = project::check(root, &sub(stage_rel, format!("s{i}"))?, &none)?;
                 // Journal first: a half-written staged file is removed on rollback.
                 journal.push(Step::Staged(p.clone()));
-                project::create_file_beside(&p, &op.path, data, *perm, *mtime)?;
+                project::create_file_beside(&p, &op.path, data, *perm, *mtime, wb)?;
                 tick(journal, None)?;
                 Some(p)
             }

@@ -46,7 +46,7 @@ mod entries;
 pub(crate) use entries::{
     create_file, create_file_beside, create_symlink, exchange, link_out, list_leaves, make_dir,
     probe_parents, read, read_in, remove_dir_if_empty, remove_file, rename_noreplace, root_stamp,
-    set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp,
+    set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp, Writeback,
 };
 
 /// A path inside the project that passed the containment checks of [`path_in_project`].
@@ -755,7 +755,15 @@ mod tests {
         for (i, beside) in ["src/deep/f.c", "new/dir/g.c"].iter().enumerate() {
             let s = p(&format!("stage/s{i}"));
             let t = check(root, &rel(beside), &|_| false).unwrap();
-            create_file_beside(&s, &t, b"data\n", 0o755, Some((1_000_000, 5))).unwrap();
+            create_file_beside(
+                &s,
+                &t,
+                b"data\n",
+                0o755,
+                Some((1_000_000, 5)),
+                Writeback::Start,
+            )
+            .unwrap();
             let m = std::fs::symlink_metadata(root.join(format!("stage/s{i}"))).unwrap();
             assert_eq!(
                 std::fs::read(root.join(format!("stage/s{i}"))).unwrap(),
@@ -775,7 +783,8 @@ mod tests {
         );
         // An existing name is refused, and kept.
         let t = p("src/deep/f.c");
-        let e = create_file_beside(&p("stage/s0"), &t, b"other", 0o644, None).unwrap_err();
+        let e = create_file_beside(&p("stage/s0"), &t, b"other", 0o644, None, Writeback::Leave)
+            .unwrap_err();
         assert!(e.to_string().contains("exists"), "{e}");
         assert_eq!(std::fs::read(root.join("stage/s0")).unwrap(), b"data\n");
         // A destination below a symlink: staged all the same, nothing written through it.
@@ -783,7 +792,15 @@ mod tests {
             root: root.to_path_buf(),
             rel: rel("link/x.c"),
         };
-        create_file_beside(&p("stage/s2"), &under_link, b"x", 0o644, None).unwrap();
+        create_file_beside(
+            &p("stage/s2"),
+            &under_link,
+            b"x",
+            0o644,
+            None,
+            Writeback::Start,
+        )
+        .unwrap();
         assert_eq!(std::fs::read(root.join("stage/s2")).unwrap(), b"x");
     }
 }
