@@ -270,6 +270,86 @@ fn undo_refused_when_another_writer_changed_those_rows() {
     assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
 }
 
+/// `log(at, msg)`: a table without a `PRIMARY KEY`, as `at:msg` lines in rowid order.
+fn log_lines(db: &Path) -> Vec<String> {
+    let c = Connection::open(db).unwrap();
+    let mut s = c.prepare("SELECT at, msg FROM log ORDER BY rowid").unwrap();
+    s.query_map([], |r| {
+        Ok(format!(
+            "{}:{}",
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// SQLite's sessions skip a table without a `PRIMARY KEY` unless told to key it by rowid:
+/// before, such rows were committed but showed in no diff and survived the undo.
+#[test]
+fn a_table_without_a_primary_key_shows_in_the_diff_and_is_undone() {
+    let f = fixture();
+    Connection::open(&f.db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE log(at INTEGER, msg TEXT);
+             INSERT INTO log VALUES (1, 'boot'), (2, 'ready');",
+        )
+        .unwrap();
+    let sb = sandbox(&f);
+    let sql = sb.as_sqlite().unwrap();
+    sql.execute("INSERT INTO log VALUES (3, 'work')", &[])
+        .unwrap();
+    sql.execute("UPDATE log SET msg = 'up' WHERE at = 2", &[])
+        .unwrap();
+    sql.execute("DELETE FROM log WHERE at = 1", &[]).unwrap();
+    let d = sb.diff().unwrap();
+    let rows: Vec<(String, DiffOp)> = d
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.operation))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("log/1".to_string(), DiffOp::Deleted),
+            ("log/2".to_string(), DiffOp::Modified),
+            ("log/3".to_string(), DiffOp::Added),
+        ]
+    );
+    let added = d.entries.iter().find(|e| e.path == "log/3").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(added.after.as_deref().unwrap()),
+        r#"{"_rowid_": 3, "at": 3, "msg": "work"}"#
+    );
+    let patch = String::from_utf8_lossy(&d.patch);
+    assert!(
+        patch.contains("table log: 1 added, 1 modified, 1 deleted"),
+        "{patch}"
+    );
+    // Invisible to others until the commit.
+    assert_eq!(log_lines(&f.db), ["1:boot", "2:ready"]);
+    sb.commit(None).unwrap();
+    assert_eq!(log_lines(&f.db), ["2:up", "3:work"]);
+
+    // The undo is refused while another writer has changed one of those rows…
+    let other = Connection::open(&f.db).unwrap();
+    other
+        .execute("UPDATE log SET msg = 'UP' WHERE at = 2", [])
+        .unwrap();
+    let e = sb.rollback().unwrap_err();
+    assert!(e.to_string().contains("log/2 (changed since)"), "{e}");
+    assert_eq!(log_lines(&f.db), ["2:UP", "3:work"]);
+    // …and restores every row once they are as the commit left them.
+    other
+        .execute("UPDATE log SET msg = 'up' WHERE at = 2", [])
+        .unwrap();
+    sb.rollback().unwrap();
+    assert_eq!(log_lines(&f.db), ["1:boot", "2:ready"]);
+}
+
 #[test]
 fn savepoints_restore_and_release() {
     let f = fixture();

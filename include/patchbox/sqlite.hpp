@@ -42,8 +42,8 @@ struct SqlRows {
 /// writes reach the database when the sandbox commits, and not at all when it rolls back.
 /// Makes a created sandbox active.
 ///
-/// The sandbox's diff() has one entry per changed row, `<table>/<primary key>` (tables with a
-/// declared PRIMARY KEY only). A statement that ends the transaction itself (`COMMIT`,
+/// The sandbox's diff() has one entry per changed row, `<table>/<primary key>` (a table
+/// without a declared PRIMARY KEY is keyed by its rowid). A statement that ends the transaction itself (`COMMIT`,
 /// `ROLLBACK`) makes the sandbox Errored.
 ///
 /// @throws SandboxError when @p sandbox is not a library `transaction_rollback` sandbox (other

@@ -51,6 +51,23 @@ def test_transaction_commit_and_undo(manager, db):
     manager.cleanup_all("plan-db")
 
 
+def test_a_table_without_a_primary_key_is_in_the_diff_and_undone(manager, db):
+    with sqlite3.connect(db) as c:
+        c.executescript("CREATE TABLE log(at INTEGER, msg TEXT); INSERT INTO log VALUES (1, 'boot');")
+    c.close()
+    sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
+    sb.execute("INSERT INTO log VALUES (2, 'work')")
+    sb.execute("DELETE FROM log WHERE at = 1")
+    d = sb.diff()
+    assert [(e.path, e.operation) for e in d.entries] == [("log/1", "deleted"), ("log/2", "added")]
+    manager.commit_all("plan-db")
+    lines = lambda: sqlite3.connect(db).execute("SELECT at, msg FROM log ORDER BY rowid").fetchall()
+    assert lines() == [(2, "work")]
+    sb.rollback()
+    assert lines() == [(1, "boot")]
+    manager.cleanup_all("plan-db")
+
+
 def test_rollback_of_the_open_transaction(manager, db):
     sb = manager.get_or_create_sandbox("plan-db", "appdb", db, "transaction_rollback")
     sb.execute("DELETE FROM users")

@@ -4,8 +4,8 @@
 //! A changeset (SQLite's session extension) lists, per table, the rows a connection
 //! inserted, updated or deleted, keyed by primary key: an insert carries the new row, a
 //! delete the old row, an update the key and, for each changed column, its old and new
-//! value (the unchanged columns are not in it). Tables without a declared `PRIMARY KEY`
-//! are not recorded by SQLite's sessions, so their changes appear in no diff and no undo.
+//! value (the unchanged columns are not in it). A table without a declared `PRIMARY KEY` is
+//! recorded keyed by its rowid, as a leftmost column `_rowid_` (see `session`).
 
 use std::io::Read;
 use std::sync::Arc;
@@ -240,9 +240,15 @@ pub fn render(
     let mut entries: Vec<DiffEntry> = rows
         .iter()
         .map(|r| {
-            let cols = names
-                .entry(r.table.clone())
-                .or_insert_with(|| columns(&r.table));
+            let cols = names.entry(r.table.clone()).or_insert_with(|| {
+                let mut c = columns(&r.table);
+                // A table without a `PRIMARY KEY` is recorded keyed by its rowid, as a
+                // leftmost column (see `session`).
+                if r.pk.len() == c.len() + 1 {
+                    c.insert(0, "_rowid_".to_string());
+                }
+                c
+            });
             DiffEntry {
                 path: r.path(),
                 operation: r.op,

@@ -3,23 +3,24 @@
 
 use std::path::Path;
 
-use rusqlite::session::Session;
 use rusqlite::{Connection, OpenFlags};
+
+use super::session::RowSession;
 
 self_cell::self_cell!(
     /// A connection and the session attached to it (the session borrows the connection).
     struct Tracked {
         owner: Connection,
         #[covariant]
-        dependent: Session,
+        dependent: RowSession,
     }
 );
 
 /// A connection inside the sandbox's transaction, with its session.
 pub(super) struct Live(Tracked);
 
-// SAFETY: `Connection` is `Send`; `Session` is not only because it holds raw pointers into
-// that same connection (and an optional table filter, which is never set here). The two move
+// SAFETY: `Connection` is `Send`; `RowSession` is not only because it holds a raw pointer
+// into that same connection. The two move
 // together and are used by one thread at a time only (behind the sandbox's mutex). The bundled
 // SQLite is built thread-safe (`SQLITE_THREADSAFE=1`); a connection opened with
 // `SQLITE_OPEN_NO_MUTEX` is in multi-thread mode, where a connection and the objects made from
@@ -39,14 +40,10 @@ pub(super) fn connect(db: &Path) -> rusqlite::Result<Connection> {
 }
 
 impl Live {
-    /// A new connection to `db`, a session on all its tables (those made later too), and
-    /// `BEGIN`.
+    /// A new connection to `db`, a session on all its tables (those made later too, and
+    /// those without a `PRIMARY KEY`, keyed by rowid), and `BEGIN`.
     pub(super) fn begin(db: &Path) -> rusqlite::Result<Live> {
-        let tracked = Tracked::try_new(connect(db)?, |conn| {
-            let mut s = Session::new(conn)?;
-            s.attach::<&str>(None)?;
-            Ok::<_, rusqlite::Error>(s)
-        })?;
+        let tracked = Tracked::try_new(connect(db)?, |conn| RowSession::new(conn))?;
         tracked.borrow_owner().execute_batch("BEGIN")?;
         Ok(Live(tracked))
     }
@@ -63,11 +60,7 @@ impl Live {
 
     /// The rows changed so far, as a changeset.
     pub(super) fn changeset(&mut self) -> rusqlite::Result<Vec<u8>> {
-        self.0.with_dependent_mut(|_, session| {
-            let mut out = Vec::new();
-            session.changeset_strm(&mut out)?;
-            Ok(out)
-        })
+        self.0.with_dependent_mut(|_, session| session.changeset())
     }
 
     /// Ends the transaction without keeping anything (closing the connection would too).

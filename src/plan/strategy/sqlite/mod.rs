@@ -61,9 +61,10 @@
 //! **Diff.** Per changed row, from the session's changeset: `<table>/<primary key>`, added,
 //! modified or deleted, with each side as a JSON object of the columns the changeset holds
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
-//! summary per table, not a git patch. SQLite's sessions record tables with a declared
-//! `PRIMARY KEY` only (and only the `main` database): changes to others show in no diff and
-//! are not undone.
+//! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
+//! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
+//! and are undone like any other. Only the `main` database is recorded: changes to an
+//! `ATTACH`ed one show in no diff and are not undone.
 //!
 //! **check_commit** can check nothing without committing except that the transaction is
 //! still open; `commit_all` commits this strategy after the rollbackable ones (it counts as
@@ -86,6 +87,7 @@
 
 mod changeset;
 mod live;
+mod session;
 mod value;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,92 @@
+//! A SQLite session that records every table of the `main` database, those without a
+//! declared `PRIMARY KEY` included.
+//!
+//! SQLite's session extension ignores a table without an explicit `PRIMARY KEY` unless the
+//! session is told to key it by rowid (`SQLITE_SESSION_OBJCONFIG_ROWID`, SQLite 3.44+): then
+//! it records such a table as if it had a leftmost column `_rowid_ INTEGER PRIMARY KEY`, and
+//! `sqlite3changeset_apply` and `sqlite3changeset_invert` handle those changesets. Without
+//! it, rows an actor wrote to such a table were committed but showed in no diff and were
+//! not undone: the user's database changed where the review did not show it. `rusqlite`'s
+//! `Session` does not expose that option (nor its handle), so this is the session the
+//! strategy uses: create, configure, attach, read the changeset, delete.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr;
+
+use rusqlite::ffi;
+use rusqlite::Connection;
+
+/// A session on every table of a connection's `main` database (tables made later too),
+/// keying tables without a `PRIMARY KEY` by rowid. Borrows the connection it records.
+pub(super) struct RowSession<'conn> {
+    s: *mut ffi::sqlite3_session,
+    conn: PhantomData<&'conn Connection>,
+}
+
+fn check(rc: i32) -> rusqlite::Result<()> {
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None))
+    }
+}
+
+impl<'conn> RowSession<'conn> {
+    /// A session recording every change `conn` makes from now on.
+    pub(super) fn new(conn: &'conn Connection) -> rusqlite::Result<RowSession<'conn>> {
+        let mut s: *mut ffi::sqlite3_session = ptr::null_mut();
+        // SAFETY: a valid connection handle and a NUL-terminated database name; `s` is
+        // written on success only.
+        check(unsafe { ffi::sqlite3session_create(conn.handle(), c"main".as_ptr(), &mut s) })?;
+        // From here `Drop` deletes it, also on the errors below.
+        let session = RowSession {
+            s,
+            conn: PhantomData,
+        };
+        let mut on: i32 = 1;
+        // SAFETY: a live session, before any table is attached (as the option requires),
+        // and a pointer to an int.
+        check(unsafe {
+            ffi::sqlite3session_object_config(
+                session.s,
+                ffi::SQLITE_SESSION_OBJCONFIG_ROWID,
+                (&mut on as *mut i32).cast::<c_void>(),
+            )
+        })?;
+        if on != 1 {
+            return Err(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_MISUSE),
+                Some("this SQLite cannot record tables without a PRIMARY KEY".into()),
+            ));
+        }
+        // SAFETY: a live session; a null table name attaches every table.
+        check(unsafe { ffi::sqlite3session_attach(session.s, ptr::null()) })?;
+        Ok(session)
+    }
+
+    /// The rows changed so far, as a changeset.
+    pub(super) fn changeset(&mut self) -> rusqlite::Result<Vec<u8>> {
+        let mut n: i32 = 0;
+        let mut buf: *mut c_void = ptr::null_mut();
+        // SAFETY: a live session; on success `buf` holds `n` bytes from `sqlite3_malloc`.
+        check(unsafe { ffi::sqlite3session_changeset(self.s, &mut n, &mut buf) })?;
+        if buf.is_null() {
+            return Ok(Vec::new());
+        }
+        let len = usize::try_from(n).unwrap_or(0);
+        // SAFETY: `buf` holds `len` bytes; copied out, then freed once.
+        let out = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }.to_vec();
+        // SAFETY: `buf` came from SQLite's allocator.
+        unsafe { ffi::sqlite3_free(buf) };
+        Ok(out)
+    }
+}
+
+impl Drop for RowSession<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by `sqlite3session_create` and deleted once, before the connection
+        // it borrows is closed (the borrow keeps the connection alive).
+        unsafe { ffi::sqlite3session_delete(self.s) };
+    }
+}
