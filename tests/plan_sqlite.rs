@@ -712,3 +712,45 @@ fn threads_share_one_sandbox_and_wal_mode_works() {
     sb.rollback().unwrap();
     assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
 }
+
+/// `sqlite3changeset_apply` skips the rows of a table whose shape no longer matches the
+/// changeset, with nothing but a log line: the undo reported success and left those rows.
+/// Now it is refused whole, naming the table.
+#[test]
+fn undo_refused_when_a_table_is_gone_or_changed_shape() {
+    let f = fixture();
+    let sb = sandbox(&f);
+    act(&*sb);
+    sb.commit(None).unwrap();
+    let other = Connection::open(&f.db).unwrap();
+    other.execute_batch("DROP TABLE notes;").unwrap();
+    let e = sb.rollback().unwrap_err();
+    assert!(e.to_string().contains("notes (the table is gone)"), "{e}");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(users(&f.db), ["1:grace", "2:bob", "3:cy"], "nothing undone");
+
+    other
+        .execute_batch("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);")
+        .unwrap();
+    other
+        .execute_batch("ALTER TABLE users DROP COLUMN age;")
+        .unwrap();
+    let e = sb.rollback().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("users (the table's columns or primary key changed)"),
+        "{e}"
+    );
+    assert_eq!(users(&f.db), ["1:grace", "2:bob", "3:cy"], "nothing undone");
+
+    // Back in the shape the commit saw: the undo goes through.
+    other
+        .execute_batch("ALTER TABLE users ADD COLUMN age INTEGER;")
+        .unwrap();
+    sb.rollback().unwrap();
+    assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
+    let body: String = other
+        .query_row("SELECT body FROM notes WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(body, "first");
+}

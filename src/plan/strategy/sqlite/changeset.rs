@@ -158,9 +158,58 @@ fn why(c: &ConflictType) -> &'static str {
     }
 }
 
+/// Per column of `table` in `conn`'s main database as SQLite's sessions see it: whether it
+/// is part of the primary key, led by the rowid for a table without a `PRIMARY KEY` (the
+/// shape `sqlite3changeset_apply` compares a changeset's table with). Empty when there is
+/// no such table.
+fn table_shape(conn: &Connection, table: &str) -> rusqlite::Result<Vec<bool>> {
+    let mut stmt = conn.prepare("SELECT pk, hidden FROM pragma_table_xinfo(?1) ORDER BY cid")?;
+    let cols = stmt.query_map([table], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+    let mut pk = Vec::new();
+    for c in cols {
+        let (is_pk, hidden) = c?;
+        if hidden == 0 {
+            pk.push(is_pk != 0);
+        }
+    }
+    if !pk.is_empty() && !pk.iter().any(|k| *k) {
+        pk.insert(0, true);
+    }
+    Ok(pk)
+}
+
+/// The tables of `rows` that `conn` no longer holds as the changeset recorded them (gone,
+/// fewer columns, another primary key). `sqlite3changeset_apply` skips such a table's rows
+/// without a word (it only logs), so an undo would have reported success with those rows
+/// left as they were.
+fn schema_mismatches(conn: &Connection, rows: &[RowChange]) -> rusqlite::Result<Vec<Conflict>> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows {
+        // SQLite gives `sqlite_stat1` a made-up key of its own (and `ANALYZE` rewrites it).
+        if r.table.eq_ignore_ascii_case("sqlite_stat1") || !seen.insert(r.table.as_str()) {
+            continue;
+        }
+        let shape = table_shape(conn, &r.table)?;
+        let why = if shape.is_empty() {
+            "the table is gone"
+        } else if shape.len() < r.pk.len() || shape[..r.pk.len()] != r.pk[..] {
+            "the table's columns or primary key changed"
+        } else {
+            continue;
+        };
+        out.push(Conflict {
+            path: r.table.clone(),
+            why,
+        });
+    }
+    Ok(out)
+}
+
 /// Applies `changeset` to `conn` inside the transaction the caller opened, refusing the
 /// whole of it at the first conflict of any kind (the row differs from the changeset's
-/// old side, is gone, a row with its key exists, a constraint or foreign key fails).
+/// old side, is gone, a row with its key exists, a constraint or foreign key fails), or
+/// when one of its tables changed shape (gone, fewer columns, another primary key).
 /// `Ok(Err(conflicts))` names the rows; the caller rolls its transaction back.
 pub fn apply_or_refuse(
     conn: &Connection,
@@ -168,6 +217,10 @@ pub fn apply_or_refuse(
 ) -> rusqlite::Result<Result<(), Vec<Conflict>>> {
     if changeset.is_empty() {
         return Ok(Ok(()));
+    }
+    let gone = schema_mismatches(conn, &decode(changeset)?)?;
+    if !gone.is_empty() {
+        return Ok(Err(gone));
     }
     let seen: Arc<Mutex<Vec<Conflict>>> = Arc::default();
     let record = seen.clone();

@@ -73,7 +73,8 @@
 //! **Undo after commit.** `rollback()` from `Committed` applies the inverted changeset in a
 //! transaction of its own, refusing it whole ([`SandboxError::Rollback`], naming the rows)
 //! when another writer changed, deleted or re-inserted any of those rows since (compared on
-//! the columns the commit changed), or a constraint would fail. Unlike `copy_on_write`, an
+//! the columns the commit changed), or a constraint would fail, or one of those tables was
+//! dropped or changed its columns or key (naming the table). Unlike `copy_on_write`, an
 //! undone sandbox does not hold its changes any more: re-used, it starts an empty
 //! transaction.
 //!
