@@ -371,6 +371,85 @@ fn commit_all_failure_at_every_position_rolls_back_lifo() {
     }
 }
 
+/// A commit whose change reached the original but whose `Committed` state could not be
+/// written (a full disk, an I/O error) is a failure that must still be undone: before,
+/// the sandbox stayed `Active` in memory, `commit_all`'s rollback passed it by, and the
+/// user's files kept its change under a plan reported rolled back.
+#[test]
+fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
+    for fail_at in 0..3 {
+        let root = tempfile::tempdir().unwrap();
+        let projects: Vec<_> = (0..3)
+            .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
+            .collect();
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let sbs: Vec<_> = projects
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let sb = mgr
+                    .get_or_create_sandbox(
+                        "plan",
+                        &format!("r{i}"),
+                        p.path(),
+                        Strategy::CopyOnWrite,
+                    )
+                    .unwrap();
+                std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "changed\n").unwrap();
+                sb
+            })
+            .collect();
+        let ids: Vec<String> = sbs.iter().map(|s| s.sandbox_id().to_string()).collect();
+        let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
+        patchbox::plan::record::fail_next_committed_state_write(&ids[fail_at]);
+        match mgr.commit_all("plan") {
+            Err(SandboxError::AtomicCommit {
+                rolled_back_ids,
+                failed_rollback_ids,
+                failed_sandbox_id,
+                ..
+            }) => {
+                // The failed one is undone too, newest first.
+                let want: Vec<String> = ids[..=fail_at].iter().rev().cloned().collect();
+                assert_eq!(rolled_back_ids, want, "fail at {fail_at}");
+                assert!(failed_rollback_ids.is_empty());
+                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[fail_at].as_str()));
+            }
+            other => panic!("fail at {fail_at}: expected AtomicCommit, got {other:?}"),
+        }
+        for (p, b) in projects.iter().zip(&before) {
+            assert_eq!(
+                &mode_view(p.path()),
+                b,
+                "fail at {fail_at}: original changed"
+            );
+        }
+    }
+
+    // A lone commit: the error is reported, the sandbox is Committed (its change is in the
+    // original), and its rollback undoes it.
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("f.txt", "old\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("plan", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "new\n").unwrap();
+    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
+    let e = sb.commit(None).unwrap_err();
+    assert!(e.to_string().contains("injected failure"), "{e}");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+        "new\n"
+    );
+    sb.rollback().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+        "old\n"
+    );
+}
+
 #[test]
 fn commit_all_checks_every_sandbox_before_writing() {
     let root = tempfile::tempdir().unwrap();

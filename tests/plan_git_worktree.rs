@@ -779,3 +779,33 @@ fn a_repository_resource_defaults_to_git_worktree_and_is_shared_by_its_directori
     mgr.cleanup_all("p").unwrap();
     assert_no_sandbox_refs(&f);
 }
+
+/// A commit that moved the user's branch but could not write its `Committed` state is
+/// reported as failed and is `Committed` all the same: its rollback brings the branch back.
+#[test]
+fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
+    let f = fixture();
+    let before = user_state(&f);
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .unwrap();
+    fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"changed\n").unwrap();
+    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
+    let e = sb.commit(None).unwrap_err();
+    assert!(e.to_string().contains("injected failure"), "{e}");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"changed\n");
+    sb.rollback().unwrap();
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"alpha\n");
+    // A revert commit on top (the branch never moves backwards): the tree is as before.
+    assert_eq!(
+        git(&f, &f.repo, &["rev-parse", "HEAD^{tree}"]),
+        git(
+            &f,
+            &f.repo,
+            &["rev-parse", &format!("{}^{{tree}}", before.1)]
+        )
+    );
+    sb.cleanup().unwrap();
+}

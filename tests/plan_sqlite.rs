@@ -754,3 +754,19 @@ fn undo_refused_when_a_table_is_gone_or_changed_shape() {
         .unwrap();
     assert_eq!(body, "first");
 }
+
+/// A `COMMIT` that went through but whose `Committed` state could not be written is
+/// reported as failed and is `Committed` all the same: its rollback undoes the rows.
+#[test]
+fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
+    let f = fixture();
+    let sb = sandbox(&f);
+    act(&*sb);
+    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
+    let e = sb.commit(None).unwrap_err();
+    assert!(e.to_string().contains("injected failure"), "{e}");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(users(&f.db), ["1:grace", "2:bob", "3:cy"]);
+    sb.rollback().unwrap();
+    assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
+}

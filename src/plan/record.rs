@@ -109,6 +109,27 @@ pub struct Lifecycle {
     state: Mutex<State>,
 }
 
+/// Test hook: sandboxes whose next write of a `Committed` state fails.
+static FAIL_COMMITTED_STATE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Test hook: the next write of sandbox `sandbox_id`'s state as `Committed` fails, as a full
+/// disk or an I/O error would, after its commit's change is in the original.
+#[doc(hidden)]
+pub fn fail_next_committed_state_write(sandbox_id: &str) {
+    FAIL_COMMITTED_STATE.lock().push(sandbox_id.to_string());
+}
+
+fn take_injected_failure(id: &str) -> bool {
+    let mut ids = FAIL_COMMITTED_STATE.lock();
+    match ids.iter().position(|i| i == id) {
+        Some(k) => {
+            ids.swap_remove(k);
+            true
+        }
+        None => false,
+    }
+}
+
 impl Lifecycle {
     /// A pending sandbox (nothing on disk yet) with a new ULID, greater than those this
     /// process made before (see [`crate::id`]: a plan's sandboxes are listed and committed
@@ -192,6 +213,28 @@ impl Lifecycle {
         Ok(())
     }
 
+    /// Advances `st` to `Committed` after a commit; `landed`: its change is in the original
+    /// (an apply wrote, a branch moved, a `COMMIT` returned).
+    ///
+    /// When the state file cannot be written, the error is returned, but a landed commit is
+    /// `Committed` in memory all the same: that is what it is, whatever the file says, and
+    /// a rollback (`commit_all`'s, after this error) must then undo it rather than pass it
+    /// by and leave the user's original changed under a plan reported rolled back. On disk
+    /// the commit is still in flight, which the next start settles.
+    pub fn advance_committed(&self, st: &mut State, landed: bool) -> Result<(), SandboxError> {
+        let Err(e) = self.advance(st, Status::Committed) else {
+            return Ok(());
+        };
+        if landed {
+            self.check(st.status, Status::Committed)?;
+            st.status = Status::Committed;
+            if let Some(r) = st.record.as_mut() {
+                r.status = Status::Committed;
+            }
+        }
+        Err(e)
+    }
+
     /// Writes the state file (nothing while pending, nor once the directory is gone).
     pub fn persist(&self, st: &State) -> Result<(), SandboxError> {
         let Some(r) = st.record.as_ref() else {
@@ -199,6 +242,12 @@ impl Lifecycle {
         };
         if st.status == Status::CleanedUp {
             return Ok(());
+        }
+        if st.status == Status::Committed && take_injected_failure(&self.id) {
+            return Err(SandboxError::sandbox(
+                Some(&self.id),
+                "write sandbox state: injected failure",
+            ));
         }
         let data = serde_json::to_vec_pretty(r)
             .map_err(|e| SandboxError::sandbox(Some(&self.id), format!("encode state: {e}")))?;

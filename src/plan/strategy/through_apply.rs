@@ -170,7 +170,7 @@ pub fn commit(
         r.commit_in_flight = None;
         r.commit_ref = commit_ref.clone();
     }
-    lc.advance(st, Status::Committed)?;
+    lc.advance_committed(st, commit_ref.is_some())?;
     Ok(result(lc.id(), commit_ref, diff))
 }
 

@@ -69,7 +69,7 @@ impl GitWorktree {
             r.commit_in_flight = None;
             r.commit_ref = plan.target.clone();
         }
-        self.lc.advance(&mut st, Status::Committed)?;
+        self.lc.advance_committed(&mut st, plan.target.is_some())?;
         let mut result =
             crate::plan::strategy::through_apply::result(self.lc.id(), plan.target.clone(), &diff);
         result

@@ -613,7 +613,7 @@ impl Sandbox for SqliteSandbox {
             r.commit_in_flight = None;
             r.commit_ref = Some(name.clone());
         }
-        self.lc.advance(&mut st, Status::Committed)?;
+        self.lc.advance_committed(&mut st, true)?;
         let diff = self.render(&cs)?;
         let mut result = super::through_apply::result(self.lc.id(), Some(name), &diff);
         result
