@@ -198,6 +198,10 @@ pub(crate) trait SharedSync: Send + Sync {
     /// The intent of the transaction on `root` is written; returns once it is durable and
     /// this transaction may move originals, or with the reason it must not.
     fn intent_written(&self, root: &Path) -> Result<()>;
+
+    /// The caller's change is in place (or there was nothing to change): whoever waits for
+    /// it may go on. Called at most once, after `intent_written` returned `Ok`.
+    fn placed(&self) {}
 }
 
 /// A [`SharedSync`] handed down to a write phase.

@@ -43,6 +43,14 @@ impl CommitBatch {
         self.intent.clone()
     }
 
+    /// This member's change is in place: the next member of its commit group may move its
+    /// originals while this one finishes its bookkeeping (see `plan::group`).
+    pub(crate) fn placed(&self) {
+        if let Some(h) = &self.intent {
+            h.0.placed();
+        }
+    }
+
     /// Takes over the applies `other` kept, after this batch's (their order is kept).
     pub(crate) fn absorb(&mut self, mut other: CommitBatch) {
         self.pending.append(&mut other.pending);

@@ -12,14 +12,18 @@
 //! the sequential one: when member i fails, the members before it are committed (and
 //! `commit_all` rolls them back in LIFO order), the members after it are refused before
 //! touching anything (their transactions roll back; their originals were never touched).
+//! A member passes the turn as soon as its change is in place (`placed`), and writes its
+//! sandbox's state while the next one moves. Should that write fail, the member is still
+//! committed (`Lifecycle::advance_committed`), the one after it may have moved too, and
+//! `commit_all` rolls back every committed one: all or nothing, as before.
 //!
 //! Members must have pairwise disjoint originals (no original inside another): each holds
 //! its project's lock from its staging to the end of the `commit_all`.
 //!
 //! ```text
-//! member 0: stage ─ intent ┐               move ─ done
-//! member 1: stage ─ intent ┤                          move ─ done
-//! member 2: stage ─ intent ┘─ one syncfs ─                       move ─ done
+//! member 0: stage ─ intent ┐               move ─ state
+//! member 1: stage ─ intent ┤                     move ─ state
+//! member 2: stage ─ intent ┘─ one syncfs ─                   move ─ state
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -38,6 +42,8 @@ struct State {
     roots: Vec<PathBuf>,
     /// Per member: `Some(ok)` once its commit returned.
     outcome: Vec<Option<bool>>,
+    /// Per member: its change is in place (its commit may still be finishing).
+    placed: Vec<bool>,
     /// The shared sync's outcome, once done.
     synced: Option<std::result::Result<(), String>>,
     /// The member that may move its originals now.
@@ -66,6 +72,7 @@ impl CommitGroup {
                 arrived: vec![false; members],
                 roots: Vec::new(),
                 outcome: vec![None; members],
+                placed: vec![false; members],
                 synced: None,
                 turn: 0,
                 refused: None,
@@ -98,26 +105,47 @@ impl CommitGroup {
         if !st.arrived[index] {
             st.accounted += 1;
         }
+        if !ok && index < st.turn && st.refused.is_none() {
+            // Failed after its change was placed and the turn had passed it: the members
+            // not yet moving are refused now (those moving go on; `commit_all` rolls back
+            // every committed one).
+            st.refused = Some(format!(
+                "refused: the commit at position {index} of the plan failed"
+            ));
+        }
         self.sync_when_all(&mut st);
-        // The turn passes every member whose commit has returned, in order.
+        self.pass_turn(&mut st);
+        self.cv.notify_all();
+    }
+
+    /// Member `index`'s change is in place: the turn may pass it before its commit returns.
+    fn placed(&self, index: usize) {
+        let mut st = self.lock();
+        st.placed[index] = true;
+        self.pass_turn(&mut st);
+        self.cv.notify_all();
+    }
+
+    /// Passes the turn over every member whose change is placed or whose commit has
+    /// returned, in order.
+    fn pass_turn(&self, st: &mut State) {
         while st.turn < self.members {
             match st.outcome[st.turn] {
-                Some(ok) => {
-                    if !ok && st.refused.is_none() {
-                        st.refused = Some(format!(
-                            "refused: the commit at position {} of the plan failed",
-                            st.turn
-                        ));
-                    }
-                    st.turn += 1;
-                    if st.crash_at == Some(st.turn) {
-                        std::process::abort();
-                    }
+                Some(false) if st.refused.is_none() => {
+                    st.refused = Some(format!(
+                        "refused: the commit at position {} of the plan failed",
+                        st.turn
+                    ));
                 }
+                Some(_) => {}
+                None if st.placed[st.turn] => {}
                 None => break,
             }
+            st.turn += 1;
+            if st.crash_at == Some(st.turn) {
+                std::process::abort();
+            }
         }
-        self.cv.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -176,6 +204,10 @@ impl SharedSync for Member {
     fn intent_written(&self, root: &Path) -> Result<()> {
         self.group.intent_written(self.index, root)
     }
+
+    fn placed(&self) {
+        self.group.placed(self.index);
+    }
 }
 
 /// `syncfs` of each filesystem holding one of `roots`, once.
@@ -197,6 +229,49 @@ fn sync_each_fs(roots: &[PathBuf]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A placed member passes the turn before its commit returns; its failure afterwards
+    /// refuses the members still waiting.
+    #[test]
+    fn a_placed_member_passes_the_turn_and_its_later_failure_refuses_the_waiting() {
+        let d = tempfile::tempdir().unwrap();
+        let g = CommitGroup::new(3, None);
+        let (m0, m1, m2) = (g.hook(0), g.hook(1), g.hook(2));
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let h0 = s.spawn(|| m0.0.intent_written(d.path()));
+            let h1 = s.spawn(|| m1.0.intent_written(d.path()));
+            // Member 2 fails before its intent: the sync can happen.
+            g.done(2, false);
+            let r0 = h0.join().unwrap();
+            assert!(r0.is_ok());
+            // Member 0 placed: member 1 gets its turn while 0 is still finishing.
+            m0.0.placed();
+            let r1 = h1.join().unwrap();
+            g.done(1, r1.is_ok());
+            g.done(0, true);
+            vec![r0, r1]
+        });
+        assert!(results.iter().all(|r| r.is_ok()));
+        let _ = m2;
+
+        // Placed, then failed: the member already moving goes on, the one still waiting is
+        // refused.
+        let g = CommitGroup::new(3, None);
+        let (m0, m1, m2) = (g.hook(0), g.hook(1), g.hook(2));
+        std::thread::scope(|s| {
+            let h1 = s.spawn(|| m1.0.intent_written(d.path()));
+            let h2 = s.spawn(|| m2.0.intent_written(d.path()));
+            assert!(m0.0.intent_written(d.path()).is_ok());
+            m0.0.placed();
+            assert!(h1.join().unwrap().is_ok(), "member 1's turn came");
+            // Member 0's state could not be written after all.
+            g.done(0, false);
+            let e = h2.join().unwrap().unwrap_err().to_string();
+            assert!(e.contains("position 0"), "{e}");
+            g.done(1, true);
+            g.done(2, false);
+        });
+    }
 
     /// Members move in order, after one sync; a failure refuses the ones after it.
     #[test]

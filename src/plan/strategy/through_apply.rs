@@ -137,6 +137,11 @@ pub fn commit(
                 if let Some(d) = deferred {
                     batch.keep(d);
                 }
+                if report.is_ok() {
+                    // Its state is written next; a failure there is still rolled back
+                    // (`advance_committed`), so the next member need not wait for it.
+                    batch.placed();
+                }
                 Ok(report)
             }),
             None => match checked {
