@@ -27,6 +27,27 @@ fn project(n: usize) -> tempfile::TempDir {
 }
 
 /// One random edit of the sandbox: modify, add, delete, chmod, symlink, file→dir, dir→file.
+/// What [`one`]'s sandbox needs alive: its manager (whose drop cleans it up) and its project.
+struct Keep {
+    _plans: PlanManager,
+    _project: tempfile::TempDir,
+}
+
+/// A plan root and one sandbox `r` of plan `p` over a project of `n` files.
+fn one(n: usize, strategy: Strategy) -> (tempfile::TempDir, Arc<dyn Sandbox>, Keep) {
+    let root = tempfile::tempdir().unwrap();
+    let project = project(n);
+    let plans = PlanManager::open(root.path()).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "r", project.path(), strategy)
+        .unwrap();
+    let keep = Keep {
+        _plans: plans,
+        _project: project,
+    };
+    (root, sb, keep)
+}
+
 fn random_edit(sb: &Arc<dyn Sandbox>, rng: &mut Rng, n: usize) {
     let at = |p: &str| sb.get_path(Path::new(p)).unwrap();
     let i = rng.below(n as u64) as usize;
@@ -269,12 +290,7 @@ fn eight_threads_checkpoint_concurrently() {
 /// order they were made.
 #[test]
 fn checkpoints_made_in_one_millisecond_list_in_the_order_they_were_made() {
-    let root = tempfile::tempdir().unwrap();
-    let p = project(3);
-    let plans = PlanManager::open(root.path()).unwrap();
-    let sb = plans
-        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
-        .unwrap();
+    let (root, sb, _keep) = one(3, Strategy::CopyOnWrite);
     let cm = CheckpointManager::new(root.path());
     let made: Vec<(String, String)> = (0..40)
         .map(|i| {
@@ -295,12 +311,7 @@ fn checkpoints_made_in_one_millisecond_list_in_the_order_they_were_made() {
 
 #[test]
 fn none_refuses_checkpoints() {
-    let root = tempfile::tempdir().unwrap();
-    let p = project(3);
-    let plans = PlanManager::open(root.path()).unwrap();
-    let sb = plans
-        .get_or_create_sandbox("p", "r", p.path(), Strategy::None)
-        .unwrap();
+    let (root, sb, _keep) = one(3, Strategy::None);
     let cm = CheckpointManager::new(root.path());
     let e = cm
         .create_checkpoint(&sb, "p", Phase::PreExecute.name(), BTreeMap::new())
@@ -310,12 +321,7 @@ fn none_refuses_checkpoints() {
 
 #[test]
 fn dropping_the_manager_removes_its_checkpoints_unless_kept() {
-    let root = tempfile::tempdir().unwrap();
-    let p = project(3);
-    let plans = PlanManager::open(root.path()).unwrap();
-    let sb = plans
-        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
-        .unwrap();
+    let (root, sb, _keep) = one(3, Strategy::CopyOnWrite);
     let path = {
         let cm = CheckpointManager::new(root.path());
         cm.create_checkpoint(&sb, "p", "x", BTreeMap::new())
@@ -451,13 +457,8 @@ fn sqlite_checkpoints_are_savepoints() {
 /// brings the directory back and never writes through the link.
 #[test]
 fn restore_never_writes_through_a_symlink() {
-    let root = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let p = project(3);
-    let plans = PlanManager::open(root.path()).unwrap();
-    let sb = plans
-        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
-        .unwrap();
+    let (root, sb, _keep) = one(3, Strategy::CopyOnWrite);
     let cm = CheckpointManager::new(root.path());
     let d = sb.get_path(Path::new("made")).unwrap();
     std::fs::create_dir(&d).unwrap();

@@ -305,6 +305,17 @@ fn sandboxes_are_listed_in_creation_order_within_a_millisecond() {
 
 /// Four sandboxes (three copy_on_write, one none): commit_all with a failure injected at each
 /// position rolls back what it committed, newest first, and every original is byte-identical.
+/// Every project is as `before` (modes, symlinks and contents).
+fn assert_unchanged(projects: &[tempfile::TempDir], before: &[common::ModeView], fail_at: usize) {
+    for (p, b) in projects.iter().zip(before) {
+        assert_eq!(
+            &mode_view(p.path()),
+            b,
+            "fail at {fail_at}: original changed"
+        );
+    }
+}
+
 #[test]
 fn commit_all_failure_at_every_position_rolls_back_lifo() {
     for fail_at in 0..4 {
@@ -351,13 +362,7 @@ fn commit_all_failure_at_every_position_rolls_back_lifo() {
             }
             other => panic!("fail at {fail_at}: expected AtomicCommit, got {other:?}"),
         }
-        for (p, b) in projects.iter().zip(&before) {
-            assert_eq!(
-                &mode_view(p.path()),
-                b,
-                "fail at {fail_at}: original changed"
-            );
-        }
+        assert_unchanged(&projects, &before, fail_at);
         assert!(!root.path().join("plans/plan-plan/commit.journal").exists());
         // Nothing lost: the same plan commits whole afterwards.
         let results = mgr.commit_all("plan").unwrap();
@@ -424,13 +429,7 @@ fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
             }
             other => panic!("fail at {fail_at}: expected AtomicCommit, got {other:?}"),
         }
-        for (p, b) in projects.iter().zip(&before) {
-            assert_eq!(
-                &mode_view(p.path()),
-                b,
-                "fail at {fail_at}: original changed"
-            );
-        }
+        assert_unchanged(&projects, &before, fail_at);
     }
 
     // A lone commit: the error is reported, the sandbox is Committed (its change is in the

@@ -27,10 +27,10 @@ fn database(dir: &Path) -> PathBuf {
     db
 }
 
-/// Another connection's view: `SELECT id, name FROM users ORDER BY id` as text.
-fn users(db: &Path) -> Vec<String> {
+/// Another connection's view: the rows of `sql` (an integer, then a text) as `n:text`.
+fn pairs(db: &Path, sql: &str) -> Vec<String> {
     let c = Connection::open(db).unwrap();
-    let mut s = c.prepare("SELECT id, name FROM users ORDER BY id").unwrap();
+    let mut s = c.prepare(sql).unwrap();
     s.query_map([], |r| {
         Ok(format!(
             "{}:{}",
@@ -41,6 +41,11 @@ fn users(db: &Path) -> Vec<String> {
     .unwrap()
     .map(Result::unwrap)
     .collect()
+}
+
+/// `SELECT id, name FROM users ORDER BY id`, as `id:name`.
+fn users(db: &Path) -> Vec<String> {
+    pairs(db, "SELECT id, name FROM users ORDER BY id")
 }
 
 fn text(s: &str) -> SqlValue {
@@ -272,18 +277,7 @@ fn undo_refused_when_another_writer_changed_those_rows() {
 
 /// `log(at, msg)`: a table without a `PRIMARY KEY`, as `at:msg` lines in rowid order.
 fn log_lines(db: &Path) -> Vec<String> {
-    let c = Connection::open(db).unwrap();
-    let mut s = c.prepare("SELECT at, msg FROM log ORDER BY rowid").unwrap();
-    s.query_map([], |r| {
-        Ok(format!(
-            "{}:{}",
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?
-        ))
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+    pairs(db, "SELECT at, msg FROM log ORDER BY rowid")
 }
 
 /// SQLite's sessions skip a table without a `PRIMARY KEY` unless told to key it by rowid:
