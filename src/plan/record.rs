@@ -130,6 +130,14 @@ fn take_injected_failure(id: &str) -> bool {
     }
 }
 
+/// `st`'s status, in memory and in its record alike.
+fn set_status(st: &mut State, to: Status) {
+    st.status = to;
+    if let Some(r) = st.record.as_mut() {
+        r.status = to;
+    }
+}
+
 impl Lifecycle {
     /// A pending sandbox (nothing on disk yet) with a new ULID, greater than those this
     /// process made before (see [`crate::id`]: a plan's sandboxes are listed and committed
@@ -199,15 +207,9 @@ impl Lifecycle {
     pub fn advance(&self, st: &mut State, to: Status) -> Result<(), SandboxError> {
         self.check(st.status, to)?;
         let before = st.status;
-        st.status = to;
-        if let Some(r) = st.record.as_mut() {
-            r.status = to;
-        }
+        set_status(st, to);
         if let Err(e) = self.persist(st) {
-            st.status = before;
-            if let Some(r) = st.record.as_mut() {
-                r.status = before;
-            }
+            set_status(st, before);
             return Err(e);
         }
         Ok(())
@@ -227,10 +229,7 @@ impl Lifecycle {
         };
         if landed {
             self.check(st.status, Status::Committed)?;
-            st.status = Status::Committed;
-            if let Some(r) = st.record.as_mut() {
-                r.status = Status::Committed;
-            }
+            set_status(st, Status::Committed);
         }
         Err(e)
     }

@@ -20,11 +20,11 @@ self_cell::self_cell!(
 pub(super) struct Live(Tracked);
 
 // SAFETY: `Connection` is `Send`; `RowSession` is not only because it holds a raw pointer
-// into that same connection. The two move
-// together and are used by one thread at a time only (behind the sandbox's mutex). The bundled
-// SQLite is built thread-safe (`SQLITE_THREADSAFE=1`); a connection opened with
-// `SQLITE_OPEN_NO_MUTEX` is in multi-thread mode, where a connection and the objects made from
-// it may be used from any thread as long as no two threads use them at once.
+// into that same connection. The two move together and are used by one thread at a time
+// only (behind the sandbox's mutex). The bundled SQLite is built thread-safe
+// (`SQLITE_THREADSAFE=1`); a connection opened with `SQLITE_OPEN_NO_MUTEX` is in
+// multi-thread mode, where a connection and the objects made from it may be used from any
+// thread as long as no two threads use them at once.
 unsafe impl Send for Live {}
 
 /// Opens `db` read-write (never creating it) and checks it is a SQLite database.
