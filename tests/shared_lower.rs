@@ -15,6 +15,7 @@ use std::path::Path;
 
 use common::overlay::{manager, overlay_manager, Env};
 use common::{fingerprint, git, git_commit_all, git_init, prune_once_released, write};
+use patchbox::session::shared_lower;
 use patchbox::Isolation;
 
 fn setup() {
@@ -88,7 +89,10 @@ fn layers(e: &Env) -> Vec<String> {
     let mut out = Vec::new();
     for proj in fs::read_dir(&store).into_iter().flatten().flatten() {
         for l in fs::read_dir(proj.path()).unwrap().flatten() {
-            out.push(l.file_name().to_string_lossy().into_owned());
+            let name = l.file_name().to_string_lossy().into_owned();
+            if name != shared_lower::PROJECT_FILE {
+                out.push(name);
+            }
         }
     }
     out.sort();
@@ -414,4 +418,33 @@ fn prune_sweeps_superseded_layers_and_abandoned_writes_but_keeps_the_newest() {
     let again = patchbox::session::recover::prune(&e.root).unwrap();
     assert_eq!(again.shared_layers_removed, 0);
     assert_eq!(fs::read(s3.path.join("a.txt")).unwrap(), b"rewritten\n");
+}
+
+/// The newest layer stays for the project's next session, unless the project is gone: then
+/// an unbounded prune removes it too, and the project's store with it.
+#[test]
+fn prune_removes_the_layers_of_a_project_that_is_gone() {
+    let e = env();
+    populate(&e.project);
+    let Some(mgr) = overlay_manager(&e) else {
+        return;
+    };
+    let s = mgr.create_sandbox("one", None).unwrap();
+    mgr.discard_sandbox(&s).unwrap();
+    drop(mgr);
+    assert_eq!(layers(&e).len(), 1);
+    let store = shared_lower::project_dir(&e.root, &fs::canonicalize(&e.project).unwrap());
+    assert!(store.join(shared_lower::PROJECT_FILE).exists());
+
+    // While the project exists, its newest layer stays.
+    let report = prune_once_released(&e.root);
+    assert_eq!(report.shared_layers_removed, 0, "{report:?}");
+    assert_eq!(layers(&e).len(), 1);
+
+    fs::remove_dir_all(&e.project).unwrap();
+    let report = patchbox::session::recover::prune(&e.root).unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.shared_layers_removed, 1, "{report:?}");
+    assert!(layers(&e).is_empty());
+    assert!(!store.exists(), "the store of a gone project is removed");
 }

@@ -15,6 +15,7 @@
 //!
 //! ```text
 //! <root>/lowers/<project-key>/    one directory per project (a hash of its path)
+//!   project                       the project's path (a gone project's layers are swept)
 //!   <ulid>/tree/                  the shared layer: never written once renamed in place
 //!   <ulid>/manifest               what it holds: per file, path, mode, blob id, mtime
 //!   .creating-<ulid>/             a layer being written (renamed to <ulid>/ when complete)
@@ -66,6 +67,10 @@ const CREATING_PREFIX: &str = ".creating-";
 
 /// Prefix of a layer being removed.
 const TRASH_PREFIX: &str = ".trash-";
+
+/// The project a store serves, by path, in the store's directory (written with its first
+/// layer): once that path is gone, its newest layer serves no one and is swept too.
+pub const PROJECT_FILE: &str = "project";
 
 /// First line of an encoded manifest (format version 1).
 const MAGIC: &[u8] = b"patchbox-shared-lower-1\n";
@@ -241,6 +246,12 @@ pub fn make(
 ) -> Result<SharedLayer> {
     let store = open_store(root, project)?;
     sweep_abandoned(&store);
+    let pfile = store.join(Path::new(PROJECT_FILE))?;
+    if std::fs::symlink_metadata(pfile.as_path()).is_err() {
+        // Unsynced: lost to a crash, it is written with the next layer; until then the
+        // store's newest layer is kept, as it always was.
+        session_dir::write_atomic_unsynced(&pfile, project.as_os_str().as_bytes())?;
+    }
     let ulid = crate::id::next_string();
     let tmp = store.join(Path::new(&format!("{CREATING_PREFIX}{ulid}")))?;
     session_dir::create_dir_new(&tmp)?;
@@ -309,8 +320,9 @@ pub fn remove_unused(root: &Path, project: &Path, keep: &Path) -> usize {
 /// Sweeps every project's store under `root` (what `sessions prune` does): layers being
 /// written by a process that is gone, and every layer but the newest that no process holds
 /// and no session names. The newest layer of a project stays: it is what the project's next
-/// session stacks instead of writing the tracked files again. Returns how many layers were
-/// removed. Best effort, like [`remove_unused`].
+/// session stacks instead of writing the tracked files again; unless the project's path is
+/// gone (see [`PROJECT_FILE`]), when it goes too, and the store with its last layer.
+/// Returns how many layers were removed. Best effort, like [`remove_unused`].
 pub fn sweep(root: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(root.join(STORE_DIR)) else {
         return 0;
@@ -329,12 +341,46 @@ pub fn sweep(root: &Path) -> usize {
             continue;
         };
         sweep_abandoned(&store);
+        if project_gone(&store) {
+            // No layer to keep: an empty path is no layer's.
+            removed += remove_unused_in(&store, Path::new(""), &named);
+            remove_store_if_empty(&store);
+            continue;
+        }
         let Ok(names) = store.names() else { continue };
         if let Some(keep) = newest_name(&names).map(|n| store.path().join(n)) {
             removed += remove_unused_in(&store, &keep, &named);
         }
     }
     removed
+}
+
+/// Whether the store's [`PROJECT_FILE`] names a path that no longer exists (a store
+/// without one, or whose file cannot be read, is taken as serving a live project).
+fn project_gone(store: &SessionDir) -> bool {
+    let Ok(p) = store.join(Path::new(PROJECT_FILE)) else {
+        return false;
+    };
+    let Ok(bytes) = std::fs::read(p.as_path()) else {
+        return false;
+    };
+    let project = Path::new(std::ffi::OsStr::from_bytes(&bytes));
+    project.is_absolute()
+        && matches!(std::fs::symlink_metadata(project),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Removes a store left with no layer (nor one being written): its project file, then the
+/// directory. Anything else in it keeps it.
+fn remove_store_if_empty(store: &SessionDir) {
+    let Ok(names) = store.names() else { return };
+    if names.iter().any(|n| n != PROJECT_FILE) {
+        return;
+    }
+    if let Ok(p) = store.join(Path::new(PROJECT_FILE)) {
+        let _ = session_dir::remove_tree(&p);
+    }
+    let _ = std::fs::remove_dir(store.path());
 }
 
 /// [`remove_unused`] in an open store, given the layers the sessions name.
