@@ -270,7 +270,10 @@ fn shared_tree(e: &Env) -> std::path::PathBuf {
     let layer = fs::read_dir(&proj)
         .unwrap()
         .flatten()
-        .find(|l| !l.file_name().to_string_lossy().starts_with('.'))
+        .find(|l| {
+            l.file_type().is_ok_and(|t| t.is_dir())
+                && !l.file_name().to_string_lossy().starts_with('.')
+        })
         .unwrap();
     layer.path().join("tree")
 }
