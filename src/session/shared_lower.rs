@@ -247,7 +247,7 @@ pub fn make(
     let store = open_store(root, project)?;
     sweep_abandoned(&store);
     let pfile = store.join(Path::new(PROJECT_FILE))?;
-    if std::fs::symlink_metadata(pfile.as_path()).is_err() {
+    if !matches!(session_dir::exists(&pfile), Ok(true)) {
         // Unsynced: lost to a crash, it is written with the next layer; until then the
         // store's newest layer is kept, as it always was.
         session_dir::write_atomic_unsynced(&pfile, project.as_os_str().as_bytes())?;
@@ -378,7 +378,7 @@ fn remove_store_if_empty(store: &SessionDir) {
         return;
     }
     if let Ok(p) = store.join(Path::new(PROJECT_FILE)) {
-        let _ = session_dir::remove_tree(&p);
+        let _ = session_dir::remove_file(&p);
     }
     let _ = std::fs::remove_dir(store.path());
 }
