@@ -376,6 +376,93 @@ fn commit_all_failure_at_every_position_rolls_back_lifo() {
     }
 }
 
+/// One `copy_on_write` sandbox of plan "plan" per project, `f.txt` changed in each; their
+/// ids, in creation (commit) order.
+fn edited_sandboxes(mgr: &PlanManager, projects: &[tempfile::TempDir]) -> Vec<String> {
+    projects
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let sb = mgr
+                .get_or_create_sandbox("plan", &format!("r{i}"), p.path(), Strategy::CopyOnWrite)
+                .unwrap();
+            std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "changed\n").unwrap();
+            sb.sandbox_id().to_string()
+        })
+        .collect()
+}
+
+/// A panic inside a commit after its change landed, before its status said so: the
+/// sandbox is settled (`Committed`, its change is in the original) and then undone with the
+/// others. Before, it stayed `Active`, `commit_all`'s rollback passed it by, and the user's
+/// file kept its change under a plan reported rolled back.
+#[test]
+fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
+    for panic_at in 0..3 {
+        let root = tempfile::tempdir().unwrap();
+        let projects: Vec<_> = (0..3)
+            .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
+            .collect();
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let ids = edited_sandboxes(&mgr, &projects);
+        let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
+        patchbox::plan::record::panic_after_next_landing(&ids[panic_at]);
+        match mgr.commit_all("plan") {
+            Err(SandboxError::AtomicCommit {
+                rolled_back_ids,
+                failed_rollback_ids,
+                failed_sandbox_id,
+                reason,
+                ..
+            }) => {
+                assert!(reason.contains("panicked"), "{reason}");
+                let pos = |id: &String| ids.iter().position(|i| i == id).unwrap();
+                let at: Vec<usize> = rolled_back_ids.iter().map(pos).collect();
+                assert!(at.windows(2).all(|w| w[0] > w[1]), "LIFO: {at:?}");
+                assert!(
+                    (0..=panic_at).all(|k| at.contains(&k)),
+                    "panic at {panic_at}: {at:?}"
+                );
+                assert!(failed_rollback_ids.is_empty(), "{failed_rollback_ids:?}");
+                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[panic_at].as_str()));
+            }
+            other => panic!("panic at {panic_at}: expected AtomicCommit, got {other:?}"),
+        }
+        assert_unchanged(&projects, &before, panic_at);
+        // Rolled back means active again: the plan commits on a second try.
+        mgr.commit_all("plan").unwrap();
+        for p in &projects {
+            assert_eq!(
+                std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+                "changed\n"
+            );
+        }
+    }
+
+    // A lone commit: the panic goes on to the caller, the sandbox is `Committed` (its
+    // change is in the original) and its rollback undoes it.
+    let root = tempfile::tempdir().unwrap();
+    let p = project(&[("f.txt", "old\n")]);
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("plan", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "new\n").unwrap();
+    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
+    assert!(caught.is_err(), "the injected panic reaches the caller");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+        "new\n"
+    );
+    sb.rollback().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+        "old\n"
+    );
+}
+
 /// A commit whose change reached the original but whose `Committed` state could not be
 /// written (a full disk, an I/O error) is a failure that must still be undone: before,
 /// the sandbox stayed `Active` in memory, `commit_all`'s rollback passed it by, and the
@@ -388,23 +475,7 @@ fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
             .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
             .collect();
         let mgr = PlanManager::open(root.path()).unwrap();
-        let sbs: Vec<_> = projects
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let sb = mgr
-                    .get_or_create_sandbox(
-                        "plan",
-                        &format!("r{i}"),
-                        p.path(),
-                        Strategy::CopyOnWrite,
-                    )
-                    .unwrap();
-                std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "changed\n").unwrap();
-                sb
-            })
-            .collect();
-        let ids: Vec<String> = sbs.iter().map(|s| s.sandbox_id().to_string()).collect();
+        let ids = edited_sandboxes(&mgr, &projects);
         let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
         patchbox::plan::record::fail_next_committed_state_write(&ids[fail_at]);
         match mgr.commit_all("plan") {

@@ -809,3 +809,38 @@ fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
     );
     sb.cleanup().unwrap();
 }
+
+/// A panic after the commit moved the user's branch, before the status said so: the panic
+/// reaches the caller, the sandbox is settled as `Committed` (the branch did move), and
+/// its rollback brings the files back. In `commit_all` the plan is rolled back whole.
+#[test]
+fn a_commit_that_panics_after_landing_is_settled() {
+    let f = fixture();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .unwrap();
+    fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"changed\n").unwrap();
+    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
+    assert!(caught.is_err(), "the injected panic reaches the caller");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"changed\n");
+    sb.rollback().unwrap();
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"alpha\n");
+
+    // In commit_all: the plan is rolled back, this sandbox too. (A rolled-back sandbox is
+    // active again on its next use, its changes kept.)
+    sb.get_path(Path::new("")).unwrap();
+    assert_eq!(sb.status(), Status::Active);
+    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    match mgr.commit_all("p") {
+        Err(SandboxError::AtomicCommit {
+            rolled_back_ids, ..
+        }) => assert_eq!(rolled_back_ids, vec![sb.sandbox_id().to_string()]),
+        other => panic!("expected AtomicCommit, got {other:?}"),
+    }
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"alpha\n");
+    mgr.cleanup_all("p").unwrap();
+    assert_no_sandbox_refs(&f);
+}

@@ -486,7 +486,7 @@ impl PlanManager {
             let r = if opts.fail_at == Some(i) {
                 Err(injected_failure(s))
             } else {
-                s.commit_batched(Some(&message), &mut batch)
+                commit_caught(s, &message, &mut batch)
             };
             match r {
                 Ok(res) => results.push(res),
@@ -522,7 +522,9 @@ impl PlanManager {
         Ok(results)
     }
 
-    /// Rolls back, newest first, every sandbox of `order` that is `Committed`. Returns the
+    /// Rolls back, newest first, every sandbox of `order` that is `Committed`, after
+    /// settling a commit one left in flight (a panic between its change landing and its
+    /// status saying so: it is `Committed` then, and undone with the others). Returns the
     /// ids undone (in that order) and those that could not be.
     fn roll_back_lifo(
         &self,
@@ -538,6 +540,12 @@ impl PlanManager {
         let mut failed = Vec::new();
         for id in order.iter().rev() {
             let Some(s) = by_id.get(id) else { continue };
+            if s.status() == Status::Active {
+                if let Err(e) = s.settle_in_flight() {
+                    failed.push((id.clone(), e.to_string()));
+                    continue;
+                }
+            }
             if s.status() != Status::Committed {
                 continue;
             }
@@ -1011,15 +1019,7 @@ fn commit_group(
                     let r = if opts.fail_at == Some(i) {
                         Err(injected_failure(s))
                     } else {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            s.commit_batched(Some(message), &mut batch)
-                        }))
-                        .unwrap_or_else(|_| {
-                            Err(SandboxError::sandbox(
-                                Some(s.sandbox_id()),
-                                "the commit panicked",
-                            ))
-                        })
+                        commit_caught(s, message, &mut batch)
                     };
                     group.done(i, r.is_ok());
                     (r, batch)
@@ -1036,6 +1036,25 @@ fn commit_group(
                 })
             })
             .collect()
+    })
+}
+
+/// `s.commit_batched`, a panic inside it made an error of this sandbox: `commit_all` then
+/// rolls the plan back, this sandbox too when its change landed (its commit is settled
+/// first, see [`Sandbox::settle_in_flight`]).
+fn commit_caught(
+    s: &Arc<dyn Sandbox>,
+    message: &str,
+    batch: &mut CommitBatch,
+) -> Result<CommitResult, SandboxError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        s.commit_batched(Some(message), batch)
+    }))
+    .unwrap_or_else(|_| {
+        Err(SandboxError::sandbox(
+            Some(s.sandbox_id()),
+            "the commit panicked",
+        ))
     })
 }
 

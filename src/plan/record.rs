@@ -119,8 +119,23 @@ pub fn fail_next_committed_state_write(sandbox_id: &str) {
     FAIL_COMMITTED_STATE.lock().push(sandbox_id.to_string());
 }
 
+/// Test hook: sandboxes whose next landed commit panics before its status says so.
+static PANIC_AFTER_LANDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Test hook: the next commit of sandbox `sandbox_id` whose change lands in the original
+/// panics right after, before the sandbox's status is `Committed`: the window a bug
+/// between the two would open.
+#[doc(hidden)]
+pub fn panic_after_next_landing(sandbox_id: &str) {
+    PANIC_AFTER_LANDING.lock().push(sandbox_id.to_string());
+}
+
 fn take_injected_failure(id: &str) -> bool {
-    let mut ids = FAIL_COMMITTED_STATE.lock();
+    take_id(&FAIL_COMMITTED_STATE, id)
+}
+
+fn take_id(list: &Mutex<Vec<String>>, id: &str) -> bool {
+    let mut ids = list.lock();
     match ids.iter().position(|i| i == id) {
         Some(k) => {
             ids.swap_remove(k);
@@ -213,6 +228,15 @@ impl Lifecycle {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Where a commit's change has just landed in the original, its record still saying
+    /// the commit is in flight: nothing but the test hook [`panic_after_next_landing`].
+    #[doc(hidden)]
+    pub fn landed(&self) {
+        if take_id(&PANIC_AFTER_LANDING, &self.id) {
+            panic!("injected panic after the commit of {} landed", self.id);
+        }
     }
 
     /// Advances `st` to `Committed` after a commit; `landed`: its change is in the original

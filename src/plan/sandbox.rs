@@ -94,6 +94,17 @@ pub trait Sandbox: Send + Sync {
         self.commit(message)
     }
 
+    /// Settles a commit this sandbox left in flight without finishing it: a panic inside
+    /// its commit, after the change may have reached the original but before the status
+    /// said so. Afterwards the status is the truth (`Committed` when the change landed), so
+    /// a rollback undoes a landed change instead of passing it by. `commit_all` calls it
+    /// before its LIFO rollback; a no-op when nothing is in flight, and the default for
+    /// strategies that cannot tell (they settle such a commit when reopened).
+    #[doc(hidden)]
+    fn settle_in_flight(&self) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
     /// From `Active`: discards the sandbox's changes (its files are the original's again).
     /// From `Committed`: undoes the commit in the original (refused, naming the files, when
     /// the user changed them since); the sandbox keeps its changes, so it may commit again.

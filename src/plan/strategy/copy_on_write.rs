@@ -313,6 +313,25 @@ impl CopyOnWrite {
         fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
         batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
+        // In a batch the apply may still hold the original's lock (until the batch is
+        // finished): `commit_all` settles after finishing it, before its rollback.
+        if batch.is_some() {
+            return self.commit_locked(diff_now, fingerprint, batch);
+        }
+        super::settle_on_panic(
+            || self.commit_locked(diff_now, fingerprint, None),
+            || {
+                let _ = self.settle_in_flight();
+            },
+        )
+    }
+
+    fn commit_locked(
+        &self,
+        diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
+        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
+        batch: Option<&mut crate::plan::batch::CommitBatch>,
+    ) -> Result<CommitResult, SandboxError> {
         let mut st = self.lc.lock();
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
@@ -426,6 +445,11 @@ impl Sandbox for CopyOnWrite {
         batch: &mut crate::plan::batch::CommitBatch,
     ) -> Result<CommitResult, SandboxError> {
         self.commit_with(|| self.diff_now(), || Ok(None), Some(batch))
+    }
+
+    fn settle_in_flight(&self) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        super::through_apply::reconcile(&self.lc, &mut st, &self.env.undo)
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {

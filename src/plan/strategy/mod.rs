@@ -31,6 +31,20 @@ pub mod sqlite;
 pub mod through_apply;
 pub mod tree_base;
 
+/// Runs `commit`; when it panics, `settle` settles what it may have left in flight (its
+/// change may already be in the original) before the panic goes on, so that the sandbox's
+/// status says whether the change landed. `commit` must hold the sandbox's operation lock
+/// only inside, so that `settle` can take it.
+pub(super) fn settle_on_panic<T>(commit: impl FnOnce() -> T, settle: impl FnOnce()) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)) {
+        Ok(r) => r,
+        Err(panic) => {
+            settle();
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
 /// What every sandbox of one manager shares.
 pub struct Env {
     /// The plans directory (`<root>/plans`).

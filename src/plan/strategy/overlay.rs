@@ -501,6 +501,10 @@ impl Sandbox for Overlay {
         }
     }
 
+    fn settle_in_flight(&self) -> Result<(), SandboxError> {
+        self.cow.settle_in_flight()
+    }
+
     fn rollback(&self) -> Result<(), SandboxError> {
         match self.mounted_mode() {
             None => self.cow.rollback(),

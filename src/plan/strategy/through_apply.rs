@@ -168,6 +168,7 @@ pub fn commit(
             });
         }
         if report.wrote() {
+            lc.landed();
             commit_ref = Some(id.to_string());
         }
     }

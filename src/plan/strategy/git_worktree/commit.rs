@@ -65,6 +65,9 @@ impl GitWorktree {
             }
             Ok((diff, plan))
         })?;
+        if plan.target.is_some() {
+            self.lc.landed();
+        }
         if let Some(r) = st.record.as_mut() {
             r.commit_in_flight = None;
             r.commit_ref = plan.target.clone();

@@ -202,7 +202,24 @@ impl Sandbox for GitWorktree {
     }
 
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        self.commit_sandbox(message)
+        super::settle_on_panic(
+            || self.commit_sandbox(message),
+            || {
+                let _ = self.settle_in_flight();
+            },
+        )
+    }
+
+    fn settle_in_flight(&self) -> Result<(), SandboxError> {
+        let mut st = self.lc.lock();
+        let in_flight = st
+            .record
+            .as_ref()
+            .is_some_and(|r| r.commit_in_flight.is_some());
+        if in_flight {
+            self.reconcile(&mut st)?;
+        }
+        Ok(())
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {
