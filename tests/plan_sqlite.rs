@@ -764,3 +764,20 @@ fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
     sb.rollback().unwrap();
     assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
 }
+
+/// A panic right after `COMMIT` went through, before the status said so: the panic reaches
+/// the caller, the sandbox is settled as `Committed` (its changeset's inverse applies) and
+/// its rollback undoes the rows. Before, it stayed `Active` with the commit in flight.
+#[test]
+fn a_commit_that_panics_after_landing_is_settled() {
+    let f = fixture();
+    let sb = sandbox(&f);
+    act(&*sb);
+    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
+    assert!(caught.is_err(), "the injected panic reaches the caller");
+    assert_eq!(sb.status(), Status::Committed);
+    assert_eq!(users(&f.db), ["1:grace", "2:bob", "3:cy"]);
+    sb.rollback().unwrap();
+    assert_eq!(users(&f.db), ["1:ada", "2:bob"]);
+}

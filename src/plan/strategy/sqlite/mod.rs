@@ -162,6 +162,73 @@ impl SqliteSandbox {
         self.lc.advance(st, Status::Errored)
     }
 
+    /// [`Sandbox::commit`] under the operation lock.
+    fn commit_locked(&self) -> Result<CommitResult, SandboxError> {
+        let mut st = self.lc.lock();
+        if st.status == Status::Created {
+            self.lc.advance(&mut st, Status::Active)?;
+        }
+        self.lc.check(st.status, Status::Committed)?;
+        let mut live = self.live(&st)?;
+        let Some(l) = live.as_mut() else {
+            return Err(self
+                .lc
+                .commit_error("the sandbox's transaction is not open", vec![]));
+        };
+        let cs = l.changeset().map_err(|e| {
+            self.lc
+                .commit_error(format!("read the session's changeset: {e}"), vec![])
+        })?;
+        let hash: String = sha1::Sha1::digest(&cs)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name = format!("changeset-{hash}.bin");
+        self.write_changeset(&name, &cs)?;
+        if let Some(r) = st.record.as_mut() {
+            r.commit_in_flight = Some(name.clone());
+        }
+        self.lc.persist(&st)?;
+        if let Err(e) = l.conn().execute_batch("COMMIT") {
+            let still_open = l.in_transaction();
+            if !still_open {
+                *live = None;
+            }
+            drop(live);
+            let _ = std::fs::remove_file(self.lc.dir().join(&name));
+            if let Some(r) = st.record.as_mut() {
+                r.commit_in_flight = None;
+            }
+            if still_open {
+                self.lc.persist(&st)?;
+                return Err(self.lc.commit_error(
+                    format!(
+                        "COMMIT failed, nothing written; the transaction is still open, so \
+                         the commit can be retried: {e}"
+                    ),
+                    vec![],
+                ));
+            }
+            let reason = format!("COMMIT failed and SQLite rolled the transaction back: {e}");
+            self.fail(&mut st, &reason)?;
+            return Err(self.lc.commit_error(reason, vec![]));
+        }
+        self.lc.landed();
+        *live = None;
+        drop(live);
+        if let Some(r) = st.record.as_mut() {
+            r.commit_in_flight = None;
+            r.commit_ref = Some(name.clone());
+        }
+        self.lc.advance_committed(&mut st, true)?;
+        let diff = self.render(&cs)?;
+        let mut result = super::through_apply::result(self.lc.id(), Some(name), &diff);
+        result
+            .metadata
+            .insert("sqlite.rows".into(), diff.entries.len().to_string());
+        Ok(result)
+    }
+
     /// An `Active` sandbox found on disk: settles a commit in flight, else `Errored`.
     fn reconcile(&self, st: &mut State) -> Result<(), SandboxError> {
         let in_flight = st.record.as_ref().and_then(|r| r.commit_in_flight.clone());
@@ -558,68 +625,34 @@ impl Sandbox for SqliteSandbox {
 
     /// `COMMIT`, with the changeset kept first (`commit_ref` names it) for a later undo.
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
+        super::settle_on_panic(
+            || self.commit_locked(),
+            || {
+                let _ = self.settle_in_flight();
+            },
+        )
+    }
+
+    /// A commit in flight whose caller is gone (a panic): when the transaction is still
+    /// open, `COMMIT` never ran (the sandbox stays `Active`, its transaction kept for a
+    /// retry); otherwise the changeset says whether it landed, as on a reopen.
+    fn settle_in_flight(&self) -> Result<(), SandboxError> {
         let mut st = self.lc.lock();
-        if st.status == Status::Created {
-            self.lc.advance(&mut st, Status::Active)?;
-        }
-        self.lc.check(st.status, Status::Committed)?;
-        let mut live = self.live(&st)?;
-        let Some(l) = live.as_mut() else {
-            return Err(self
-                .lc
-                .commit_error("the sandbox's transaction is not open", vec![]));
+        let Some(name) = st.record.as_ref().and_then(|r| r.commit_in_flight.clone()) else {
+            return Ok(());
         };
-        let cs = l.changeset().map_err(|e| {
-            self.lc
-                .commit_error(format!("read the session's changeset: {e}"), vec![])
-        })?;
-        let hash: String = sha1::Sha1::digest(&cs)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let name = format!("changeset-{hash}.bin");
-        self.write_changeset(&name, &cs)?;
-        if let Some(r) = st.record.as_mut() {
-            r.commit_in_flight = Some(name.clone());
-        }
-        self.lc.persist(&st)?;
-        if let Err(e) = l.conn().execute_batch("COMMIT") {
-            let still_open = l.in_transaction();
-            if !still_open {
-                *live = None;
+        {
+            let mut live = self.live.lock();
+            if live.as_ref().is_some_and(|l| l.in_transaction()) {
+                let _ = std::fs::remove_file(self.lc.dir().join(&name));
+                if let Some(r) = st.record.as_mut() {
+                    r.commit_in_flight = None;
+                }
+                return self.lc.persist(&st);
             }
-            drop(live);
-            let _ = std::fs::remove_file(self.lc.dir().join(&name));
-            if let Some(r) = st.record.as_mut() {
-                r.commit_in_flight = None;
-            }
-            if still_open {
-                self.lc.persist(&st)?;
-                return Err(self.lc.commit_error(
-                    format!(
-                        "COMMIT failed, nothing written; the transaction is still open, so \
-                         the commit can be retried: {e}"
-                    ),
-                    vec![],
-                ));
-            }
-            let reason = format!("COMMIT failed and SQLite rolled the transaction back: {e}");
-            self.fail(&mut st, &reason)?;
-            return Err(self.lc.commit_error(reason, vec![]));
+            *live = None;
         }
-        *live = None;
-        drop(live);
-        if let Some(r) = st.record.as_mut() {
-            r.commit_in_flight = None;
-            r.commit_ref = Some(name.clone());
-        }
-        self.lc.advance_committed(&mut st, true)?;
-        let diff = self.render(&cs)?;
-        let mut result = super::through_apply::result(self.lc.id(), Some(name), &diff);
-        result
-            .metadata
-            .insert("sqlite.rows".into(), diff.entries.len().to_string());
-        Ok(result)
+        self.reconcile(&mut st)
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {
