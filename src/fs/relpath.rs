@@ -20,8 +20,30 @@ use crate::error::{Error, Result};
 /// assert!(RelPath::new("/etc/passwd").is_err());
 /// assert_eq!(RelPath::new("a/./b").unwrap().as_bytes(), b"a/b");
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct RelPath(PathBuf);
+
+/// `Path`'s order (component by component), computed on the bytes: every `RelPath` is
+/// normal (no empty component, no leading or trailing `/`), so at the first byte where two
+/// differ, a `/` (a component ended) sorts below any byte a name can hold, which is what
+/// comparing the components says. `Path`'s own comparison splits both paths into
+/// components each time; it was 3–5% of a `commit_all`'s CPU (the apply's maps of paths).
+impl Ord for RelPath {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) = (self.as_bytes(), other.as_bytes());
+        let key = |c: u8| if c == b'/' { 0 } else { c };
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => key(a[i]).cmp(&key(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
+    }
+}
+
+impl PartialOrd for RelPath {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl RelPath {
     /// Validates `p`: it must be relative, non-empty and free of `..`.
@@ -265,6 +287,24 @@ impl std::fmt::Display for RelPath {
 
 #[cfg(test)]
 mod tests {
+
+    /// The byte order keeps `Path`'s component order, on the names where the two differ
+    /// most (`-` and `.` sort below `/` as bytes, above it as components).
+    #[test]
+    fn order_is_paths_component_order() {
+        let names = [
+            "a", "a/b", "a-b", "a.b", "a/b/c", "a/b-c", "a/b.c", "a0", "a/0", "ab", "b", "a-",
+            "a/-", "a/b/", "Z", "z/a", "\u{e9}", "a/\u{e9}", "a b", "a/ b",
+        ];
+        let paths: Vec<RelPath> = names.iter().map(|n| RelPath::new(n).unwrap()).collect();
+        for x in &paths {
+            for y in &paths {
+                assert_eq!(x.cmp(y), x.as_path().cmp(y.as_path()), "{x:?} vs {y:?}");
+                assert_eq!(x.cmp(y) == std::cmp::Ordering::Equal, x == y);
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -8,6 +8,7 @@
 //! a later write could carry the same coarse timestamp. [`fingerprint`] refuses to give a
 //! fingerprint then ([`RACY`]), as git treats its "racily clean" entries.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -110,6 +111,47 @@ pub fn fingerprint(upper: &Path) -> Result<Option<Fingerprint>> {
     Ok(rec.finish())
 }
 
+/// Whether nothing was written in the view of `upper` since `then` was taken: every entry
+/// `then` holds still has the same stat data. No directory is listed: an entry added,
+/// removed or renamed anywhere changes the times of its directory, which is in `then` (or
+/// whose own creation changed the times of its parent, and so on up to the root, always
+/// in it), and a write in place changes the entry's ctime. `then` holds no racy entry, so a
+/// change after it cannot carry the old timestamp. One `fstatat` per entry, where taking a
+/// fingerprint again also opens and lists every directory.
+pub fn unchanged(upper: &Path, then: &Fingerprint) -> Result<bool> {
+    let fd = rustix::fs::open(
+        upper,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::io("open directory", upper, e.into()))?;
+    for (rel, key) in &then.0 {
+        let now = if rel.is_empty() {
+            rustix::fs::fstat(&fd)
+        } else {
+            rustix::fs::statat(
+                &fd,
+                std::ffi::OsStr::from_bytes(rel),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+        };
+        match now {
+            Ok(m) if stat_key(&m) == *key => {}
+            Ok(_) | Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => {
+                return Ok(false)
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    "stat",
+                    &upper.join(std::ffi::OsStr::from_bytes(rel)),
+                    e.into(),
+                ))
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// The layer root's own stat data (not followed).
 pub(crate) fn root_stat(upper: &Path) -> Result<Stat> {
     rustix::fs::lstat(upper).map_err(|e| Error::io("stat", upper, e.into()))
@@ -144,5 +186,47 @@ mod tests {
         std::fs::remove_file(d.path().join("g")).unwrap();
         settle();
         assert_ne!(fingerprint(d.path()).unwrap().expect("settled"), b);
+    }
+
+    /// `unchanged` says what comparing a new fingerprint says, for every kind of write,
+    /// also one made at once (no settling: the stat data move all the same).
+    #[test]
+    fn unchanged_sees_every_write_without_listing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        std::fs::create_dir_all(p.join("a/b")).unwrap();
+        std::fs::write(p.join("a/b/f"), "one").unwrap();
+        std::fs::write(p.join("top"), "t").unwrap();
+        type Write = fn(&Path);
+        let writes: [(&str, Write); 7] = [
+            ("rewrite in place", |p| {
+                std::fs::write(p.join("a/b/f"), "two").unwrap()
+            }),
+            ("new file deep", |p| {
+                std::fs::write(p.join("a/b/g"), "").unwrap()
+            }),
+            ("new directory", |p| {
+                std::fs::create_dir(p.join("a/c")).unwrap()
+            }),
+            ("rename", |p| {
+                std::fs::rename(p.join("a/b/f"), p.join("a/f")).unwrap()
+            }),
+            ("mode", |p| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(p.join("top"), std::fs::Permissions::from_mode(0o600))
+                    .unwrap()
+            }),
+            ("hard link", |p| {
+                std::fs::hard_link(p.join("top"), p.join("a/l")).unwrap()
+            }),
+            ("removal", |p| std::fs::remove_file(p.join("top")).unwrap()),
+        ];
+        for (what, write) in writes {
+            settle();
+            let then = fingerprint(p).unwrap().expect("settled");
+            assert!(unchanged(p, &then).unwrap(), "{what}: untouched");
+            write(p);
+            assert!(!unchanged(p, &then).unwrap(), "{what}: not seen");
+        }
     }
 }

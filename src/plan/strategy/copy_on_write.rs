@@ -305,21 +305,21 @@ impl CopyOnWrite {
     /// [`Sandbox::commit_batched`].
     ///
     /// The diff of the check before is reused, instead of computing it again, when
-    /// `fingerprint` gives now what it gave before that diff was computed: nothing was
-    /// written in the sandbox since (see [`crate::fs::overlay::fingerprint`]).
+    /// `unchanged` says the fingerprint taken before that diff was computed still holds:
+    /// nothing was written in the sandbox since (see [`crate::fs::overlay::fingerprint`]).
     pub(super) fn commit_with(
         &self,
         diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
-        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
+        unchanged: impl FnOnce(&Fingerprint) -> Result<bool, SandboxError>,
         batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
         // In a batch the apply may still hold the original's lock (until the batch is
         // finished): `commit_all` settles after finishing it, before its rollback.
         if batch.is_some() {
-            return self.commit_locked(diff_now, fingerprint, batch);
+            return self.commit_locked(diff_now, unchanged, batch);
         }
         super::settle_on_panic(
-            || self.commit_locked(diff_now, fingerprint, None),
+            || self.commit_locked(diff_now, unchanged, None),
             || {
                 let _ = self.settle_in_flight();
             },
@@ -329,7 +329,7 @@ impl CopyOnWrite {
     fn commit_locked(
         &self,
         diff_now: impl FnOnce() -> Result<SandboxDiff, SandboxError>,
-        fingerprint: impl FnOnce() -> Result<Option<Fingerprint>, SandboxError>,
+        unchanged: impl FnOnce(&Fingerprint) -> Result<bool, SandboxError>,
         batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
         let mut st = self.lc.lock();
@@ -338,7 +338,7 @@ impl CopyOnWrite {
         }
         self.lc.check(st.status, Status::Committed)?;
         let d = match self.checked_diff.lock().take() {
-            Some((then, d)) if fingerprint()?.as_ref() == Some(&then) => d,
+            Some((then, d)) if unchanged(&then)? => d,
             _ => diff_now()?,
         };
         let checked = self.checked.lock().take();
@@ -436,7 +436,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        self.commit_with(|| self.diff_now(), || Ok(None), None)
+        self.commit_with(|| self.diff_now(), |_| Ok(false), None)
     }
 
     fn commit_batched(
@@ -444,7 +444,7 @@ impl Sandbox for CopyOnWrite {
         _message: Option<&str>,
         batch: &mut crate::plan::batch::CommitBatch,
     ) -> Result<CommitResult, SandboxError> {
-        self.commit_with(|| self.diff_now(), || Ok(None), Some(batch))
+        self.commit_with(|| self.diff_now(), |_| Ok(false), Some(batch))
     }
 
     fn settle_in_flight(&self) -> Result<(), SandboxError> {

@@ -348,10 +348,11 @@ impl Overlay {
             .map_err(|e| self.err("diff the sandbox", e))
     }
 
-    /// The upper layer's fingerprint: equal at two moments, nothing was written in the view
-    /// in between (`commit_all`'s commit then reuses the diff of its check).
-    fn fingerprint(&self) -> Result<Option<Fingerprint>, SandboxError> {
-        fingerprint::fingerprint(&self.at(UPPER)).map_err(|e| self.err("read the upper layer", e))
+    /// Whether nothing was written in the view since the upper layer's fingerprint `then`
+    /// was taken (`commit_all`'s commit then reuses the diff of its check).
+    fn unchanged(&self, then: &Fingerprint) -> Result<bool, SandboxError> {
+        fingerprint::unchanged(&self.at(UPPER), then)
+            .map_err(|e| self.err("read the upper layer", e))
     }
 
     fn diff_now(&self, mode: Mode) -> Result<SandboxDiff, SandboxError> {
@@ -481,9 +482,10 @@ impl Sandbox for Overlay {
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
         match self.mounted_mode() {
             None => self.cow.commit(message),
-            Some(mode) => self
-                .cow
-                .commit_with(|| self.diff_now(mode), || self.fingerprint(), None),
+            Some(mode) => {
+                self.cow
+                    .commit_with(|| self.diff_now(mode), |then| self.unchanged(then), None)
+            }
         }
     }
 
@@ -494,10 +496,11 @@ impl Sandbox for Overlay {
     ) -> Result<CommitResult, SandboxError> {
         match self.mounted_mode() {
             None => self.cow.commit_batched(message, batch),
-            Some(mode) => {
-                self.cow
-                    .commit_with(|| self.diff_now(mode), || self.fingerprint(), Some(batch))
-            }
+            Some(mode) => self.cow.commit_with(
+                || self.diff_now(mode),
+                |then| self.unchanged(then),
+                Some(batch),
+            ),
         }
     }
 
