@@ -143,7 +143,7 @@ pub fn unchanged(upper: &Path, then: &Fingerprint) -> Result<bool> {
             Err(e) => {
                 return Err(Error::io(
                     "stat",
-                    &upper.join(std::ffi::OsStr::from_bytes(rel)),
+                    upper.join(std::ffi::OsStr::from_bytes(rel)),
                     e.into(),
                 ))
             }
