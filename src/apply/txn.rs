@@ -24,7 +24,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Data, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 /// What the write phase must make of one path.
@@ -1011,12 +1011,18 @@ fn stage_rest(
         }
     }
 
-    // 5. Create missing parent directories (shallowest first).
+    // 5. Create missing parent directories (shallowest first). An op whose path held an
+    //    entry (checked just before this step) has its directories: step 4 removes none
+    //    of a placed path's ancestors. Each directory is looked at once.
+    let mut seen: HashSet<RelPath> = HashSet::new();
     for op in ops {
-        if !op.places {
+        if !op.places || op.expect.is_some() {
             continue;
         }
         for a in ancestors(op.path.rel()) {
+            if !seen.insert(a.clone()) {
+                continue;
+            }
             let p = project::check(root, &a, &none)?;
             match project::stamp(&p)? {
                 None => {
