@@ -269,32 +269,32 @@ fn check_links(
     for i in k..n {
         let comp = c.comp(i);
         let name = cstring(comp).map_err(|e| Error::io("inspect", c.full(root, i + 1), e))?;
-        match fstatat(dir.as_fd(), &name) {
-            Err(e) if is_missing(&e) => break,
-            Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
-            Ok(st) => match st.st_mode & libc::S_IFMT {
-                libc::S_IFLNK => {
-                    if replaced.has(rel, i + 1) {
-                        break;
-                    }
-                    return Err(refuse(root, rel, "path goes through a symlink"));
-                }
-                libc::S_IFDIR => {
-                    let d = match openat_dir(dir.as_fd(), &name) {
-                        Ok(d) => Rc::new(d),
-                        Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
-                            return Err(refuse(root, rel, "path goes through a symlink"))
+        // A directory, the usual case, costs one call: opened without following (a symlink
+        // fails to open), then what fails is looked at.
+        let opened = match openat_dir(dir.as_fd(), &name) {
+            Ok(d) => Rc::new(d),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+            Err(open_err) => match fstatat(dir.as_fd(), &name) {
+                Err(e) if is_missing(&e) => break,
+                Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
+                Ok(st) => match st.st_mode & libc::S_IFMT {
+                    libc::S_IFLNK => {
+                        if replaced.has(rel, i + 1) {
+                            break;
                         }
-                        Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
-                    };
-                    node = remember(root, node, comp, &d);
-                    dir = d;
-                }
-                // A file where a directory is needed: not a containment problem; the
-                // planner reports it.
-                _ => break,
+                        return Err(refuse(root, rel, "path goes through a symlink"));
+                    }
+                    libc::S_IFDIR => {
+                        return Err(Error::io("open directory", c.full(root, i + 1), open_err))
+                    }
+                    // A file where a directory is needed: not a containment problem; the
+                    // planner reports it.
+                    _ => break,
+                },
             },
-        }
+        };
+        node = remember(root, node, comp, &opened);
+        dir = opened;
     }
     Ok(ProjectPath {
         root: root.to_path_buf(),
