@@ -516,27 +516,75 @@ impl Deferred {
     /// Syncs the filesystem of each project of `batch` once, then finishes every apply of
     /// it. Returns the warnings, or the first error (every apply is finished or left at
     /// INTENT, never half done).
+    ///
+    /// The applies are of different projects, so once their filesystems are synced they
+    /// complete (mark done, remove what was moved aside) on up to
+    /// `available_parallelism` threads at once: the cleanup is a hundred `unlink`s per
+    /// hundred files, the last step before `commit_all` returns.
     pub(crate) fn finish_all(batch: Vec<Deferred>) -> Result<Vec<String>> {
         use std::os::unix::fs::MetadataExt;
         let mut synced: Vec<u64> = Vec::new();
         let mut warnings = Vec::new();
         let mut first_err = None;
+        let mut ready = Vec::with_capacity(batch.len());
         for d in batch {
             let dev = std::fs::metadata(d.root())
                 .map_err(|e| Error::io("inspect", d.root(), e))
                 .map(|m| m.dev());
-            let r = match dev {
-                Ok(dev) if synced.contains(&dev) => d.finish(true),
+            match dev {
+                Ok(dev) if synced.contains(&dev) => ready.push(d),
                 Ok(dev) => {
-                    // The first of its filesystem: this sync covers every apply before it.
-                    let r = d.finish(false);
-                    if r.is_ok() {
+                    // The first of its filesystem: this sync covers every apply of it.
+                    if crate::fs::project::sync_fs(d.root()).is_ok() {
                         synced.push(dev);
+                        ready.push(d);
+                    } else {
+                        // Tried again by its own finish, which reports the error.
+                        match d.finish(false) {
+                            Ok(w) => warnings.extend(w),
+                            Err(e) => {
+                                first_err.get_or_insert(e);
+                            }
+                        }
                     }
-                    r
                 }
-                Err(e) => Err(e),
-            };
+                // Dropped: it finishes on its own (a sync, then its cleanup).
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per = ready.len().div_ceil(threads.max(1)).max(1);
+        let mut chunks: Vec<Vec<Deferred>> = Vec::new();
+        let mut it = ready.into_iter().peekable();
+        while it.peek().is_some() {
+            chunks.push(it.by_ref().take(per).collect());
+        }
+        let done: Vec<Vec<Result<Vec<String>>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    scope.spawn(move || {
+                        chunk
+                            .into_iter()
+                            .map(|d| d.finish(true))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![Err(Error::ApplyFailed(
+                            "finishing a change panicked; the next recovery completes it".into(),
+                        ))]
+                    })
+                })
+                .collect()
+        });
+        for r in done.into_iter().flatten() {
             match r {
                 Ok(w) => warnings.extend(w),
                 Err(e) => {

@@ -287,6 +287,7 @@ impl std::fmt::Display for RelPath {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// The byte order keeps `Path`'s component order, on the names where the two differ
     /// most (`-` and `.` sort below `/` as bytes, above it as components).
@@ -304,8 +305,6 @@ mod tests {
             }
         }
     }
-
-    use super::*;
 
     #[test]
     fn from_bytes_accepts_normal_and_normalizes_or_refuses_the_rest() {

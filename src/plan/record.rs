@@ -130,10 +130,7 @@ pub fn panic_after_next_landing(sandbox_id: &str) {
     PANIC_AFTER_LANDING.lock().push(sandbox_id.to_string());
 }
 
-fn take_injected_failure(id: &str) -> bool {
-    take_id(&FAIL_COMMITTED_STATE, id)
-}
-
+/// Takes `id` off a test hook's list; whether it was on it.
 fn take_id(list: &Mutex<Vec<String>>, id: &str) -> bool {
     let mut ids = list.lock();
     match ids.iter().position(|i| i == id) {
@@ -266,7 +263,7 @@ impl Lifecycle {
         if st.status == Status::CleanedUp {
             return Ok(());
         }
-        if st.status == Status::Committed && take_injected_failure(&self.id) {
+        if st.status == Status::Committed && take_id(&FAIL_COMMITTED_STATE, &self.id) {
             return Err(SandboxError::sandbox(
                 Some(&self.id),
                 "write sandbox state: injected failure",
