@@ -12,7 +12,8 @@ use std::sync::Arc;
 use common::{mode_view, write};
 use patchbox::plan::manager::CommitAllOptions;
 use patchbox::plan::{
-    DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, SandboxError, Status, Strategy,
+    DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox, SandboxError, Status,
+    Strategy,
 };
 
 fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -392,13 +393,13 @@ fn edited_sandboxes(mgr: &PlanManager, projects: &[tempfile::TempDir]) -> Vec<St
         .collect()
 }
 
-/// A panic inside a commit after its change landed, before its status said so: the
-/// sandbox is settled (`Committed`, its change is in the original) and then undone with the
-/// others. Before, it stayed `Active`, `commit_all`'s rollback passed it by, and the user's
-/// file kept its change under a plan reported rolled back.
-#[test]
-fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
-    for panic_at in 0..3 {
+/// A fault `arm`ed on one sandbox of three, at each position in turn, striking after its
+/// change landed: `commit_all` fails naming it (the reason holding `reason_has`), undoes it
+/// and every one before it newest first (the one after it may have moved meanwhile, as the
+/// turn passes once a change is placed: then it is undone too), every original ends
+/// byte-identical, and the plan, active again, commits on a second try.
+fn landed_fault_at_each_position_is_rolled_back(arm: fn(&str), reason_has: &str) {
+    for at_pos in 0..3 {
         let root = tempfile::tempdir().unwrap();
         let projects: Vec<_> = (0..3)
             .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
@@ -406,7 +407,7 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
         let mgr = PlanManager::open(root.path()).unwrap();
         let ids = edited_sandboxes(&mgr, &projects);
         let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
-        patchbox::plan::record::panic_after_next_landing(&ids[panic_at]);
+        arm(&ids[at_pos]);
         match mgr.commit_all("plan") {
             Err(SandboxError::AtomicCommit {
                 rolled_back_ids,
@@ -415,21 +416,17 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
                 reason,
                 ..
             }) => {
-                assert!(reason.contains("panicked"), "{reason}");
+                assert!(reason.contains(reason_has), "{reason}");
                 let pos = |id: &String| ids.iter().position(|i| i == id).unwrap();
                 let at: Vec<usize> = rolled_back_ids.iter().map(pos).collect();
                 assert!(at.windows(2).all(|w| w[0] > w[1]), "LIFO: {at:?}");
-                assert!(
-                    (0..=panic_at).all(|k| at.contains(&k)),
-                    "panic at {panic_at}: {at:?}"
-                );
+                assert!((0..=at_pos).all(|k| at.contains(&k)), "at {at_pos}: {at:?}");
                 assert!(failed_rollback_ids.is_empty(), "{failed_rollback_ids:?}");
-                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[panic_at].as_str()));
+                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[at_pos].as_str()));
             }
-            other => panic!("panic at {panic_at}: expected AtomicCommit, got {other:?}"),
+            other => panic!("at {at_pos}: expected AtomicCommit, got {other:?}"),
         }
-        assert_unchanged(&projects, &before, panic_at);
-        // Rolled back means active again: the plan commits on a second try.
+        assert_unchanged(&projects, &before, at_pos);
         mgr.commit_all("plan").unwrap();
         for p in &projects {
             assert_eq!(
@@ -438,9 +435,12 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
             );
         }
     }
+}
 
-    // A lone commit: the panic goes on to the caller, the sandbox is `Committed` (its
-    // change is in the original) and its rollback undoes it.
+/// The same fault on a lone commit, which `fails` (an error, or a panic that reaches the
+/// caller): the sandbox is `Committed` (its change is in the original) and its rollback
+/// undoes it.
+fn landed_fault_on_a_lone_commit_leaves_it_committed(arm: fn(&str), fails: fn(&dyn Sandbox)) {
     let root = tempfile::tempdir().unwrap();
     let p = project(&[("f.txt", "old\n")]);
     let mgr = PlanManager::open(root.path()).unwrap();
@@ -448,19 +448,27 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
         .get_or_create_sandbox("plan", "r", p.path(), Strategy::CopyOnWrite)
         .unwrap();
     std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "new\n").unwrap();
-    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
-    assert!(caught.is_err(), "the injected panic reaches the caller");
+    arm(sb.sandbox_id());
+    fails(&*sb);
     assert_eq!(sb.status(), Status::Committed);
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
-        "new\n"
-    );
+    let read = || std::fs::read_to_string(p.path().join("f.txt")).unwrap();
+    assert_eq!(read(), "new\n");
     sb.rollback().unwrap();
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
-        "old\n"
-    );
+    assert_eq!(read(), "old\n");
+}
+
+/// A panic inside a commit after its change landed, before its status said so: the
+/// sandbox is settled (`Committed`, its change is in the original) and then undone with the
+/// others. Before, it stayed `Active`, `commit_all`'s rollback passed it by, and the user's
+/// file kept its change under a plan reported rolled back.
+#[test]
+fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
+    let arm = patchbox::plan::record::panic_after_next_landing;
+    landed_fault_at_each_position_is_rolled_back(arm, "panicked");
+    landed_fault_on_a_lone_commit_leaves_it_committed(arm, |sb| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
+        assert!(caught.is_err(), "the injected panic reaches the caller");
+    });
 }
 
 /// A commit whose change reached the original but whose `Committed` state could not be
@@ -469,62 +477,12 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
 /// user's files kept its change under a plan reported rolled back.
 #[test]
 fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
-    for fail_at in 0..3 {
-        let root = tempfile::tempdir().unwrap();
-        let projects: Vec<_> = (0..3)
-            .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
-            .collect();
-        let mgr = PlanManager::open(root.path()).unwrap();
-        let ids = edited_sandboxes(&mgr, &projects);
-        let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
-        patchbox::plan::record::fail_next_committed_state_write(&ids[fail_at]);
-        match mgr.commit_all("plan") {
-            Err(SandboxError::AtomicCommit {
-                rolled_back_ids,
-                failed_rollback_ids,
-                failed_sandbox_id,
-                ..
-            }) => {
-                // The failed one is undone too, newest first. The one after it may have
-                // moved in the meantime (the turn passes once a change is placed): then it
-                // is undone as well.
-                let pos = |id: &String| ids.iter().position(|i| i == id).unwrap();
-                let at: Vec<usize> = rolled_back_ids.iter().map(pos).collect();
-                assert!(at.windows(2).all(|w| w[0] > w[1]), "LIFO: {at:?}");
-                assert!(
-                    (0..=fail_at).all(|k| at.contains(&k)),
-                    "fail at {fail_at}: {at:?}"
-                );
-                assert!(failed_rollback_ids.is_empty());
-                assert_eq!(failed_sandbox_id.as_deref(), Some(ids[fail_at].as_str()));
-            }
-            other => panic!("fail at {fail_at}: expected AtomicCommit, got {other:?}"),
-        }
-        assert_unchanged(&projects, &before, fail_at);
-    }
-
-    // A lone commit: the error is reported, the sandbox is Committed (its change is in the
-    // original), and its rollback undoes it.
-    let root = tempfile::tempdir().unwrap();
-    let p = project(&[("f.txt", "old\n")]);
-    let mgr = PlanManager::open(root.path()).unwrap();
-    let sb = mgr
-        .get_or_create_sandbox("plan", "r", p.path(), Strategy::CopyOnWrite)
-        .unwrap();
-    std::fs::write(sb.get_path(Path::new("f.txt")).unwrap(), "new\n").unwrap();
-    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
-    let e = sb.commit(None).unwrap_err();
-    assert!(e.to_string().contains("injected failure"), "{e}");
-    assert_eq!(sb.status(), Status::Committed);
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
-        "new\n"
-    );
-    sb.rollback().unwrap();
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
-        "old\n"
-    );
+    let arm = patchbox::plan::record::fail_next_committed_state_write;
+    landed_fault_at_each_position_is_rolled_back(arm, "injected failure");
+    landed_fault_on_a_lone_commit_leaves_it_committed(arm, |sb| {
+        let e = sb.commit(None).unwrap_err();
+        assert!(e.to_string().contains("injected failure"), "{e}");
+    });
 }
 
 #[test]
