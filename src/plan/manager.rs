@@ -5,10 +5,18 @@
 //!   undo/                     undo records of commits (their ids are commit_refs)
 //!   lower/                    shared snapshots of originals (see crate::plan::lower)
 //!   plan-<plan id>/
-//!     commit.lock             held while a commit_all of the plan runs
+//!     commit.lock             the plan's lock (see crate::plan::lock)
 //!     commit.journal          present while a commit_all runs (see journal)
 //!     <sandbox id>/           one per sandbox: state.json and the strategy's files
 //! ```
+//!
+//! Several managers, in one process or in several, may share a root. Each operation that
+//! changes a plan holds the plan's lock for its whole length and starts from the plan's
+//! sandboxes as they are on disk, so their operations on one plan serialize. Recovery of an
+//! interrupted `commit_all` (its journal still there) is done only by a holder of the plan's
+//! lock that took it itself — the proof that the committer is gone; a manager opened while
+//! another process commits leaves that plan alone and names it in [`Recovery::busy`], and the
+//! first operation on the plan after that commit's process died settles it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,6 +31,7 @@ use super::custom::StrategyRegistry;
 use super::error::SandboxError;
 use super::group::CommitGroup;
 use super::journal::CommitJournal;
+use super::lock::PlanGuard;
 use super::lower::{self, SnapshotInfo};
 use super::model::{CommitResult, Strategy};
 use super::record::{Record, STATE_FILE};
@@ -50,6 +59,9 @@ pub struct Recovery {
     pub rolled_back: Vec<(String, Vec<String>)>,
     /// What could not be settled (a sandbox that cannot be read, a rollback refused).
     pub warnings: Vec<String>,
+    /// Plans left alone at open because another process held their lock (a commit was
+    /// running): the first operation on such a plan settles what that process leaves.
+    pub busy: Vec<String>,
 }
 
 /// One plan executor's sandboxes.
@@ -66,7 +78,10 @@ pub struct PlanManager {
     env: Arc<Env>,
     table: Mutex<BTreeMap<(String, String), Slot>>,
     boundaries: Mutex<HashMap<String, String>>,
-    recovery: Recovery,
+    recovery: Mutex<Recovery>,
+    /// The sandboxes this manager made: the only ones its drop may clean up (others may be
+    /// in use by the manager of another process).
+    made: Mutex<std::collections::HashSet<String>>,
     cleanup_on_drop: AtomicBool,
 }
 
@@ -169,7 +184,8 @@ impl PlanManager {
             env,
             table: Mutex::new(BTreeMap::new()),
             boundaries: Mutex::new(HashMap::new()),
-            recovery: Recovery::default(),
+            recovery: Mutex::new(Recovery::default()),
+            made: Mutex::new(std::collections::HashSet::new()),
             cleanup_on_drop: AtomicBool::new(true),
         };
         mgr.load()?;
@@ -195,51 +211,133 @@ impl PlanManager {
         &self.root
     }
 
-    /// What opening found (interrupted commits rolled back, unreadable sandboxes).
-    pub fn recovery(&self) -> &Recovery {
-        &self.recovery
+    /// What recovery found and did: at open, and since (an interrupted commit settled by
+    /// the first operation on its plan after its process died).
+    pub fn recovery(&self) -> Recovery {
+        self.recovery.lock().clone()
     }
 
     fn plan_dir(&self, plan_id: &str) -> PathBuf {
         self.env.plans_dir.join(format!("{PLAN_PREFIX}{plan_id}"))
     }
 
+    /// Loads every plan's sandboxes; a plan nobody holds the lock of is settled (an
+    /// interrupted `commit_all` rolled back, commits left in flight settled); a plan whose
+    /// lock is held elsewhere is left to its holder ([`Recovery::busy`]).
     fn load(&mut self) -> Result<(), SandboxError> {
-        let mut table = BTreeMap::new();
-        let mut journals = Vec::new();
         for (plan_id, plan_dir) in self.plan_dirs()? {
-            for dir in subdirs(&plan_dir) {
-                if !dir.join(STATE_FILE).exists() {
-                    continue;
-                }
-                let opened = Record::load(&dir).and_then(|r| {
-                    let key = (r.plan_id.clone(), r.resource_id.clone());
-                    strategy::open_sandbox(&self.env, r, dir.clone()).map(|s| (key, s))
-                });
-                match opened {
-                    Ok((key, sb)) => {
-                        table.insert(key, Arc::new(Mutex::new(Some(sb))));
-                    }
-                    Err(e) => self
-                        .recovery
-                        .warnings
-                        .push(format!("{}: {e}", dir.display())),
-                }
-            }
-            if let Some(j) = CommitJournal::read(&plan_dir)? {
-                journals.push((plan_id, plan_dir, j));
+            self.sync_plan(&plan_id);
+            match PlanGuard::try_acquire(&plan_dir)? {
+                Some(guard) => self.recover_plan(&plan_id, &guard)?,
+                None => self.recovery.get_mut().busy.push(plan_id),
             }
         }
-        *self.table.get_mut() = table;
-        for (plan_id, plan_dir, j) in journals {
-            let (undone, failed) = self.roll_back_lifo(&plan_id, &j.order);
+        Ok(())
+    }
+
+    /// Makes the table know every sandbox of `plan_id` on disk (another manager, maybe in
+    /// another process, may have made some): a sandbox the table lacks is opened. The
+    /// newest of a resource's sandboxes holds its slot unless the slot's is still in use.
+    /// Changes nothing on disk.
+    fn sync_plan(&self, plan_id: &str) {
+        let plan_dir = self.plan_dir(plan_id);
+        let known: std::collections::HashSet<String> = self
+            .slots()
+            .into_iter()
+            .filter(|((p, _), _)| p == plan_id)
+            .filter_map(|(_, s)| s.lock().as_ref().map(|s| s.sandbox_id().to_string()))
+            .collect();
+        for dir in subdirs(&plan_dir) {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if known.contains(name) || !dir.join(STATE_FILE).exists() {
+                continue;
+            }
+            let record = match Record::load(&dir) {
+                Ok(r) if r.plan_id == plan_id => r,
+                Ok(_) => continue,
+                Err(e) => {
+                    self.warn(format!("{}: {e}", dir.display()));
+                    continue;
+                }
+            };
+            let key = (record.plan_id.clone(), record.resource_id.clone());
+            let slot = self.table.lock().entry(key.clone()).or_default().clone();
+            let mut filled = slot.lock();
+            let replace = match filled.as_ref() {
+                None => true,
+                Some(s) => s.status().is_terminal() && *s.sandbox_id() < *record.sandbox_id,
+            };
+            if !replace {
+                continue;
+            }
+            match strategy::open_sandbox(&self.env, record, dir.clone()) {
+                Ok(sb) => *filled = Some(sb),
+                Err(e) => {
+                    self.warn(format!("{}: {e}", dir.display()));
+                    drop(filled);
+                    self.forget_empty(&key);
+                }
+            }
+        }
+    }
+
+    fn warn(&self, w: String) {
+        let mut r = self.recovery.lock();
+        if !r.warnings.contains(&w) {
+            r.warnings.push(w);
+        }
+    }
+
+    /// Takes the plan's lock for an operation that changes the plan. The table is synced
+    /// with the disk first; a holder that took the lock itself settles what a dead holder
+    /// left (see [`PlanManager::recover_plan`]).
+    fn lock_plan(&self, plan_id: &str) -> Result<PlanGuard, SandboxError> {
+        validate_id("plan id", plan_id)?;
+        let guard = PlanGuard::acquire(&self.plan_dir(plan_id))?;
+        self.sync_plan(plan_id);
+        if guard.is_fresh() {
+            self.recover_plan(plan_id, &guard)?;
+        }
+        Ok(guard)
+    }
+
+    /// Waits for the plan's lock and settles what a holder that died left: an interrupted
+    /// `commit_all` is rolled back, commits and reverts left in flight are settled (a git
+    /// that outlived its caller is waited for: it holds the lock until it exits). For a plan
+    /// [`Recovery::busy`] named at open. Returns [`PlanManager::recovery`] afterwards.
+    pub fn recover(&self, plan_id: &str) -> Result<Recovery, SandboxError> {
+        drop(self.lock_plan(plan_id)?);
+        Ok(self.recovery())
+    }
+
+    /// Under the plan's lock, taken by this thread itself (`guard` proves that no
+    /// `commit_all` of the plan is running anywhere): an interrupted `commit_all` (its
+    /// journal) is rolled back, and commits left in flight are settled.
+    fn recover_plan(&self, plan_id: &str, guard: &PlanGuard) -> Result<(), SandboxError> {
+        debug_assert!(guard.is_fresh());
+        let plan_dir = guard.plan_dir();
+        if let Some(j) = CommitJournal::read(plan_dir)? {
+            let (undone, failed) = self.roll_back_lifo(plan_id, &j.order);
             for (id, e) in failed {
-                self.recovery.warnings.push(format!(
+                self.warn(format!(
                     "plan {plan_id}: cannot roll back sandbox {id}: {e}"
                 ));
             }
-            CommitJournal::remove(&plan_dir)?;
-            self.recovery.rolled_back.push((plan_id, undone));
+            CommitJournal::remove(plan_dir)?;
+            self.recovery
+                .lock()
+                .rolled_back
+                .push((plan_id.to_string(), undone));
+        }
+        for s in self.list_sandboxes(plan_id) {
+            if matches!(s.status(), Status::Active | Status::Committed) {
+                if let Err(e) = s.settle_in_flight() {
+                    self.warn(format!(
+                        "plan {plan_id}: cannot settle sandbox {}: {e}",
+                        s.sandbox_id()
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -276,6 +374,9 @@ impl PlanManager {
                 "a resource id must not be empty",
             ));
         }
+        // Under the plan's lock, after the table learnt the sandboxes made elsewhere: a
+        // second caller, in this process or another, finds the first one's sandbox.
+        let plan = self.lock_plan(plan_id)?;
         let key = (plan_id.to_string(), resource_id.to_string());
         let slot = self.table.lock().entry(key.clone()).or_default().clone();
         let mut filled = slot.lock();
@@ -297,6 +398,7 @@ impl PlanManager {
         if !fits {
             drop(filled);
             self.forget_empty(&key);
+            forget_plan_dir(&plan);
             return Err(SandboxError::Creation {
                 resource_id: resource_id.to_string(),
                 reason: format!("{} is not {want} (strategy {strategy})", original.display()),
@@ -322,12 +424,14 @@ impl PlanManager {
         .and_then(|sb| sb.create(plan_id).map(|_| sb));
         match made {
             Ok(sb) => {
+                self.made.lock().insert(sb.sandbox_id().to_string());
                 *filled = Some(sb.clone());
                 Ok(sb)
             }
             Err(e) => {
                 drop(filled);
                 self.forget_empty(&key);
+                forget_plan_dir(&plan);
                 Err(e)
             }
         }
@@ -346,6 +450,7 @@ impl PlanManager {
 
     /// The sandbox of `(plan_id, resource_id)`, if one was made.
     pub fn get_sandbox(&self, plan_id: &str, resource_id: &str) -> Option<Arc<dyn Sandbox>> {
+        self.sync_plan(plan_id);
         let slot = self
             .table
             .lock()
@@ -355,8 +460,10 @@ impl PlanManager {
         sb
     }
 
-    /// Every sandbox of `plan_id`, in creation order.
+    /// Every sandbox of `plan_id`, in creation order (those other managers of the root made
+    /// too). A read: nothing is changed or recovered.
     pub fn list_sandboxes(&self, plan_id: &str) -> Vec<Arc<dyn Sandbox>> {
+        self.sync_plan(plan_id);
         let mut out: Vec<Arc<dyn Sandbox>> = self
             .slots()
             .into_iter()
@@ -369,6 +476,11 @@ impl PlanManager {
 
     /// The ids of every plan with sandboxes.
     pub fn list_plans(&self) -> Vec<String> {
+        if let Ok(plans) = self.plan_dirs() {
+            for (p, _) in plans {
+                self.sync_plan(&p);
+            }
+        }
         let mut plans: Vec<String> = self
             .slots()
             .into_iter()
@@ -414,9 +526,8 @@ impl PlanManager {
         plan_id: &str,
         opts: &CommitAllOptions,
     ) -> Result<Vec<CommitResult>, SandboxError> {
-        validate_id("plan id", plan_id)?;
         let plan_dir = self.plan_dir(plan_id);
-        let _lock = PlanLock::acquire(&plan_dir)?;
+        let _lock = self.lock_plan(plan_id)?;
         let mut todo: Vec<Arc<dyn Sandbox>> = self
             .list_sandboxes(plan_id)
             .into_iter()
@@ -540,11 +651,10 @@ impl PlanManager {
         let mut failed = Vec::new();
         for id in order.iter().rev() {
             let Some(s) = by_id.get(id) else { continue };
-            if s.status() == Status::Active {
-                if let Err(e) = s.settle_in_flight() {
-                    failed.push((id.clone(), e.to_string()));
-                    continue;
-                }
+            // Also brings the status up to what is on disk (another process's doing).
+            if let Err(e) = s.settle_in_flight() {
+                failed.push((id.clone(), e.to_string()));
+                continue;
             }
             if s.status() != Status::Committed {
                 continue;
@@ -565,6 +675,7 @@ impl PlanManager {
     /// Rolls back every `Active` (discarding its changes) and `Committed` (undoing its
     /// commit) sandbox of the plan; the first error is returned after trying them all.
     pub fn rollback_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+        let _plan = self.lock_plan(plan_id)?;
         let mut first = None;
         for s in self.list_sandboxes(plan_id).into_iter().rev() {
             if matches!(s.status(), Status::Active | Status::Committed) {
@@ -579,6 +690,7 @@ impl PlanManager {
     /// Cleans up every sandbox of the plan (an active one's changes are discarded) and
     /// forgets them; the first error is returned after trying them all.
     pub fn cleanup_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+        let plan = self.lock_plan(plan_id)?;
         let mut first = None;
         for s in self.list_sandboxes(plan_id) {
             if let Err(e) = s.cleanup() {
@@ -593,9 +705,7 @@ impl PlanManager {
                     .is_some_and(|s| !s.status().is_terminal())
         });
         if first.is_none() {
-            let _ = std::fs::remove_dir(self.plan_dir(plan_id).join("commit.lock"))
-                .or_else(|_| std::fs::remove_file(self.plan_dir(plan_id).join("commit.lock")));
-            let _ = std::fs::remove_dir(self.plan_dir(plan_id));
+            forget_plan_dir(&plan);
         }
         first.map_or(Ok(()), Err)
     }
@@ -605,6 +715,11 @@ impl PlanManager {
     /// that are not the newest of their original; returns how many were removed.
     pub fn cleanup_abandoned(&self) -> Result<usize, SandboxError> {
         let mut n = 0;
+        // Every plan's lock, in turn order: no sandbox is half-made or in use meanwhile.
+        let mut guards = Vec::new();
+        for (plan_id, _) in self.plan_dirs()? {
+            guards.push(self.lock_plan(&plan_id)?);
+        }
         for (_, slot) in self.slots() {
             let sb = slot.lock().clone();
             if let Some(s) = sb {
@@ -641,6 +756,7 @@ impl PlanManager {
                 }
             }
         }
+        drop(guards);
         n += self.sweep_lowers(&|_, newest| !newest)?;
         Ok(n)
     }
@@ -803,10 +919,14 @@ impl Drop for PlanManager {
         if !self.cleanup_on_drop.load(Ordering::Relaxed) {
             return;
         }
+        let made = std::mem::take(&mut *self.made.lock());
         for (_, slot) in self.slots() {
             let Some(s) = slot.lock().clone() else {
                 continue;
             };
+            if !made.contains(s.sandbox_id()) {
+                continue;
+            }
             let keep = match s.status() {
                 Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
                 Status::Pending | Status::CleanedUp => true,
@@ -846,6 +966,16 @@ pub struct CommitAllOptions {
     pub crash_before: Option<usize>,
 }
 
+/// Removes the directory of `plan`'s plan when no sandbox is left in it (its lock file too:
+/// waiters on it start again on a new one, see [`crate::plan::lock`]).
+fn forget_plan_dir(plan: &PlanGuard) {
+    let dir = plan.plan_dir();
+    if subdirs(dir).is_empty() && !dir.join(super::journal::JOURNAL_FILE).exists() {
+        plan.remove_file();
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -873,34 +1003,6 @@ fn validate_id(what: &str, id: &str) -> Result<(), SandboxError> {
             None,
             format!("invalid {what} {id:?}: use 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ - (not starting with '.')"),
         ))
-    }
-}
-
-/// The lock a `commit_all` holds on its plan: one at a time per plan, across processes.
-struct PlanLock(#[allow(dead_code)] std::fs::File);
-
-impl PlanLock {
-    fn acquire(plan_dir: &Path) -> Result<PlanLock, SandboxError> {
-        std::fs::create_dir_all(plan_dir).map_err(|e| {
-            SandboxError::from_lower(
-                None,
-                "create plan directory",
-                crate::Error::io("create directory", plan_dir, e),
-            )
-        })?;
-        let p = plan_dir.join("commit.lock");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(|e| {
-                SandboxError::from_lower(None, "open plan lock", crate::Error::io("open", &p, e))
-            })?;
-        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
-            SandboxError::from_lower(None, "lock plan", crate::Error::io("flock", &p, e.into()))
-        })?;
-        Ok(PlanLock(f))
     }
 }
 
@@ -1008,13 +1110,17 @@ fn commit_group(
     opts: &CommitAllOptions,
 ) -> Vec<(Result<CommitResult, SandboxError>, CommitBatch)> {
     let group = CommitGroup::new(members.len(), opts.crash_before);
+    // The members commit under the caller's plan lock.
+    let lent = super::lock::lend();
     std::thread::scope(|scope| {
         let handles: Vec<_> = members
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let group = &group;
+                let lent = &lent;
                 scope.spawn(move || {
+                    let _held = lent.enter();
                     let mut batch = CommitBatch::member(group.hook(i));
                     let r = if opts.fail_at == Some(i) {
                         Err(injected_failure(s))

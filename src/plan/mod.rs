@@ -71,6 +71,7 @@ pub mod custom;
 pub mod error;
 pub mod group;
 pub mod journal;
+pub mod lock;
 pub mod lower;
 pub mod manager;
 pub mod model;

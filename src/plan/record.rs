@@ -13,6 +13,7 @@ use parking_lot::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
+use super::lock::PlanGuard;
 use super::model::{unix_millis, SandboxContext, Strategy};
 use super::status::Status;
 use crate::fs::session_dir::{self, SessionDir};
@@ -98,6 +99,37 @@ pub struct State {
     pub record: Option<Record>,
 }
 
+/// A changing operation's hold on its sandbox: the plan's lock (taken first, see
+/// [`crate::plan::lock`]), then the sandbox's operation lock, with the state re-read from
+/// disk in between — another process may have committed, rolled back or removed the
+/// sandbox since this one last looked. Dereferences to the [`State`].
+pub struct OpGuard<'a> {
+    // Dropped in this order: the operation lock, then the plan's.
+    state: MutexGuard<'a, State>,
+    plan: PlanGuard,
+}
+
+impl OpGuard<'_> {
+    /// Whether the plan's lock was taken by this operation (see [`PlanGuard::is_fresh`]):
+    /// then a commit the state shows in flight is the remains of a holder that is gone.
+    pub fn is_fresh(&self) -> bool {
+        self.plan.is_fresh()
+    }
+}
+
+impl std::ops::Deref for OpGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for OpGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
 /// The lifecycle guard: identity, the operation lock, and persistence. Every strategy holds
 /// one; an operation takes [`Lifecycle::lock`] for its whole length, so two operations of
 /// one sandbox never interleave.
@@ -107,6 +139,33 @@ pub struct Lifecycle {
     /// The sandbox's own directory (`<plan dir>/<sandbox id>`), where its state lives.
     dir: PathBuf,
     state: Mutex<State>,
+}
+
+/// [`Lifecycle::lock_for_path`]'s hold: with the plan's lock, or the operation lock alone.
+pub enum MaybeOp<'a> {
+    /// The sandbox was `Created`: the plan's lock too.
+    Op(OpGuard<'a>),
+    /// The operation lock alone.
+    Plain(MutexGuard<'a, State>),
+}
+
+impl std::ops::Deref for MaybeOp<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        match self {
+            MaybeOp::Op(o) => o,
+            MaybeOp::Plain(p) => p,
+        }
+    }
+}
+
+impl std::ops::DerefMut for MaybeOp<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        match self {
+            MaybeOp::Op(o) => o,
+            MaybeOp::Plain(p) => p,
+        }
+    }
 }
 
 /// Test hook: sandboxes whose next write of a `Committed` state fails.
@@ -205,9 +264,66 @@ impl Lifecycle {
         self.state.lock().record.as_ref().map(Record::context)
     }
 
-    /// Takes the operation lock.
+    /// Takes the operation lock alone: for reads (diff, checks under `commit_all`'s plan
+    /// lock) and for steps that touch nothing another process can see.
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock()
+    }
+
+    /// The directory of the sandbox's plan (where the plan's lock lives).
+    pub fn plan_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
+    /// Takes the plan's lock, then the operation lock, and re-reads the state from disk:
+    /// what every operation that changes the sandbox or its original runs under. When this
+    /// operation took the plan's lock itself, `settle` settles what the state shows in
+    /// flight (a commit, a revert: their process is gone then, see [`OpGuard::is_fresh`]);
+    /// it must do nothing when nothing is.
+    pub fn lock_op(
+        &self,
+        settle: impl FnOnce(&mut State) -> Result<(), SandboxError>,
+    ) -> Result<OpGuard<'_>, SandboxError> {
+        let plan = PlanGuard::acquire(self.plan_dir())?;
+        let mut state = self.state.lock();
+        self.refresh(&mut state);
+        let mut op = OpGuard { state, plan };
+        if op.is_fresh() && op.record.is_some() {
+            settle(&mut op)?;
+        }
+        Ok(op)
+    }
+
+    /// [`Lifecycle::lock_op`] when the sandbox is `Created` (a first path makes it active,
+    /// a change of state others must see in order); the operation lock alone otherwise.
+    pub fn lock_for_path(&self) -> Result<MaybeOp<'_>, SandboxError> {
+        if self.status() == Status::Created {
+            return self.lock_op(|_| Ok(())).map(MaybeOp::Op);
+        }
+        Ok(MaybeOp::Plain(self.state.lock()))
+    }
+
+    /// Makes `st` what the state file says (another process may have changed it): a
+    /// sandbox whose directory is gone was cleaned up. Nothing is written.
+    fn refresh(&self, st: &mut State) {
+        if st.record.is_none() || st.status == Status::CleanedUp {
+            return;
+        }
+        let p = self.dir.join(STATE_FILE);
+        match std::fs::symlink_metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                st.status = Status::CleanedUp;
+                return;
+            }
+            Err(_) => return,
+            Ok(_) => {}
+        }
+        if let Ok(r) = Record::load(&self.dir) {
+            if r.sandbox_id == self.id {
+                st.status = r.status;
+                st.record = Some(r);
+            }
+        }
     }
 
     /// Refuses the step `from → to` unless the table allows it.

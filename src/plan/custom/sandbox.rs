@@ -167,7 +167,7 @@ impl Sandbox for CustomSandbox {
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String| SandboxError::Creation {
             resource_id: self.resource_id.clone(),
@@ -221,7 +221,7 @@ impl Sandbox for CustomSandbox {
     /// The empty path: the sandbox's own directory (and the sandbox becomes active). Any other
     /// path is refused: a custom strategy's content is reached with `read`/`write`.
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         let empty = rel.components().all(|c| c == Component::CurDir);
         if !empty {
             return Err(SandboxError::sandbox(
@@ -248,7 +248,7 @@ impl Sandbox for CustomSandbox {
     }
 
     fn write(&self, rel: &Path, data: &[u8]) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         let p = protocol_path(self.lc.id(), rel)?;
         builtin::activate_for_path(&self.lc, &mut st)?;
         let sref = self.sref(&st)?;
@@ -281,7 +281,7 @@ impl Sandbox for CustomSandbox {
     }
 
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         let from = st.status;
         let target = if from == Status::Created {
             Status::Active
@@ -323,7 +323,7 @@ impl Sandbox for CustomSandbox {
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::RolledBack)?;
         let after_commit = st.status == Status::Committed;
         let rb = |reason: String| SandboxError::Rollback {
@@ -351,7 +351,7 @@ impl Sandbox for CustomSandbox {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         let sref = match st.status {
             Status::Pending | Status::CleanedUp => None,
             _ => Some(self.sref(&st)?),

@@ -24,7 +24,7 @@ use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
-use crate::plan::record::{Lifecycle, Record, State};
+use crate::plan::record::{Lifecycle, OpGuard, Record, State};
 use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
 use crate::tree::diff::Manifest;
@@ -91,11 +91,16 @@ impl CopyOnWrite {
             checked: Mutex::new(None),
             checked_diff: Mutex::new(None),
         };
-        {
-            let mut st = sb.lc.lock();
-            super::through_apply::reconcile(&sb.lc, &mut st, &sb.env.undo)?;
-        }
+        // A commit it shows in flight is settled by the first operation that takes the
+        // plan's lock (see `op`): opening proves nothing about its committer.
         Ok(sb)
+    }
+
+    /// The hold of an operation that changes the sandbox or its original: the plan's lock,
+    /// the operation lock, the state as on disk, and a dead committer's commit settled.
+    pub(super) fn op(&self) -> Result<OpGuard<'_>, SandboxError> {
+        self.lc
+            .lock_op(|st| super::through_apply::reconcile(&self.lc, st, &self.env.undo))
     }
 
     fn dir(&self) -> Result<SessionDir, SandboxError> {
@@ -255,7 +260,7 @@ impl CopyOnWrite {
         make: impl FnOnce() -> Result<Record, crate::Error>,
         undo_make: impl FnOnce(),
     ) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         self.lc.check(st.status, Status::Created)?;
         match make() {
             Ok(record) => {
@@ -332,7 +337,7 @@ impl CopyOnWrite {
         unchanged: impl FnOnce(&Fingerprint) -> Result<bool, SandboxError>,
         batch: Option<&mut crate::plan::batch::CommitBatch>,
     ) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }
@@ -358,7 +363,7 @@ impl CopyOnWrite {
         &self,
         discard: impl FnOnce(&mut State) -> Result<(), SandboxError>,
     ) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         *self.checked.lock() = None;
         *self.checked_diff.lock() = None;
         match st.status {
@@ -413,7 +418,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         sandbox_path_of(&self.lc, &st, rel)
     }
@@ -448,7 +453,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn settle_in_flight(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         super::through_apply::reconcile(&self.lc, &mut st, &self.env.undo)
     }
 
@@ -457,7 +462,7 @@ impl Sandbox for CopyOnWrite {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         super::cleanup_dir(&self.lc, &mut st, || Ok(()))
     }
 }

@@ -59,7 +59,7 @@ impl Sandbox for NoSandbox {
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String, source: Option<crate::Error>| SandboxError::Creation {
             resource_id: self.resource_id.clone(),
@@ -90,7 +90,7 @@ impl Sandbox for NoSandbox {
     }
 
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         super::sandbox_path_of(&self.lc, &st, rel)
     }
@@ -113,7 +113,7 @@ impl Sandbox for NoSandbox {
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }
@@ -142,7 +142,7 @@ impl Sandbox for NoSandbox {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         // Nothing of the resource is removed: only the sandbox's own state.
         super::cleanup_dir(&self.lc, &mut st, || Ok(()))
     }

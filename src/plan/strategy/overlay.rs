@@ -116,7 +116,13 @@ pub struct Overlay {
     mode: Mutex<Option<Mode>>,
     /// The `fuse-overlayfs` process serving the mount this object made.
     fuse: Mutex<Option<Child>>,
+    /// A shared `flock` on `<sandbox dir>/mount.users` while this object may use the view:
+    /// the mount is seen by every process, so the last user alone unmounts it (see Drop).
+    user: Mutex<Option<std::fs::File>>,
 }
+
+/// The file whose shared locks count the objects, in any process, using a sandbox's view.
+const MOUNT_USERS: &str = "mount.users";
 
 impl Overlay {
     /// A pending sandbox for `original`.
@@ -125,6 +131,7 @@ impl Overlay {
             cow: CopyOnWrite::new_as(Strategy::Overlay, env, plan_dir, resource_id, original),
             mode: Mutex::new(None),
             fuse: Mutex::new(None),
+            user: Mutex::new(None),
         }
     }
 
@@ -145,6 +152,7 @@ impl Overlay {
             cow: CopyOnWrite::open(env, record, dir)?,
             mode: Mutex::new(Some(mode)),
             fuse: Mutex::new(None),
+            user: Mutex::new(None),
         };
         if mode != Mode::Copy {
             let st = sb.cow.lc.lock();
@@ -152,8 +160,10 @@ impl Overlay {
                 st.status,
                 Status::Created | Status::Active | Status::Committed | Status::RolledBack
             ) {
-                // A failure here is reported again by the first operation that needs the view.
-                let _ = sb.unmount(mode).and_then(|()| sb.mount(mode));
+                // Another process may be using the view: a live mount is kept as it is. A
+                // failure here is reported again by the first operation that needs the view.
+                sb.register_user();
+                let _ = sb.ensure_mounted(mode);
             }
         }
         Ok(sb)
@@ -192,6 +202,7 @@ impl Overlay {
     /// Mounts the overlay at `tree/`, refusing unless `tree/` is an empty directory of this
     /// sandbox that nothing is mounted on.
     fn mount(&self, mode: Mode) -> Result<(), crate::Error> {
+        self.register_user();
         let mnt = self.mount_point()?;
         let dir = mnt.parent().unwrap_or(Path::new("/")).to_path_buf();
         let layers = Layers {
@@ -218,8 +229,37 @@ impl Overlay {
         mount::unmount(&mnt, mode == Mode::Fuse, server)
     }
 
+    /// Counts this object among the view's users (a shared lock, released when it drops).
+    fn register_user(&self) {
+        let mut user = self.user.lock();
+        if user.is_some() {
+            return;
+        }
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.at(MOUNT_USERS));
+        if let Ok(f) = opened {
+            if rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared).is_ok() {
+                *user = Some(f);
+            }
+        }
+    }
+
+    /// Whether this object is the view's last user (no other object, in any process, holds
+    /// a shared lock on it). Gives up this object's own lock.
+    fn last_user(&self) -> bool {
+        let Some(f) = self.user.lock().take() else {
+            // Never counted (a pending or copy-mode sandbox): only its own mount is known.
+            return true;
+        };
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+    }
+
     /// Mounts again when the view is gone (unmounted, or its FUSE server died).
     fn ensure_mounted(&self, mode: Mode) -> Result<(), SandboxError> {
+        self.register_user();
         let run = || -> Result<(), crate::Error> {
             let mnt = self.mount_point()?;
             if is_mounted(&mnt)? {
@@ -402,7 +442,8 @@ impl Overlay {
 
 impl Drop for Overlay {
     fn drop(&mut self) {
-        if let Some(mode) = self.mounted_mode() {
+        // Another object (here or in another process) still using the view keeps it.
+        if let Some(mode) = self.mounted_mode().filter(|_| self.last_user()) {
             let _ = self.unmount(mode);
         }
     }
@@ -448,7 +489,7 @@ impl Sandbox for Overlay {
         let Some(mode) = self.mounted_mode() else {
             return self.cow.get_path(rel);
         };
-        let mut st = self.cow.lc.lock();
+        let mut st = self.cow.lc.lock_for_path()?;
         super::activate_for_path(&self.cow.lc, &mut st)?;
         self.ensure_mounted(mode)?;
         sandbox_path_of(&self.cow.lc, &st, rel)
@@ -519,7 +560,7 @@ impl Sandbox for Overlay {
         let Some(mode) = self.mounted_mode() else {
             return self.cow.cleanup();
         };
-        let mut st = self.cow.lc.lock();
+        let mut st = self.cow.op()?;
         super::cleanup_dir(&self.cow.lc, &mut st, || {
             self.unmount(mode)
                 .map_err(|e| self.err("unmount the overlay", e))

@@ -110,6 +110,26 @@ impl<'a> Git<'a> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Under a plan's lock, git inherits it (the lock then outlives a killed caller until
+        // git has exited, see `plan::lock`) and runs in its own process group (a signal to
+        // the caller's group does not stop it halfway through the user's repository).
+        let fds = crate::plan::lock::held_fds();
+        if !fds.is_empty() {
+            use std::os::unix::process::CommandExt;
+            c.process_group(0);
+            // SAFETY: the closure runs in the child between fork and exec; it only calls
+            // fcntl, which is async-signal-safe, and allocates nothing.
+            unsafe {
+                c.pre_exec(move || {
+                    for &fd in &fds {
+                        if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = c
             .spawn()
             .map_err(|e| format!("cannot run git {}: {e}", args.join(" ")))?;

@@ -20,7 +20,7 @@ impl GitWorktree {
     /// [`Sandbox::create`](crate::plan::sandbox::Sandbox::create): makes the worktree and
     /// records it; on any failure nothing is left behind.
     pub(super) fn create_sandbox(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         match self.make(plan_id) {
             Ok(record) => record_created(&self.lc, &mut st, record, &self.resource_id, |st| {
@@ -242,7 +242,7 @@ impl GitWorktree {
     /// [`Sandbox::cleanup`](crate::plan::sandbox::Sandbox::cleanup): removes the worktree
     /// and its branch, then the sandbox directory.
     pub(super) fn cleanup_sandbox(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         let repo = match st.status {
             Status::Pending | Status::CleanedUp => None,
             _ => Some(self.repo(&st)?),
@@ -292,8 +292,24 @@ impl GitWorktree {
         };
         let repo = self.repo(st)?;
         let landed = repo.landed(&target);
+        let since = st
+            .record
+            .as_ref()
+            .and_then(|r| r.metadata.get(super::settle::IN_FLIGHT_SINCE))
+            .and_then(|s| s.parse().ok());
+        // Under the plan's lock, taken by this operation: the commit's gits have exited.
+        let done = self
+            .locked(&repo, || {
+                self.settle_repo(&repo, &target, landed, since)
+                    .map_err(|e| self.err("settle the interrupted commit", e))
+            })?;
         if let Some(r) = st.record.as_mut() {
             r.commit_in_flight = None;
+            r.metadata.remove(super::settle::IN_FLIGHT_SINCE);
+            if !done.is_empty() {
+                r.metadata
+                    .insert(super::settle::RECOVERED.into(), done.join("\n"));
+            }
             if landed {
                 r.commit_ref = Some(target);
             }

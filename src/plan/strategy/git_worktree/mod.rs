@@ -85,6 +85,7 @@ mod lock;
 mod raw;
 mod repo;
 mod rollback;
+mod settle;
 
 use lock::with_repo_lock;
 use repo::Repo;
@@ -124,11 +125,17 @@ impl GitWorktree {
             lc: Lifecycle::loaded(record, dir),
             env,
         };
-        {
-            let mut st = sb.lc.lock();
-            sb.reconcile(&mut st)?;
-        }
+        // A commit it shows in flight is settled by the first operation that takes the
+        // plan's lock (see `op`): opening proves nothing about its committer, whose git may
+        // still be running.
         Ok(sb)
+    }
+
+    /// The hold of an operation that changes the sandbox or the user's repository: the
+    /// plan's lock, the operation lock, the state as on disk, and a dead committer's commit
+    /// settled from the repository itself.
+    pub(super) fn op(&self) -> Result<crate::plan::record::OpGuard<'_>, SandboxError> {
+        self.lc.lock_op(|st| self.reconcile(st))
     }
 
     fn repo(&self, st: &State) -> Result<Repo, SandboxError> {
@@ -176,7 +183,7 @@ impl Sandbox for GitWorktree {
     }
 
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         sandbox_path_of(&self.lc, &st, rel)
     }
@@ -211,15 +218,8 @@ impl Sandbox for GitWorktree {
     }
 
     fn settle_in_flight(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
-        let in_flight = st
-            .record
-            .as_ref()
-            .is_some_and(|r| r.commit_in_flight.is_some());
-        if in_flight {
-            self.reconcile(&mut st)?;
-        }
-        Ok(())
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
+        self.reconcile(&mut st)
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {

@@ -19,7 +19,7 @@ use crate::plan::status::Status;
 impl GitWorktree {
     /// [`Sandbox::rollback`](crate::plan::sandbox::Sandbox::rollback).
     pub(super) fn rollback_sandbox(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         match st.status {
             Status::Committed => self.undo_commit(&mut st),
             _ => {

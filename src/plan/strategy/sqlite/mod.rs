@@ -118,7 +118,14 @@ pub struct SqliteSandbox {
     original: PathBuf,
     /// The open transaction, while there is one. Taken after the lifecycle lock.
     live: Mutex<Option<Live>>,
+    /// An exclusive `flock` on `<sandbox dir>/owner.lock` while this process holds the
+    /// transaction: another process opening the sandbox learns from it whether the
+    /// transaction's process is gone (only then is an `Active` sandbox settled).
+    owner: Mutex<Option<std::fs::File>>,
 }
+
+/// The file whose lock says which process holds a sandbox's transaction.
+const OWNER_LOCK: &str = "owner.lock";
 
 impl SqliteSandbox {
     /// A pending sandbox for the database at `original`.
@@ -128,6 +135,7 @@ impl SqliteSandbox {
             resource_id: resource_id.to_string(),
             original: original.to_path_buf(),
             live: Mutex::new(None),
+            owner: Mutex::new(None),
         }
     }
 
@@ -139,14 +147,49 @@ impl SqliteSandbox {
             original: record.original_path.clone(),
             lc: Lifecycle::loaded(record, dir),
             live: Mutex::new(None),
+            owner: Mutex::new(None),
         };
-        {
+        // Settled only when the process holding the transaction is gone (its owner lock is
+        // free); a live one elsewhere is left to it.
+        if sb.lc.status() == Status::Active && sb.own().is_ok() {
             let mut st = sb.lc.lock();
-            if st.status == Status::Active {
-                sb.reconcile(&mut st)?;
-            }
+            let settled = sb.reconcile(&mut st);
+            *sb.owner.lock() = None;
+            settled?;
         }
         Ok(sb)
+    }
+
+    /// Takes the owner lock for this process (see the `owner` field); refused while another
+    /// process holds the sandbox's transaction.
+    fn own(&self) -> Result<(), SandboxError> {
+        let mut owner = self.owner.lock();
+        if owner.is_some() {
+            return Ok(());
+        }
+        let p = self.lc.dir().join(OWNER_LOCK);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| {
+                SandboxError::from_lower(
+                    Some(self.lc.id()),
+                    "open the owner lock",
+                    crate::Error::io("open", &p, e),
+                )
+            })?;
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |_| {
+                self.sandbox_err(
+                    "the sandbox's transaction is held by another process; run its statements \
+                     there",
+                )
+            },
+        )?;
+        *owner = Some(f);
+        Ok(())
     }
 
     fn sandbox_err(&self, reason: impl Into<String>) -> SandboxError {
@@ -164,7 +207,7 @@ impl SqliteSandbox {
 
     /// [`Sandbox::commit`] under the operation lock.
     fn commit_locked(&self) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }
@@ -277,6 +320,7 @@ impl SqliteSandbox {
                     self.sandbox_err(format!("no transaction is open in status {}", st.status))
                 );
             }
+            self.own()?;
             let begun = Live::begin(&self.original).map_err(|e| {
                 self.sandbox_err(format!(
                     "cannot begin a transaction on {}: {e}",
@@ -291,7 +335,7 @@ impl SqliteSandbox {
     /// Runs `f` on the connection inside the sandbox's transaction (made active first), one
     /// caller at a time. Ending the transaction in `f` makes the sandbox `Errored`.
     fn run<R>(&self, f: impl FnOnce(&rusqlite::Connection) -> R) -> Result<R, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         let mut live = self.live(&st)?;
         let Some(l) = live.as_ref() else {
@@ -528,7 +572,7 @@ impl Sandbox for SqliteSandbox {
     /// Opens a connection to the database, attaches a session to all its tables and
     /// begins a deferred transaction.
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String| SandboxError::Creation {
             resource_id: self.resource_id.clone(),
@@ -574,6 +618,11 @@ impl Sandbox for SqliteSandbox {
             self.lc.dir(),
             metadata,
         );
+        if let Err(e) = self.own() {
+            begun.abandon();
+            let _ = std::fs::remove_dir_all(self.lc.dir());
+            return Err(creation(e.to_string()));
+        }
         *self.live.lock() = Some(begun);
         super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {
             if let Some(begun) = self.live.lock().take() {
@@ -637,26 +686,12 @@ impl Sandbox for SqliteSandbox {
     /// open, `COMMIT` never ran (the sandbox stays `Active`, its transaction kept for a
     /// retry); otherwise the changeset says whether it landed, as on a reopen.
     fn settle_in_flight(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
-        let Some(name) = st.record.as_ref().and_then(|r| r.commit_in_flight.clone()) else {
-            return Ok(());
-        };
-        {
-            let mut live = self.live.lock();
-            if live.as_ref().is_some_and(|l| l.in_transaction()) {
-                let _ = std::fs::remove_file(self.lc.dir().join(&name));
-                if let Some(r) = st.record.as_mut() {
-                    r.commit_in_flight = None;
-                }
-                return self.lc.persist(&st);
-            }
-            *live = None;
-        }
-        self.reconcile(&mut st)
+        let mut st = self.lc.lock_op(|_| Ok(()))?;
+        self.settle(&mut st)
     }
 
     fn rollback(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         if st.status == Status::Committed {
             return self.undo(&mut st);
         }
@@ -668,12 +703,39 @@ impl Sandbox for SqliteSandbox {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         super::cleanup_dir(&self.lc, &mut st, || {
             if let Some(l) = self.live.lock().take() {
                 l.abandon();
             }
             Ok(())
         })
+    }
+}
+
+impl SqliteSandbox {
+    /// The hold of an operation that changes the sandbox or its database (see
+    /// [`Lifecycle::lock_op`]), a commit a dead committer left in flight settled.
+    fn op(&self) -> Result<crate::plan::record::OpGuard<'_>, SandboxError> {
+        self.lc.lock_op(|st| self.settle(st))
+    }
+
+    /// Settles the commit `st` shows in flight (see [`Sandbox::settle_in_flight`]).
+    fn settle(&self, st: &mut State) -> Result<(), SandboxError> {
+        let Some(name) = st.record.as_ref().and_then(|r| r.commit_in_flight.clone()) else {
+            return Ok(());
+        };
+        {
+            let mut live = self.live.lock();
+            if live.as_ref().is_some_and(|l| l.in_transaction()) {
+                let _ = std::fs::remove_file(self.lc.dir().join(&name));
+                if let Some(r) = st.record.as_mut() {
+                    r.commit_in_flight = None;
+                }
+                return self.lc.persist(st);
+            }
+            *live = None;
+        }
+        self.reconcile(st)
     }
 }
