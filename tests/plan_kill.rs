@@ -29,19 +29,31 @@ const PLAN: &str = "kill";
 fn resources(dir: &Path) {
     for (p, n) in [("cow", 60), ("ovl", 60)] {
         for i in 0..n {
-            write(&dir.join(p), &format!("d{}/f{i}.txt", i % 4), format!("{p} {i}\n").as_bytes());
+            write(
+                &dir.join(p),
+                &format!("d{}/f{i}.txt", i % 4),
+                format!("{p} {i}\n").as_bytes(),
+            );
         }
     }
     let repo = dir.join("repo");
     for i in 0..20 {
-        write(&repo, &format!("src/f{i}.txt"), format!("repo {i}\n").as_bytes());
+        write(
+            &repo,
+            &format!("src/f{i}.txt"),
+            format!("repo {i}\n").as_bytes(),
+        );
     }
     git_init(&repo);
     git_commit_all(&repo);
     let hook = repo.join(".git/hooks/reference-transaction");
     std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
     // Held open while git holds the branch's lock ("prepared"), so kills land inside it.
-    std::fs::write(&hook, "#!/bin/sh\n[ \"$1\" = prepared ] && sleep 0.3\nexit 0\n").unwrap();
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\n[ \"$1\" = prepared ] && sleep 0.3\nexit 0\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let db = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
@@ -67,7 +79,9 @@ fn child() {
             .get_or_create_sandbox(PLAN, res, dir.join(res), strategy)
             .unwrap();
         for i in 0..60 {
-            let f = sb.get_path(Path::new(&format!("d{}/f{i}.txt", i % 4))).unwrap();
+            let f = sb
+                .get_path(Path::new(&format!("d{}/f{i}.txt", i % 4)))
+                .unwrap();
             std::fs::write(f, format!("{res} {i} edited\n")).unwrap();
         }
     }
@@ -82,7 +96,12 @@ fn child() {
         .unwrap();
     }
     let s = mgr
-        .get_or_create_sandbox(PLAN, "db", dir.join("db.sqlite"), Strategy::TransactionRollback)
+        .get_or_create_sandbox(
+            PLAN,
+            "db",
+            dir.join("db.sqlite"),
+            Strategy::TransactionRollback,
+        )
         .unwrap();
     s.as_sqlite()
         .unwrap()
@@ -120,9 +139,11 @@ fn state(dir: &Path) -> State {
     let tree = git(&repo, &["rev-parse", "HEAD^{tree}"]);
     let db = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
     let rows: String = db
-        .query_row("SELECT group_concat(v, ',') FROM (SELECT v FROM t ORDER BY id)", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT group_concat(v, ',') FROM (SELECT v FROM t ORDER BY id)",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     State {
         cow: tree_view(&dir.join("cow")),
@@ -140,7 +161,10 @@ fn repo_problems(repo: &Path) -> Vec<String> {
     if !st.stdout.is_empty() {
         out.push(format!("status: {}", String::from_utf8_lossy(&st.stdout)));
     }
-    for e in walkdir::WalkDir::new(repo.join(".git")).into_iter().flatten() {
+    for e in walkdir::WalkDir::new(repo.join(".git"))
+        .into_iter()
+        .flatten()
+    {
         if e.file_name().to_string_lossy().ends_with(".lock") {
             out.push(format!("stale lock {}", e.path().display()));
         }
@@ -170,7 +194,10 @@ fn commit_all_of_four_strategies_killed_anywhere_is_all_or_nothing() {
     resources(clean.path());
     let before = state(clean.path());
     let (mut child, t) = start(clean.path());
-    assert!(child.wait().unwrap().success(), "the uninterrupted commit failed");
+    assert!(
+        child.wait().unwrap().success(),
+        "the uninterrupted commit failed"
+    );
     let full = t.elapsed();
     let after = state(clean.path());
     assert!(repo_problems(&clean.path().join("repo")).is_empty());
@@ -199,7 +226,10 @@ fn commit_all_of_four_strategies_killed_anywhere_is_all_or_nothing() {
         mgr.set_cleanup_on_drop(false);
         let rec = mgr.recover(PLAN).unwrap();
         let now = state(dir.path());
-        let how = format!("trial {trial} (killed {} after {delay:?})", if group { "group" } else { "process" });
+        let how = format!(
+            "trial {trial} (killed {} after {delay:?})",
+            if group { "group" } else { "process" }
+        );
         let problems = repo_problems(&dir.path().join("repo"));
         assert!(problems.is_empty(), "{how}: {problems:?}; recovery {rec:?}");
         if now == before {
@@ -215,7 +245,10 @@ fn commit_all_of_four_strategies_killed_anywhere_is_all_or_nothing() {
                 now.rows == after.rows
             );
         }
-        assert!(!dir.path().join("root/plans/plan-kill/commit.journal").exists());
+        assert!(!dir
+            .path()
+            .join("root/plans/plan-kill/commit.journal")
+            .exists());
         drop(mgr);
         // Every git the commit started has exited (none outlives the decision).
         let left = Command::new("pgrep")

@@ -34,13 +34,19 @@ fn setup(dir: &Path, projects: usize) -> (PathBuf, Vec<PathBuf>) {
     for p in 0..projects {
         let proj = dir.join(format!("p{p}"));
         for i in 0..100 {
-            write(&proj, &format!("d{}/f{i}.txt", i % 5), format!("{p} {i}\n").as_bytes());
+            write(
+                &proj,
+                &format!("d{}/f{i}.txt", i % 5),
+                format!("{p} {i}\n").as_bytes(),
+            );
         }
         let sb = mgr
             .get_or_create_sandbox(PLAN, &format!("r{p}"), &proj, Strategy::CopyOnWrite)
             .unwrap();
         for i in 0..100 {
-            let f = sb.get_path(Path::new(&format!("d{}/f{i}.txt", i % 5))).unwrap();
+            let f = sb
+                .get_path(Path::new(&format!("d{}/f{i}.txt", i % 5)))
+                .unwrap();
             std::fs::write(f, format!("{p} {i} edited\n")).unwrap();
         }
         out.push(proj);
@@ -63,7 +69,10 @@ fn plan_cmd(root: &Path, verb: &str) -> Command {
 fn race(mut a: Command, mut b: Command) -> (std::process::Output, std::process::Output) {
     let ca = a.spawn().unwrap();
     let cb = b.spawn().unwrap();
-    (ca.wait_with_output().unwrap(), cb.wait_with_output().unwrap())
+    (
+        ca.wait_with_output().unwrap(),
+        cb.wait_with_output().unwrap(),
+    )
 }
 
 /// The status each sandbox's `state.json` records, read straight from disk.
@@ -93,9 +102,15 @@ fn commit_beside_rollback_ends_as_one_then_the_other() {
         // Commit then rollback, or rollback then (nothing to) commit: the originals are as
         // before either way, with every file there.
         let now: Vec<_> = projects.iter().map(|p| tree_view(p)).collect();
-        assert!(now == before, "trial {trial}: an original changed or lost files");
+        assert!(
+            now == before,
+            "trial {trial}: an original changed or lost files"
+        );
         let out = String::from_utf8_lossy(&c.stdout);
-        assert!(!out.contains("deleted") || out.contains(" 0 deleted"), "{out}");
+        assert!(
+            !out.contains("deleted") || out.contains(" 0 deleted"),
+            "{out}"
+        );
         // The records agree: nothing claims to be committed over an original that is not.
         let rec = recorded(&root);
         assert!(
@@ -124,12 +139,18 @@ fn commit_beside_cleanup_ends_as_one_then_the_other() {
                 .count();
             assert_eq!(files, 100, "trial {trial}: {} lost files", p.display());
             if committed {
-                assert_ne!(b, n, "trial {trial}: reported committed, original unchanged");
+                assert_ne!(
+                    b, n,
+                    "trial {trial}: reported committed, original unchanged"
+                );
             } else {
                 assert_eq!(b, n, "trial {trial}: nothing committed, original changed");
             }
         }
-        assert!(recorded(&root).is_empty(), "the cleanup removed every sandbox");
+        assert!(
+            recorded(&root).is_empty(),
+            "the cleanup removed every sandbox"
+        );
     }
 }
 
@@ -147,14 +168,20 @@ fn a_reader_beside_a_commit_recovers_nothing() {
             lists.push(l);
         }
         let c = commit.wait_with_output().unwrap();
-        assert!(c.status.success(), "trial {trial}: {}", String::from_utf8_lossy(&c.stderr));
+        assert!(
+            c.status.success(),
+            "trial {trial}: {}",
+            String::from_utf8_lossy(&c.stderr)
+        );
         for l in &lists {
             let err = String::from_utf8_lossy(&l.stderr);
             assert!(!err.contains("rolled back"), "a reader recovered: {err}");
         }
         let now: Vec<_> = projects.iter().map(|p| tree_view(p)).collect();
         assert!(now.iter().zip(&before).all(|(n, b)| n != b));
-        assert!(!root.join(format!("plans/plan-{PLAN}/commit.journal")).exists());
+        assert!(!root
+            .join(format!("plans/plan-{PLAN}/commit.journal"))
+            .exists());
         assert!(recorded(&root).iter().all(|s| s == "committed"));
     }
 }
@@ -201,9 +228,20 @@ fn create_beside_create_makes_one_sandbox() {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .find_map(|l| l.split("sandbox=").nth(1).map(|s| s.trim().to_string()))
-                .unwrap_or_else(|| panic!("{:?} {} {}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{:?} {} {}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )
+                })
         };
-        assert_eq!(id(&a), id(&b), "trial {trial}: two sandboxes for one resource");
+        assert_eq!(
+            id(&a),
+            id(&b),
+            "trial {trial}: two sandboxes for one resource"
+        );
         assert_eq!(recorded(&root).len(), 1);
         let mgr = PlanManager::open(&root).unwrap();
         assert_eq!(mgr.list_sandboxes(PLAN).len(), 1);

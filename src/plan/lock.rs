@@ -224,7 +224,10 @@ mod tests {
         drop(inner);
         let p = dir.path().to_path_buf();
         let other = std::thread::spawn(move || PlanGuard::try_acquire(&p).unwrap().is_none());
-        assert!(other.join().unwrap(), "another thread must not get the lock");
+        assert!(
+            other.join().unwrap(),
+            "another thread must not get the lock"
+        );
         let lent = lend();
         let p = dir.path().to_path_buf();
         let borrowed = std::thread::spawn(move || {

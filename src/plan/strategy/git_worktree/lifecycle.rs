@@ -298,11 +298,10 @@ impl GitWorktree {
             .and_then(|r| r.metadata.get(super::settle::IN_FLIGHT_SINCE))
             .and_then(|s| s.parse().ok());
         // Under the plan's lock, taken by this operation: the commit's gits have exited.
-        let done = self
-            .locked(&repo, || {
-                self.settle_repo(&repo, &target, landed, since)
-                    .map_err(|e| self.err("settle the interrupted commit", e))
-            })?;
+        let done = self.locked(&repo, || {
+            self.settle_repo(&repo, &target, landed, since)
+                .map_err(|e| self.err("settle the interrupted commit", e))
+        })?;
         if let Some(r) = st.record.as_mut() {
             r.commit_in_flight = None;
             r.metadata.remove(super::settle::IN_FLIGHT_SINCE);

@@ -50,7 +50,10 @@ fn someone_works_in(top: &Path, file: &Path) -> bool {
     };
     for p in procs.flatten() {
         let name = p.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         if pid == me {
@@ -89,9 +92,11 @@ impl GitWorktree {
         since: Option<u128>,
     ) -> Result<Vec<String>, String> {
         let mut done = Vec::new();
-        let git_dir = PathBuf::from(
-            Git::at(&repo.top).line(&["rev-parse", "--path-format=absolute", "--git-dir"])?,
-        );
+        let git_dir = PathBuf::from(Git::at(&repo.top).line(&[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+        ])?);
         for f in lock_files(&git_dir, &repo.common, &repo.original_branch) {
             let Ok(meta) = std::fs::symlink_metadata(&f) else {
                 continue;
@@ -128,9 +133,8 @@ impl GitWorktree {
         let mut reset = vec!["reset", "-q", before.as_str(), "--"];
         reset.extend(dirty.iter().map(String::as_str));
         Git::at(&repo.top).ok(&reset)?;
-        let (back, gone): (Vec<&String>, Vec<&String>) = dirty
-            .iter()
-            .partition(|p| in_before.contains(p.as_bytes()));
+        let (back, gone): (Vec<&String>, Vec<&String>) =
+            dirty.iter().partition(|p| in_before.contains(p.as_bytes()));
         if !back.is_empty() {
             let mut checkout = vec!["checkout", "-q", before.as_str(), "--"];
             checkout.extend(back.iter().map(|s| s.as_str()));
