@@ -38,6 +38,12 @@ pub enum PlanCmd {
         /// The plan.
         plan: String,
     },
+    /// Wait for the plan's lock and settle what a process that died while holding it left
+    /// (an interrupted commit is rolled back; a git it started is waited for).
+    Recover {
+        /// The plan.
+        plan: String,
+    },
     /// Remove sandboxes whose work is over (committed, rolled back, errored) and the remains
     /// of interrupted creations.
     CleanAbandoned,
@@ -56,6 +62,11 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
     }
     for w in &mgr.recovery().warnings {
         eprintln!("patchbox: warning: {w}");
+    }
+    for plan in &mgr.recovery().busy {
+        eprintln!(
+            "patchbox: plan {plan}: another process holds its lock (a commit is running); left to it"
+        );
     }
     match cmd {
         PlanCmd::List { plan } => {
@@ -123,6 +134,16 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
         PlanCmd::Cleanup { plan } => {
             mgr.cleanup_all(&plan)?;
             println!("plan {plan}: cleaned up");
+        }
+        PlanCmd::Recover { plan } => {
+            let r = mgr.recover(&plan)?;
+            match r.rolled_back.iter().find(|(p, _)| *p == plan) {
+                Some((_, ids)) => println!(
+                    "plan {plan}: an interrupted commit_all was rolled back ({} sandbox(es) undone)",
+                    ids.len()
+                ),
+                None => println!("plan {plan}: nothing to recover"),
+            }
         }
         PlanCmd::CleanAbandoned => {
             let n = mgr.cleanup_abandoned()?;
