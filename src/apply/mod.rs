@@ -30,10 +30,13 @@
 //!    pre-image → *merged* if the edits do not overlap, *conflict* (with the hunks involved)
 //!    if they do. A conflict refuses the whole patch unless [`ApplyOptions::conflict_markers`]
 //!    asks for conflict markers to be written. Binary files and symlinks are applied only onto
-//!    exactly the contents the patch expects. Applying a patch a second time changes nothing
-//!    and reports *already applied* (creations find the file, deletions find it gone, renames
-//!    find the target; in a series of patches of the same file, linked by their `index`
-//!    lines, the earlier ones are recognised once the last one is applied).
+//!    exactly the contents the patch expects. A deletion that carries no contents (no hunk,
+//!    no binary data: a patch cut off after its `index` line, say) removes only an empty
+//!    file; a file with contents is refused, as git refuses it ("removal patch leaves file
+//!    contents"), whatever blob id the `index` line names. Applying a patch a second time
+//!    changes nothing and reports *already applied* (creations find the file, deletions find
+//!    it gone, renames find the target; in a series of patches of the same file, linked by
+//!    their `index` lines, the earlier ones are recognised once the last one is applied).
 //! 3. **Nothing outside the project.** Paths are [`RelPath`]s (no `..`, not absolute) by
 //!    construction of the parser, which also refuses what git's `verify_path` refuses (`.`
 //!    components, names ending with `/`, `b//abs` stripped to the absolute `/abs`); on top of

@@ -100,7 +100,21 @@ impl Planner<'_> {
                 let lines = split_lines(&data);
                 apply_hunks(&lines, &fp.hunks, false, false).is_ok_and(|p| p.out.is_empty())
             }
-            _ => oid_matches(&fp.old_oid, &data).unwrap_or(data.is_empty()),
+            // No hunk and no binary data: the patch carries no contents, so it removes only
+            // an empty file or link. git checks what the deletion leaves, not the `index`
+            // line ("removal patch leaves file contents", apply.c `apply_data`), and so does
+            // GNU patch: a deletion cut off after its header never removes a file with
+            // contents, whatever blob id it names.
+            _ if !data.is_empty() => {
+                return Ok(self.replaced_later(old, &cur).unwrap_or_else(|| {
+                    Res::Refuse(format!(
+                        "{old}: removal patch leaves file contents (the deletion carries no \
+                         hunk for the file's {} byte(s); git refuses it too)",
+                        data.len()
+                    ))
+                }))
+            }
+            _ => true,
         };
         if ok {
             Ok(Res::Done(VState::Absent, How::Applied(String::new())))
