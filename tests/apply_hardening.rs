@@ -1,4 +1,5 @@
-//! `apply` refuses what git refuses: a deletion that carries no contents.
+//! `apply` refuses what git refuses: a deletion that carries no contents, and paths the
+//! library reserves for itself.
 
 mod common;
 
@@ -7,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{exact_fingerprint, git_init, write};
+use patchbox::apply::store::UndoStore;
 use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
 
 fn bin() -> Command {
@@ -125,6 +127,106 @@ fn deletion_of_an_empty_file_needs_no_hunk() {
     let r = apply_patch(&project, patch, &ApplyOptions::default()).unwrap();
     assert_eq!(r.outcome, Outcome::Applied, "{r}");
     assert!(!project.join("g").exists());
+}
+
+// ------------------------------------------------------------------------------------------
+// Reserved names
+// ------------------------------------------------------------------------------------------
+
+/// Patches that name a staging directory (`.patchbox-txn-*`) on either side, each with the
+/// path that must be named in the refusal.
+fn reserved_patches() -> Vec<(&'static str, String)> {
+    let stage = ".patchbox-txn-01J00000000000000000000000.1.2";
+    vec![
+        (
+            "rename into a staging directory",
+            format!(
+                "diff --git a/a.txt b/{stage}/a.txt\nsimilarity index 100%\nrename from a.txt\nrename to {stage}/a.txt\n"
+            ),
+        ),
+        (
+            "copy into a staging directory",
+            format!(
+                "diff --git a/a.txt b/{stage}/a.txt\nsimilarity index 100%\ncopy from a.txt\ncopy to {stage}/a.txt\n"
+            ),
+        ),
+        (
+            "creation in a staging directory",
+            format!(
+                "diff --git a/{stage}/n b/{stage}/n\nnew file mode 100644\n--- /dev/null\n+++ b/{stage}/n\n@@ -0,0 +1 @@\n+n\n"
+            ),
+        ),
+        (
+            "creation of a staging directory's name as a file",
+            "diff --git a/.patchbox-txn-x b/.patchbox-txn-x\nnew file mode 100644\n--- /dev/null\n+++ b/.patchbox-txn-x\n@@ -0,0 +1 @@\n+n\n".to_string(),
+        ),
+        (
+            "rename out of a staging directory",
+            format!(
+                "diff --git a/{stage}/a.txt b/a2.txt\nsimilarity index 100%\nrename from {stage}/a.txt\nrename to a2.txt\n"
+            ),
+        ),
+        (
+            "deletion in a staging directory",
+            format!(
+                "diff --git a/{stage}/a.txt b/{stage}/a.txt\ndeleted file mode 100644\n--- a/{stage}/a.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"
+            ),
+        ),
+        (
+            "a staging directory's name below the root, in another case",
+            "diff --git a/a.txt b/sub/.PATCHBOX-TXN-y/a.txt\nsimilarity index 100%\nrename from a.txt\nrename to sub/.PATCHBOX-TXN-y/a.txt\n".to_string(),
+        ),
+    ]
+}
+
+/// A patch naming the library's staging directory on either side (rename or copy from or
+/// to, creation, deletion) is refused with that path named, and nothing is written. Were a
+/// file renamed into one, the next apply's or undo's recovery would delete it as debris.
+#[test]
+fn paths_reserved_for_the_library_are_refused_on_either_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    write(&project, "a.txt", b"a\n");
+    for (what, patch) in reserved_patches() {
+        let before = exact_fingerprint(&project);
+        for check in [true, false] {
+            let opts = ApplyOptions {
+                check,
+                ..Default::default()
+            };
+            let r = apply_patch(&project, patch.as_bytes(), &opts).unwrap();
+            assert_eq!(r.outcome, Outcome::Refused, "{what}: {r}");
+            let f = &r.files[0];
+            assert_eq!(f.status, FileStatus::Refused, "{what}: {r}");
+            assert!(
+                f.detail.contains(".patchbox-txn-") || f.detail.contains(".PATCHBOX-TXN-"),
+                "{what}: {}",
+                f.detail
+            );
+            assert!(f.detail.contains("reserves"), "{what}: {}", f.detail);
+            assert_eq!(
+                exact_fingerprint(&project),
+                before,
+                "{what}: nothing written"
+            );
+        }
+    }
+    // Through the store, as `patchbox apply` does: refused; the undo that follows finds
+    // nothing to undo and the user's file is where it was.
+    let root = tmp.path().join("root");
+    let store = UndoStore::new(&root);
+    let (_, rename) = &reserved_patches()[0];
+    let r = store
+        .apply(&project, rename.as_bytes(), &ApplyOptions::default())
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Refused, "{r}");
+    assert!(store.undo_last(&project, false).is_err());
+    assert_eq!(fs::read(project.join("a.txt")).unwrap(), b"a\n");
+    assert_eq!(
+        fs::read_dir(&project).unwrap().count(),
+        1,
+        "only a.txt in the project"
+    );
 }
 
 /// `Command::output` with `data` on stdin.

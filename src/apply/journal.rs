@@ -83,6 +83,19 @@ use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
 
 /// Prefix of a staging directory in the project root.
 pub(crate) const STAGE_PREFIX: &str = ".patchbox-txn-";
+
+/// The component of `rel` that names one of the library's own files in a project, if any:
+/// a staging directory (`.patchbox-txn-…`, matched without regard to ASCII case, for
+/// case-folding filesystems). Recovery takes every such entry of the root for an
+/// interrupted transaction, so a patch may not name one on either side: a file renamed
+/// into one would be removed as debris by the next apply or undo. Any component counts,
+/// not only the first: a subdirectory may be a project of its own.
+pub(crate) fn reserved_component(rel: &RelPath) -> Option<&[u8]> {
+    let prefix = STAGE_PREFIX.as_bytes();
+    rel.as_bytes()
+        .split(|&b| b == b'/')
+        .find(|c| c.len() >= prefix.len() && c[..prefix.len()].eq_ignore_ascii_case(prefix))
+}
 const BEGIN_HEADER: &str = "patchbox-txn-begin 1";
 const INTENT_HEADER: &str = "patchbox-txn-intent 1";
 

@@ -46,6 +46,8 @@
 //!    and any path whose parent chain contains a symlink, in the project or created by the
 //!    same patch (a symlink in the project that the same patch deletes or renames away counts
 //!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
+//!    paths with a component the library reserves for its own files in a project (its
+//!    staging directories, `.patchbox-txn-*`, on either side of a rename or copy too),
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
 //!    write helper reaches the parent directory one component at a time from the project root
 //!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a

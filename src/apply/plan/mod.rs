@@ -382,6 +382,21 @@ impl<'a> Planner<'a> {
     }
 
     fn file(&mut self, fp: &FilePatch, idx: usize) -> Result<FileReport> {
+        // The library's own names (staging directories) are never a patch's to read, write,
+        // rename or copy, on either side.
+        for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
+            if let Some(c) = super::journal::reserved_component(p) {
+                return Ok(Self::report(
+                    fp,
+                    FileStatus::Refused,
+                    format!(
+                        "{p}: '{}' is a name patchbox reserves for its own files in a project \
+                         (its staging directories, .patchbox-txn-*)",
+                        String::from_utf8_lossy(c)
+                    ),
+                ));
+            }
+        }
         // Safety first: every path the file patch names. The new path is written; the old
         // one only read or removed unless it is also the new one.
         let names = [
