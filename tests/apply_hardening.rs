@@ -1,5 +1,6 @@
-//! `apply` refuses what git refuses: a deletion that carries no contents, and paths the
-//! library reserves for itself.
+//! `apply` refuses what git refuses and stays correct under concurrency: a deletion that
+//! carries no contents, paths the library reserves for itself, two applies (and two undos)
+//! of one project at once.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{exact_fingerprint, git_init, write};
+use common::{exact_fingerprint, git_init, mode_view, write};
 use patchbox::apply::store::UndoStore;
 use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
 
@@ -227,6 +228,158 @@ fn paths_reserved_for_the_library_are_refused_on_either_side() {
         1,
         "only a.txt in the project"
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// Concurrency
+// ------------------------------------------------------------------------------------------
+
+/// Twenty numbered lines.
+fn lines(tag: &str) -> String {
+    (1..=20).map(|i| format!("{tag} line {i}\n")).collect()
+}
+
+/// A patch changing line `n` of `shared.txt` (to `tag`) and creating `<tag>.txt`.
+fn edit_patch(n: usize, tag: &str) -> String {
+    let ctx = |i: usize| format!(" s line {i}\n");
+    let mut hunk = String::new();
+    for i in n - 3..n {
+        hunk.push_str(&ctx(i));
+    }
+    hunk.push_str(&format!("-s line {n}\n+s line {n}, {tag}\n"));
+    for i in n + 1..=n + 3 {
+        hunk.push_str(&ctx(i));
+    }
+    format!(
+        "diff --git a/shared.txt b/shared.txt\n--- a/shared.txt\n+++ b/shared.txt\n@@ -{s},7 +{s},7 @@\n{hunk}diff --git a/{tag}.txt b/{tag}.txt\nnew file mode 100644\n--- /dev/null\n+++ b/{tag}.txt\n@@ -0,0 +1 @@\n+{tag}\n",
+        s = n - 3
+    )
+}
+
+fn apply_cli(project: &Path, root: &Path, patch: &Path) -> std::process::Child {
+    bin()
+        .args(["apply", "--project"])
+        .arg(project)
+        .arg("--root")
+        .arg(root)
+        .arg(patch)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn undo_cli(project: &Path, root: &Path) -> std::process::Child {
+    bin()
+        .args(["apply", "--undo", "--project"])
+        .arg(project)
+        .arg("--root")
+        .arg(root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Two `patchbox apply` processes started at once on one project, both changing
+/// `shared.txt` (different lines): they take turns, so both apply (the second on top of the
+/// first), and two `patchbox apply --undo` processes started at once take them back newest
+/// first, leaving the project byte for byte as it was. Twenty rounds.
+#[test]
+fn concurrent_applies_land_in_turn_and_concurrent_undos_restore_the_project() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("root");
+    write(&project, "shared.txt", lines("s").as_bytes());
+    write(&project, "other.txt", b"other\n");
+    let pa = tmp.path().join("a.patch");
+    let pb = tmp.path().join("b.patch");
+    fs::write(&pa, edit_patch(4, "a")).unwrap();
+    fs::write(&pb, edit_patch(9, "b")).unwrap();
+    let mut both = lines("s");
+    both = both.replace("s line 4\n", "s line 4, a\n");
+    both = both.replace("s line 9\n", "s line 9, b\n");
+    let original = exact_fingerprint(&project);
+    let original_view = mode_view(&project);
+    for round in 0..20 {
+        let (a, b) = if round % 2 == 0 {
+            (&pa, &pb)
+        } else {
+            (&pb, &pa)
+        };
+        let ca = apply_cli(&project, &root, a);
+        let cb = apply_cli(&project, &root, b);
+        for c in [ca, cb] {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", show(&out));
+        }
+        assert_eq!(
+            fs::read_to_string(project.join("shared.txt")).unwrap(),
+            both,
+            "round {round}: both applied"
+        );
+        let ua = undo_cli(&project, &root);
+        let ub = undo_cli(&project, &root);
+        for c in [ua, ub] {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", show(&out));
+        }
+        assert_eq!(mode_view(&project), original_view, "round {round}");
+        assert_eq!(exact_fingerprint(&project), original, "round {round}");
+    }
+    // No staging directory and no lock file in the project.
+    let mut names: Vec<_> = fs::read_dir(&project)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["other.txt", "shared.txt"]);
+}
+
+/// The same through the library, from threads: every apply through the store lands whole
+/// and in turn, and undoing the newest record as many times restores the project.
+#[test]
+fn concurrent_store_applies_from_threads_undo_newest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("root");
+    write(&project, "shared.txt", lines("s").as_bytes());
+    let original = exact_fingerprint(&project);
+    let patches: Vec<String> = [(4, "a"), (9, "b"), (14, "c")]
+        .iter()
+        .map(|(n, t)| edit_patch(*n, t))
+        .collect();
+    for round in 0..10 {
+        std::thread::scope(|s| {
+            for p in &patches {
+                let (project, root) = (&project, &root);
+                s.spawn(move || {
+                    let r = UndoStore::new(root)
+                        .apply(project, p.as_bytes(), &ApplyOptions::default())
+                        .unwrap();
+                    assert_eq!(r.outcome, Outcome::Applied, "round {round}: {r}");
+                });
+            }
+        });
+        std::thread::scope(|s| {
+            for _ in &patches {
+                let (project, root) = (&project, &root);
+                s.spawn(move || {
+                    UndoStore::new(root).undo_last(project, false).unwrap();
+                });
+            }
+        });
+        assert_eq!(exact_fingerprint(&project), original, "round {round}");
+    }
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "{:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// `Command::output` with `data` on stdin.

@@ -18,7 +18,10 @@
 //!    `patchbox recover` — complete the change or roll it back, so the project ends exactly
 //!    before or exactly after it, with no staging directory left (the state machine is in
 //!    `src/apply/journal.rs`). Applies and undos of one project are serialized by an
-//!    exclusive `flock` on its root directory.
+//!    exclusive `flock` on its root directory (nothing is written into the project for
+//!    it); those through the [`store`] also hold the store's lock on the project from the
+//!    choice of the undo record to its end, so its records sort in the order the applies
+//!    landed.
 //! 2. **Drift is handled, never guessed past.** Each text file is tried in this order: its
 //!    contents already equal the patch's result (by the `index` line blob id, or the patched
 //!    pre-image) → *already applied*; exact context at the stated lines or at an offset (the
@@ -43,11 +46,11 @@
 //!    that any component named `.git` or read as `.git` by NTFS or HFS+ (`.git.`, `.git `,
 //!    `GIT~1`, `.g\u{200c}it`, …) is refused, and so are symlinks named `.gitmodules`, file
 //!    patches that change a file's type (git writes those as a deletion and a creation),
+//!    paths with a component the library reserves for its own files in a project (its
+//!    staging directories, `.patchbox-txn-*`, on either side of a rename or copy too),
 //!    and any path whose parent chain contains a symlink, in the project or created by the
 //!    same patch (a symlink in the project that the same patch deletes or renames away counts
 //!    as a directory to create: git's "symlink becomes a directory"). The only way to name a
-//!    paths with a component the library reserves for its own files in a project (its
-//!    staging directories, `.patchbox-txn-*`, on either side of a rename or copy too),
 //!    file for writing is a [`ProjectPath`], which only [`path_in_project`] builds, and every
 //!    write helper reaches the parent directory one component at a time from the project root
 //!    with `O_NOFOLLOW`, so a symlink swapped in after the check still cannot redirect a
@@ -437,6 +440,11 @@ impl CheckedApply {
     /// The check's report (as [`apply_patch`] in check mode gives it).
     pub fn report(&self) -> &ApplyReport {
         &self.report
+    }
+
+    /// The project the patch was checked against (canonical).
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Writes the checked patch with `opts` (its `check` is ignored: this writes), reusing

@@ -7,6 +7,15 @@
 //! once used, *incomplete* otherwise (an apply still running, or the rare leftover of a power
 //! loss). Records of an older layout (with a `<ulid>.project` file beside) are still read.
 //!
+//! Applies and undos through the store are serialized per project by a lock file of the
+//! store, `<root>/undo/locks/<sha1 of the project's canonical path>` (an exclusive `flock`;
+//! nothing is written into the project): from the choice of a record id to the end of the
+//! apply, and from the choice of the record to undo to its removal. An id the store makes is
+//! made under that lock and is greater than every id in the store, so "the newest record"
+//! is the apply that landed last, across processes too, and undoing the newest record again
+//! and again takes the applies back newest first. (An id chosen by the caller,
+//! [`UndoStore::apply_as`], sorts where the caller put it.)
+//!
 //! Pruning ([`UndoStore::prune`], run after every apply through the store) keeps, by
 //! default ([`PrunePolicy::default`]), the newest 50 applied records per project and nothing
 //! older than 30 days; undone records are removed (their undo is complete), incomplete ones
@@ -101,6 +110,14 @@ pub struct UndoStore {
 
 const LEGACY_SUFFIX: &str = ".project";
 
+/// The directory of the store's per-project lock files (not a record id, so listing skips it).
+const LOCKS_DIR: &str = "locks";
+
+/// The store's lock on one project ([`UndoStore::lock_project`]).
+struct StoreLock {
+    _file: std::fs::File,
+}
+
 fn canonical(project: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(project).map_err(|e| Error::io("resolve project", project, e))
 }
@@ -135,7 +152,12 @@ impl UndoStore {
         patch: &[u8],
         opts: &ApplyOptions,
     ) -> Result<ApplyReport> {
-        self.apply_as(project, patch, opts, crate::id::next())
+        let project = canonical(project.as_ref())?;
+        Ok(self
+            .record_as(&project, opts, None, true, |o| {
+                Ok((apply_patch(&project, patch, o)?, ()))
+            })?
+            .0)
     }
 
     /// [`UndoStore::apply`] with the record id chosen by the caller, so a caller can note
@@ -150,7 +172,7 @@ impl UndoStore {
     ) -> Result<ApplyReport> {
         let project = canonical(project.as_ref())?;
         Ok(self
-            .record_as(opts, id, true, |o| {
+            .record_as(&project, opts, Some(id), true, |o| {
                 Ok((apply_patch(&project, patch, o)?, ()))
             })?
             .0)
@@ -171,8 +193,11 @@ impl UndoStore {
             check: false,
             ..opts.clone()
         };
+        let project = checked.root().to_path_buf();
         Ok(self
-            .record_as(&opts, id, true, |o| Ok((checked.apply(o)?, ())))?
+            .record_as(&project, &opts, Some(id), true, |o| {
+                Ok((checked.apply(o)?, ()))
+            })?
             .0)
     }
 
@@ -200,23 +225,34 @@ impl UndoStore {
             Some(hook) => Defer::Shared(hook),
             None => Defer::Yes,
         };
-        self.record_as(&opts, id, false, |o| checked.apply_with(o, defer))
+        let project = checked.root().to_path_buf();
+        self.record_as(&project, &opts, Some(id), false, |o| {
+            checked.apply_with(o, defer)
+        })
     }
 
-    /// Runs `apply` with an undo record `id` in this store (none in check mode), then prunes
-    /// (with `prune`).
+    /// Runs `apply` on `project` (canonical) with an undo record in this store (none in
+    /// check mode), then prunes (with `prune`), holding the project's lock throughout. The
+    /// record's id is `id`, else one made under the lock ([`UndoStore::fresh_id`]).
     fn record_as<T>(
         &self,
+        project: &Path,
         opts: &ApplyOptions,
-        id: ulid::Ulid,
+        id: Option<ulid::Ulid>,
         prune: bool,
         apply: impl FnOnce(&ApplyOptions) -> Result<(ApplyReport, T)>,
     ) -> Result<(ApplyReport, T)> {
         let mut opts = opts.clone();
         opts.undo_dir = None;
+        let mut _lock = None;
         if !opts.check {
             std::fs::create_dir_all(&self.dir)
                 .map_err(|e| Error::io("create undo directory", &self.dir, e))?;
+            _lock = Some(self.lock_project(project)?);
+            let id = match id {
+                Some(id) => id,
+                None => self.fresh_id()?,
+            };
             let dir = self.dir.join(id.to_string());
             if dir.exists() {
                 return Err(Error::InvalidId {
@@ -298,8 +334,13 @@ impl UndoStore {
     /// Undoes the newest applied record of `project` (after recovering the project), then
     /// drops it. If an earlier undo of a record was interrupted and recovery completed it,
     /// that undo is what this call finishes: nothing more is undone.
+    ///
+    /// The choice and the undo hold the project's lock in the store, so concurrent calls
+    /// (and applies through the store) take turns: two calls undo the two newest applies,
+    /// newest first.
     pub fn undo_last(&self, project: impl AsRef<Path>, force: bool) -> Result<UndoLast> {
         let project = canonical(project.as_ref())?;
+        let _lock = self.lock_project(&project)?;
         let recovery = recover_project(&project)?;
         let records = self.list(Some(&project))?;
         if let Some(done) = records
@@ -327,7 +368,7 @@ impl UndoStore {
                 reason: format!("no apply to undo for {}", project.display()),
             });
         };
-        let mut report = self.undo(&project, &last.id, force)?;
+        let mut report = self.undo_locked(&project, &last.id, force)?;
         merge_recovery(&mut report.recovery, recovery);
         Ok(UndoLast {
             record: last.clone(),
@@ -335,12 +376,74 @@ impl UndoStore {
         })
     }
 
-    /// Undoes the record `id` on `project`, then drops it.
+    /// Undoes the record `id` on `project`, then drops it (holding the project's lock in the
+    /// store, as [`UndoStore::undo_last`] does).
     pub fn undo(&self, project: impl AsRef<Path>, id: &str, force: bool) -> Result<UndoReport> {
+        let _lock = self.lock_project(&canonical(project.as_ref())?)?;
+        self.undo_locked(project.as_ref(), id, force)
+    }
+
+    /// [`UndoStore::undo`], the caller holding the project's lock.
+    fn undo_locked(&self, project: &Path, id: &str, force: bool) -> Result<UndoReport> {
         let entry = self.entry(id)?;
-        let report = undo_apply(project.as_ref(), &entry.dir, force)?;
+        let report = undo_apply(project, &entry.dir, force)?;
         self.drop_record(id)?;
         Ok(report)
+    }
+
+    /// Waits for and takes the store's lock on `project` (canonical): an exclusive `flock`
+    /// on `<dir>/locks/<sha1 of the path>`, a file of the store, never of the project.
+    /// Released when dropped, or when the process dies.
+    fn lock_project(&self, project: &Path) -> Result<StoreLock> {
+        use sha1::Digest;
+        use std::os::unix::ffi::OsStrExt;
+        let locks = self.dir.join(LOCKS_DIR);
+        std::fs::create_dir_all(&locks)
+            .map_err(|e| Error::io("create lock directory", &locks, e))?;
+        let key = sha1::Sha1::digest(project.as_os_str().as_bytes());
+        let path = locks.join(crate::git::oid::to_hex(&key));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io("open lock file", &path, e))?;
+        loop {
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(StoreLock { _file: file }),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("lock", &path, e.into())),
+            }
+        }
+    }
+
+    /// A new record id, greater than every id in the store. Made under the project's lock,
+    /// it sorts after the record of every apply that landed before, whichever process
+    /// made it (ids of one millisecond from two processes would otherwise sort at random).
+    fn fresh_id(&self) -> Result<ulid::Ulid> {
+        let mut id = crate::id::next();
+        let rd = match std::fs::read_dir(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(id),
+            r => r.map_err(|e| Error::io("list undo records", &self.dir, e))?,
+        };
+        for e in rd {
+            let e = e.map_err(|e| Error::io("list undo records", &self.dir, e))?;
+            let Some(u) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| ulid::Ulid::from_string(n.trim_end_matches(LEGACY_SUFFIX)).ok())
+            else {
+                continue;
+            };
+            if u >= id {
+                id = u.increment().ok_or_else(|| Error::InvalidId {
+                    id: u.to_string(),
+                    reason: "no undo record id sorts after this one",
+                })?;
+            }
+        }
+        Ok(id)
     }
 
     /// Removes the record `id`.
