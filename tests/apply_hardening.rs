@@ -1,11 +1,11 @@
 //! `apply` refuses what git refuses and stays correct under concurrency: a deletion that
 //! carries no contents, paths the library reserves for itself, two applies (and two undos)
-//! of one project at once.
+//! of one project at once, and `run --out` onto a symlink.
 
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{exact_fingerprint, git_init, mode_view, write};
@@ -380,6 +380,97 @@ fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+// ------------------------------------------------------------------------------------------
+// run --out through a symlink
+// ------------------------------------------------------------------------------------------
+
+/// `run --out LINK` writes the patch to the file the symlink leads to (atomically, beside
+/// it) and leaves the link a link; a link to a link, and a dangling one, too.
+#[test]
+fn run_out_writes_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let root = tmp.path().join("root");
+    write(&project, "a.txt", b"one\n");
+    let targets = tmp.path().join("targets");
+    fs::create_dir_all(&targets).unwrap();
+    let target = targets.join("out.patch");
+    fs::write(&target, b"old\n").unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o640)).unwrap();
+    let links = tmp.path().join("links");
+    fs::create_dir_all(&links).unwrap();
+    let link = links.join("link.patch");
+    std::os::unix::fs::symlink("../targets/out.patch", &link).unwrap();
+    let link2 = links.join("link2.patch");
+    std::os::unix::fs::symlink("link.patch", &link2).unwrap();
+    let dangling = links.join("dangling.patch");
+    std::os::unix::fs::symlink(targets.join("new.patch"), &dangling).unwrap();
+
+    let run = |out: &Path, tag: &str| {
+        let o = bin()
+            .arg("run")
+            .arg("--project")
+            .arg(&project)
+            .arg("--root")
+            .arg(&root)
+            .arg("--no-confine")
+            .arg("--out")
+            .arg(out)
+            .args(["--", "sh", "-c", &format!("echo {tag} >> a.txt")])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+    };
+    run(&link, "x");
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let written = fs::read_to_string(&target).unwrap();
+    assert!(written.contains("+x"), "{written}");
+    assert_eq!(
+        fs::metadata(&target).unwrap().permissions().mode() & 0o7777,
+        0o640,
+        "the target keeps its mode"
+    );
+    run(&link2, "y");
+    assert!(fs::symlink_metadata(&link2)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(fs::read_to_string(&target).unwrap().contains("+y"));
+    run(&dangling, "z");
+    assert!(fs::symlink_metadata(&dangling)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(fs::read_to_string(targets.join("new.patch"))
+        .unwrap()
+        .contains("+z"));
+    // Nothing left beside the links or the targets but what the test made.
+    let names = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| PathBuf::from(e.unwrap().file_name()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(&links),
+        ["dangling.patch", "link.patch", "link2.patch"].map(PathBuf::from)
+    );
+    assert_eq!(
+        names(&targets),
+        ["new.patch", "out.patch"].map(PathBuf::from)
+    );
 }
 
 /// `Command::output` with `data` on stdin.

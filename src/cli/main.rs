@@ -666,7 +666,12 @@ fn pending_name(patch_file: &Path) -> String {
 }
 
 /// Writes `data` to `path` whole or not at all: a temporary file beside it, fsync, rename.
+///
+/// A symlink at `path` (or a chain of them) is written through, as a shell's `>` would: the
+/// file it leads to is the one replaced, by a temporary file in that file's directory (so
+/// the rename stays on its filesystem), and keeps its permissions; the link stays a link.
 fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
+    let path = &resolve_symlinks(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -683,11 +688,19 @@ fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
         name.to_string_lossy(),
         std::process::id()
     ));
+    // The replaced file's permissions, if there is one (a new file gets the umask's).
+    let perms = std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions());
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
+        if let Some(p) = perms {
+            f.set_permissions(p)?;
+        }
         f.write_all(data)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -696,6 +709,34 @@ fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("write patch", path, e)
     })
+}
+
+/// The path a write to `path` lands on: `path` itself unless it is a symlink, else where
+/// the link leads (a relative target taken from the link's directory), followed up to 40
+/// links deep (the kernel's limit). The last entry may not exist yet (a dangling link).
+fn resolve_symlinks(path: &Path) -> Result<PathBuf, Error> {
+    let mut cur = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target =
+                    std::fs::read_link(&cur).map_err(|e| Error::io("read symlink", &cur, e))?;
+                cur = match cur.parent() {
+                    Some(d) => d.join(target),
+                    None => target,
+                };
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("inspect", &cur, e));
+            }
+            _ => return Ok(cur),
+        }
+    }
+    Err(Error::io(
+        "resolve symlink",
+        path,
+        std::io::Error::from_raw_os_error(libc::ELOOP),
+    ))
 }
 
 /// Starts `patchbox sessions reap SESSION` in its own process group (a Ctrl-C meant for the
