@@ -734,3 +734,127 @@ fn commit_all_with_shared_and_nested_originals_matches_git_apply() {
     mgr.rollback_all("p").unwrap();
     assert_eq!(mode_view(proj.path()), before);
 }
+
+/// Symlinks a sandbox adds (or turns a file into) that point outside the resource: an
+/// absolute target elsewhere, `..` climbing out, `..` climbing out through a symlink that
+/// itself points inside, a file turned into a link to `/etc/passwd`. Every one is named.
+fn make_links_out(tree: &Path, outside: &Path) -> BTreeSet<String> {
+    use std::os::unix::fs::symlink;
+    symlink(outside.join("x"), tree.join("abs-out")).unwrap();
+    symlink("../../escape", tree.join("sub/up-out")).unwrap();
+    std::fs::create_dir(tree.join("sub/chain")).unwrap();
+    symlink("..", tree.join("sub/chain/hop")).unwrap();
+    symlink("hop/../..", tree.join("sub/chain/via-hop")).unwrap();
+    std::fs::remove_file(tree.join("a.txt")).unwrap();
+    symlink("/etc/passwd", tree.join("a.txt")).unwrap();
+    ["abs-out", "sub/up-out", "sub/chain/via-hop", "a.txt"]
+        .map(String::from)
+        .into()
+}
+
+/// Symlinks pointing inside the resource (relative, up and back in, absolute into the
+/// original, dangling inside): always allowed.
+fn make_links_in(tree: &Path, original: &Path) {
+    use std::os::unix::fs::symlink;
+    symlink("sub/b.txt", tree.join("in-rel")).unwrap();
+    symlink("../c.txt", tree.join("sub/in-up")).unwrap();
+    symlink(original.join("c.txt"), tree.join("in-abs")).unwrap();
+    symlink("not/yet", tree.join("in-dangling")).unwrap();
+}
+
+/// Removes what [`make_links_out`] made, and makes `a.txt` a file again (with new content).
+fn remove_links_out(tree: &Path) {
+    for l in ["abs-out", "sub/up-out", "sub/chain/via-hop", "a.txt"] {
+        std::fs::remove_file(tree.join(l)).unwrap();
+    }
+    std::fs::write(tree.join("a.txt"), "A\n").unwrap();
+}
+
+fn assert_links_out_refused(e: &SandboxError, id: &str, links: &BTreeSet<String>) {
+    match e {
+        SandboxError::Commit {
+            sandbox_id,
+            reason,
+            files,
+            ..
+        } => {
+            assert_eq!(sandbox_id, id);
+            assert!(
+                reason.contains("points outside the resource"),
+                "reason: {reason}"
+            );
+            assert_eq!(&files.iter().cloned().collect::<BTreeSet<_>>(), links);
+        }
+        other => panic!("not a commit refusal: {other:?}"),
+    }
+}
+
+/// A sandbox that adds symlinks pointing outside the resource is refused at check and at
+/// commit, before anything is written, naming the links; `commit_all` refuses the whole
+/// plan. The same sandbox with only symlinks pointing inside commits them. For every
+/// strategy that commits through the apply (`copy_on_write`, `overlay` in whatever mode
+/// this machine has); `git_worktree` is in `plan_git_worktree.rs`.
+#[test]
+fn symlinks_pointing_outside_the_resource_are_refused_before_anything_is_written() {
+    for strategy in [Strategy::CopyOnWrite, Strategy::Overlay] {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let p = project(&[("a.txt", "a\n"), ("c.txt", "c\n"), ("sub/b.txt", "b\n")]);
+        let q = project(&[("f.txt", "f\n")]);
+        let mgr = PlanManager::open(root.path()).unwrap();
+        let sb = mgr
+            .get_or_create_sandbox("p", "p", p.path(), strategy.clone())
+            .unwrap();
+        let other = mgr
+            .get_or_create_sandbox("p", "q", q.path(), strategy.clone())
+            .unwrap();
+        std::fs::write(other.get_path(Path::new("f.txt")).unwrap(), "F\n").unwrap();
+        let tree = sb.get_path(Path::new("")).unwrap();
+        make_links_in(&tree, p.path());
+        let links = make_links_out(&tree, outside.path());
+        let before = (mode_view(p.path()), mode_view(q.path()));
+
+        let e = sb.check_commit().unwrap_err();
+        assert_links_out_refused(&e, sb.sandbox_id(), &links);
+        match mgr.commit_all("p") {
+            Err(SandboxError::AtomicCommit {
+                reason,
+                rolled_back_ids,
+                failed_sandbox_id,
+                ..
+            }) => {
+                assert!(reason.contains("points outside the resource"), "{reason}");
+                assert!(rolled_back_ids.is_empty(), "nothing was committed");
+                assert_eq!(failed_sandbox_id.as_deref(), Some(sb.sandbox_id()));
+            }
+            other => panic!("{strategy}: {other:?}"),
+        }
+        let e = sb.commit(None).unwrap_err();
+        assert_links_out_refused(&e, sb.sandbox_id(), &links);
+        assert_eq!(
+            (mode_view(p.path()), mode_view(q.path())),
+            before,
+            "{strategy}"
+        );
+        assert_eq!(sb.status(), Status::Active, "{strategy}");
+        assert_eq!(other.status(), Status::Active, "{strategy}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        remove_links_out(&tree);
+        mgr.commit_all("p").unwrap();
+        let link = |rel: &str| std::fs::read_link(p.path().join(rel)).unwrap();
+        assert_eq!(link("in-rel"), Path::new("sub/b.txt"), "{strategy}");
+        assert_eq!(link("sub/in-up"), Path::new("../c.txt"), "{strategy}");
+        assert_eq!(link("in-abs"), p.path().join("c.txt"), "{strategy}");
+        assert_eq!(link("in-dangling"), Path::new("not/yet"), "{strategy}");
+        assert_eq!(link("sub/chain/hop"), Path::new(".."), "{strategy}");
+        assert_eq!(
+            std::fs::read_to_string(p.path().join("a.txt")).unwrap(),
+            "A\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(q.path().join("f.txt")).unwrap(),
+            "F\n"
+        );
+    }
+}

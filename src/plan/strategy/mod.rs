@@ -12,6 +12,12 @@
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
 //! the atomic 3-way apply).
+//!
+//! Every strategy that commits files refuses, at its check and at its commit and before it
+//! writes anything to the original, a symlink the sandbox adds or changes that points outside
+//! the resource (one rule, in `links.rs`): `copy_on_write` and `overlay` in [`through_apply`],
+//! `git_worktree` when it plans its commit. `none` writes straight into the original, so
+//! there is nothing to refuse before the fact; `transaction_rollback` has no files.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +31,7 @@ use crate::apply::store::UndoStore;
 
 pub mod copy_on_write;
 pub mod git_worktree;
+pub(crate) mod links;
 pub mod none;
 pub mod overlay;
 pub mod sqlite;

@@ -29,6 +29,10 @@ fn options(base_dir: &Path, check: bool) -> ApplyOptions {
     ApplyOptions {
         check,
         preimages: Some(base_dir.to_path_buf()),
+        // Where a symlink points is the plan layer's rule (`links.rs`), checked on the diff
+        // before any apply: it follows links instead of reading targets as text, and allows
+        // an absolute target inside the original.
+        allow_outside_symlinks: true,
         ..ApplyOptions::default()
     }
 }
@@ -59,7 +63,8 @@ impl Checked {
 }
 
 /// Checks that `diff` applies to `original` now (nothing written). The check, when there is
-/// a patch, for [`commit`] to reuse.
+/// a patch, for [`commit`] to reuse. A symlink the diff adds or changes that points outside
+/// the resource refuses it ([`SandboxError::Commit`] naming the links).
 pub fn check(
     lc: &Lifecycle,
     original: &Path,
@@ -69,6 +74,7 @@ pub fn check(
     if diff.patch.is_empty() {
         return Ok(None);
     }
+    super::links::refuse_links_out(lc.id(), original, &diff.entries, str::to_string)?;
     let checked = check_patch(original, &diff.patch, &options(base_dir, true))
         .map_err(|e| commit_err(lc, "the patch cannot be checked", e))?;
     let report = checked.report();
@@ -98,11 +104,12 @@ fn commit_err(lc: &Lifecycle, what: &str, e: crate::Error) -> SandboxError {
 }
 
 /// Applies `diff` to `original` with an undo record in `store`, moving `st` from `Active` to
-/// `Committed`. On a refusal nothing is written and the status stays `Active`. `checked`,
-/// a [`check`] of the same patch, saves planning it again. With `batch` (`commit_all`), the
-/// apply of a checked patch leaves its last sync and cleanup to the batch
-/// ([`CommitBatch`]): the status is `Committed` once the change is in place, and the change
-/// is durable when the batch is finished (a crash before is recovered by completing it).
+/// `Committed`. On a refusal (a conflict, a symlink pointing outside the resource) nothing
+/// is written and the status stays `Active`. `checked`, a [`check`] of the same patch, saves
+/// planning it again. With `batch` (`commit_all`), the apply of a checked patch leaves its
+/// last sync and cleanup to the batch ([`CommitBatch`]): the status is `Committed` once the
+/// change is in place, and the change is durable when the batch is finished (a crash before
+/// is recovered by completing it).
 pub fn commit(
     lc: &Lifecycle,
     st: &mut State,
@@ -120,6 +127,7 @@ pub fn commit(
         .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
     let mut commit_ref = None;
     if !diff.patch.is_empty() {
+        super::links::refuse_links_out(lc.id(), &original, &diff.entries, str::to_string)?;
         let id = crate::id::next();
         set_in_flight(lc, st, Some(id.to_string()))?;
         let opts = options(base_dir, false);
