@@ -477,3 +477,78 @@ fn restore_never_writes_through_a_symlink() {
         "nothing written outside"
     );
 }
+
+/// Rolling back to a checkpoint is for a sandbox whose work is not committed: on a committed
+/// sandbox every strategy refuses it alike — a state error naming the sandbox and its status —
+/// and changes nothing, neither the sandbox nor the original. Once the commit is undone, the
+/// work is no longer committed and the rollback goes through.
+#[test]
+fn rollback_to_a_committed_sandbox_is_refused_alike_by_every_strategy() {
+    use patchbox::plan::{SandboxError, Status};
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let refused = |what: &str, sb: &Arc<dyn Sandbox>, r: Result<bool, SandboxError>| match r {
+        Err(SandboxError::State {
+            sandbox_id, from, ..
+        }) => {
+            assert_eq!(sandbox_id.as_deref(), Some(sb.sandbox_id()), "{what}");
+            assert_eq!(from, Status::Committed, "{what}");
+        }
+        other => panic!("{what}: rollback_to a committed sandbox gave {other:?}"),
+    };
+    for strategy in [
+        Strategy::CopyOnWrite,
+        Strategy::Overlay,
+        Strategy::GitWorktree,
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let p = project(5);
+        if strategy == Strategy::GitWorktree {
+            common::git_init(p.path());
+            common::git_commit_all(p.path());
+        }
+        let plans = PlanManager::open(root.path()).unwrap();
+        let sb = plans
+            .get_or_create_sandbox("p", "r", p.path(), strategy.clone())
+            .unwrap();
+        let cm = CheckpointManager::new(root.path());
+        let tree = sb.get_path(Path::new("")).unwrap();
+        std::fs::write(tree.join("d0/f0.txt"), "before the checkpoint\n").unwrap();
+        let cp = cm
+            .create_checkpoint(&sb, "p", Phase::PreApply.name(), BTreeMap::new())
+            .unwrap();
+        std::fs::write(tree.join("d1/f1.txt"), "after the checkpoint\n").unwrap();
+        plans.commit_all("p").unwrap();
+        assert_eq!(sb.status(), Status::Committed);
+        let (original, sandbox) = (mode_view(p.path()), mode_view(&tree));
+        refused(&strategy.to_string(), &sb, cm.rollback_to(&cp));
+        assert_eq!(sb.status(), Status::Committed, "{strategy}");
+        assert_eq!(mode_view(p.path()), original, "{strategy}: original");
+        assert_eq!(mode_view(&tree), sandbox, "{strategy}: sandbox");
+        sb.rollback().unwrap();
+        assert!(cm.rollback_to(&cp).unwrap(), "{strategy}");
+        let read = |rel: &str| std::fs::read_to_string(tree.join(rel)).unwrap();
+        assert_eq!(read("d0/f0.txt"), "before the checkpoint\n", "{strategy}");
+        assert_eq!(read("d1/f1.txt"), "file 1\n", "{strategy}");
+        sb.cleanup().unwrap();
+    }
+
+    let root = tempfile::tempdir().unwrap();
+    let db = root.path().join("app.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);")
+        .unwrap();
+    let plans = PlanManager::open(root.path().join("sandboxes")).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "db", &db, Strategy::TransactionRollback)
+        .unwrap();
+    let cm = CheckpointManager::new(root.path().join("sandboxes"));
+    let sql = sb.as_sqlite().unwrap();
+    sql.execute("INSERT INTO t VALUES (1, 'a')", &[]).unwrap();
+    let cp = cm
+        .create_checkpoint(&sb, "p", Phase::PreApply.name(), BTreeMap::new())
+        .unwrap();
+    plans.commit_all("p").unwrap();
+    refused("transaction_rollback", &sb, cm.rollback_to(&cp));
+    assert_eq!(sb.status(), Status::Committed);
+}

@@ -844,3 +844,90 @@ fn a_commit_that_panics_after_landing_is_settled() {
     mgr.cleanup_all("p").unwrap();
     assert_no_sandbox_refs(&f);
 }
+
+/// A sandbox that adds symlinks pointing outside the resource (absolute elsewhere, `..`
+/// climbing out, `..` climbing out through a symlink that itself points inside, a file
+/// turned into a link to `/etc/passwd`, a link retargeted out) is refused at check and at
+/// commit, before anything is written, naming the links (repository paths); `commit_all`
+/// refuses the whole plan. For a subdirectory resource, the rest of the repository is
+/// outside. Symlinks pointing inside stay allowed and commit.
+#[test]
+fn symlinks_pointing_outside_the_resource_are_refused_before_anything_is_written() {
+    let f = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let mgr = PlanManager::open(&f.root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
+        .unwrap();
+    let tree = sb.get_path(Path::new("")).unwrap();
+    symlink(outside.path().join("x"), tree.join("abs-out")).unwrap();
+    symlink("../../escape", tree.join("sub/up-out")).unwrap();
+    symlink("..", tree.join("sub/hop")).unwrap();
+    symlink("hop/..", tree.join("sub/via-hop")).unwrap();
+    fs::remove_file(tree.join("a.txt")).unwrap();
+    symlink("/etc/passwd", tree.join("a.txt")).unwrap();
+    fs::remove_file(tree.join("link")).unwrap();
+    symlink("../elsewhere", tree.join("link")).unwrap();
+    symlink("sub/deep.txt", tree.join("in-rel")).unwrap();
+    symlink(f.repo.join("b.txt"), tree.join("in-abs")).unwrap();
+    let sub = mgr
+        .get_or_create_sandbox("q", "sub", f.repo.join("sub"), Strategy::GitWorktree)
+        .unwrap();
+    let sub_tree = sub.get_path(Path::new("")).unwrap();
+    symlink("../a.txt", sub_tree.join("up")).unwrap();
+    symlink(f.repo.join("b.txt"), sub_tree.join("abs")).unwrap();
+    symlink("deep.txt", sub_tree.join("in")).unwrap();
+    let before = user_state(&f);
+
+    let refused = |e: &SandboxError, id: &str, want: &[&str]| {
+        assert!(e.to_string().contains("points outside the resource"), "{e}");
+        assert!(matches!(e, SandboxError::Commit { sandbox_id, .. } if sandbox_id == id));
+        let mut files = files_of(e);
+        files.sort();
+        assert_eq!(files, want);
+    };
+    let out = ["a.txt", "abs-out", "link", "sub/up-out", "sub/via-hop"];
+    refused(&sb.check_commit().unwrap_err(), sb.sandbox_id(), &out);
+    match mgr.commit_all("p") {
+        Err(SandboxError::AtomicCommit {
+            reason,
+            rolled_back_ids,
+            failed_sandbox_id,
+            ..
+        }) => {
+            assert!(reason.contains("points outside the resource"), "{reason}");
+            assert!(rolled_back_ids.is_empty());
+            assert_eq!(failed_sandbox_id.as_deref(), Some(sb.sandbox_id()));
+        }
+        other => panic!("{other:?}"),
+    }
+    refused(&sb.commit(None).unwrap_err(), sb.sandbox_id(), &out);
+    refused(
+        &sub.check_commit().unwrap_err(),
+        sub.sandbox_id(),
+        &["sub/abs", "sub/up"],
+    );
+    refused(
+        &sub.commit(None).unwrap_err(),
+        sub.sandbox_id(),
+        &["sub/abs", "sub/up"],
+    );
+    assert_eq!(user_state(&f), before);
+    assert_eq!(sb.status(), Status::Active);
+    assert_eq!(sub.status(), Status::Active);
+    sub.cleanup().unwrap();
+
+    for l in ["abs-out", "sub/up-out", "sub/via-hop", "a.txt", "link"] {
+        fs::remove_file(tree.join(l)).unwrap();
+    }
+    fs::write(tree.join("a.txt"), b"A\n").unwrap();
+    symlink("a.txt", tree.join("link")).unwrap();
+    mgr.commit_all("p").unwrap();
+    let link = |rel: &str| fs::read_link(f.repo.join(rel)).unwrap();
+    assert_eq!(link("in-rel"), Path::new("sub/deep.txt"));
+    assert_eq!(link("in-abs"), f.repo.join("b.txt"));
+    assert_eq!(link("sub/hop"), Path::new(".."));
+    assert_eq!(fs::read(f.repo.join("a.txt")).unwrap(), b"A\n");
+    sb.cleanup().unwrap();
+    assert_no_sandbox_refs(&f);
+}

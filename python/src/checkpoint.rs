@@ -137,6 +137,10 @@ impl CheckpointManager {
 
     /// Makes the checkpoint's sandbox exactly what it was then; `False` when the checkpoint
     /// no longer exists (deleted, or its sandbox cleaned up).
+    ///
+    /// Only for a sandbox whose work is not committed: on a committed sandbox, of any
+    /// strategy, it raises `SandboxStateError` (`from_status` "committed") and changes
+    /// nothing. Undo the commit first (`sandbox.rollback()`), then roll back to the checkpoint.
     fn rollback_to(&self, py: Python<'_>, checkpoint: &SandboxCheckpoint) -> PyResult<bool> {
         let cp = checkpoint.inner.clone();
         py.detach(|| self.with(|m| m.rollback_to(&cp)))

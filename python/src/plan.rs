@@ -332,6 +332,21 @@ impl SandboxManager {
         Ok((r.rolled_back.clone(), r.warnings.clone()))
     }
 
+    /// Waits for the plan's lock and settles what a process that died holding it left (an
+    /// interrupted `commit_all` rolled back; a git it started waited for); returns
+    /// `recovery()` afterwards.
+    fn recover(&self, py: Python<'_>, plan_id: String) -> PyResult<RecoveryReport> {
+        let m = self.mgr()?;
+        let r = py.detach(|| m.recover(&plan_id)).map_err(plan_err)?;
+        Ok((r.rolled_back, r.warnings))
+    }
+
+    /// Plans another process held the lock of when this manager opened (a commit was
+    /// running): left to it; `recover(plan_id)` settles one later.
+    fn busy_plans(&self) -> PyResult<Vec<String>> {
+        Ok(self.mgr()?.recovery().busy)
+    }
+
     /// The sandbox of `(plan_id, resource_id)`, made and created on first use with
     /// `sandbox_strategy` (a `SandboxStrategy` or a name) over `original_path`; later calls
     /// return the same sandbox.

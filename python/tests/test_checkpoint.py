@@ -11,7 +11,7 @@ import pytest
 
 import patchbox
 from patchbox import CheckpointManager, PRE_EXECUTE, POST_EXECUTE, PRE_APPLY
-from _plan_fixtures import manager, project, root, write  # noqa: F401
+from _plan_fixtures import manager, project, repo, root, write  # noqa: F401
 
 
 def test_checkpoint_and_rollback_to(manager, project, root):
@@ -70,6 +70,34 @@ def test_keep_and_attach_after_restart(manager, project, root):
     assert again.rollback_to(found)
     assert Path(sb.get_path("notes.txt")).read_text() == "checkpointed\n"
     again.close()
+
+
+def test_rollback_to_a_committed_sandbox_is_refused(manager, project, root, repo):
+    """Rolling back to a checkpoint is only for work not committed: on a committed sandbox
+    every strategy raises SandboxStateError naming the sandbox and its status, and nothing
+    changes; once the commit is undone, the rollback goes through."""
+    with CheckpointManager(root) as cps:
+        for resource, original, strategy in [
+            ("docs", project, "copy_on_write"),
+            ("repo", repo, "git_worktree"),
+        ]:
+            sb = manager.get_or_create_sandbox(resource, resource, original, strategy)
+            notes = Path(sb.get_path("notes.txt"))
+            notes.write_text("checkpointed\n")
+            cp = cps.create_checkpoint(sb, resource, PRE_APPLY)
+            notes.write_text("committed\n")
+            manager.commit_all(resource)
+            with pytest.raises(patchbox.SandboxStateError) as e:
+                cps.rollback_to(cp)
+            assert e.value.sandbox_id == sb.sandbox_id, strategy
+            assert e.value.from_status == "committed", strategy
+            assert (original / "notes.txt").read_text() == "committed\n", strategy
+            assert notes.read_text() == "committed\n", strategy
+            sb.rollback()
+            assert cps.rollback_to(cp), strategy
+            assert notes.read_text() == "checkpointed\n", strategy
+    manager.cleanup_all("docs")
+    manager.cleanup_all("repo")
 
 
 def test_unknown_sandbox_and_none_strategy(manager, project, root):

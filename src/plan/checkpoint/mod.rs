@@ -35,6 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::error::SandboxError;
+use super::lock::PlanGuard;
 use super::manager::PLANS_DIR;
 use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
@@ -170,6 +171,7 @@ impl CheckpointManager {
         metadata: BTreeMap<String, String>,
     ) -> Result<Checkpoint, SandboxError> {
         let (store, op) = self.known(sandbox)?;
+        let _plan = self.lock_plan_of(sandbox)?;
         let _op = op.lock();
         let id = crate::id::next_string();
         let (kind, changes) = match sandbox.checkpoint_support() {
@@ -219,6 +221,13 @@ impl CheckpointManager {
     /// Makes the checkpoint's sandbox exactly what it was at the checkpoint (contents, modes,
     /// symlinks, deleted and added files), in time proportional to the difference. `Ok(false)`
     /// when the checkpoint no longer exists (deleted, or its sandbox cleaned up).
+    ///
+    /// Rolling back to a checkpoint is only for a sandbox whose work is not committed: on a
+    /// `Committed` sandbox it is refused alike for every strategy, with a
+    /// [`SandboxError::State`] naming the sandbox and its status (`committed -> active`), and
+    /// nothing changes, neither the sandbox nor the original. To go back, undo the commit
+    /// first ([`Sandbox::rollback`]: the sandbox is then `RolledBack`, keeps its changes, and
+    /// may be rolled back to a checkpoint).
     pub fn rollback_to(&self, checkpoint: &Checkpoint) -> Result<bool, SandboxError> {
         let (sb, store, op) = {
             let map = self.sandboxes.lock();
@@ -230,7 +239,17 @@ impl CheckpointManager {
             };
             (k.sandbox.clone(), k.store.clone(), k.op.clone())
         };
+        let _plan = self.lock_plan_of(&sb)?;
         let _op = op.lock();
+        // Checked before anything is read or restored: a committed sandbox's files are what
+        // its original holds now, and a restore would make them disagree with the commit.
+        if sb.status() == Status::Committed {
+            return Err(SandboxError::State {
+                sandbox_id: Some(sb.sandbox_id().to_string()),
+                from: Status::Committed,
+                to: Status::Active,
+            });
+        }
         let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
             return Ok(false);
         };
@@ -240,6 +259,17 @@ impl CheckpointManager {
             files::restore(sb.as_ref(), &store, &store.full(&m.checkpoint_id)?)?;
         }
         Ok(true)
+    }
+
+    /// The lock of `sb`'s plan (see [`crate::plan::lock`]): checkpoints and rollbacks to
+    /// them change the sandbox, so they serialize with the plan's other operations.
+    fn lock_plan_of(&self, sb: &Arc<dyn Sandbox>) -> Result<PlanGuard, SandboxError> {
+        let ctx = sb.context().ok_or_else(|| SandboxError::State {
+            sandbox_id: Some(sb.sandbox_id().to_string()),
+            from: sb.status(),
+            to: Status::Active,
+        })?;
+        PlanGuard::acquire(&self.plans_dir.join(format!("plan-{}", ctx.plan_id)))
     }
 
     /// Makes the manager know `sandbox` (for checkpoints read back from disk after a

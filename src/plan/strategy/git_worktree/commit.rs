@@ -4,8 +4,9 @@
 //! changes were checked clean in the user's tree. The target is recorded as in flight before
 //! the user's branch is touched, so a reopen after a crash can settle it.
 //!
-//! [`GitWorktree::plan_commit`] writes only objects; the refusals (conflict, dirty files,
-//! detached or switched branch) all happen there, before anything the user sees changes.
+//! [`GitWorktree::plan_commit`] writes only objects; the refusals (a symlink pointing outside
+//! the resource, conflict, dirty files, detached or switched branch) all happen there, before
+//! anything the user sees changes.
 //! The fast-forward is shared with the revert of a rollback.
 
 use super::git::{commit_tree, identity_args, Git};
@@ -31,7 +32,7 @@ impl GitWorktree {
         &self,
         message: Option<&str>,
     ) -> Result<CommitResult, SandboxError> {
-        let mut st = self.lc.lock();
+        let mut st = self.op()?;
         if st.status == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }
@@ -51,11 +52,18 @@ impl GitWorktree {
                 .map_err(|e| self.lc.commit_error(e, vec![]))?;
             if let Some(r) = st.record.as_mut() {
                 r.commit_in_flight = Some(target.clone());
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0);
+                r.metadata
+                    .insert(super::settle::IN_FLIGHT_SINCE.into(), now.to_string());
             }
             self.lc.persist(&st)?;
             if let Err(e) = self.fast_forward(&repo, target) {
                 if let Some(r) = st.record.as_mut() {
                     r.commit_in_flight = None;
+                    r.metadata.remove(super::settle::IN_FLIGHT_SINCE);
                 }
                 let _ = self.lc.persist(&st);
                 return Err(self.lc.commit_error(
@@ -70,6 +78,7 @@ impl GitWorktree {
         }
         if let Some(r) = st.record.as_mut() {
             r.commit_in_flight = None;
+            r.metadata.remove(super::settle::IN_FLIGHT_SINCE);
             r.commit_ref = plan.target.clone();
         }
         self.lc.advance_committed(&mut st, plan.target.is_some())?;
@@ -91,6 +100,14 @@ impl GitWorktree {
                 .commit_error(format!("cannot stage the worktree: {e}"), vec![])
         })?;
         let fail = |e: String| self.lc.commit_error(e, vec![]);
+        // Before any object is written: a symlink leading out of the resource refuses.
+        let links = self.staged_links(repo, &index).map_err(fail)?;
+        crate::plan::strategy::links::refuse_links_out(
+            self.lc.id(),
+            &self.original,
+            &links,
+            |p| repo.repo_path(p),
+        )?;
         let g = Git::at(&repo.tree).index(&index);
         let tree = g.line(&["write-tree"]).map_err(fail)?;
         let base_tree = Git::at(&repo.tree)

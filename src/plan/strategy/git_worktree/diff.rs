@@ -80,21 +80,12 @@ impl GitWorktree {
         Ok(index)
     }
 
-    /// The sandbox's changes against the base, paths relative to the resource; the caller
-    /// holds the repository lock.
-    pub(super) fn diff_now(&self, repo: &Repo) -> Result<SandboxDiff, SandboxError> {
-        let index = self
-            .stage(repo)
-            .map_err(|e| self.err("stage the worktree", e))?;
+    /// The entries of `git diff --raw` of the staged `index` against the base, submodule
+    /// pointers left out, with paths relative to the resource.
+    fn staged_raw(&self, repo: &Repo, index: &Path) -> Result<Vec<RawEntry>, String> {
         let sub = repo.sub();
         let dir = if sub.exists() { &sub } else { &repo.tree };
-        let g = Git::at(dir).index(&index);
-        let scope: &[&str] = if sub.exists() {
-            &["--relative"]
-        } else {
-            &["--", &repo.prefix]
-        };
-        let mut raw_args = vec![
+        let mut args = vec![
             "diff",
             "--cached",
             "--raw",
@@ -104,8 +95,60 @@ impl GitWorktree {
             "--ignore-submodules=all",
             &repo.base,
         ];
-        raw_args.extend_from_slice(scope);
-        let raw = g.ok(&raw_args).map_err(|e| self.err("diff", e))?;
+        args.extend_from_slice(&scope(repo));
+        let raw = Git::at(dir).index(index).ok(&args)?;
+        Ok(parse_raw(&raw)
+            .into_iter()
+            .filter(|e| !e.is_gitlink())
+            .filter_map(|mut e| {
+                if !sub.exists() {
+                    e.path = repo.rel(&e.path)?.to_string();
+                }
+                Some(e)
+            })
+            .collect())
+    }
+
+    /// The staged changes (paths relative to the resource) with the content of the
+    /// symlinks only — their targets, what the link check reads — without reading every
+    /// changed blob.
+    pub(super) fn staged_links(&self, repo: &Repo, index: &Path) -> Result<Vec<DiffEntry>, String> {
+        let entries = self.staged_raw(repo, index)?;
+        let oids: Vec<String> = entries
+            .iter()
+            .filter(|e| e.new_mode == SYMLINK && !is_zero_oid(&e.new_oid))
+            .map(|e| e.new_oid.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let blobs = read_blobs(&repo.tree, &oids)?;
+        Ok(entries
+            .into_iter()
+            .map(|e| DiffEntry {
+                operation: op_of(e.status),
+                before: None,
+                after: (e.new_mode == SYMLINK)
+                    .then(|| blobs.get(&e.new_oid).cloned())
+                    .flatten(),
+                before_mode: git_mode(&e.old_mode),
+                after_mode: git_mode(&e.new_mode),
+                path: e.path,
+            })
+            .collect())
+    }
+
+    /// The sandbox's changes against the base, paths relative to the resource; the caller
+    /// holds the repository lock.
+    pub(super) fn diff_now(&self, repo: &Repo) -> Result<SandboxDiff, SandboxError> {
+        let index = self
+            .stage(repo)
+            .map_err(|e| self.err("stage the worktree", e))?;
+        let entries = self
+            .staged_raw(repo, &index)
+            .map_err(|e| self.err("diff", e))?;
+        let sub = repo.sub();
+        let dir = if sub.exists() { &sub } else { &repo.tree };
+        let g = Git::at(dir).index(&index);
         let mut patch_args = vec![
             "diff",
             "--cached",
@@ -119,12 +162,8 @@ impl GitWorktree {
             "--dst-prefix=b/",
             &repo.base,
         ];
-        patch_args.extend_from_slice(scope);
+        patch_args.extend_from_slice(&scope(repo));
         let patch = g.ok(&patch_args).map_err(|e| self.err("diff", e))?;
-        let entries: Vec<RawEntry> = parse_raw(&raw)
-            .into_iter()
-            .filter(|e| !e.is_gitlink())
-            .collect();
         let oids: Vec<String> = entries
             .iter()
             .flat_map(|e| [e.old_oid.clone(), e.new_oid.clone()])
@@ -135,27 +174,15 @@ impl GitWorktree {
         let blobs = read_blobs(&repo.tree, &oids).map_err(|e| self.err("read blobs", e))?;
         let mut out = Vec::new();
         for e in entries {
-            let path = if sub.exists() {
-                e.path.clone()
-            } else {
-                match repo.rel(&e.path) {
-                    Some(p) => p.to_string(),
-                    None => continue,
-                }
-            };
             let blob =
                 |o: &str| (!is_zero_oid(o)).then(|| blobs.get(o).cloned().unwrap_or_default());
             out.push(DiffEntry {
-                path,
-                operation: match e.status {
-                    'A' => DiffOp::Added,
-                    'D' => DiffOp::Deleted,
-                    _ => DiffOp::Modified,
-                },
+                operation: op_of(e.status),
                 before: blob(&e.old_oid),
                 after: blob(&e.new_oid),
                 before_mode: git_mode(&e.old_mode),
                 after_mode: git_mode(&e.new_mode),
+                path: e.path,
             });
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -163,6 +190,28 @@ impl GitWorktree {
             entries: out,
             patch,
         })
+    }
+}
+
+/// The arguments that limit a diff to the resource: `--relative` run in its directory, or
+/// its path when the actor removed the directory.
+fn scope(repo: &Repo) -> Vec<&str> {
+    if repo.sub().exists() {
+        vec!["--relative"]
+    } else {
+        vec!["--", &repo.prefix]
+    }
+}
+
+/// The `--raw` mode of a symlink.
+const SYMLINK: &str = "120000";
+
+/// The operation of a `--raw` status letter.
+fn op_of(status: char) -> DiffOp {
+    match status {
+        'A' => DiffOp::Added,
+        'D' => DiffOp::Deleted,
+        _ => DiffOp::Modified,
     }
 }
 

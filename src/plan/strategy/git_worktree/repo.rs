@@ -100,6 +100,15 @@ impl Repo {
         }
     }
 
+    /// The repository path of `rel`, a path relative to the resource (see [`Repo::rel`]).
+    pub(super) fn repo_path(&self, rel: &str) -> String {
+        if self.prefix.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{}/{rel}", self.prefix)
+        }
+    }
+
     /// Whether `commit` is on the user's branch.
     pub(super) fn landed(&self, commit: &str) -> bool {
         !self.original_branch.is_empty()
