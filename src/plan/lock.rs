@@ -90,6 +90,25 @@ impl PlanGuard {
         PlanGuard::take(plan_dir, false)
     }
 
+    /// [`PlanGuard::try_acquire`], trying again for up to `patience`: a lock seen held for
+    /// an instant only (a child another thread forks holds a copy of every descriptor until
+    /// it executes its program) is not taken for a holder at work.
+    pub fn try_acquire_for(
+        plan_dir: &Path,
+        patience: std::time::Duration,
+    ) -> Result<Option<PlanGuard>, SandboxError> {
+        let until = std::time::Instant::now() + patience;
+        loop {
+            if let Some(g) = PlanGuard::take(plan_dir, false)? {
+                return Ok(Some(g));
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     fn take(plan_dir: &Path, wait: bool) -> Result<Option<PlanGuard>, SandboxError> {
         use rustix::fs::FlockOperation;
         let path = plan_dir.join(LOCK_FILE);
@@ -170,6 +189,26 @@ impl Drop for PlanGuard {
         }
         // Closing the descriptor releases the flock (never LOCK_UN: a git child that
         // inherited the descriptor keeps the lock until it exits).
+    }
+}
+
+/// How long a non-blocking `flock` is tried again before a holder is believed: a child that
+/// another thread forks holds a copy of every descriptor (and so every lock) for an instant,
+/// until it executes its program.
+pub const FORK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Tries a non-blocking exclusive `flock` of `f` for up to [`FORK_PATIENCE`]; whether it was
+/// taken.
+pub fn flock_exclusive_patiently(f: &File) -> bool {
+    let until = std::time::Instant::now() + FORK_PATIENCE;
+    loop {
+        if rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

@@ -227,7 +227,7 @@ impl PlanManager {
     fn load(&mut self) -> Result<(), SandboxError> {
         for (plan_id, plan_dir) in self.plan_dirs()? {
             self.sync_plan(&plan_id);
-            match PlanGuard::try_acquire(&plan_dir)? {
+            match PlanGuard::try_acquire_for(&plan_dir, super::lock::FORK_PATIENCE)? {
                 Some(guard) => self.recover_plan(&plan_id, &guard)?,
                 None => self.recovery.get_mut().busy.push(plan_id),
             }

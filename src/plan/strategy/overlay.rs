@@ -254,7 +254,7 @@ impl Overlay {
             // Never counted (a pending or copy-mode sandbox): only its own mount is known.
             return true;
         };
-        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+        crate::plan::lock::flock_exclusive_patiently(&f)
     }
 
     /// Mounts again when the view is gone (unmounted, or its FUSE server died).

@@ -10,8 +10,9 @@
 //!   sandbox's metadata ([`RECOVERED`]).
 //! - when the branch did not move: an index and files already updated (the fast-forward
 //!   writes the index and the files before it moves the branch). The paths the commit
-//!   changes are put back to the branch's tip in the index and the tree. They were clean when
-//!   the commit started (the commit refuses otherwise), so nothing of the user's is lost.
+//!   changes that hold what the commit wrote are put back to the branch's tip in the index
+//!   and the tree. They were clean when the commit started (the commit refuses otherwise),
+//!   and a path the user changed since is left alone, so nothing of the user's is lost.
 //!
 //! The repository is then as git leaves it after a clean run: exactly before or exactly after.
 
@@ -120,10 +121,27 @@ impl GitWorktree {
         if landed {
             return Ok(done);
         }
-        // The branch did not move: its tip is the target's first parent.
-        let before = Git::at(&repo.top).line(&["rev-parse", &format!("{target}^1")])?;
+        // The branch did not move: what it points to is "before".
+        let Ok((_, before)) = repo.user_branch() else {
+            done.push("the user's branch cannot be read; nothing put back".into());
+            return Ok(done);
+        };
         let touched = repo.touched(&before, target)?;
         let dirty = repo.dirty(&before, &touched)?;
+        // Only what the interrupted git wrote (the target's content) is put back: a path
+        // that differs from the target too was changed by the user since.
+        let theirs: std::collections::HashSet<String> = if dirty.is_empty() {
+            Default::default()
+        } else {
+            let mut args = vec!["diff", "--name-only", "-z", "--no-renames", target, "--"];
+            args.extend(dirty.iter().map(String::as_str));
+            let out = Git::at(&repo.top).ok(&args)?;
+            out.split(|&b| b == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect()
+        };
+        let dirty: Vec<String> = dirty.into_iter().filter(|p| !theirs.contains(p)).collect();
         if dirty.is_empty() {
             return Ok(done);
         }

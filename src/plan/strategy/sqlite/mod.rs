@@ -180,14 +180,11 @@ impl SqliteSandbox {
                     crate::Error::io("open", &p, e),
                 )
             })?;
-        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |_| {
-                self.sandbox_err(
-                    "the sandbox's transaction is held by another process; run its statements \
-                     there",
-                )
-            },
-        )?;
+        if !crate::plan::lock::flock_exclusive_patiently(&f) {
+            return Err(self.sandbox_err(
+                "the sandbox's transaction is held by another process; run its statements there",
+            ));
+        }
         *owner = Some(f);
         Ok(())
     }
