@@ -67,7 +67,7 @@ CREATE = textwrap.dedent("""
     root, project = sys.argv[1], sys.argv[2]
     m = patchbox.SandboxManager(root)
     sb = m.get_or_create_sandbox("p", "docs", project, "copy_on_write")
-    Path(sb.get_path("f0.txt")).write_text("edited\n")  # work: kept when the manager ends
+    Path(sb.get_path("f0.txt")).write_text("edited\\n")  # work: kept when the manager ends
     print(sb.sandbox_id, flush=True)
 """)
 
