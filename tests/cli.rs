@@ -186,13 +186,89 @@ fn bad_input_is_one_clear_line() {
     ];
     for args in cases {
         let out = bin().args(&args).output().unwrap();
-        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: bad input");
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("patchbox: "), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
     }
     assert!(!tmp.path().join("x").exists());
+}
+
+/// The documented statuses: 1 refused, 2 bad input (an empty or malformed patch, a command
+/// line without `--`), 3 an error, 126/127 a command that cannot run or be found.
+#[test]
+fn exit_statuses_tell_refusals_bad_input_and_errors_apart() {
+    let (tmp, project, root) = setup();
+    let empty = tmp.path().join("empty.patch");
+    fs::write(&empty, b"\n").unwrap();
+    let garbage = tmp.path().join("garbage.patch");
+    fs::write(&garbage, b"not a patch\n").unwrap();
+    for p in [&empty, &garbage] {
+        let out = apply_cmd(&project, &root, &[], p);
+        assert_eq!(out.status.code(), Some(2), "{}", p.display());
+        // git refuses both too.
+        let git = Command::new("git")
+            .arg("apply")
+            .arg(p)
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert!(!git.status.success());
+    }
+    let conflict = tmp.path().join("conflict.patch");
+    fs::write(
+        &conflict,
+        b"--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-not what is there\n+x\n",
+    )
+    .unwrap();
+    assert_eq!(
+        apply_cmd(&project, &root, &[], &conflict).status.code(),
+        Some(1)
+    );
+    let io = bin()
+        .args(["apply", "--project"])
+        .arg(&project)
+        .args(["--root", "/dev/null/root"])
+        .arg(&conflict)
+        .output()
+        .unwrap();
+    assert_eq!(
+        io.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&io.stderr)
+    );
+    let missing = bin()
+        .args(["run", "--project"])
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .args(["--", "no-such-command-anywhere"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+    let not_exec = project.join("script.sh");
+    fs::write(&not_exec, b"#!/bin/sh\n").unwrap();
+    let denied = bin()
+        .args(["run", "--project"])
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .arg("--")
+        .arg(&not_exec)
+        .output()
+        .unwrap();
+    assert_eq!(denied.status.code(), Some(126));
+    let nosep = bin()
+        .args(["run", "--root"])
+        .arg(&root)
+        .args(["make", "test"])
+        .output()
+        .unwrap();
+    assert_eq!(nosep.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&nosep.stderr);
+    assert!(err.contains("-- make test"), "{err}");
 }
 
 fn wait_for(p: &Path) {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod exit;
 mod plan;
 
 use clap::{Parser, Subcommand};
@@ -19,7 +20,10 @@ use patchbox::{Error, Options, SandboxManager};
 #[command(
     name = "patchbox",
     version,
-    about = "Isolate delegated work in sandboxes; get it back as a patch"
+    about = "Isolate delegated work in sandboxes; get it back as a patch",
+    after_help = "Exit status: 0 done; 1 refused or conflicts (nothing written); 2 bad input \
+(command line, id, empty or malformed patch); 3 error (I/O …); run: 74 patch undelivered \
+(work kept), 126/127 CMD cannot run / not found, else CMD's own status."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -187,23 +191,58 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            if let Some(hint) = run_without_separator(&e) {
+                eprintln!("{hint}");
+            }
+            return ExitCode::from(if e.use_stderr() {
+                exit::BAD_INPUT
+            } else {
+                exit::OK
+            });
         }
     };
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("patchbox: {e}");
-            ExitCode::from(1)
+            ExitCode::from(exit::of(&e))
         }
     }
+}
+
+/// `patchbox run make test`: the command's words were taken for options of `run`; says to
+/// put the command after `--`.
+fn run_without_separator(e: &clap::Error) -> Option<String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let unexpected = matches!(
+        e.kind(),
+        clap::error::ErrorKind::UnknownArgument | clap::error::ErrorKind::InvalidSubcommand
+    );
+    if !unexpected || args.first().map(String::as_str) != Some("run") || args.contains(&"--".into())
+    {
+        return None;
+    }
+    // The command starts at the first word clap did not take for an option of `run`.
+    let bad = match e.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(s)) => s.clone(),
+        _ => return None,
+    };
+    let at = args.iter().position(|a| *a == bad)?;
+    let mut fixed = vec!["patchbox".to_string()];
+    fixed.extend(args[..at].iter().cloned());
+    fixed.push("--".into());
+    fixed.extend(args[at..].iter().cloned());
+    Some(format!(
+        "patchbox run: put the command after --: {}",
+        fixed.join(" ")
+    ))
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.cmd {
         Cmd::Plan { cmd, root } => Ok(plan::run(root_or_default(root)?, cmd).unwrap_or_else(|e| {
             eprintln!("patchbox: {e}");
-            ExitCode::from(1)
+            ExitCode::from(exit::of_plan(&e))
         })),
         Cmd::Run {
             project,
@@ -262,6 +301,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 Some(p) => std::fs::read(p).map_err(|e| Error::io("read patch", p, e))?,
                 None => Vec::new(),
             };
+            if text.iter().all(u8::is_ascii_whitespace) {
+                // As `git apply` does: an empty patch is a mistake, not a no-op.
+                eprintln!("patchbox: no valid patches in input (the patch is empty)");
+                return Ok(ExitCode::from(exit::BAD_INPUT));
+            }
             apply_and_report(&project, &store, &text, check, preimages, conflict_markers)
         }
         Cmd::Recover { project, root } => {
@@ -366,7 +410,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                         eprintln!("patchbox: {e}");
                     }
                     if !r.errors.is_empty() {
-                        return Ok(ExitCode::from(1));
+                        return Ok(ExitCode::from(exit::ERROR));
                     }
                 }
             }
@@ -403,8 +447,8 @@ fn apply_and_report(
     Ok(print_report(&report))
 }
 
-/// Prints an apply's report (stdout when it applied, stderr otherwise); exit 1 when refused
-/// or conflicting.
+/// Prints an apply's report (stdout when it applied, stderr otherwise); exit
+/// [`exit::REFUSED`] when refused or conflicting.
 fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
     use patchbox::apply::Outcome;
     if matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied) {
@@ -412,7 +456,7 @@ fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         eprintln!("{report}");
-        ExitCode::from(1)
+        ExitCode::from(exit::REFUSED)
     }
 }
 
@@ -539,7 +583,7 @@ fn run(
         eprintln!(
             "patchbox run: no command given; put it after --, e.g. patchbox run -- make test"
         );
-        return Ok(ExitCode::from(2));
+        return Ok(ExitCode::from(exit::BAD_INPUT));
     }
     let project = project_or_cwd(project)?;
     let mgr = SandboxManager::with_options(
@@ -575,12 +619,21 @@ fn run(
         id: String::new(),
         reason: "no command given",
     })?;
-    let status = mgr
-        .command(&sb, program)
-        .args(args)
-        .stdout(stderr)
-        .status()
-        .map_err(|e| Error::io("run command", Path::new(program), e))?;
+    let status = match mgr.command(&sb, program).args(args).stdout(stderr).status() {
+        Ok(s) => s,
+        Err(e) => {
+            // As a shell says it: 127 when CMD is not found, 126 when it cannot run. The
+            // sandbox goes with the manager (nothing ran in it).
+            eprintln!(
+                "patchbox run: cannot start {}: {e}",
+                Path::new(program).display()
+            );
+            return Ok(ExitCode::from(match e.kind() {
+                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            }));
+        }
+    };
     let res = mgr.finalize_sandbox(&sb)?;
     let delivered = if to_pending {
         if res.patch.is_empty() {
@@ -619,10 +672,6 @@ fn run(
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
-/// Exit status of `run` when the patch could not be delivered where asked (EX_IOERR); the
-/// work is then kept (pending, or the sandbox itself) and stderr says where.
-const EXIT_UNDELIVERED: u8 = 74;
-
 /// `run` could not deliver its patch: keeps the work and says where. The patch goes to the
 /// pending store (unless that is what just failed); when it cannot be stored either, the whole
 /// session is kept, sandbox included, for the next start or `sessions prune` to recover.
@@ -644,7 +693,7 @@ fn keep_undelivered(
                 p.display()
             );
             let _ = mgr.discard_sandbox(sb);
-            return ExitCode::from(EXIT_UNDELIVERED);
+            return ExitCode::from(exit::UNDELIVERED);
         }
     }
     let session = mgr.keep();
@@ -654,7 +703,7 @@ fn keep_undelivered(
         sb.path.display(),
         session.display()
     );
-    ExitCode::from(EXIT_UNDELIVERED)
+    ExitCode::from(exit::UNDELIVERED)
 }
 
 /// The pending entry's name (`<id>` or `<id>.<n>`) from its patch file's path.
