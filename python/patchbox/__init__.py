@@ -44,3 +44,5 @@ __all__ += _session_all
 from . import plan as _plan, checkpoint as _checkpoint, custom as _custom  # noqa: E402
 
 __all__ += _plan.__all__ + _checkpoint.__all__ + _custom.__all__
+# Each name once, in order: the layers share some (``DiffEntry`` is in plan and custom).
+__all__[:] = dict.fromkeys(__all__)

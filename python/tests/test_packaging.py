@@ -69,6 +69,19 @@ def test_every_name_of_the_package_resolves() -> None:
         assert hasattr(patchbox, name), name
 
 
+def test_the_package_names_each_export_once() -> None:
+    assert len(set(patchbox.__all__)) == len(patchbox.__all__), sorted(
+        n for n in set(patchbox.__all__) if patchbox.__all__.count(n) > 1
+    )
+    namespace: Dict[str, object] = {}
+    exec("from patchbox import *", namespace)
+    assert set(patchbox.__all__) <= set(namespace)
+    for module in (patchbox.plan, patchbox.checkpoint, patchbox.custom, patchbox.session):
+        assert len(set(module.__all__)) == len(module.__all__), module.__name__
+        for name in module.__all__:
+            assert getattr(patchbox, name) is getattr(module, name), (module.__name__, name)
+
+
 def test_metadata() -> None:
     meta = importlib.metadata.metadata("patchbox")
     assert meta["Name"] == "patchbox"
