@@ -6,11 +6,13 @@ Plan executors route every write of a plan's Execute phase through a sandbox per
 (``SessionManager``); ``apply_patch`` applies a git patch atomically, with an undo record.
 
 The compiled core is ``patchbox._native`` (Rust, through PyO3); this package re-exports it
-under the names the plan-executor engines already use.
+under the names the plan-executor engines already use. The exceptions live in
+``patchbox.errors`` (``PatchboxError`` > ``SandboxError`` > ...); the core raises those classes,
+and they pickle.
 """
 
-from ._native import (
-    __version__,
+from ._native import __version__
+from .errors import (
     PatchboxError,
     SandboxError,
     SandboxCreationError,

@@ -7,33 +7,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Seque
 
 __version__: str
 
-# ---------------------------------------------------------------- errors (errors.rs)
-
-class PatchboxError(Exception):
-    kind: str
-
-class SandboxError(PatchboxError):
-    sandbox_id: Optional[str]
-
-class SandboxCreationError(SandboxError):
-    resource_id: str
-
-class SandboxCommitError(SandboxError):
-    files: List[str]
-
-class SandboxRollbackError(SandboxError):
-    files: List[str]
-
-class SandboxStateError(SandboxError):
-    from_status: str
-    to_status: str
-
-class AtomicCommitError(SandboxError):
-    plan_id: str
-    rolled_back_ids: List[str]
-    failed_rollback_ids: List[str]
-
-class ProtocolMismatchError(SandboxError): ...
+# The exceptions the module raises are defined in Python: patchbox/errors.py.
 
 # ---------------------------------------------------------------- plan layer (plan.rs, checkpoint.rs, custom.rs)
 

@@ -38,13 +38,12 @@ from ._native import (
     BuiltInSandboxStrategyAdapter,
     DiffEntry,
     DiffView,
-    ProtocolMismatchError,
     Resource,
-    SandboxError,
     SandboxRef,
     STRATEGY_OPERATIONS as _OPERATIONS,
     StrategyRegistry as _NativeRegistry,
 )
+from .errors import ProtocolMismatchError, SandboxError
 
 __all__ = [
     "BuiltInSandboxStrategyAdapter",
@@ -190,12 +189,11 @@ class SandboxStrategyRegistry(_NativeRegistry):
 
     def _check_module(self, module: str) -> None:
         if not any(module.startswith(p) for p in self.allowed_prefixes):
-            err = SandboxError(
+            raise SandboxError(
                 f"module {module!r} is not allowed: it starts with none of the allowed prefixes "
-                f"{list(self.allowed_prefixes)}"
+                f"{list(self.allowed_prefixes)}",
+                kind="not_allowed",
             )
-            err.kind = "not_allowed"
-            raise err
 
     def register(self, name: str, module: str, class_name: str) -> None:
         """Imports ``module`` (under an allowed prefix), takes its ``class_name`` and

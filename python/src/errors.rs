@@ -12,87 +12,35 @@
 //!     └── ProtocolMismatchError     a custom strategy that lacks an operation
 //! ```
 //!
+//! The classes are defined in Python, in `patchbox.errors` (python/patchbox/errors.py), and
+//! imported from there: they carry the documented names and pickle with their attributes.
 //! Every instance also carries `.kind` (the Rust variant's stable name) and, where the Rust
 //! error names one, `.sandbox_id`; the message is the Rust error's `Display`, which names the
 //! path of any I/O failure.
 
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use patchbox::plan::SandboxError;
 
-create_exception!(
-    _native,
-    PatchboxError,
-    PyException,
-    "Base of every patchbox error."
-);
-create_exception!(
-    _native,
-    SandboxError_,
-    PatchboxError,
-    "A plan-sandbox failure."
-);
-create_exception!(
-    _native,
-    SandboxCreationError,
-    SandboxError_,
-    "A sandbox could not be made; nothing of it is left on disk."
-);
-create_exception!(
-    _native,
-    SandboxCommitError,
-    SandboxError_,
-    "A commit was refused or failed; the original is as it was."
-);
-create_exception!(
-    _native,
-    SandboxRollbackError,
-    SandboxError_,
-    "A rollback was refused or failed."
-);
-create_exception!(
-    _native,
-    SandboxStateError,
-    SandboxError_,
-    "An operation not valid in the sandbox's status."
-);
-create_exception!(
-    _native,
-    AtomicCommitError,
-    SandboxError_,
-    "commit_all failed; committed sandboxes were rolled back LIFO."
-);
-create_exception!(
-    _native,
-    ProtocolMismatchError,
-    SandboxError_,
-    "A custom strategy does not implement the strategy protocol."
-);
-
-/// Adds the classes to the module (`SandboxError_` under its Python name `SandboxError`).
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("PatchboxError", py.get_type::<PatchboxError>())?;
-    m.add("SandboxError", py.get_type::<SandboxError_>())?;
-    m.add(
-        "SandboxCreationError",
-        py.get_type::<SandboxCreationError>(),
-    )?;
-    m.add("SandboxCommitError", py.get_type::<SandboxCommitError>())?;
-    m.add(
-        "SandboxRollbackError",
-        py.get_type::<SandboxRollbackError>(),
-    )?;
-    m.add("SandboxStateError", py.get_type::<SandboxStateError>())?;
-    m.add("AtomicCommitError", py.get_type::<AtomicCommitError>())?;
-    m.add(
-        "ProtocolMismatchError",
-        py.get_type::<ProtocolMismatchError>(),
-    )?;
-    Ok(())
+/// The classes themselves, defined in Python (python/patchbox/errors.py) so that their names
+/// are the documented ones (`patchbox.errors.SandboxError`, not an internal `_native` type)
+/// and their instances pickle; each is imported once, on its first use.
+mod classes {
+    pyo3::import_exception!(patchbox.errors, PatchboxError);
+    pyo3::import_exception!(patchbox.errors, SandboxError);
+    pyo3::import_exception!(patchbox.errors, SandboxCreationError);
+    pyo3::import_exception!(patchbox.errors, SandboxCommitError);
+    pyo3::import_exception!(patchbox.errors, SandboxRollbackError);
+    pyo3::import_exception!(patchbox.errors, SandboxStateError);
+    pyo3::import_exception!(patchbox.errors, AtomicCommitError);
+    pyo3::import_exception!(patchbox.errors, ProtocolMismatchError);
 }
+
+// `SandboxError_` in Rust, beside the library's `plan::SandboxError` enum.
+pub(crate) use classes::{
+    AtomicCommitError, PatchboxError, ProtocolMismatchError, SandboxCommitError,
+    SandboxCreationError, SandboxError as SandboxError_, SandboxRollbackError, SandboxStateError,
+};
 
 /// Sets attributes on a freshly made exception; a failure to set one is not worth hiding
 /// the original error for, so it is ignored.

@@ -3,11 +3,13 @@
 //! The pure-Python package `patchbox` (python/patchbox/) re-exports what is defined here and
 //! adds what reads best in Python (context managers, the registry of Python strategies).
 //! Every call that can take time releases the GIL; every Rust error becomes one of the
-//! exception classes of [`errors`], with the path in its message; no Rust panic reaches
-//! Python (PyO3 turns one into `PanicException`, and library code does not panic on input).
+//! exception classes of `patchbox.errors` (see [`errors`]), with the path in its message; no
+//! Rust panic reaches Python (PyO3 turns one into `PanicException`, and library code does not
+//! panic on input).
 //!
-//! Layout: [`errors`] (the exception hierarchy and conversions); the plan layer and the
-//! session layer each get their own files, registered from [`_native`] below.
+//! Layout: [`errors`] (the conversions into the exception classes of `patchbox.errors`); the
+//! plan layer and the session layer each get their own files, registered from [`_native`]
+//! below.
 
 use pyo3::prelude::*;
 
@@ -34,7 +36,6 @@ mod sessions;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    errors::register(m)?;
     // plan layer (plan.rs, checkpoint.rs, custom.rs)
     plan::register(m)?;
     // session layer (session.rs, apply.rs)

@@ -76,7 +76,7 @@ def test_the_package_names_each_export_once() -> None:
     namespace: Dict[str, object] = {}
     exec("from patchbox import *", namespace)
     assert set(patchbox.__all__) <= set(namespace)
-    for module in (patchbox.plan, patchbox.checkpoint, patchbox.custom, patchbox.session):
+    for module in (patchbox.plan, patchbox.checkpoint, patchbox.custom, patchbox.session, patchbox.errors):
         assert len(set(module.__all__)) == len(module.__all__), module.__name__
         for name in module.__all__:
             assert getattr(patchbox, name) is getattr(module, name), (module.__name__, name)

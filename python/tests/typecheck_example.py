@@ -1,12 +1,23 @@
 """Checked by mypy --strict in run-tests.sh: the stubs describe what the package exports."""
 
-from typing import List
+from typing import List, Optional
 
 import patchbox
+import patchbox.errors
 
 
 def describe(e: patchbox.AtomicCommitError) -> str:
     return ", ".join(e.rolled_back_ids + e.failed_rollback_ids)
+
+
+def describe_state(e: patchbox.SandboxStateError) -> str:
+    sandbox_id: Optional[str] = e.sandbox_id
+    return f"{e.kind}: {e.from_status} -> {e.to_status} ({sandbox_id})"
+
+
+def refuse(files: List[str]) -> None:
+    err: patchbox.errors.SandboxCommitError = patchbox.SandboxCommitError("refused", sandbox_id="sb", files=files)
+    raise err
 
 
 # ---------------------------------------------------------------- session layer
