@@ -535,31 +535,39 @@ fn count_files(patch: &[u8]) -> usize {
         .count()
 }
 
-/// A progress bar on stderr, drawn only on a terminal and only once work has taken a second.
+/// The snapshot's progress on stderr (indicatif): only on a terminal and once the copy has
+/// taken a second; at most 10 redraws a second; the phase, files done of all, the rate and
+/// the time left. Workers report out of order: the bar only moves forward.
 fn progress_bar() -> Option<Arc<patchbox::tree::snapshot::ProgressFn>> {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::sync::atomic::{AtomicU64, Ordering};
     if !std::io::stderr().is_terminal() {
         return None;
     }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
+    let style =
+        ProgressStyle::with_template("{msg} [{bar:20}] {pos}/{len} files, {rate}, {eta} left")
+            .ok()?
+            .with_key(
+                "rate",
+                |st: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0}/s", st.per_sec());
+                },
+            )
+            .progress_chars("#> ");
+    bar.set_style(style);
+    bar.set_message("snapshot");
     let start = Instant::now();
+    let furthest = AtomicU64::new(0);
     Some(Arc::new(move |p: Progress| {
-        if start.elapsed().as_secs_f32() < 1.0 {
+        let before = furthest.fetch_max(p.files_done, Ordering::Relaxed);
+        if p.files_done < before || start.elapsed().as_secs_f32() < 1.0 {
             return;
         }
-        let width = 30usize;
-        let filled = (p.files_done as usize * width)
-            .checked_div(p.files_total as usize)
-            .unwrap_or(width)
-            .min(width);
-        eprint!(
-            "\r[{}{}] {}/{} files, {} MB ",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            p.files_done,
-            p.files_total,
-            p.bytes_done / 1_000_000
-        );
+        bar.set_length(p.files_total);
+        bar.set_position(p.files_done);
         if p.files_done >= p.files_total {
-            eprintln!();
+            bar.finish_and_clear();
         }
     }))
 }
