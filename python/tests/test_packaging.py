@@ -54,6 +54,23 @@ def test_the_stubs_name_every_export_of_the_module() -> None:
     assert set(stubs) - exported - {"_Path", "_Patch"} == set(), "in _native.pyi but not exported"
 
 
+def test_the_stubs_carry_docstrings() -> None:
+    """Editors show a stub's docstrings on hover: every class and function has one."""
+    tree = ast.parse((PKG / "_native.pyi").read_text())
+    missing = []
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            if not ast.get_docstring(node):
+                missing.append(node.name)
+            if isinstance(node, ast.ClassDef):
+                missing += [
+                    f"{node.name}.{item.name}"
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef) and not ast.get_docstring(item)
+                ]
+    assert missing == []
+
+
 def test_the_stubs_declare_every_public_member_of_the_session_classes() -> None:
     stubs = stub_names()
     for cls_name in patchbox.session.__all__:
