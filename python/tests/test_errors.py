@@ -115,7 +115,7 @@ def test_every_error_round_trips_through_pickle(
     assert_same(e, copy.deepcopy(e))
 
 
-def test_extra_attributes_and_notes_survive_pickling() -> None:
+def test_extra_attributes_survive_pickling() -> None:
     e = patchbox.AtomicCommitError("apply failed", plan_id="p", rolled_back_ids=["a"])
     e.restored = ["a", "b"]  # type: ignore[attr-defined]  (what PhaseRunner adds)
     e.rollback_failures = [("c", "disk full")]  # type: ignore[attr-defined]
