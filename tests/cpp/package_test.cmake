@@ -46,6 +46,7 @@ if(MODE STREQUAL "install")
       lib*/libpatchbox.a
       lib*/cmake/patchbox/patchboxConfig.cmake
       lib*/cmake/patchbox/patchboxConfigVersion.cmake
+      lib*/pkgconfig/patchbox.pc
       share/patchbox/tsan.supp)
     file(GLOB found "${prefix}/${f}")
     if(NOT found)
@@ -55,6 +56,22 @@ if(MODE STREQUAL "install")
   file(GLOB_RECURSE private_headers "${prefix}/include/*bridge.h" "${prefix}/include/rust/*")
   if(private_headers)
     message(FATAL_ERROR "private headers installed: ${private_headers}")
+  endif()
+  # Without CMake: the consumer's main.cpp built with pkg-config's flags alone.
+  find_program(PKG_CONFIG pkg-config)
+  if(PKG_CONFIG AND NOT SANITIZE)
+    file(GLOB pcdir "${prefix}/lib*/pkgconfig")
+    set(ENV{PKG_CONFIG_PATH} "${pcdir}")
+    execute_process(COMMAND "${PKG_CONFIG}" --cflags --libs --static patchbox
+      OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "pkg-config --cflags --libs patchbox failed")
+    endif()
+    separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+    run("build with pkg-config" "${CXX_COMPILER}" "${CMAKE_CURRENT_LIST_DIR}/consumer/main.cpp"
+      -o "${WORK_DIR}/pkgconfig-consumer" ${pc_flags})
+    file(MAKE_DIRECTORY "${run_dir}/pkgconfig")
+    run("run the pkg-config consumer" "${WORK_DIR}/pkgconfig-consumer" "${run_dir}/pkgconfig")
   endif()
   list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}")
 elseif(MODE STREQUAL "subdirectory")
