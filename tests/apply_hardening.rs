@@ -1,6 +1,6 @@
 //! `apply` refuses what git refuses and stays correct under concurrency: a deletion that
 //! carries no contents, paths the library reserves for itself, two applies (and two undos)
-//! of one project at once, and `run --out` onto a symlink.
+//! of one project at once, `run --out` onto a symlink, and a very deep path.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use common::{exact_fingerprint, git_init, mode_view, write};
 use patchbox::apply::store::UndoStore;
-use patchbox::apply::{apply_patch, ApplyOptions, FileStatus, Outcome};
+use patchbox::apply::{apply_patch, undo_apply, ApplyOptions, FileStatus, Outcome};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_patchbox"))
@@ -471,6 +471,156 @@ fn run_out_writes_through_a_symlink() {
         names(&targets),
         ["new.patch", "out.patch"].map(PathBuf::from)
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// A deep path
+// ------------------------------------------------------------------------------------------
+
+/// A file 2,400 directories deep is created, and undone, like any other (each directory
+/// created once, the undo record naming them all). The record lists the 2,400 directories
+/// it created each relative to the one before: tens of kilobytes, where each named in full
+/// made 11.5 MB.
+#[test]
+fn a_path_thousands_of_directories_deep_applies_and_undoes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    fs::create_dir_all(&project).unwrap();
+    write(&project, "top.txt", b"top\n");
+    let deep: String = vec!["d"; 2400].join("/") + "/f";
+    let patch = format!(
+        "diff --git a/{deep} b/{deep}\nnew file mode 100644\n--- /dev/null\n+++ b/{deep}\n@@ -0,0 +1 @@\n+deep\n"
+    );
+    let before = exact_fingerprint(&project);
+    let undo = tmp.path().join("undo");
+    let opts = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..Default::default()
+    };
+    let r = apply_patch(&project, patch.as_bytes(), &opts).unwrap();
+    assert_eq!(r.outcome, Outcome::Applied, "{r}");
+    // Read back one directory at a time (the whole path is longer than PATH_MAX).
+    let mut dir = fs::File::open(&project).unwrap();
+    use std::os::fd::AsFd;
+    for _ in 0..2400 {
+        let fd = rustix::fs::openat(
+            dir.as_fd(),
+            "d",
+            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        dir = fs::File::from(fd);
+    }
+    let fd = rustix::fs::openat(
+        dir.as_fd(),
+        "f",
+        rustix::fs::OFlags::RDONLY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut fs::File::from(fd), &mut text).unwrap();
+    assert_eq!(text, "deep\n");
+    // Applying it again changes nothing.
+    let again = apply_patch(&project, patch.as_bytes(), &ApplyOptions::default()).unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyApplied, "{again}");
+    let record = fs::read_to_string(undo.join("record")).unwrap();
+    assert_eq!(
+        record.lines().filter(|l| l.starts_with("mkdir ")).count(),
+        2400
+    );
+    assert!(record.len() < 100_000, "{} bytes", record.len());
+    undo_apply(&project, &undo, false).unwrap();
+    assert_eq!(exact_fingerprint(&project), before);
+}
+
+/// A record of the earlier layout (every path in full, `patchbox-undo 2`) is still undone:
+/// the same apply's record, rewritten that way.
+#[test]
+fn undo_records_with_every_path_in_full_are_still_undone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    write(&project, "x/y/z/old.txt", b"old\n");
+    write(&project, "x/y/keep.txt", b"keep\n");
+    let before = exact_fingerprint(&project);
+    let patch = "diff --git a/x/y/z/old.txt b/x/y/z/old.txt
+--- a/x/y/z/old.txt
++++ b/x/y/z/old.txt
+@@ -1 +1 @@
+-old
++new
+diff --git a/x/y/z/n/m/new.txt b/x/y/z/n/m/new.txt
+new file mode 100644
+--- /dev/null
++++ b/x/y/z/n/m/new.txt
+@@ -0,0 +1 @@
++new
+";
+    let undo = tmp.path().join("undo");
+    let opts = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        apply_patch(&project, patch.as_bytes(), &opts)
+            .unwrap()
+            .outcome,
+        Outcome::Applied
+    );
+    let record = fs::read_to_string(undo.join("record")).unwrap();
+    assert!(record.starts_with("patchbox-undo 3\n"), "{record}");
+    assert!(
+        record.contains(" +"),
+        "paths relative to the line before: {record}"
+    );
+    // Every `dir` and `mkdir` path written in full again.
+    let mut full = String::from("patchbox-undo 2\n");
+    let mut prev: std::collections::HashMap<&str, Vec<u8>> = Default::default();
+    for line in record.lines().skip(1) {
+        let f: Vec<&str> = line.split(' ').collect();
+        if !matches!(f[0], "dir" | "mkdir") {
+            full.push_str(line);
+            full.push('\n');
+            continue;
+        }
+        let p = match f[1].strip_prefix('+') {
+            None => unhex(f[1]),
+            Some(rel) => {
+                let (n, rest) = rel.split_once(':').unwrap();
+                let mut b = prev[f[0]][..n.parse::<usize>().unwrap()].to_vec();
+                if !rest.is_empty() {
+                    b.push(b'/');
+                    b.extend(unhex(rest));
+                }
+                b
+            }
+        };
+        let mut g = f.clone();
+        let hexed: String = p.iter().map(|b| format!("{b:02x}")).collect();
+        g[1] = &hexed;
+        full.push_str(&g.join(" "));
+        full.push('\n');
+        prev.insert(f[0], p);
+    }
+    assert!(!full.contains(" +"), "{full}");
+    assert!(full.contains(&format!(
+        "mkdir {}\n",
+        b"x/y/z/n/m"
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )));
+    fs::write(undo.join("record"), full).unwrap();
+    undo_apply(&project, &undo, false).unwrap();
+    assert_eq!(exact_fingerprint(&project), before);
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// `Command::output` with `data` on stdin.

@@ -96,8 +96,11 @@ pub(crate) fn reserved_component(rel: &RelPath) -> Option<&[u8]> {
         .split(|&b| b == b'/')
         .find(|c| c.len() >= prefix.len() && c[..prefix.len()].eq_ignore_ascii_case(prefix))
 }
-const BEGIN_HEADER: &str = "patchbox-txn-begin 1";
-const INTENT_HEADER: &str = "patchbox-txn-intent 1";
+const BEGIN_HEADER: &str = "patchbox-txn-begin 2";
+const INTENT_HEADER: &str = "patchbox-txn-intent 2";
+/// The headers of journals whose path lists are all written in full (read still).
+const BEGIN_HEADER_V1: &str = "patchbox-txn-begin 1";
+const INTENT_HEADER_V1: &str = "patchbox-txn-intent 1";
 
 fn path_from(b: Vec<u8>) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
@@ -107,6 +110,94 @@ fn path_from(b: Vec<u8>) -> PathBuf {
 fn path_hex(p: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     hex(p.as_os_str().as_bytes())
+}
+
+/// A list of paths written one per line, each relative to the one before it (front
+/// coding), so that the directories above a deep path, listed one by one, take text
+/// proportional to the path and not to its length times its depth. A path that shares
+/// whole leading components with the path before it in the list is written
+/// `+<n>:<hex of the rest>`: the first `n` bytes of the path before (those components),
+/// then `/` and the rest (an empty rest: just those components, an ancestor of the path
+/// before). Any other path is written in full, as hex. Hex never starts with `+`, so a
+/// reader of the older form (every path in full) refuses the newer one instead of
+/// misreading it. Used by the journal's `begin` and `intent` and by undo records.
+#[derive(Default)]
+pub(crate) struct PathCoder {
+    prev: Option<RelPath>,
+}
+
+impl PathCoder {
+    /// The field for `p`, the next path of the list. Costs one comparison of bytes with
+    /// the path before (the length of their common prefix).
+    pub(crate) fn encode(&mut self, p: &RelPath) -> String {
+        let b = p.as_bytes();
+        let shared = self
+            .prev
+            .as_ref()
+            .map_or(0, |q| shared_prefix(q.as_bytes(), b));
+        let field = if shared == 0 {
+            hex(b)
+        } else {
+            let rest = b.get(shared + 1..).unwrap_or_default();
+            format!("+{shared}:{}", hex(rest))
+        };
+        self.prev = Some(p.clone());
+        field
+    }
+
+    /// The path of `field`, the next field of the list; `None` when it is not one. A path
+    /// below the one before costs copying it and reading the rest.
+    pub(crate) fn decode(&mut self, field: &str) -> Option<RelPath> {
+        let p = match field.strip_prefix('+') {
+            None => RelPath::from_bytes(&unhex(field)?).ok()?,
+            Some(rel) => {
+                let (n, rest) = rel.split_once(':')?;
+                let n: usize = n.parse().ok()?;
+                let rest = unhex(rest)?;
+                let prev = self.prev.as_ref()?;
+                let q = prev.as_bytes();
+                if n == 0 || n > q.len() || q.get(n).is_some_and(|&c| c != b'/') {
+                    return None;
+                }
+                match (n == q.len(), rest.is_empty()) {
+                    (true, true) => prev.clone(),
+                    (true, false) => prev.join(&RelPath::from_bytes(&rest).ok()?),
+                    (false, _) => {
+                        let mut b = q[..n].to_vec();
+                        if !rest.is_empty() {
+                            b.push(b'/');
+                            b.extend_from_slice(&rest);
+                        }
+                        RelPath::from_bytes(&b).ok()?
+                    }
+                }
+            }
+        };
+        self.prev = Some(p.clone());
+        Some(p)
+    }
+}
+
+/// The length in bytes of the whole leading components `a` and `b` share (0: none).
+fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    // Below the path before (a directory listed before what is below it): one comparison.
+    if b.len() > a.len() && b.starts_with(a) && b[a.len()] == b'/' {
+        return a.len();
+    }
+    let n = a.len().min(b.len());
+    let mut c = 0;
+    while c + 64 <= n && a[c..c + 64] == b[c..c + 64] {
+        c += 64;
+    }
+    while c < n && a[c] == b[c] {
+        c += 1;
+    }
+    let boundary = |s: &[u8]| s.get(c).is_none_or(|&x| x == b'/');
+    if boundary(a) && boundary(b) {
+        c
+    } else {
+        a[..c].iter().rposition(|&x| x == b'/').unwrap_or(0)
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -209,10 +300,11 @@ impl Begin {
             "{BEGIN_HEADER}\nroot {} {}\n",
             self.dirs.root_mtime.0, self.dirs.root_mtime.1
         );
+        let mut coder = PathCoder::default();
         for d in &self.dirs.dirs {
             t.push_str(&format!(
                 "dir {} {:o} {} {}\n",
-                hex(d.rel.as_bytes()),
+                coder.encode(&d.rel),
                 d.perm,
                 d.mtime.0,
                 d.mtime.1
@@ -229,17 +321,18 @@ impl Begin {
     pub(crate) fn parse(text: &[u8]) -> Option<Begin> {
         let text = std::str::from_utf8(text).ok()?;
         let mut lines = text.lines();
-        if lines.next()? != BEGIN_HEADER {
+        if !matches!(lines.next()?, BEGIN_HEADER | BEGIN_HEADER_V1) {
             return None;
         }
         let mut b = Begin::default();
         let mut ended = false;
+        let mut coder = PathCoder::default();
         for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
             match f.as_slice() {
                 ["root", s, ns] => b.dirs.root_mtime = (s.parse().ok()?, ns.parse().ok()?),
                 ["dir", p, perm, s, ns] => b.dirs.dirs.push(DirInfo {
-                    rel: RelPath::from_bytes(&unhex(p)?).ok()?,
+                    rel: coder.decode(p)?,
                     perm: u32::from_str_radix(perm, 8).ok()?,
                     mtime: (s.parse().ok()?, ns.parse().ok()?),
                 }),
@@ -282,21 +375,24 @@ impl Intent {
             Prune::EmptiedParents => t.push_str("prune emptied\n"),
             Prune::Only(set) => {
                 t.push_str("prune only\n");
+                let mut coder = PathCoder::default();
                 for d in set {
-                    t.push_str(&format!("only {}\n", hex(d.as_bytes())));
+                    t.push_str(&format!("only {}\n", coder.encode(d)));
                 }
             }
         }
+        let mut coder = PathCoder::default();
         for (d, (perm, m)) in &self.restore {
             t.push_str(&format!(
                 "restore {} {perm:o} {} {}\n",
-                hex(d.as_bytes()),
+                coder.encode(d),
                 m.0,
                 m.1
             ));
         }
+        let mut coder = PathCoder::default();
         for (d, m) in &self.finals {
-            let name = d.as_ref().map_or("-".to_string(), |d| hex(d.as_bytes()));
+            let name = d.as_ref().map_or("-".to_string(), |d| coder.encode(d));
             t.push_str(&format!("final {name} {} {}\n", m.0, m.1));
         }
         if let Some(m) = &self.marker {
@@ -310,7 +406,7 @@ impl Intent {
     pub(crate) fn parse(text: &[u8]) -> Option<Intent> {
         let text = std::str::from_utf8(text).ok()?;
         let mut lines = text.lines();
-        if lines.next()? != INTENT_HEADER {
+        if !matches!(lines.next()?, INTENT_HEADER | INTENT_HEADER_V1) {
             return None;
         }
         let mut it = Intent {
@@ -320,7 +416,11 @@ impl Intent {
             finals: Vec::new(),
             marker: None,
         };
-        let mut only = BTreeSet::new();
+        // Collected, then made into sets at once (in path order already, they are sorted
+        // in one pass, not looked up one by one).
+        let mut only = Vec::new();
+        let mut restore = Vec::new();
+        let (mut only_coder, mut restore_coder, mut final_coder) = Default::default();
         let mut prune_only = false;
         let mut ended = false;
         let rel = |s: &str| RelPath::from_bytes(&unhex(s)?).ok();
@@ -358,19 +458,23 @@ impl Intent {
                 ["prune", "emptied"] => prune_only = false,
                 ["prune", "only"] => prune_only = true,
                 ["only", p] => {
-                    only.insert(rel(p)?);
+                    only.push(PathCoder::decode(&mut only_coder, p)?);
                 }
                 ["restore", p, perm, s, ns] => {
-                    it.restore.insert(
-                        rel(p)?,
+                    restore.push((
+                        PathCoder::decode(&mut restore_coder, p)?,
                         (
                             u32::from_str_radix(perm, 8).ok()?,
                             (s.parse().ok()?, ns.parse().ok()?),
                         ),
-                    );
+                    ));
                 }
                 ["final", p, s, ns] => {
-                    let d = if *p == "-" { None } else { Some(rel(p)?) };
+                    let d = if *p == "-" {
+                        None
+                    } else {
+                        Some(PathCoder::decode(&mut final_coder, p)?)
+                    };
                     it.finals.push((d, (s.parse().ok()?, ns.parse().ok()?)));
                 }
                 ["marker", p] => it.marker = Some(path_from(unhex(p)?)),
@@ -384,8 +488,9 @@ impl Intent {
             }
         }
         if prune_only {
-            it.prune = Prune::Only(only);
+            it.prune = Prune::Only(txn::sorted_paths(only));
         }
+        it.restore = restore.into_iter().collect();
         ended.then_some(it)
     }
 }
@@ -808,7 +913,7 @@ mod tests {
                     },
                 },
             ],
-            prune: Prune::Only([rel("d")].into_iter().collect()),
+            prune: Prune::Only(vec![rel("d")]),
             restore: [(rel("d"), (0o750, (1, 2)))].into_iter().collect(),
             finals: vec![(None, (3, 4)), (Some(rel("d")), (5, 6))],
             marker: Some("/tmp/r/applied".into()),
@@ -834,5 +939,69 @@ mod tests {
         let text = begin.to_text();
         assert_eq!(Begin::parse(text.as_bytes()).unwrap().to_text(), text);
         assert!(Begin::parse(&text.as_bytes()[..text.len() - 2]).is_none());
+    }
+
+    /// Path lists written relative to the line before read back as they were, whatever
+    /// the order (below, above, beside, unrelated, repeated); a path below the one before
+    /// costs text for its own components only.
+    #[test]
+    fn path_lists_are_front_coded_and_read_back() {
+        let paths: Vec<RelPath> = [
+            "a",
+            "a/b",
+            "a/b/c d",
+            "a/b",
+            "a/bc",
+            "a/b/x",
+            "z",
+            "z",
+            "ab/c",
+            "a/b/c d/e/f",
+            "a",
+        ]
+        .iter()
+        .map(|s| RelPath::new(s).unwrap())
+        .collect();
+        let mut enc = PathCoder::default();
+        let fields: Vec<String> = paths.iter().map(|p| enc.encode(p)).collect();
+        assert_eq!(fields[0], hex(b"a"));
+        assert_eq!(fields[1], format!("+1:{}", hex(b"b")));
+        assert_eq!(fields[3], "+3:");
+        assert_eq!(fields[4], format!("+1:{}", hex(b"bc")));
+        assert_eq!(fields[6], hex(b"z"), "nothing shared");
+        assert_eq!(
+            fields[8],
+            hex(b"ab/c"),
+            "a shared byte is no shared component"
+        );
+        let mut dec = PathCoder::default();
+        for (p, f) in paths.iter().zip(&fields) {
+            assert_eq!(dec.decode(f).as_ref(), Some(p), "{f}");
+        }
+        // Nothing before, or past the path before, or not at a component: refused.
+        assert!(PathCoder::default().decode("+1:62").is_none());
+        let mut dec = PathCoder::default();
+        dec.decode(&hex(b"ab/c")).unwrap();
+        assert!(dec.clone_free_decode("+5:").is_none());
+        assert!(dec.clone_free_decode("+1:").is_none());
+        // A chain of 2,000 directories: each line holds one component.
+        let mut enc = PathCoder::default();
+        let mut p = RelPath::new("d").unwrap();
+        let mut total = enc.encode(&p).len();
+        for _ in 1..2000 {
+            p = p.join(&RelPath::new("d").unwrap());
+            total += enc.encode(&p).len();
+        }
+        assert!(total < 2000 * 16, "{total} bytes");
+    }
+
+    impl PathCoder {
+        /// [`PathCoder::decode`] that leaves the coder as it was.
+        fn clone_free_decode(&mut self, field: &str) -> Option<RelPath> {
+            let prev = self.prev.clone();
+            let r = self.decode(field);
+            self.prev = prev;
+            r
+        }
     }
 }

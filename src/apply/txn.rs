@@ -24,7 +24,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Data, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What the write phase must make of one path.
@@ -57,8 +57,9 @@ pub(crate) struct TxOp {
 pub(crate) enum Prune {
     /// Parents emptied by removals (what `git apply` does).
     EmptiedParents,
-    /// Only these (undo: the directories the apply created).
-    Only(BTreeSet<RelPath>),
+    /// Only these (undo: the directories the apply created), in path order, each once
+    /// ([`sorted_paths`]).
+    Only(Vec<RelPath>),
 }
 
 /// What the write phase has to say besides success.
@@ -262,15 +263,81 @@ fn depth(r: &RelPath) -> usize {
     r.as_path().components().count()
 }
 
-fn ancestors(r: &RelPath) -> Vec<RelPath> {
-    let mut out = Vec::new();
-    let mut a = r.parent();
-    while let Some(p) = a {
-        a = p.parent();
-        out.push(p);
+/// How many leading components `a` and `b` have in common (one pass over their bytes).
+pub(crate) fn shared_components(a: &RelPath, b: &RelPath) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let c = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let slashes = a[..c].iter().filter(|&&x| x == b'/').count();
+    let whole = |s: &[u8]| s.get(c).is_none_or(|&x| x == b'/');
+    if c > 0 && whole(a) && whole(b) {
+        slashes + 1
+    } else {
+        slashes
     }
-    out.reverse();
+}
+
+/// Whether `dir` is a proper ancestor of `p`.
+pub(crate) fn is_above(dir: &RelPath, p: &RelPath) -> bool {
+    let (d, p) = (dir.as_bytes(), p.as_bytes());
+    p.len() > d.len() && p.starts_with(d) && p[d.len()] == b'/'
+}
+
+/// Every directory above `paths` (each proper ancestor of each path), once each, in path
+/// order (a directory before what is below it). The paths are sorted first; then the
+/// directories a path shares with the path before it (by then listed) are skipped after
+/// one comparison of their bytes, and only those below are listed, found from the path
+/// upwards: whatever the depth of the paths, the listing costs time proportional to their
+/// length plus the bytes of the directories it lists, never a lookup of every ancestor in
+/// a set.
+pub(crate) fn dirs_above<'a>(paths: impl IntoIterator<Item = &'a RelPath>) -> Vec<RelPath> {
+    let mut sorted: Vec<&RelPath> = paths.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
+    let mut out = Vec::new();
+    let mut prev: Option<(&RelPath, usize)> = None;
+    for p in sorted {
+        let depth = p.depth();
+        // Directories above `prev` are listed, and, the paths being sorted, no earlier
+        // path shares more of `p` than `prev` does (a path sorts before those below it).
+        let listed = prev.map_or(0, |(q, qd)| shared_components(q, p).min(qd - 1));
+        let start = out.len();
+        let mut a = p.parent();
+        let mut d = depth.saturating_sub(1);
+        while let Some(dir) = a {
+            if d <= listed {
+                break;
+            }
+            a = dir.parent();
+            out.push(dir);
+            d -= 1;
+        }
+        out[start..].reverse();
+        prev = Some((p, depth));
+    }
     out
+}
+
+/// `paths` in path order, each once. Paths read in that order already (a list from a
+/// journal or a record) are sorted in one pass, and duplicates are found by their bytes,
+/// not component by component.
+pub(crate) fn sorted_paths(mut paths: Vec<RelPath>) -> Vec<RelPath> {
+    paths.sort();
+    paths.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
+    paths
+}
+
+/// `sorted` (in path order) holds a path below `dir`.
+fn any_below(sorted: &[&RelPath], dir: &RelPath) -> bool {
+    // What is below `dir` sorts right after `dir` itself.
+    let i = sorted.partition_point(|p| *p <= dir);
+    sorted.get(i).is_some_and(|p| is_above(dir, p))
+}
+
+/// The project chokepoint for a path of the write phase: no symlink the patch plans, none
+/// it replaces (`check_sets` without sets costs one pass over the path; the predicate form
+/// would also build every ancestor to ask about it).
+pub(crate) fn checked(root: &Path, rel: &RelPath) -> Result<ProjectPath> {
+    project::check_sets(root, rel, None, None)
 }
 
 fn sub(stage: &RelPath, name: String) -> Result<RelPath> {
@@ -278,7 +345,7 @@ fn sub(stage: &RelPath, name: String) -> Result<RelPath> {
 }
 
 fn in_stage(root: &Path, stage: &RelPath, name: &str) -> Result<ProjectPath> {
-    project::check(root, &sub(stage, name.to_string())?, &|_| false)
+    checked(root, &sub(stage, name.to_string())?)
 }
 
 fn ignore_missing(r: Result<()>) -> Result<()> {
@@ -329,7 +396,6 @@ pub(crate) fn commit<F>(
 where
     F: FnOnce(&Dirs) -> Result<Recorded> + Send,
 {
-    let none = |_: &RelPath| false;
     // The write phase walks the project afresh: nothing opened while planning is reused.
     let _scope = project::DirScope::enter(root)?;
     // Directory modes and mtimes to restore if we roll back (and for the undo record). The
@@ -340,19 +406,28 @@ where
         dirs: Vec::new(),
     };
     let stage_rel = RelPath::new(stage_name(dirs.root_mtime))?;
-    let stage = project::check(root, &stage_rel, &none)?;
-    let mut wanted: BTreeSet<RelPath> = BTreeSet::new();
-    for op in ops {
-        wanted.extend(ancestors(op.path.rel()));
-        if op.before_is_dir {
-            wanted.insert(op.path.rel().clone());
-        }
+    let stage = checked(root, &stage_rel)?;
+    let mut wanted = dirs_above(ops.iter().map(|op| op.path.rel()));
+    if ops.iter().any(|op| op.before_is_dir) {
+        wanted.extend(
+            ops.iter()
+                .filter(|op| op.before_is_dir)
+                .map(|op| op.path.rel().clone()),
+        );
+        // A run of sorted paths and a few more: sorted again in about one pass.
+        wanted = sorted_paths(wanted);
     }
     let mut dir_mtimes = Vec::new();
+    // Below a directory found missing nothing is there either: not looked at.
+    let mut missing: Option<&RelPath> = None;
     for d in &wanted {
+        if missing.is_some_and(|m| is_above(m, d)) {
+            continue;
+        }
         // Below a symlink that an op replaces by a directory there is nothing yet.
-        let stamped = project::check(root, d, &none).and_then(|p| Ok((project::stamp(&p)?, p)));
+        let stamped = checked(root, d).and_then(|p| Ok((project::stamp(&p)?, p)));
         match stamped {
+            Ok((None, _)) => missing = Some(d),
             Ok((Some(st), p)) if is_dir_mode(st.mode) => {
                 dir_mtimes.push((p, st.mtime));
                 dirs.dirs.push(DirInfo {
@@ -509,14 +584,11 @@ pub(crate) fn finish_cleanup(
     finals: &[(Option<RelPath>, (i64, i64))],
     warnings: &mut Vec<String>,
 ) {
-    let none = |_: &RelPath| false;
     let done = sub(stage_rel, "done".into()).ok();
     match project::list_leaves(stage) {
         Ok(leaves) => {
             for l in leaves.iter().filter(|l| Some(*l) != done.as_ref()) {
-                if let Err(e) =
-                    project::check(root, l, &none).and_then(|p| project::remove_file(&p))
-                {
+                if let Err(e) = checked(root, l).and_then(|p| project::remove_file(&p)) {
                     warnings.push(format!("cannot remove backup: {e}"));
                 }
             }
@@ -539,7 +611,7 @@ pub(crate) fn finish_cleanup(
     for (d, t) in finals {
         let r = match d {
             None => project::set_root_mtime(root, *t),
-            Some(d) => project::check(root, d, &none).and_then(|p| match project::stamp(&p)? {
+            Some(d) => checked(root, d).and_then(|p| match project::stamp(&p)? {
                 Some(_) => project::set_mtime(&p, *t),
                 None => Ok(()),
             }),
@@ -864,12 +936,11 @@ fn stage_all(
     staged: &mut Vec<Option<ProjectPath>>,
     tick: &mut Tick<'_>,
 ) -> Result<()> {
-    let none = |_: &RelPath| false;
     for (i, op) in ops.iter().enumerate() {
         let s = match &op.after {
             Target::Absent => None,
             Target::File { data, perm, mtime } => {
-                let p = project::check(root, &sub(stage_rel, format!("s{i}"))?, &none)?;
+                let p = checked(root, &sub(stage_rel, format!("s{i}"))?)?;
                 // Journal first: a half-written staged file is removed on rollback.
                 journal.push(Step::Staged(p.clone()));
                 project::create_file_beside(&p, &op.path, data, *perm, *mtime, wb)?;
@@ -877,7 +948,7 @@ fn stage_all(
                 Some(p)
             }
             Target::Symlink { target, mtime } => {
-                let p = project::check(root, &sub(stage_rel, format!("s{i}"))?, &none)?;
+                let p = checked(root, &sub(stage_rel, format!("s{i}"))?)?;
                 journal.push(Step::Staged(p.clone()));
                 project::create_symlink(&p, target)?;
                 if let Some(t) = mtime {
@@ -908,13 +979,15 @@ fn stage_rest(
     sync: bool,
     tick: &mut Tick<'_>,
 ) -> Result<()> {
-    let none = |_: &RelPath| false;
-    let mut keep: BTreeSet<RelPath> = BTreeSet::new();
-    for op in ops {
-        if op.places {
-            keep.extend(ancestors(op.path.rel()));
-        }
-    }
+    // The paths something is placed at, sorted: their directories are kept (step 4) and
+    // a path with something placed below it is no file to swap.
+    let mut placed: Vec<&RelPath> = ops
+        .iter()
+        .filter(|op| op.places)
+        .map(|op| op.path.rel())
+        .collect();
+    placed.sort_unstable();
+    let keep = |d: &RelPath| any_below(&placed, d);
     // A file or symlink replaced in place by a staged entry is swapped with it in step 6
     // (one `RENAME_EXCHANGE`, the original ending at the staged name) instead of being moved
     // aside here and replaced there (two renames). Recovery tells a swapped pair by the
@@ -928,7 +1001,7 @@ fn stage_rest(
                 && !op.skip_move
                 && op.places
                 && matches!(staged.get(i), Some(Some(_)))
-                && !keep.contains(op.path.rel())
+                && !keep(op.path.rel())
         })
         .collect();
 
@@ -943,7 +1016,7 @@ fn stage_rest(
                 removed.push(op.path.rel().clone());
                 continue;
             }
-            let b = project::check(root, &sub(stage_rel, format!("b{i}"))?, &none)?;
+            let b = checked(root, &sub(stage_rel, format!("b{i}"))?)?;
             project::rename_noreplace(&op.path, &b)?;
             tick(
                 journal,
@@ -956,39 +1029,34 @@ fn stage_rest(
         }
     }
 
-    // 4. Remove directories that became empty (never an ancestor of something we place).
-    let mut candidates: BTreeSet<(usize, RelPath)> = BTreeSet::new();
+    // 4. Remove directories that became empty (never an ancestor of something we place),
+    //    deepest first. Each candidate carries whether it may go: with `Prune::Only`, only
+    //    the directories named there (and those an op replaces) may.
+    let mut candidates: BTreeMap<(usize, RelPath), bool> = BTreeMap::new();
+    let mut add = |d: RelPath, may_go: bool| {
+        *candidates.entry((depth(&d), d)).or_default() |= may_go;
+    };
+    let emptied = matches!(prune, Prune::EmptiedParents);
     for r in &removed {
         if let Some(p) = r.parent() {
-            candidates.insert((depth(&p), p));
+            add(p, emptied);
         }
     }
     for op in ops {
         if op.before_is_dir {
-            let r = op.path.rel().clone();
-            candidates.insert((depth(&r), r));
+            add(op.path.rel().clone(), true);
         }
     }
     if let Prune::Only(set) = prune {
         for d in set {
-            candidates.insert((depth(d), d.clone()));
+            add(d.clone(), true);
         }
     }
-    while let Some(last) = candidates.iter().next_back().cloned() {
-        candidates.remove(&last);
-        let (_, d) = last;
-        if keep.contains(&d) {
+    while let Some(((_, d), may_go)) = candidates.pop_last() {
+        if !may_go || keep(&d) {
             continue;
         }
-        let forced = ops.iter().any(|o| o.before_is_dir && o.path.rel() == &d);
-        let allowed = match prune {
-            Prune::EmptiedParents => true,
-            Prune::Only(set) => set.contains(&d),
-        };
-        if !allowed && !forced {
-            continue;
-        }
-        let p = project::check(root, &d, &none)?;
+        let p = checked(root, &d)?;
         let Some(st) = project::stamp(&p)? else {
             continue;
         };
@@ -1003,9 +1071,9 @@ fn stage_rest(
                     perm: st.mode & 0o7777,
                 }),
             )?;
-            if matches!(prune, Prune::EmptiedParents) {
+            if emptied {
                 if let Some(pp) = d.parent() {
-                    candidates.insert((depth(&pp), pp));
+                    *candidates.entry((depth(&pp), pp)).or_default() = true;
                 }
             }
         }
@@ -1013,27 +1081,30 @@ fn stage_rest(
 
     // 5. Create missing parent directories (shallowest first). An op whose path held an
     //    entry (checked just before this step) has its directories: step 4 removes none
-    //    of a placed path's ancestors. Each directory is looked at once.
-    let mut seen: HashSet<RelPath> = HashSet::new();
-    for op in ops {
-        if !op.places || op.expect.is_some() {
-            continue;
-        }
-        for a in ancestors(op.path.rel()) {
-            if !seen.insert(a.clone()) {
-                continue;
+    //    of a placed path's ancestors. Each directory is looked at once, and below one
+    //    created here (empty) nothing is looked at: it is created.
+    let to_create = dirs_above(
+        ops.iter()
+            .filter(|op| op.places && op.expect.is_none())
+            .map(|op| op.path.rel()),
+    );
+    let mut created: Option<&RelPath> = None;
+    for a in &to_create {
+        let p = checked(root, a)?;
+        let new_below = created.is_some_and(|c| is_above(c, a));
+        let now = if new_below { None } else { project::stamp(&p)? };
+        match now {
+            None => {
+                if !new_below {
+                    created = Some(a);
+                }
+                let perm = dir_restore.get(a).map(|(perm, _)| *perm);
+                project::make_dir(&p, perm)?;
+                tick(journal, Some(Step::CreatedDir(p)))?;
             }
-            let p = project::check(root, &a, &none)?;
-            match project::stamp(&p)? {
-                None => {
-                    let perm = dir_restore.get(&a).map(|(perm, _)| *perm);
-                    project::make_dir(&p, perm)?;
-                    tick(journal, Some(Step::CreatedDir(p)))?;
-                }
-                Some(st) if is_dir_mode(st.mode) => {}
-                Some(_) => {
-                    return Err(Error::ApplyFailed(format!("{a} is not a directory")));
-                }
+            Some(st) if is_dir_mode(st.mode) => {}
+            Some(_) => {
+                return Err(Error::ApplyFailed(format!("{a} is not a directory")));
             }
         }
     }
@@ -1042,7 +1113,7 @@ fn stage_rest(
     for (i, op) in ops.iter().enumerate() {
         if let Some(Some(s)) = staged.get(i) {
             // Re-check the target's parents right before writing.
-            let target = project::check(root, op.path.rel(), &none)?;
+            let target = checked(root, op.path.rel())?;
             if swaps[i] {
                 if project::exchange(s, &target)? {
                     tick(
@@ -1055,7 +1126,7 @@ fn stage_rest(
                     continue;
                 }
                 // No exchange on this filesystem: the original goes aside now.
-                let b = project::check(root, &sub(stage_rel, format!("b{i}"))?, &none)?;
+                let b = checked(root, &sub(stage_rel, format!("b{i}"))?)?;
                 project::rename_noreplace(&target, &b)?;
                 tick(
                     journal,

@@ -23,7 +23,7 @@
 //! Record lines (paths and link targets hex-encoded, so any bytes survive):
 //!
 //! ```text
-//! patchbox-undo 2
+//! patchbox-undo 3
 //! project <hex path>
 //! rootmtime <mtime s> <mtime ns>
 //! entry <hex path> <before> <after>
@@ -35,25 +35,32 @@
 //! mkdir <hex path>                                     a directory the apply creates
 //! ```
 //!
-//! Version 1 records (no `rootmtime`/`dir` lines, `rmdir <hex path> <perm> <s> <ns>` lines
-//! appended after the apply, no `applied` marker) are still undone.
+//! The paths of `dir` lines, and those of `mkdir` lines, are each a list written relative to
+//! the line before (`+<n>:<hex rest>`: the first `n` components of the path before, then
+//! the rest; see the journal's `PathCoder`), so a path thousands of directories deep adds
+//! text proportional to its length, not to its length times its depth.
+//!
+//! Version 2 records (every path in full) and version 1 records (no `rootmtime`/`dir`
+//! lines, `rmdir <hex path> <perm> <s> <ns>` lines appended after the apply, no `applied`
+//! marker) are still undone.
 
 use super::journal::{self, Dirs, ProjectLock};
 use super::plan::PlanOp;
-use super::txn::{self, Finish, Prune, Target, TxOp};
+use super::txn::{self, checked, Finish, Prune, Target, TxOp};
 use super::UndoReport;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
-use crate::fs::relpath::RelPath;
+use crate::fs::relpath::{RelPath, RelPathSet};
 use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const HEADER: &str = "patchbox-undo 2";
+const HEADER: &str = "patchbox-undo 3";
+const HEADER_V2: &str = "patchbox-undo 2";
 const HEADER_V1: &str = "patchbox-undo 1";
 
 fn bad(dir: &Path, why: &str) -> Error {
@@ -131,28 +138,32 @@ pub(super) fn write_record(
     }
     // Directories: as they were, and the ones the apply creates (above what it places,
     // where there is no directory now).
-    let existing: BTreeSet<&RelPath> = dirs.dirs.iter().map(|d| &d.rel).collect();
+    let mut coder = journal::PathCoder::default();
     for d in &dirs.dirs {
         text.push_str(&format!(
             "dir {} {:o} {} {}\n",
-            hex(d.rel.as_bytes()),
+            coder.encode(&d.rel),
             d.perm,
             d.mtime.0,
             d.mtime.1
         ));
     }
-    let mut mkdirs: BTreeSet<RelPath> = BTreeSet::new();
-    for op in ops.iter().filter(|op| !matches!(op.after, Target::Absent)) {
-        let mut a = op.rel.parent();
-        while let Some(d) = a {
-            a = d.parent();
-            if !existing.contains(&d) {
-                mkdirs.insert(d);
-            }
+    // Both lists in path order, walked side by side: the directories above what is placed,
+    // less those that exist.
+    let mut existing: Vec<&RelPath> = dirs.dirs.iter().map(|d| &d.rel).collect();
+    existing.sort();
+    let mut existing = existing.into_iter().peekable();
+    let above = txn::dirs_above(
+        ops.iter()
+            .filter(|op| !matches!(op.after, Target::Absent))
+            .map(|op| &op.rel),
+    );
+    let mut coder = journal::PathCoder::default();
+    for d in &above {
+        while existing.next_if(|e| *e < d).is_some() {}
+        if existing.next_if(|e| *e == d).is_none() {
+            text.push_str(&format!("mkdir {}\n", coder.encode(d)));
         }
-    }
-    for d in &mkdirs {
-        text.push_str(&format!("mkdir {}\n", hex(d.as_bytes())));
     }
     let tmp = dir.join("record.tmp");
     write_plain(&tmp, text.as_bytes())?;
@@ -181,7 +192,7 @@ fn keep_original(
     before: &project::Stamp,
     blob: &Path,
 ) -> Result<Option<project::Stamp>> {
-    let p = project::check(root, &op.rel, &|_| false)?;
+    let p = checked(root, &op.rel)?;
     let Some((now, links)) = project::link_out(&p, blob)? else {
         return Ok(None);
     };
@@ -274,17 +285,19 @@ struct Record {
     project: Vec<u8>,
     root_mtime: Option<(i64, i64)>,
     entries: Vec<(RelPath, Before, After)>,
-    mkdirs: BTreeSet<RelPath>,
+    /// In path order, each once.
+    mkdirs: Vec<RelPath>,
     /// Directories as they were before the apply (v2 `dir`, v1 `rmdir`).
     dirs: BTreeMap<RelPath, (u32, (i64, i64))>,
 }
 
-/// What the record at `dir` says, for listing: the project and the number of paths.
+/// What the record at `dir` says, for listing: the project and the number of paths. (Its
+/// directories are not read: the store lists every record after each apply.)
 pub(crate) fn summary(dir: &Path) -> Result<(PathBuf, usize)> {
     let rec_path = dir.join("record");
     let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
     let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
-    let rec = parse(dir, &text)?;
+    let rec = parse(dir, &text, false)?;
     use std::os::unix::ffi::OsStringExt;
     Ok((
         PathBuf::from(std::ffi::OsString::from_vec(rec.project)),
@@ -292,10 +305,11 @@ pub(crate) fn summary(dir: &Path) -> Result<(PathBuf, usize)> {
     ))
 }
 
-fn parse(dir: &Path, text: &str) -> Result<Record> {
+/// The record in `text`; without `dirs`, its `dir`, `rmdir` and `mkdir` lines are skipped.
+fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
     let mut lines = text.lines();
     let header = lines.next();
-    if header != Some(HEADER) && header != Some(HEADER_V1) {
+    if !matches!(header, Some(HEADER | HEADER_V2 | HEADER_V1)) {
         return Err(bad(dir, "not an undo record"));
     }
     let project = lines
@@ -307,13 +321,21 @@ fn parse(dir: &Path, text: &str) -> Result<Record> {
         project,
         root_mtime: None,
         entries: Vec::new(),
-        mkdirs: BTreeSet::new(),
+        mkdirs: Vec::new(),
         dirs: BTreeMap::new(),
     };
     let path = |s: &str| -> Result<RelPath> {
         let b = unhex(s).ok_or_else(|| bad(dir, "bad path"))?;
         RelPath::from_bytes(&b)
     };
+    let (mut dir_coder, mut mkdir_coder) = Default::default();
+    let coded = |coder: &mut journal::PathCoder, s: &str| -> Result<RelPath> {
+        coder.decode(s).ok_or_else(|| bad(dir, "bad path"))
+    };
+    // Collected, then made into a set and a map at once: in path order already, they are
+    // sorted in one pass instead of looked up one by one.
+    let mut mkdirs = Vec::new();
+    let mut dirs = Vec::new();
     let num = |s: &str| s.parse::<i64>().map_err(|_| bad(dir, "bad number"));
     let perm = |s: &str| u32::from_str_radix(s, 8).map_err(|_| bad(dir, "bad mode"));
     for line in lines {
@@ -347,17 +369,19 @@ fn parse(dir: &Path, text: &str) -> Result<Record> {
                 };
                 rec.entries.push((path(p)?, before, after));
             }
-            ["mkdir", p] => {
-                rec.mkdirs.insert(path(p)?);
-            }
-            ["rmdir", p, m, s, ns] | ["dir", p, m, s, ns] => {
-                rec.dirs.insert(path(p)?, (perm(m)?, (num(s)?, num(ns)?)));
+            ["mkdir", _] | ["rmdir", _, _, _, _] | ["dir", _, _, _, _] if !dirs_too => {}
+            ["mkdir", p] => mkdirs.push(coded(&mut mkdir_coder, p)?),
+            ["rmdir", p, m, s, ns] => dirs.push((path(p)?, (perm(m)?, (num(s)?, num(ns)?)))),
+            ["dir", p, m, s, ns] => {
+                dirs.push((coded(&mut dir_coder, p)?, (perm(m)?, (num(s)?, num(ns)?))))
             }
             ["rootmtime", s, ns] => rec.root_mtime = Some((num(s)?, num(ns)?)),
             [""] => {}
             _ => return Err(bad(dir, "unknown line")),
         }
     }
+    rec.mkdirs = txn::sorted_paths(mkdirs);
+    rec.dirs = dirs.into_iter().collect();
     Ok(rec)
 }
 
@@ -379,7 +403,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
     let rec_path = dir.join("record");
     let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
     let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
-    let rec = parse(dir, &text)?;
+    let rec = parse(dir, &text, true)?;
     if dir.join("undone").exists() {
         return Ok(UndoReport {
             already_undone: true,
@@ -396,17 +420,19 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
     if rec.project != root.as_os_str().as_bytes() && !force {
         return Err(bad(dir, "it was made for another project directory"));
     }
-    let none = |_: &RelPath| false;
     let planning = project::DirScope::enter(&root)?;
     // Paths the undo removes: a symlink among them may have a directory restored in its
     // place (the apply turned a directory into a symlink).
-    let removed: BTreeSet<RelPath> = rec
+    // As a tree of components: the removed ancestors of a path are found in one walk
+    // down it, whatever its depth.
+    let mut removed = RelPathSet::new();
+    for (r, _, _) in rec
         .entries
         .iter()
         .filter(|(_, b, _)| matches!(b, Before::Absent | Before::Dir))
-        .map(|(r, _, _)| r.clone())
-        .collect();
-    let gone = |a: &RelPath| removed.contains(a);
+    {
+        removed.insert(r);
+    }
     let mut report = UndoReport {
         recovery,
         ..UndoReport::default()
@@ -414,19 +440,13 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
     let mut ops = Vec::new();
     let mut changed = Vec::new();
     for (rel, before, after) in &rec.entries {
-        let p = project::check_with(&root, rel, &none, &gone)?;
-        let below_removed_link = {
-            let mut a = rel.parent();
-            let mut hit = false;
-            while let Some(anc) = a {
-                if removed.contains(&anc) {
-                    let ap = project::check(&root, &anc, &none)?;
-                    hit |= matches!(project::read(&ap)?, Entry::Symlink { .. });
-                }
-                a = anc.parent();
-            }
-            hit
-        };
+        let p = project::check_sets(&root, rel, None, Some(&removed))?;
+        let mut below_removed_link = false;
+        for d in removed.ancestors_of(rel) {
+            let Some(anc) = rel.ancestor(d) else { continue };
+            let ap = checked(&root, &anc)?;
+            below_removed_link |= matches!(project::read(&ap)?, Entry::Symlink { .. });
+        }
         let cur = if below_removed_link {
             Entry::Absent
         } else {
@@ -436,7 +456,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         // once the restored entries below it are gone.
         let created_dir = matches!(cur, Entry::Dir { .. })
             && matches!(after, After::Absent)
-            && rec.mkdirs.contains(rel);
+            && rec.mkdirs.binary_search(rel).is_ok();
         if !created_dir && !matches_after(&cur, after) {
             changed.push(rel.clone());
         }
