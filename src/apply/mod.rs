@@ -57,11 +57,12 @@
 //!    write. (Each directory is opened once per phase and its descriptor reused, at most
 //!    256 kept open; the write phase opens everything afresh instead of trusting what
 //!    planning opened.) Planning costs time proportional to the patch and the files it
-//!    touches, whatever the depth of their paths. So does the write phase's own work: the
-//!    directories above the paths it writes are listed once each (the paths sorted, each
-//!    compared with the one before, never every ancestor looked up in a set), and the
-//!    journal and the undo record write such lists one path relative to the line before;
-//!    what remains per directory is the chokepoint's own check and walk of it. A symlink
+//!    touches, whatever the depth of their paths. In the write phase the directories above
+//!    the paths it writes are listed once each (the paths sorted, each compared with the
+//!    one before, never every ancestor looked up in a set), and the journal and the undo
+//!    record write such lists one path relative to the line before; what still grows with
+//!    a directory's depth is the work on that directory itself (its path copied, and
+//!    checked and walked by the chokepoint, for each one created). A symlink
 //!    at the path itself is replaced, never written through. New symlinks must point
 //!    inside the project unless [`ApplyOptions::allow_outside_symlinks`] is set.
 //! 4. **Undoable.** With [`ApplyOptions::undo_dir`] the apply records the original contents,
