@@ -425,7 +425,7 @@ fn cli_errors_name_what_failed() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "an error, not a refusal: {err}");
     assert!(
         err.contains("resolve project /nonexistent/project") && !err.contains("not a directory"),
         "{err}"
@@ -442,7 +442,7 @@ fn cli_errors_name_what_failed() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "an error, not a refusal: {err}");
     assert!(err.contains("/nonexistent"), "{err}");
     // `run` without a command: one line.
     let out = bin()

@@ -195,10 +195,10 @@ fn bad_input_is_one_clear_line() {
     assert!(!tmp.path().join("x").exists());
 }
 
-/// The documented statuses: 1 refused, 2 bad input (an empty or malformed patch, a command
-/// line without `--`), 3 an error, 126/127 a command that cannot run or be found.
+/// The documented statuses: 1 refused, 2 an error (an empty or malformed patch, a command
+/// line without `--`, I/O), 126/127 a command that cannot run or be found.
 #[test]
-fn exit_statuses_tell_refusals_bad_input_and_errors_apart() {
+fn exit_statuses_tell_refusals_from_errors() {
     let (tmp, project, root) = setup();
     let empty = tmp.path().join("empty.patch");
     fs::write(&empty, b"\n").unwrap();
@@ -235,7 +235,7 @@ fn exit_statuses_tell_refusals_bad_input_and_errors_apart() {
         .unwrap();
     assert_eq!(
         io.status.code(),
-        Some(3),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&io.stderr)
     );

@@ -3,9 +3,8 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | done (applied, already applied, listed, committed …) |
-//! | 1 | refused or conflicts: the patch does not apply, a commit or undo was refused (nothing written) |
-//! | 2 | bad input: the command line, an id, a patch that is malformed or empty, an unknown pending patch |
-//! | 3 | an error: I/O, an unreadable repository, anything else that failed |
+//! | 1 | refused or conflicts: the patch does not apply, a commit or undo was refused, nothing to undo (nothing written) |
+//! | 2 | an error: bad input (the command line, an id, a malformed or empty patch, an unknown pending patch) or a failure (I/O, an unreadable repository …) |
 //! | 74 | `run`: the patch could not be delivered where asked; the work is kept (stderr says where) |
 //! | 126 / 127 | `run`: CMD was found but cannot be executed / CMD cannot be found (as shells say) |
 //!
@@ -18,10 +17,10 @@ use patchbox::Error;
 pub const OK: u8 = 0;
 /// Refused or conflicts; nothing written.
 pub const REFUSED: u8 = 1;
-/// Bad input (command line, id, patch).
-pub const BAD_INPUT: u8 = 2;
-/// Any other error (I/O …).
-pub const ERROR: u8 = 3;
+/// An error: bad input (command line, id, patch) or a failure (I/O …).
+pub const ERROR: u8 = 2;
+/// Bad input: an error like any other (see [`ERROR`]).
+pub const BAD_INPUT: u8 = ERROR;
 /// `run`: the patch could not be delivered; the work is kept (EX_IOERR).
 pub const UNDELIVERED: u8 = 74;
 /// `run`: CMD exists but cannot be executed.

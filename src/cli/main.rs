@@ -21,9 +21,9 @@ use patchbox::{Error, Options, SandboxManager};
     name = "patchbox",
     version,
     about = "Isolate delegated work in sandboxes; get it back as a patch",
-    after_help = "Exit status: 0 done; 1 refused or conflicts (nothing written); 2 bad input \
-(command line, id, empty or malformed patch); 3 error (I/O …); run: 74 patch undelivered \
-(work kept), 126/127 CMD cannot run / not found, else CMD's own status."
+    after_help = "Exit status: 0 done; 1 refused or conflicts (nothing written); 2 error: bad \
+input (command line, id, empty or malformed patch) or a failure (I/O …); run: 74 patch \
+undelivered (work kept), 126/127 CMD cannot run / not found, else CMD's own status."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -462,7 +462,15 @@ fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
 
 /// Restores the project from its newest undo record, then removes the record.
 fn undo_last(project: &Path, store: &UndoStore, force: bool) -> Result<ExitCode, Error> {
-    let r = store.undo_last(project, force)?;
+    let r = match store.undo_last(project, force) {
+        Ok(r) => r,
+        // Nothing to undo: refused, not failed.
+        Err(e @ Error::Pending { .. }) => {
+            eprintln!("patchbox: {e}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+        Err(e) => return Err(e),
+    };
     if !r.report.recovery.is_empty() {
         eprintln!("{}", r.report.recovery);
     }
