@@ -5,17 +5,12 @@
 //! inserted, updated or deleted, keyed by primary key: an insert carries the new row, a
 //! delete the old row, an update the key and, for each changed column, its old and new
 //! value (the unchanged columns are not in it). A table without a declared `PRIMARY KEY` is
-//! recorded keyed by its rowid, as a leftmost column `_rowid_` (see `session`).
+//! recorded keyed by its rowid, as a leftmost column `_rowid_` (see `session`). SQLite's
+//! changeset functions are reached through the small wrapper in `ffi_changeset`.
 
-use std::io::Read;
-use std::sync::Arc;
-
-use parking_lot::Mutex;
-use rusqlite::fallible_streaming_iterator::FallibleStreamingIterator;
-use rusqlite::hooks::Action;
-use rusqlite::session::{ChangesetItem, ChangesetIter, ConflictAction, ConflictType};
 use rusqlite::Connection;
 
+use super::ffi_changeset::{self, Change, ChangeOp, ChangesetIter, ConflictAction, ConflictKind};
 use super::value::SqlValue;
 use crate::plan::model::{DiffEntry, DiffOp, SandboxDiff};
 
@@ -59,36 +54,35 @@ impl RowChange {
     }
 }
 
-fn op_of(a: Action) -> Option<DiffOp> {
-    match a {
-        Action::SQLITE_INSERT => Some(DiffOp::Added),
-        Action::SQLITE_UPDATE => Some(DiffOp::Modified),
-        Action::SQLITE_DELETE => Some(DiffOp::Deleted),
-        _ => None,
+fn op_of(op: Option<ChangeOp>) -> Option<DiffOp> {
+    match op? {
+        ChangeOp::Insert => Some(DiffOp::Added),
+        ChangeOp::Update => Some(DiffOp::Modified),
+        ChangeOp::Delete => Some(DiffOp::Deleted),
     }
 }
 
-/// Table, operation, key flags and both sides of the item the iterator is on.
-fn read_item(item: &ChangesetItem) -> rusqlite::Result<Option<RowChange>> {
+/// Table, operation, key flags and both sides of the change the iterator is on.
+fn read_item(item: &Change<'_>) -> rusqlite::Result<Option<RowChange>> {
     let op = item.op()?;
-    let Some(kind) = op_of(op.code()) else {
+    let Some(kind) = op_of(op.op) else {
         return Ok(None);
     };
-    let n = usize::try_from(op.number_of_columns()).unwrap_or(0);
-    let table = op.table_name().to_string();
+    let n = op.columns;
+    let table = op.table.to_string();
     let pk: Vec<bool> = item.pk()?.iter().map(|b| *b != 0).collect();
     let old = if kind == DiffOp::Added {
         vec![None; n]
     } else {
         (0..n)
-            .map(|i| item.old_value(i).ok().map(SqlValue::from))
+            .map(|i| item.old_value(i).ok().flatten().map(SqlValue::from))
             .collect()
     };
     let mut new: Vec<Option<SqlValue>> = if kind == DiffOp::Deleted {
         vec![None; n]
     } else {
         (0..n)
-            .map(|i| item.new_value(i).ok().map(SqlValue::from))
+            .map(|i| item.new_value(i).ok().flatten().map(SqlValue::from))
             .collect()
     };
     if kind == DiffOp::Modified {
@@ -114,12 +108,10 @@ pub fn decode(changeset: &[u8]) -> rusqlite::Result<Vec<RowChange>> {
     if changeset.is_empty() {
         return Ok(Vec::new());
     }
-    let mut bytes: &[u8] = changeset;
-    let input: &mut dyn Read = &mut bytes;
-    let mut it = ChangesetIter::start_strm(&input)?;
+    let mut it = ChangesetIter::start(changeset)?;
     let mut out = Vec::new();
     while let Some(item) = it.next()? {
-        if let Some(row) = read_item(item)? {
+        if let Some(row) = read_item(&item)? {
             out.push(row);
         }
     }
@@ -132,10 +124,7 @@ pub fn invert(changeset: &[u8]) -> rusqlite::Result<Vec<u8>> {
     if changeset.is_empty() {
         return Ok(Vec::new());
     }
-    let mut bytes: &[u8] = changeset;
-    let mut out = Vec::new();
-    rusqlite::session::invert_strm(&mut bytes, &mut out)?;
-    Ok(out)
+    ffi_changeset::invert(changeset)
 }
 
 /// A row that could not be applied, and why.
@@ -147,14 +136,14 @@ pub struct Conflict {
     pub why: &'static str,
 }
 
-fn why(c: &ConflictType) -> &'static str {
+fn why(c: ConflictKind) -> &'static str {
     match c {
-        ConflictType::SQLITE_CHANGESET_DATA => "changed since",
-        ConflictType::SQLITE_CHANGESET_NOTFOUND => "deleted since",
-        ConflictType::SQLITE_CHANGESET_CONFLICT => "a row with this key was inserted since",
-        ConflictType::SQLITE_CHANGESET_CONSTRAINT => "a constraint would fail",
-        ConflictType::SQLITE_CHANGESET_FOREIGN_KEY => "a foreign key would fail",
-        _ => "unknown conflict",
+        ConflictKind::Data => "changed since",
+        ConflictKind::NotFound => "deleted since",
+        ConflictKind::Conflict => "a row with this key was inserted since",
+        ConflictKind::Constraint => "a constraint would fail",
+        ConflictKind::ForeignKey => "a foreign key would fail",
+        ConflictKind::Unknown(_) => "unknown conflict",
     }
 }
 
@@ -222,28 +211,21 @@ pub fn apply_or_refuse(
     if !gone.is_empty() {
         return Ok(Err(gone));
     }
-    let seen: Arc<Mutex<Vec<Conflict>>> = Arc::default();
-    let record = seen.clone();
-    let mut bytes: &[u8] = changeset;
-    let applied = conn.apply_strm(
-        &mut bytes,
-        None::<fn(&str) -> bool>,
-        move |kind: ConflictType, item: &ChangesetItem| {
-            let path = match read_item(item) {
-                Ok(Some(row)) => row.path(),
-                _ => item
-                    .op()
-                    .map(|o| format!("{}/?", o.table_name()))
-                    .unwrap_or_else(|_| "?".into()),
-            };
-            record.lock().push(Conflict {
-                path,
-                why: why(&kind),
-            });
-            ConflictAction::SQLITE_CHANGESET_ABORT
-        },
-    );
-    let conflicts = std::mem::take(&mut *seen.lock());
+    let mut conflicts: Vec<Conflict> = Vec::new();
+    let applied = ffi_changeset::apply(conn, changeset, |kind, item| {
+        let path = match read_item(item) {
+            Ok(Some(row)) => row.path(),
+            _ => item
+                .op()
+                .map(|o| format!("{}/?", o.table))
+                .unwrap_or_else(|_| "?".into()),
+        };
+        conflicts.push(Conflict {
+            path,
+            why: why(kind),
+        });
+        ConflictAction::Abort
+    });
     match applied {
         Ok(()) if conflicts.is_empty() => Ok(Ok(())),
         Ok(()) => Ok(Err(conflicts)),

@@ -87,6 +87,7 @@
 //! last `Arc`) closes the connection, which also rolls the transaction back.
 
 mod changeset;
+mod ffi_changeset;
 mod live;
 mod session;
 mod value;
