@@ -7,8 +7,10 @@
 //! `sqlite3changeset_apply` and `sqlite3changeset_invert` handle those changesets. Without
 //! it, rows an actor wrote to such a table were committed but showed in no diff and were
 //! not undone: the user's database changed where the review did not show it. `rusqlite`'s
-//! `Session` does not expose that option (nor its handle), so this is the session the
-//! strategy uses: create, configure, attach, read the changeset, delete.
+//! `Session` does not expose that option (nor its handle), and it is only built with
+//! rusqlite's `session` feature, which runs bindgen (libclang) and is off here; so this is the
+//! session the strategy uses, over `rusqlite::ffi`: create, configure, attach, read the
+//! changeset, delete.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
