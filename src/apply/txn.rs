@@ -26,6 +26,7 @@ use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What the write phase must make of one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,7 +228,12 @@ enum Step {
         path: ProjectPath,
         perm: u32,
     },
-    CreatedDir(ProjectPath),
+    /// The directory made of the first `depth` components of `path` (the parent it was
+    /// created for: one path shared by all the directories created above it).
+    CreatedDir {
+        path: Arc<ProjectPath>,
+        depth: usize,
+    },
     Placed(ProjectPath),
     /// The staged entry and the original swapped places (`RENAME_EXCHANGE`): the original is
     /// now at `staged`.
@@ -527,7 +533,10 @@ fn roll_back_journal(
                 ))),
                 Err(e) => Err(e),
             },
-            Step::CreatedDir(p) => project::remove_dir_if_empty(p).map(|_| ()),
+            Step::CreatedDir { path, depth } => match path.ancestor(*depth) {
+                Some(p) => project::remove_dir_if_empty(&p).map(|_| ()),
+                None => Ok(()),
+            },
             Step::RemovedDir { path, perm } => project::make_dir(path, Some(*perm)),
             Step::Moved { from, to } => project::rename_noreplace(to, from),
             Step::Intent => {
@@ -1081,32 +1090,40 @@ fn stage_rest(
 
     // 5. Create missing parent directories (shallowest first). An op whose path held an
     //    entry (checked just before this step) has its directories: step 4 removes none
-    //    of a placed path's ancestors. Each directory is looked at once, and below one
-    //    created here (empty) nothing is looked at: it is created.
-    let to_create = dirs_above(
-        ops.iter()
-            .filter(|op| op.places && op.expect.is_none())
-            .map(|op| op.path.rel()),
-    );
-    let mut created: Option<&RelPath> = None;
-    for a in &to_create {
-        let p = checked(root, a)?;
-        let new_below = created.is_some_and(|c| is_above(c, a));
-        let now = if new_below { None } else { project::stamp(&p)? };
-        match now {
-            None => {
-                if !new_below {
-                    created = Some(a);
-                }
-                let perm = dir_restore.get(a).map(|(perm, _)| *perm);
-                project::make_dir(&p, perm)?;
-                tick(journal, Some(Step::CreatedDir(p)))?;
-            }
-            Some(st) if is_dir_mode(st.mode) => {}
-            Some(_) => {
-                return Err(Error::ApplyFailed(format!("{a} is not a directory")));
-            }
+    //    of a placed path's ancestors. Each parent is made in one walk down it
+    //    (`project::make_dirs`: each component looked at once, below one created nothing
+    //    looked up), skipping a parent above the next one (the next one's walk makes it),
+    //    and each created directory is journaled as a depth along that parent's path, not
+    //    as a path of its own: a path D directories deep costs time proportional to D.
+    let mut parents: Vec<RelPath> = ops
+        .iter()
+        .filter(|op| op.places && op.expect.is_none())
+        .filter_map(|op| op.path.rel().parent())
+        .collect();
+    parents.sort_unstable();
+    parents.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
+    for (i, dir) in parents.iter().enumerate() {
+        if parents.get(i + 1).is_some_and(|next| is_above(dir, next)) {
+            continue;
         }
+        let p = Arc::new(checked(root, dir)?);
+        let mut perm = |k: usize| {
+            if dir_restore.is_empty() {
+                return None;
+            }
+            let a = dir.ancestor(k)?;
+            dir_restore.get(&a).map(|(perm, _)| *perm)
+        };
+        let mut created = |k: usize| {
+            tick(
+                journal,
+                Some(Step::CreatedDir {
+                    path: Arc::clone(&p),
+                    depth: k,
+                }),
+            )
+        };
+        project::make_dirs(&p, &mut perm, &mut created)?;
     }
 
     // 6. Place the new contents.

@@ -45,8 +45,9 @@ mod entries;
 
 pub(crate) use entries::{
     create_file, create_file_beside, create_symlink, exchange, link_out, list_leaves, make_dir,
-    probe_parents, read, read_in, remove_dir_if_empty, remove_file, rename_noreplace, root_stamp,
-    set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp, Writeback,
+    make_dirs, probe_parents, read, read_in, remove_dir_if_empty, remove_file, rename_noreplace,
+    root_stamp, set_mtime, set_root_mtime, stamp, sync_fs, sync_root, Data, Entry, Stamp,
+    Writeback,
 };
 
 /// A path inside the project that passed the containment checks of [`path_in_project`].
@@ -77,6 +78,16 @@ impl ProjectPath {
     /// The project root it was checked against.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The ancestor made of the first `n` components (`1 <= n <= depth`), or `None`. It
+    /// passes the checks `self` passed: its components are among `self`'s, and its parents
+    /// among `self`'s parents.
+    pub(crate) fn ancestor(&self, n: usize) -> Option<ProjectPath> {
+        Some(ProjectPath {
+            root: self.root.clone(),
+            rel: self.rel.ancestor(n)?,
+        })
     }
 
     /// The full path (for messages; the engine never opens it in one piece).

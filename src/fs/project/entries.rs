@@ -608,6 +608,80 @@ pub(crate) fn make_dir(p: &ProjectPath, perm: Option<u32>) -> Result<()> {
     Ok(())
 }
 
+/// Creates the directories of `p` that are missing, shallowest first, in one walk down it:
+/// from the deepest directory already open in this scope, each component is opened
+/// (`O_NOFOLLOW | O_DIRECTORY`) from the descriptor before it, and once one is missing it
+/// and every one below it are made with `mkdirat` and opened from the one made before. Each
+/// component is looked at once, so the whole path costs time proportional to its length,
+/// whatever its depth (one call of [`make_dir`] per missing ancestor would walk and check
+/// the path each time).
+///
+/// `perm(k)` gives the mode of the directory made of the first `k` components when it is
+/// created (`None`: 0777 minus the umask); `created(k)` is told of each creation right
+/// after it (an error from it stops the walk: what was created before stays). The
+/// containment guarantees are [`make_dir`]'s: a symlink at any component is refused with
+/// [`Error::Containment`], never followed, and `p` passed the check (no `.git` alias in
+/// it). Something other than a directory at a component fails with
+/// [`Error::ApplyFailed`].
+pub(crate) fn make_dirs(
+    p: &ProjectPath,
+    perm: &mut dyn FnMut(usize) -> Option<u32>,
+    created: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<()> {
+    let (root, rel) = (&p.root, &p.rel);
+    let c = Comps::of(rel);
+    let n = c.len();
+    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
+    // Once a directory is created, nothing is below it: no lookup first.
+    let mut making = false;
+    for i in k..n {
+        let comp = c.comp(i);
+        let name =
+            cstring(comp).map_err(|e| Error::io("create directory", c.full(root, i + 1), e))?;
+        if !making {
+            match openat_dir(dir.as_fd(), &name) {
+                Ok(d) => {
+                    let d = Rc::new(d);
+                    node = remember(root, node, comp, &d);
+                    dir = d;
+                    continue;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => making = true,
+                Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
+                    return Err(refuse(root, rel, "path goes through a symlink"))
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                    return Err(Error::ApplyFailed(format!(
+                        "{} is not a directory",
+                        String::from_utf8_lossy(&c.bytes[..c.end(i + 1)])
+                    )))
+                }
+                Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+            }
+        }
+        // SAFETY: valid fd and name.
+        rc(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) })
+            .map_err(|e| Error::io("create directory", c.full(root, i + 1), e))?;
+        // Opened without following: a symlink swapped in since the mkdirat is refused.
+        let d = match openat_dir(dir.as_fd(), &name) {
+            Ok(d) => Rc::new(d),
+            Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
+                return Err(refuse(root, rel, "path goes through a symlink"))
+            }
+            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+        };
+        if let Some(perm) = perm(i + 1) {
+            // SAFETY: valid fd.
+            rc(unsafe { libc::fchmod(d.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
+                .map_err(|e| Error::io("set mode", c.full(root, i + 1), e))?;
+        }
+        node = remember(root, node, comp, &d);
+        dir = d;
+        created(i + 1)?;
+    }
+    Ok(())
+}
+
 /// Removes the directory `p` if it is empty; `Ok(false)` if it is not.
 pub(crate) fn remove_dir_if_empty(p: &ProjectPath) -> Result<bool> {
     let (dir, name) = need_parent(p, "remove directory")?;
