@@ -1,4 +1,4 @@
-//! Benchmark of checkpoints (issue 14): checkpoint and rollback of a plan sandbox of a large
+//! Benchmark of checkpoints: checkpoint and rollback of a plan sandbox of a large
 //! tree with 100 changed files, beside what the peers do, in one run, medians of rounds.
 //!
 //! ```text

@@ -1888,7 +1888,7 @@ fn copy_onto_its_own_source_is_refused_as_git_does() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 12: truncated patches, modes, names and binary ids as strict as git apply
+// Truncated patches, modes, names and binary ids as strict as git apply
 // ---------------------------------------------------------------------------------------------
 
 /// git refuses `patch` on `base` (its message contains `git_msg`; with `git_exit_0` git only
