@@ -97,16 +97,7 @@ impl PlanGuard {
         plan_dir: &Path,
         patience: std::time::Duration,
     ) -> Result<Option<PlanGuard>, SandboxError> {
-        let until = std::time::Instant::now() + patience;
-        loop {
-            if let Some(g) = PlanGuard::take(plan_dir, false)? {
-                return Ok(Some(g));
-            }
-            if std::time::Instant::now() >= until {
-                return Ok(None);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        patiently(patience, || PlanGuard::take(plan_dir, false))
     }
 
     fn take(plan_dir: &Path, wait: bool) -> Result<Option<PlanGuard>, SandboxError> {
@@ -115,12 +106,7 @@ impl PlanGuard {
         loop {
             std::fs::create_dir_all(plan_dir)
                 .map_err(|e| lock_err("create plan directory", plan_dir, e))?;
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|e| lock_err("open plan lock", &path, e))?;
+            let f = open_lock_file(&path).map_err(|e| lock_err("open plan lock", &path, e))?;
             let (dev, ino) = identity(
                 &f.metadata()
                     .map_err(|e| lock_err("stat plan lock", &path, e))?,
@@ -200,16 +186,37 @@ pub const FORK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(
 /// Tries a non-blocking exclusive `flock` of `f` for up to [`FORK_PATIENCE`]; whether it was
 /// taken.
 pub fn flock_exclusive_patiently(f: &File) -> bool {
-    let until = std::time::Instant::now() + FORK_PATIENCE;
+    let tried: Result<Option<()>, SandboxError> = patiently(FORK_PATIENCE, || {
+        Ok(rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok())
+    });
+    matches!(tried, Ok(Some(())))
+}
+
+/// Calls `attempt` every 5 ms until it yields something or `patience` has passed.
+fn patiently<T>(
+    patience: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<Option<T>, SandboxError>,
+) -> Result<Option<T>, SandboxError> {
+    let until = std::time::Instant::now() + patience;
     loop {
-        if rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return true;
+        if let Some(t) = attempt()? {
+            return Ok(Some(t));
         }
         if std::time::Instant::now() >= until {
-            return false;
+            return Ok(None);
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// Opens (making it if need be) a file whose only use is to be `flock`ed: never truncated,
+/// so a holder's file is never disturbed by the next opener.
+pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
 }
 
 /// The plan locks of the current thread, lent to worker threads of the same operation.

@@ -235,12 +235,7 @@ impl Overlay {
         if user.is_some() {
             return;
         }
-        let opened = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.at(MOUNT_USERS));
-        if let Ok(f) = opened {
+        if let Ok(f) = crate::plan::lock::open_lock_file(&self.at(MOUNT_USERS)) {
             if rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared).is_ok() {
                 *user = Some(f);
             }

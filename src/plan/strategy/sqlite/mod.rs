@@ -169,18 +169,13 @@ impl SqliteSandbox {
             return Ok(());
         }
         let p = self.lc.dir().join(OWNER_LOCK);
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(|e| {
-                SandboxError::from_lower(
-                    Some(self.lc.id()),
-                    "open the owner lock",
-                    crate::Error::io("open", &p, e),
-                )
-            })?;
+        let f = crate::plan::lock::open_lock_file(&p).map_err(|e| {
+            SandboxError::from_lower(
+                Some(self.lc.id()),
+                "open the owner lock",
+                crate::Error::io("open", &p, e),
+            )
+        })?;
         if !crate::plan::lock::flock_exclusive_patiently(&f) {
             return Err(self.sandbox_err(
                 "the sandbox's transaction is held by another process; run its statements there",
