@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{mode_view, write, Rng};
 use patchbox::plan::checkpoint::{CheckpointManager, Phase};
 use patchbox::plan::phases::PhaseRunner;
-use patchbox::plan::{PlanManager, Sandbox, Strategy};
+use patchbox::plan::{PlanManager, Sandbox, SandboxError, Strategy};
 
 fn project(n: usize) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -393,8 +393,14 @@ fn phases_roll_back_failing_and_panicking_work() {
     // Apply fails (the user changed the same file): the sandbox is as before apply, the
     // original untouched.
     std::fs::write(p.path().join("d2/f2.txt"), "user\n").unwrap();
+    // `commit_all` reports the conflict as its one failed result (a sandbox-level failure):
+    // the phase fails with it, as a commit error of that sandbox.
     let e = runner.apply("p").unwrap_err();
-    assert!(e.reason.contains("atomic commit"), "{e}");
+    assert!(e.reason.contains("check failed, nothing written"), "{e}");
+    assert!(
+        matches!(e.source.as_deref(), Some(SandboxError::Commit { sandbox_id, .. }) if sandbox_id == sb.sandbox_id()),
+        "{e:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(p.path().join("d2/f2.txt")).unwrap(),
         "user\n"

@@ -385,7 +385,7 @@ impl CppStrategy {
         if f(h, &mut err) {
             Ok(())
         } else {
-            Err(StrategyFailure(err))
+            Err(StrategyFailure::new(err))
         }
     }
 }
@@ -426,7 +426,7 @@ impl StrategyProtocol for CppStrategy {
         let mut entries = Vec::with_capacity(view.entries.len());
         for e in view.entries {
             let Some(operation) = DiffOp::from_name(&e.operation) else {
-                return Err(StrategyFailure(format!(
+                return Err(StrategyFailure::new(format!(
                     "diff: unknown operation {:?} for {}",
                     e.operation, e.path
                 )));
@@ -495,9 +495,9 @@ const DETAIL_SEPARATOR: char = '\x1e';
 fn encode(e: &SandboxError) -> String {
     let none: &[String] = &[];
     let (id, files, undone, failed): (Option<&str>, &[String], &[String], &[String]) = match e {
-        SandboxError::Sandbox { sandbox_id, .. } | SandboxError::State { sandbox_id, .. } => {
-            (sandbox_id.as_deref(), none, none, none)
-        }
+        SandboxError::Sandbox { sandbox_id, .. }
+        | SandboxError::State { sandbox_id, .. }
+        | SandboxError::Unexpected { sandbox_id, .. } => (sandbox_id.as_deref(), none, none, none),
         SandboxError::Creation { .. } => (None, none, none, none),
         SandboxError::Commit {
             sandbox_id, files, ..

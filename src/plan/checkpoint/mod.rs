@@ -114,6 +114,9 @@ struct Known {
 /// called.
 pub struct CheckpointManager {
     plans_dir: PathBuf,
+    /// Set by [`CheckpointManager::temporary`]: the manager's own folder under the system
+    /// temp folder, where its checkpoints are (removed with them).
+    temp_root: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Known>>,
     /// checkpoint id → sandbox id, for the checkpoints made here.
     made: Mutex<Vec<(String, String)>>,
@@ -126,10 +129,38 @@ impl CheckpointManager {
     pub fn new(root: impl AsRef<Path>) -> CheckpointManager {
         CheckpointManager {
             plans_dir: root.as_ref().join(PLANS_DIR),
+            temp_root: None,
             sandboxes: Mutex::new(HashMap::new()),
             made: Mutex::new(Vec::new()),
             keep: AtomicBool::new(false),
         }
+    }
+
+    /// A checkpoint manager whose checkpoints live in a folder of its own under the system
+    /// temp folder (`$TMPDIR/patchbox-checkpoints-<ULID>`), as the plan executors'
+    /// documentation places them: deleting a checkpoint removes its folders once empty,
+    /// [`CheckpointManager::cleanup`] removes every checkpoint it made, and dropping it removes
+    /// the folder (unless [`CheckpointManager::keep`] was called). Checkpoints and rollbacks
+    /// take the lock of the sandbox's own plan, wherever its manager's root is.
+    pub fn temporary() -> Result<CheckpointManager, SandboxError> {
+        let dir =
+            std::env::temp_dir().join(format!("patchbox-checkpoints-{}", crate::id::next_string()));
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            SandboxError::from_lower(
+                None,
+                "create checkpoint folder",
+                crate::Error::io("create directory", &dir, e),
+            )
+        })?;
+        let mut m = CheckpointManager::new(&dir);
+        m.plans_dir = dir.clone();
+        m.temp_root = Some(dir);
+        Ok(m)
+    }
+
+    /// Where the checkpoints are: the root's plans folder, or the temporary folder.
+    pub fn storage_dir(&self) -> &Path {
+        &self.plans_dir
     }
 
     /// Keeps the checkpoints on disk when the manager is dropped.
@@ -170,6 +201,17 @@ impl CheckpointManager {
         phase: &str,
         metadata: BTreeMap<String, String>,
     ) -> Result<Checkpoint, SandboxError> {
+        if let Some(ctx) = sandbox.context() {
+            if ctx.plan_id != plan_id {
+                return Err(SandboxError::sandbox(
+                    Some(sandbox.sandbox_id()),
+                    format!(
+                        "refused checkpoint: plan_id {plan_id:?} is not the sandbox's plan {:?}",
+                        ctx.plan_id
+                    ),
+                ));
+            }
+        }
         let (store, op) = self.known(sandbox)?;
         let _plan = self.lock_plan_of(sandbox)?;
         let _op = op.lock();
@@ -264,6 +306,9 @@ impl CheckpointManager {
     /// The lock of `sb`'s plan (see [`crate::plan::lock`]): checkpoints and rollbacks to
     /// them change the sandbox, so they serialize with the plan's other operations.
     fn lock_plan_of(&self, sb: &Arc<dyn Sandbox>) -> Result<PlanGuard, SandboxError> {
+        if let Some(plan_dir) = sb.home().and_then(Path::parent) {
+            return PlanGuard::acquire(plan_dir);
+        }
         let ctx = sb.context().ok_or_else(|| SandboxError::State {
             sandbox_id: Some(sb.sandbox_id().to_string()),
             from: sb.status(),
@@ -316,10 +361,67 @@ impl CheckpointManager {
                 if m.kind == "native" {
                     sb.release_native_checkpoint(checkpoint_id)?;
                 }
-                return store.remove(checkpoint_id);
+                let removed = store.remove(checkpoint_id)?;
+                self.made.lock().retain(|(id, _)| id != checkpoint_id);
+                self.prune_folders(&store);
+                return Ok(removed);
             }
         }
         Ok(false)
+    }
+
+    /// In a temporary manager, removes the store of a sandbox once it holds no checkpoint,
+    /// and its then empty folders up to the temporary folder (a manager over a root leaves
+    /// the sandbox's folders to the sandbox: another manager may share them).
+    fn prune_folders(&self, store: &Store) {
+        let Some(top) = &self.temp_root else { return };
+        if !store.list().map(|l| l.is_empty()).unwrap_or(false) {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(store.dir());
+        let mut dir = store.dir().parent();
+        while let Some(d) = dir {
+            if d == top.as_path() || !d.starts_with(top) || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+
+    /// Removes every checkpoint this manager made (their folders too, in a temporary
+    /// manager); returns how many were removed. The first error is returned after trying
+    /// them all.
+    pub fn cleanup(&self) -> Result<usize, SandboxError> {
+        let made: Vec<String> = self.made.lock().iter().map(|(id, _)| id.clone()).collect();
+        let mut n = 0;
+        let mut first = None;
+        for id in made {
+            match self.delete_checkpoint(&id) {
+                Ok(true) => n += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        // Stores of sandboxes cleaned up meanwhile (their checkpoints no longer list).
+        if self.temp_root.is_some() {
+            let stores: Vec<Arc<Store>> = self
+                .sandboxes
+                .lock()
+                .values()
+                .filter(|k| k.sandbox.status() == Status::CleanedUp)
+                .map(|k| k.store.clone())
+                .collect();
+            for st in stores {
+                let _ = std::fs::remove_dir_all(st.dir());
+                self.prune_folders(&st);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// Bytes the checkpoints of a sandbox take on disk.
@@ -340,6 +442,9 @@ impl Drop for CheckpointManager {
         let made = std::mem::take(&mut *self.made.lock());
         for (id, _) in made {
             let _ = self.delete_checkpoint(&id);
+        }
+        if let Some(top) = &self.temp_root {
+            let _ = std::fs::remove_dir_all(top);
         }
     }
 }
