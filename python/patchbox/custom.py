@@ -18,7 +18,10 @@ strategy may define: ``commit(ref, message=None)``, ``rollback(ref, after_commit
 ``is_rollbackable`` (a bool or a method; default ``True``). Any exception a method raises
 becomes the error of the step (``SandboxCommitError`` for commit, …) with its text;
 ``read`` may return ``None`` or raise ``FileNotFoundError``/``KeyError`` for a path that does
-not exist in the sandbox. An operation runs while the library holds that sandbox's lock: it
+not exist in the sandbox. In ``commit_all``, an exception of the ``SandboxError`` family
+(``SandboxCommitError``, …) is a sandbox-level failure: the plan is rolled back and the one
+failed ``CommitResult`` returned; any other exception raises ``AtomicCommitError``.
+``SandboxRef.metadata`` is kept as the strategy gave it (JSON values survive a restart). An operation runs while the library holds that sandbox's lock: it
 must not call back into the same sandbox (its ``status``, ``diff`` …), which would wait for
 itself.
 
@@ -39,10 +42,10 @@ from ._native import (
     DiffEntry,
     DiffView,
     Resource,
-    SandboxRef,
     STRATEGY_OPERATIONS as _OPERATIONS,
     StrategyRegistry as _NativeRegistry,
 )
+from ._records import SandboxRef
 from .errors import ProtocolMismatchError, SandboxError
 
 __all__ = [
@@ -66,7 +69,7 @@ class SandboxStrategyProtocol(Protocol):
 
     def create(self, plan_id: str, resource: Resource) -> SandboxRef: ...
     def read(self, ref: SandboxRef, path: str) -> Optional[bytes]: ...
-    def write(self, ref: SandboxRef, path: str, content: bytes) -> Any: ...
+    def write(self, ref: SandboxRef, path: str, content: bytes) -> DiffEntry: ...
     def diff(self, ref: SandboxRef) -> DiffView: ...
     def commit(self, ref: SandboxRef) -> Optional[str]: ...
     def rollback(self, ref: SandboxRef) -> None: ...
@@ -115,17 +118,18 @@ class _Driver:
         if mine is not None:
             return mine
         # Reopened after a restart: rebuild the strategy's reference from the metadata.
-        sid = ref.metadata.get("strategy.sandbox_id", ref.sandbox_id)
+        sid = str(ref.metadata.get("strategy.sandbox_id", ref.sandbox_id))
         return SandboxRef(sid, ref.plan_id, ref.resource_id, ref.created_at, dict(ref.metadata))
 
-    def create(self, ref: SandboxRef, original_path: str) -> Dict[str, str]:
+    def create(self, ref: SandboxRef, original_path: str) -> Dict[str, object]:
         resource = Resource(ref.resource_id, "other", original_path)
         theirs = self._impl.create(ref.plan_id, resource)
         if theirs is None:
             theirs = ref
         with self._lock:
             self._refs[ref.sandbox_id] = theirs
-        meta = {str(k): str(v) for k, v in dict(getattr(theirs, "metadata", None) or {}).items()}
+        # Kept as given: values that are not text are stored as JSON and come back typed.
+        meta: Dict[str, object] = {str(k): v for k, v in dict(getattr(theirs, "metadata", None) or {}).items()}
         sid = getattr(theirs, "sandbox_id", ref.sandbox_id)
         if sid != ref.sandbox_id:
             meta["strategy.sandbox_id"] = str(sid)
