@@ -274,7 +274,13 @@ void PhaseRunner::execute(const std::string& plan_id, const std::function<void()
 std::vector<CommitResult> PhaseRunner::apply(const std::string& plan_id) {
   Taken taken = checkpoint_all(*plans_, checkpoints_, plan_id, Phase::PreApply, "apply");
   try {
-    return plans_->commit_all(plan_id);
+    std::vector<CommitResult> results = plans_->commit_all(plan_id);
+    for (const CommitResult& r : results) {
+      // commit_all's sandbox-level failure (it rolled the plan back already): the phase
+      // fails with it, as a commit error of that sandbox.
+      if (!r.success) throw SandboxCommitError(r.error.value_or("commit failed"), r.sandbox_id);
+    }
+    return results;
   } catch (...) {
     std::vector<std::string> restored;
     std::vector<std::pair<std::string, std::string>> failures;

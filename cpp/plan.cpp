@@ -571,20 +571,32 @@ std::string string_of(rust::Slice<const std::uint8_t> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-/// Runs @p f; whatever it throws is caught, its message put in @p err, and false returned.
+/// Marks, at the start of @p err, a failure that is not a sandbox-level one (read by the
+/// bridge: `commit_all` raises AtomicCommitError for it instead of returning a failed result).
+constexpr const char* kUnexpected = "\x1funexpected\x1f";
+
+/// Runs @p f; whatever it throws is caught, its message put in @p err, and false returned. A
+/// plan::SandboxError is the strategy's own, anticipated failure; anything else is marked
+/// unexpected.
 template <class F>
 bool guard(rust::String& err, F&& f) noexcept {
   try {
     f();
     return true;
-  } catch (const std::exception& e) {
+  } catch (const pp::SandboxError& e) {
     try {
       err = rust::String::lossy(e.what());
     } catch (...) {
     }
+  } catch (const std::exception& e) {
+    try {
+      err = rust::String::lossy(std::string(kUnexpected) + e.what());
+    } catch (...) {
+    }
   } catch (...) {
     try {
-      err = "the C++ strategy threw an exception that is not a std::exception";
+      err = std::string(kUnexpected) +
+            "the C++ strategy threw an exception that is not a std::exception";
     } catch (...) {
     }
   }

@@ -331,10 +331,13 @@ def test_readme_python_plan_example(root, project, capsys):
         print(sb.diff().patch.decode())  # review: a patch `git apply` accepts
         try:
             results = manager.commit_all("plan-1")  # all or nothing
-            print([r.changed_files for r in results])
-        except AtomicCommitError as e:  # committed ones were rolled back, newest first
+            if all(r.success for r in results):
+                print([r.changed_files for r in results])
+            else:  # a conflict: the committed ones were rolled back, newest first
+                print("commit failed:", results[0].error)
+                checkpoints.rollback_to(cp)
+        except AtomicCommitError as e:  # an unexpected failure, rolled back too
             print("rolled back:", e.rolled_back_ids)
-            checkpoints.rollback_to(cp)
         manager.cleanup_all("plan-1")
 
     out = capsys.readouterr().out

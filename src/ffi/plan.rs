@@ -368,6 +368,10 @@ fn sref_out(r: &SandboxRef) -> bridge::FfiSandboxRef {
     }
 }
 
+/// What the glue puts before the message of an exception that is not a
+/// `patchbox::plan::SandboxError` (cpp/plan.cpp's `kUnexpected`): not a sandbox-level failure.
+const UNEXPECTED_MARK: &str = "\u{1f}unexpected\u{1f}";
+
 impl CppStrategy {
     fn h(&self) -> OpResult<&bridge::CustomStrategyHandle> {
         self.handle
@@ -384,6 +388,8 @@ impl CppStrategy {
         let mut err = String::new();
         if f(h, &mut err) {
             Ok(())
+        } else if let Some(rest) = err.strip_prefix(UNEXPECTED_MARK) {
+            Err(StrategyFailure::unexpected(rest))
         } else {
             Err(StrategyFailure::new(err))
         }
