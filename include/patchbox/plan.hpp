@@ -68,6 +68,9 @@ enum class Status {
   Errored,     ///< An unrecoverable error occurred; only cleanup remains.
 };
 
+/// The plan executors' documented name of Status.
+using SandboxStatus = Status;
+
 /// Whether a sandbox in @p from may move to @p to: the whole lifecycle in one table (the same
 /// as the Rust `Status::can_transition`, which the tests check pair by pair).
 bool can_transition(Status from, Status to) noexcept;

@@ -1033,11 +1033,16 @@ fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     }
 }
 
+/// The checkpoint manager of `root`; an empty `root`: one of its own under the system temp
+/// folder ([`CheckpointManager::temporary`]).
 fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, String> {
     guarded(|| {
-        Ok(Box::new(PlanCheckpoints {
-            inner: Some(CheckpointManager::new(path_from(root))),
-        }))
+        let inner = if root.is_empty() {
+            plan(CheckpointManager::temporary())?
+        } else {
+            CheckpointManager::new(path_from(root))
+        };
+        Ok(Box::new(PlanCheckpoints { inner: Some(inner) }))
     })
 }
 
