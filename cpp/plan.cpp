@@ -80,7 +80,10 @@ std::vector<std::string> split_list(std::string_view s) {
   if (kind == "atomic_commit") {
     throw AtomicCommitError(message, id, split_list(fields[2]), split_list(fields[3]));
   }
-  throw SandboxError(message, id);  // "sandbox", and any kind newer than this glue
+  // "unexpected" (a failure that is not sandbox-level, e.g. a custom strategy's foreign
+  // exception): the base class on purpose, so that no sandbox-level handler takes it for its
+  // own. Also "sandbox", and any kind newer than this glue.
+  throw SandboxError(message, id);
 }
 
 /// Runs @p f; a bridge error leaves as the matching exception class.

@@ -85,7 +85,8 @@ TEST(PlanStatus, StrategyAndErrorNamesAgreeWithTheLibrary) {
   // Each kind has its class in the glue; a kind added in Rust fails here until it has one.
   EXPECT_EQ(plan::library_plan_error_kinds(),
             (std::vector<std::string>{"plan_sandbox", "plan_creation", "plan_commit",
-                                      "plan_rollback", "plan_state", "plan_atomic_commit"}));
+                                      "plan_rollback", "plan_state", "plan_atomic_commit",
+                                      "plan_unexpected"}));
   EXPECT_STREQ(patchbox::to_string(patchbox::ErrorKind::Plan), "plan");
 }
 
