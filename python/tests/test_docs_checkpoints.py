@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -138,6 +140,7 @@ def test_snapshots_are_stored_under_the_system_temp_folder(tmpdir_env, sandbox, 
         cp = mgr.create_checkpoint(sandbox, PLAN, "pre_execute", {})
         assert Path(cp.snapshot_path).is_relative_to(tmpdir_env)
         assert Path(mgr.storage_dir).parent == tmpdir_env
+        assert stat.S_IMODE(os.stat(mgr.storage_dir).st_mode) == 0o700  # private in a shared /tmp
         assert not Path(cp.snapshot_path).is_relative_to(root)
 
 

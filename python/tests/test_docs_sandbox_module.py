@@ -170,6 +170,7 @@ def test_sandbox_protocol_is_runtime_checkable_for_a_users_class():
     class Missing:
         sandbox_id = "x"
 
+    assert not isinstance(NoCommit(), Sandbox)
     assert not isinstance(Missing(), Sandbox)
 
 

@@ -27,6 +27,7 @@
 //! (savepoints); `none` refuses (its writes went to the original).
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -145,13 +146,17 @@ impl CheckpointManager {
     pub fn temporary() -> Result<CheckpointManager, SandboxError> {
         let dir =
             std::env::temp_dir().join(format!("patchbox-checkpoints-{}", crate::id::next_string()));
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            SandboxError::from_lower(
-                None,
-                "create checkpoint folder",
-                crate::Error::io("create directory", &dir, e),
-            )
-        })?;
+        // Private (0700): the folder holds the sandbox's content, in a shared temp folder.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                SandboxError::from_lower(
+                    None,
+                    "create checkpoint folder",
+                    crate::Error::io("create directory", &dir, e),
+                )
+            })?;
         let mut m = CheckpointManager::new(&dir);
         m.plans_dir = dir.clone();
         m.temp_root = Some(dir);
