@@ -189,9 +189,20 @@ std::vector<pb::FfiResource> registry_in(const ResourceRegistry& reg) {
   return out;
 }
 
-/// The built-in Sandbox: the Rust sandbox (an `Arc<dyn Sandbox>`) behind the bridge. Every
-/// bridge method takes `&self`; the Rust sandbox serializes its own operations.
-class BuiltinSandbox final : public Sandbox {
+/// What every library sandbox is besides its strategy's class: the Rust sandbox behind it
+/// (for cpp/checkpoint.cpp and cpp/sqlite.cpp, through internal::rust_sandbox).
+class RustBacked {
+ public:
+  virtual ~RustBacked() = default;
+  /// The Rust sandbox.
+  virtual const pb::PlanSandbox& rust_sandbox() const noexcept = 0;
+};
+
+/// The built-in Sandbox, of the strategy class @p Base: the Rust sandbox (an
+/// `Arc<dyn Sandbox>`) behind the bridge. Every bridge method takes `&self`; the Rust sandbox
+/// serializes its own operations.
+template <class Base>
+class BuiltinSandbox final : public Base, public RustBacked {
  public:
   explicit BuiltinSandbox(rust::Box<pb::PlanSandbox> sb)
       : sb_(std::move(sb)), id_(std::string(sb_->sandbox_id())) {}
@@ -238,13 +249,29 @@ class BuiltinSandbox final : public Sandbox {
   void cleanup() override {
     call([&] { sb_->cleanup(); });
   }
-  /// The Rust sandbox (for cpp/checkpoint.cpp, through internal::rust_sandbox).
-  const pb::PlanSandbox& rust_sandbox() const noexcept { return *sb_; }
+  const pb::PlanSandbox& rust_sandbox() const noexcept override { return *sb_; }
 
  private:
   rust::Box<pb::PlanSandbox> sb_;
   const std::string id_;
 };
+
+/// The library sandbox over @p sb, of its strategy's class.
+std::shared_ptr<Sandbox> sandbox_of(rust::Box<pb::PlanSandbox> sb) {
+  const std::string s(sb->strategy());
+  if (s == strategy::none) return std::make_shared<BuiltinSandbox<NoSandbox>>(std::move(sb));
+  if (s == strategy::copy_on_write) {
+    return std::make_shared<BuiltinSandbox<CopyOnWriteSandbox>>(std::move(sb));
+  }
+  if (s == strategy::overlay) return std::make_shared<BuiltinSandbox<OverlaySandbox>>(std::move(sb));
+  if (s == strategy::git_worktree) {
+    return std::make_shared<BuiltinSandbox<GitWorktreeSandbox>>(std::move(sb));
+  }
+  if (s == strategy::transaction_rollback) {
+    return std::make_shared<BuiltinSandbox<TransactionSandbox>>(std::move(sb));
+  }
+  return std::make_shared<BuiltinSandbox<CustomSandbox>>(std::move(sb));
+}
 
 }  // namespace
 
@@ -394,7 +421,7 @@ struct SandboxManager::Impl {
     std::lock_guard<std::mutex> lock(mu);
     std::weak_ptr<Sandbox>& slot = wrappers[id];
     if (auto held = slot.lock()) return held;
-    auto made = std::make_shared<BuiltinSandbox>(std::move(sb));
+    std::shared_ptr<Sandbox> made = sandbox_of(std::move(sb));
     slot = made;
     // Forget the wrappers nobody holds any more (the map stays as small as the live set).
     for (auto it = wrappers.begin(); it != wrappers.end();) {
@@ -538,7 +565,7 @@ namespace internal {
 void rethrow(const rust::Error& e) { ::patchbox::plan::rethrow(e); }
 
 const pb::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept {
-  const auto* builtin = dynamic_cast<const BuiltinSandbox*>(&sb);
+  const auto* builtin = dynamic_cast<const RustBacked*>(&sb);
   return builtin ? &builtin->rust_sandbox() : nullptr;
 }
 

@@ -347,6 +347,51 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = default;
 };
 
+/// A sandbox of the `none` strategy. The manager hands out every sandbox as an instance of its
+/// strategy's class (the plan executors' documented names), so
+/// `std::dynamic_pointer_cast<plan::CopyOnWriteSandbox>(sb)` tells a strategy's sandboxes
+/// apart; the classes add nothing to Sandbox, and only the library makes them.
+class NoSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  NoSandbox() = default;
+};
+
+/// A sandbox of the `copy_on_write` strategy (see NoSandbox).
+class CopyOnWriteSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  CopyOnWriteSandbox() = default;
+};
+
+/// A sandbox of the `overlay` strategy (see NoSandbox).
+class OverlaySandbox : public Sandbox {
+ protected:
+  /// For the library.
+  OverlaySandbox() = default;
+};
+
+/// A sandbox of the `git_worktree` strategy (see NoSandbox).
+class GitWorktreeSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  GitWorktreeSandbox() = default;
+};
+
+/// A sandbox of the `transaction_rollback` strategy (see NoSandbox).
+class TransactionSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  TransactionSandbox() = default;
+};
+
+/// A sandbox of a registered CustomStrategy (see NoSandbox).
+class CustomSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  CustomSandbox() = default;
+};
+
 // ---- custom strategies ---------------------------------------------------------------------
 
 /// Which sandbox a CustomStrategy operation is about.

@@ -166,6 +166,7 @@ TEST(PlanCustom, AThrowingCommitRollsBackTheOthers) {
   Fixture f;
   auto cow = f.mgr.get_or_create_sandbox("p", "files", f.files, plan::strategy::copy_on_write);
   auto sb = f.mgr.get_or_create_sandbox("p", "cache", f.cache, "kv");
+  EXPECT_TRUE(std::dynamic_pointer_cast<plan::CustomSandbox>(sb));  // the custom class
   cow->write("a.txt", "two\n");
   sb->write("k", "v");
   f.kv->fail_commit = true;

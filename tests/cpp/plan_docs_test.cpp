@@ -1,5 +1,5 @@
 // The plan executors' documented usage, ported to C++: the documented names
-// (SandboxStatus, SandboxCheckpoint, PlanExecutor, PlanApplyService), commit_all's documented
+// (SandboxStatus, SandboxCheckpoint, PlanExecutor, PlanApplyService, a class per strategy), commit_all's documented
 // outcomes (the one failed result for a sandbox-level failure), a CheckpointManager opened
 // without a root (under the system temp folder, removed with its checkpoints), and a plan_id
 // that is not the sandbox's refused. Temporary directories only.
@@ -77,6 +77,22 @@ struct Docs {
     }
   }
 };
+
+TEST(Docs, EachStrategyHasItsClass) {
+  Docs f;
+  TempDir passthrough{"patchbox-docs-none"};
+  auto none = f.plans.get_or_create_sandbox("q", "n", passthrough.path(), plan::strategy::none);
+  auto overlay = f.plans.get_or_create_sandbox("q", "o", f.project.path(), plan::strategy::overlay);
+  EXPECT_TRUE(std::dynamic_pointer_cast<plan::CopyOnWriteSandbox>(f.b));
+  EXPECT_FALSE(std::dynamic_pointer_cast<plan::OverlaySandbox>(f.b));
+  EXPECT_TRUE(std::dynamic_pointer_cast<plan::NoSandbox>(none));
+  EXPECT_FALSE(std::dynamic_pointer_cast<plan::CopyOnWriteSandbox>(none));
+  EXPECT_TRUE(std::dynamic_pointer_cast<plan::OverlaySandbox>(overlay));
+  // Still the library's own: checkpoints take them.
+  auto cm = plan::CheckpointManager::open(f.root.path());
+  EXPECT_EQ(cm.create_checkpoint(overlay, "q", plan::Phase::PreExecute).sandbox_id, overlay->sandbox_id());
+  f.plans.cleanup_all("q");
+}
 
 TEST(Docs, ASandboxLevelFailureIsTheOneFailedResult) {
   Docs f;
