@@ -402,6 +402,12 @@ def test_commit_all_other_exception_raises_atomic_commit_error(recorder_manager,
     assert e.value.failed_rollback_ids == []
     assert "bug in the strategy" in str(e.value)
     assert Recorder.log == ["commit r1", "rollback r1 after commit"]
+    # Alone, the same commit is not reported as a sandbox-level error either.
+    from patchbox.errors import PatchboxError, SandboxError
+
+    with pytest.raises(PatchboxError) as alone:
+        b.commit()
+    assert alone.value.kind == "unexpected" and not isinstance(alone.value, SandboxError)
 
 
 def test_commit_all_commits_rollbackable_first(root, project, db):
