@@ -38,6 +38,12 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type
 
 from ._native import (
+    CopyOnWriteSandbox as _CopyOnWriteSandbox,
+    CustomSandbox as _CustomSandbox,
+    GitWorktreeSandbox as _GitWorktreeSandbox,
+    NoSandbox as _NoSandbox,
+    OverlaySandbox as _OverlaySandbox,
+    TransactionSandbox as _TransactionSandbox,
     BuiltInSandboxStrategyAdapter,
     DiffEntry,
     DiffView,
@@ -250,9 +256,21 @@ class SandboxStrategyRegistry(_NativeRegistry):
 
 
 class SandboxFactory:
-    """The strategies a manager can make: the built-in ones and a registry's custom ones."""
+    """The strategies a manager can make: the built-in ones and a registry's custom ones.
+
+    ``get_strategy_class(name)`` is the class a sandbox of ``name`` is an instance of (the
+    manager makes them: ``CopyOnWriteSandbox`` for ``"copy_on_write"``, …, ``CustomSandbox`` for
+    a registered custom strategy, whose own class ``get_custom_strategy_class`` returns).
+    """
 
     BUILT_IN: Tuple[str, ...] = ("none", "copy_on_write", "overlay", "git_worktree", "transaction_rollback")
+    _CLASSES: Dict[str, type] = {
+        "none": _NoSandbox,
+        "copy_on_write": _CopyOnWriteSandbox,
+        "overlay": _OverlaySandbox,
+        "git_worktree": _GitWorktreeSandbox,
+        "transaction_rollback": _TransactionSandbox,
+    }
 
     def __init__(self, custom_registry: Optional[SandboxStrategyRegistry] = None) -> None:
         self.custom_registry = custom_registry if custom_registry is not None else SandboxStrategyRegistry()
@@ -265,3 +283,12 @@ class SandboxFactory:
 
     def available_strategies(self) -> List[str]:
         return list(self.BUILT_IN) + self.custom_registry.names()
+
+    def get_strategy_class(self, name: str) -> type:
+        """The class of the sandboxes of strategy ``name`` (``SandboxError`` when there is no
+        such strategy)."""
+        if name in self._CLASSES:
+            return self._CLASSES[name]
+        if self.has_custom_strategy(name):
+            return _CustomSandbox
+        raise SandboxError(f"no strategy {name!r} (available: {self.available_strategies()})")

@@ -70,6 +70,9 @@ def test_each_strategy_has_its_class(root, repo, db, tmp_path, strategy, cls_nam
         others = {"GitWorktreeSandbox", "CopyOnWriteSandbox", "OverlaySandbox", "TransactionSandbox", "NoSandbox"} - {cls_name}
         assert not any(isinstance(sb, getattr(plan, o)) for o in others)
         assert manager.get_sandbox(PLAN, "res-001") is sb
+        from patchbox.plan.factory import SandboxFactory
+
+        assert SandboxFactory().get_strategy_class(strategy) is cls
         manager.cleanup_all(PLAN)
 
 
