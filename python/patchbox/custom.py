@@ -21,9 +21,10 @@ becomes the error of the step (``SandboxCommitError`` for commit, …) with its 
 not exist in the sandbox. In ``commit_all``, an exception of the ``SandboxError`` family
 (``SandboxCommitError``, …) is a sandbox-level failure: the plan is rolled back and the one
 failed ``CommitResult`` returned; any other exception raises ``AtomicCommitError``.
-``SandboxRef.metadata`` is kept as the strategy gave it (JSON values survive a restart). An operation runs while the library holds that sandbox's lock: it
-must not call back into the same sandbox (its ``status``, ``diff`` …), which would wait for
-itself.
+``SandboxRef.metadata`` is kept as the strategy gave it (JSON values survive a restart; other
+values come back as their ``str``). An operation runs while the library holds that sandbox's
+lock: it must not call back into the same sandbox (its ``status``, ``diff`` …), which would
+wait for itself.
 
 Thread safety: the registry's Rust half is ``Send + Sync``; a driver serializes nothing
 itself — the manager runs one operation of a sandbox at a time, and a strategy serving several

@@ -482,9 +482,12 @@ pub(crate) fn meta_of(m: &Bound<'_, PyAny>) -> PyResult<BTreeMap<String, String>
         }
     }
     if !extra.is_empty() {
+        // A value JSON cannot hold is kept as its `str` (as before JSON was kept).
+        let kw = PyDict::new(py);
+        kw.set_item("default", py.import("builtins")?.getattr("str")?)?;
         let j: String = py
             .import("json")?
-            .call_method1("dumps", (extra,))?
+            .call_method("dumps", (extra,), Some(&kw))?
             .extract()?;
         metadata.insert(JSON_META_KEY.to_string(), j);
     }

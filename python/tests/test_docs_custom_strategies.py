@@ -32,7 +32,8 @@ class KeyValueSandbox:
     def create(self, plan_id, resource):
         from patchbox.plan.sandbox_strategy import SandboxRef
 
-        ref = SandboxRef(f"kv-{resource.resource_id}", plan_id, resource.resource_id, metadata={"attempt": 3, "tags": ["a", "b"], "label": "x"})
+        ref = SandboxRef(f"kv-{resource.resource_id}", plan_id, resource.resource_id,
+                         metadata={"attempt": 3, "tags": ["a", "b"], "label": "x", "when": datetime(2026, 1, 2)})
         self.staged[ref.sandbox_id] = {}
         return ref
 
@@ -177,7 +178,7 @@ def test_the_ref_create_returns_is_passed_to_every_other_method(root, kv_registr
         first = KeyValueSandbox.refs_seen[0]
         assert all(r is first for r in KeyValueSandbox.refs_seen)
         assert first.sandbox_id == "kv-cache"  # type: ignore[attr-defined]
-        assert first.metadata == {"attempt": 3, "tags": ["a", "b"], "label": "x"}  # type: ignore[attr-defined]
+        assert first.metadata == {"attempt": 3, "tags": ["a", "b"], "label": "x", "when": datetime(2026, 1, 2)}  # type: ignore[attr-defined]
         assert sb.context is not None and sb.context.metadata["label"] == "x"
         manager.cleanup_all(PLAN)
 
@@ -202,6 +203,7 @@ def test_ref_metadata_keeps_its_json_types_across_a_restart(root, kv_registry, t
         ref = KeyValueSandbox.refs_seen[-1]
         assert ref.sandbox_id == "kv-cache"  # type: ignore[attr-defined]
         assert ref.metadata["attempt"] == 3 and ref.metadata["tags"] == ["a", "b"]  # type: ignore[attr-defined]
+        assert ref.metadata["when"] == "2026-01-02 00:00:00"  # not JSON: kept as its str  # type: ignore[attr-defined]
         manager.cleanup_all(PLAN)
 
 
