@@ -127,6 +127,30 @@ fn round_trips(strategy: Strategy, trials: usize) {
         for _ in 0..1 + rng.below(8) {
             random_edit(&sb, &mut rng, n);
         }
+        // Written out whole (`materialize`), each checkpoint of files is exactly the tree it
+        // recorded, and the sandbox stays as it is; a native checkpoint is refused.
+        let now = mode_view(&tree);
+        let out = tempfile::tempdir().unwrap();
+        for (i, (cp, view)) in saved.iter().enumerate() {
+            let dest = out.path().join(format!("t{i}"));
+            if strategy == Strategy::GitWorktree {
+                assert!(cm.materialize(cp, &dest).is_err());
+                assert!(!dest.exists());
+                continue;
+            }
+            assert!(cm.materialize(cp, &dest).unwrap());
+            assert_eq!(
+                &mode_view(&dest),
+                view,
+                "{strategy}: trial {trial}: tree of {}",
+                cp.checkpoint_id
+            );
+        }
+        assert_eq!(
+            mode_view(&tree),
+            now,
+            "{strategy}: materialize changed the sandbox"
+        );
         // Back to each checkpoint, in random order: the sandbox is exactly what it was.
         for _ in 0..saved.len() {
             let (cp, view) = &saved[rng.below(saved.len() as u64) as usize];

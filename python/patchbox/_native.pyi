@@ -465,6 +465,12 @@ class CheckpointManager:
         no longer exists. On a committed sandbox it raises ``SandboxStateError`` and changes
         nothing: undo the commit first (``sandbox.rollback()``).
         """
+    def materialize(self, checkpoint: SandboxCheckpoint, dest: _Path) -> bool:
+        """Writes into ``dest`` (a directory that must not exist yet) the whole tree the sandbox
+        had at ``checkpoint`` — a full-copy snapshot, made on demand — leaving the sandbox as it
+        is; ``False`` when the checkpoint no longer exists. Only ``copy_on_write`` and ``overlay``
+        checkpoints have a tree (others raise ``SandboxError``).
+        """
     def list_checkpoints(self, sandbox_id: str) -> List[SandboxCheckpoint]:
         """The checkpoints of a sandbox this manager knows, oldest first."""
     def delete_checkpoint(self, checkpoint_id: str) -> bool:

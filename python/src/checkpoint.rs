@@ -141,6 +141,20 @@ impl CheckpointManager {
         py.detach(|| self.with(|m| m.rollback_to(&cp)))
     }
 
+    /// Writes into `dest` (a directory that must not exist yet) the whole tree the sandbox had
+    /// at `checkpoint` — the documentation's full-copy snapshot, made on demand — leaving the
+    /// sandbox as it is; `False` when the checkpoint no longer exists. Only checkpoints of
+    /// files (`copy_on_write`, `overlay`) have a tree: others raise `SandboxError`.
+    fn materialize(
+        &self,
+        py: Python<'_>,
+        checkpoint: &Bound<'_, PyAny>,
+        dest: PathBuf,
+    ) -> PyResult<bool> {
+        let cp = checkpoint_of(checkpoint)?;
+        py.detach(|| self.with(|m| m.materialize(&cp, &dest)))
+    }
+
     /// The checkpoints of a sandbox this manager knows, oldest first.
     fn list_checkpoints(&self, py: Python<'_>, sandbox_id: String) -> PyResult<Vec<Py<PyAny>>> {
         let cps = py.detach(|| self.with(|m| m.list_checkpoints(&sandbox_id)))?;

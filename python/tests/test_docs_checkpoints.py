@@ -144,6 +144,24 @@ def test_snapshots_are_stored_under_the_system_temp_folder(tmpdir_env, sandbox, 
         assert not Path(cp.snapshot_path).is_relative_to(root)
 
 
+def test_a_full_copy_snapshot_is_made_on_demand(tmpdir_env, sandbox, tmp_path):
+    """"Each snapshot is a full copy of the sandbox working directory at the time of checkpoint
+    creation": a checkpoint records what changed; ``materialize(cp, dest)`` writes that full
+    copy when it is wanted, and the sandbox stays as it is."""
+    from patchbox.plan.checkpoint import CheckpointManager
+
+    with CheckpointManager() as mgr:
+        cp = mgr.create_checkpoint(sandbox, PLAN, "pre_execute", {})
+        Path(sandbox.get_path("notes.txt")).write_text("later\n")
+        os.remove(sandbox.get_path("old.txt"))
+        dest = tmp_path / "snapshot"
+        assert mgr.materialize(cp, dest) is True
+        assert (dest / "notes.txt").read_text() == "one\n" and (dest / "old.txt").read_text() == "old\n"
+        assert (dest / "src" / "main.py").read_text() == "print('hi')\n"
+        assert Path(sandbox.get_path("notes.txt")).read_text() == "later\n"
+        assert not Path(sandbox.get_path("old.txt")).exists()
+
+
 def test_delete_checkpoint_removes_the_snapshot_and_its_folders(tmpdir_env, sandbox):
     """"Snapshots are cleaned up when: A checkpoint is explicitly deleted via
     delete_checkpoint()" — nothing of it stays, empty folders included."""

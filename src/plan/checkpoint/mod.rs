@@ -308,6 +308,50 @@ impl CheckpointManager {
         Ok(true)
     }
 
+    /// Writes into `dest` (a directory that must not exist yet) the whole tree the sandbox had
+    /// at `checkpoint`, leaving the sandbox as it is: what the plan executors' documentation
+    /// calls the snapshot directory, made on demand (a checkpoint itself records only what
+    /// changed). `Ok(false)` when the checkpoint no longer exists. Only checkpoints of files
+    /// (`copy_on_write`, `overlay`) have a tree to write; a strategy's native checkpoint (a
+    /// `git_worktree` commit, SQLite savepoints, a custom strategy's own) is refused with
+    /// [`SandboxError`].
+    pub fn materialize(&self, checkpoint: &Checkpoint, dest: &Path) -> Result<bool, SandboxError> {
+        let (sb, store, op) = {
+            let map = self.sandboxes.lock();
+            let Some(k) = map.get(&checkpoint.sandbox_id) else {
+                return Err(SandboxError::sandbox(
+                    Some(&checkpoint.sandbox_id),
+                    "this checkpoint manager does not know the sandbox: attach it first",
+                ));
+            };
+            (k.sandbox.clone(), k.store.clone(), k.op.clone())
+        };
+        let _plan = self.lock_plan_of(&sb)?;
+        let _op = op.lock();
+        let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
+            return Ok(false);
+        };
+        if m.kind == "native" {
+            return Err(SandboxError::sandbox(
+                Some(sb.sandbox_id()),
+                format!(
+                    "checkpoint {}: strategy {} checkpoints natively; there is no tree to write",
+                    m.checkpoint_id,
+                    sb.strategy()
+                ),
+            ));
+        }
+        let ctx = sb.context().ok_or_else(|| SandboxError::State {
+            sandbox_id: Some(sb.sandbox_id().to_string()),
+            from: sb.status(),
+            to: Status::Active,
+        })?;
+        let target = store.full(&m.checkpoint_id)?;
+        files::materialize(sb.as_ref(), &store, &target, &ctx.sandbox_path, dest)
+            .map_err(|e| e.for_sandbox(sb.sandbox_id()))?;
+        Ok(true)
+    }
+
     /// The lock of `sb`'s plan (see [`crate::plan::lock`]): checkpoints and rollbacks to
     /// them change the sandbox, so they serialize with the plan's other operations.
     fn lock_plan_of(&self, sb: &Arc<dyn Sandbox>) -> Result<PlanGuard, SandboxError> {
