@@ -163,6 +163,12 @@ bool CheckpointManager::rollback_to(const Checkpoint& checkpoint) {
       [&] { return impl().cps->rollback_to(checkpoint.checkpoint_id, checkpoint.sandbox_id); });
 }
 
+bool CheckpointManager::materialize(const Checkpoint& checkpoint, const std::filesystem::path& dest) {
+  return call([&] {
+    return impl().cps->materialize(checkpoint.checkpoint_id, checkpoint.sandbox_id, bytes(dest));
+  });
+}
+
 void CheckpointManager::attach(const std::shared_ptr<Sandbox>& sandbox) {
   const pb::PlanSandbox& rs = library_sandbox(sandbox);
   call([&] { impl().cps->attach(rs); });

@@ -113,6 +113,12 @@ class CheckpointManager {
   /// @throws SandboxError when this manager does not know the sandbox (attach() it first),
   ///   or for I/O.
   bool rollback_to(const Checkpoint& checkpoint);
+  /// Writes into @p dest (a directory that must not exist yet) the whole tree the sandbox had
+  /// at @p checkpoint — the documented full-copy snapshot, made on demand — leaving the
+  /// sandbox as it is. Only `copy_on_write` and `overlay` checkpoints have a tree.
+  /// @returns false when the checkpoint no longer exists.
+  /// @throws SandboxError for a native checkpoint (`git_worktree`, SQLite, custom), or for I/O.
+  bool materialize(const Checkpoint& checkpoint, const std::filesystem::path& dest);
   /// Makes the manager know @p sandbox (for checkpoints read back from disk after a restart:
   /// list_checkpoints() then finds them).
   /// @throws SandboxError for a sandbox that is not the library's own; SandboxStateError for

@@ -310,6 +310,13 @@ mod bridge {
             checkpoint_id: &str,
             sandbox_id: &str,
         ) -> Result<bool>;
+        /// `materialize` of the checkpoint with these ids into `dest`.
+        fn materialize(
+            self: &PlanCheckpoints,
+            checkpoint_id: &str,
+            sandbox_id: &str,
+            dest: &[u8],
+        ) -> Result<bool>;
         fn list_checkpoints(self: &PlanCheckpoints, sandbox_id: &str)
             -> Result<Vec<FfiCheckpoint>>;
         fn delete_checkpoint(self: &PlanCheckpoints, checkpoint_id: &str) -> Result<bool>;
@@ -1021,6 +1028,20 @@ pub struct PlanCheckpoints {
     inner: Option<CheckpointManager>,
 }
 
+/// A checkpoint known by its ids only: what `rollback_to` and `materialize` read of it (the
+/// rest is from the manifest on disk).
+fn by_ids(checkpoint_id: &str, sandbox_id: &str) -> Checkpoint {
+    Checkpoint {
+        checkpoint_id: checkpoint_id.to_string(),
+        sandbox_id: sandbox_id.to_string(),
+        plan_id: String::new(),
+        phase: String::new(),
+        created_at: UNIX_EPOCH,
+        metadata: BTreeMap::new(),
+        snapshot_path: PathBuf::new(),
+    }
+}
+
 fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     bridge::FfiCheckpoint {
         checkpoint_id: c.checkpoint_id,
@@ -1085,18 +1106,18 @@ impl PlanCheckpoints {
     }
 
     fn rollback_to(&self, checkpoint_id: &str, sandbox_id: &str) -> Result<bool, String> {
+        guarded(|| plan(self.get()?.rollback_to(&by_ids(checkpoint_id, sandbox_id))))
+    }
+
+    fn materialize(
+        &self,
+        checkpoint_id: &str,
+        sandbox_id: &str,
+        dest: &[u8],
+    ) -> Result<bool, String> {
         guarded(|| {
-            // `rollback_to` reads only the two ids; the rest is from the manifest on disk.
-            let cp = Checkpoint {
-                checkpoint_id: checkpoint_id.to_string(),
-                sandbox_id: sandbox_id.to_string(),
-                plan_id: String::new(),
-                phase: String::new(),
-                created_at: UNIX_EPOCH,
-                metadata: BTreeMap::new(),
-                snapshot_path: PathBuf::new(),
-            };
-            plan(self.get()?.rollback_to(&cp))
+            let cp = by_ids(checkpoint_id, sandbox_id);
+            plan(self.get()?.materialize(&cp, &path_from(dest)))
         })
     }
 

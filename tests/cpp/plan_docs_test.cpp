@@ -110,8 +110,9 @@ TEST(Docs, ASandboxLevelFailureIsTheOneFailedResult) {
 }
 
 TEST(Docs, CheckpointManagerWithoutARootUsesTheSystemTempFolder) {
-  Docs f;          // its folders under the usual TMPDIR
-  TmpdirScope tmp;  // the checkpoint manager's under this one
+  Docs f;                               // its folders under the usual TMPDIR
+  TempDir out{"patchbox-docs-tree"};    // so is this one
+  TmpdirScope tmp;                      // the checkpoint manager's under this one
   write_file(f.b->get_path("notes.txt"), "two\n");
   {
     auto cm = plan::CheckpointManager::open();
@@ -120,6 +121,11 @@ TEST(Docs, CheckpointManagerWithoutARootUsesTheSystemTempFolder) {
     write_file(f.b->get_path("notes.txt"), "broken\n");
     EXPECT_TRUE(cm.rollback_to(cp));
     EXPECT_EQ(read_file(f.b->get_path("notes.txt")), "two\n");
+    // The full copy, on demand; the sandbox stays as it is.
+    write_file(f.b->get_path("notes.txt"), "three\n");
+    EXPECT_TRUE(cm.materialize(cp, out / "tree"));
+    EXPECT_EQ(read_file(out / "tree" / "notes.txt"), "two\n");
+    EXPECT_EQ(read_file(f.b->get_path("notes.txt")), "three\n");
     EXPECT_TRUE(cm.delete_checkpoint(cp.checkpoint_id));
     // The checkpoint's folders went with it: only the manager's (empty) folder is left.
     std::vector<std::string> left = entries(tmp.dir.path());
