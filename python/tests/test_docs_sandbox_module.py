@@ -647,3 +647,6 @@ def test_compute_diff_is_a_unified_diff_patch_applies(tmp_path):
     target = backup_directory(original, tmp_path / "target")
     subprocess.run(["patch", "-p1", "-s", "-E"], input=diff.encode(), cwd=target, check=True)
     assert compute_diff(target, modified) == ""
+    by_git = backup_directory(original, tmp_path / "by-git")
+    subprocess.run(["git", "apply", "-p1", "-"], input=diff.encode(), cwd=by_git, check=True)
+    assert compute_diff(by_git, modified) == ""
