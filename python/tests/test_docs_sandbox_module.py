@@ -648,5 +648,7 @@ def test_compute_diff_is_a_unified_diff_patch_applies(tmp_path):
     subprocess.run(["patch", "-p1", "-s", "-E"], input=diff.encode(), cwd=target, check=True)
     assert compute_diff(target, modified) == ""
     by_git = backup_directory(original, tmp_path / "by-git")
-    subprocess.run(["git", "apply", "-p1", "-"], input=diff.encode(), cwd=by_git, check=True)
+    # Outside any repository (a repository above tmp_path would make paths relative to it).
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(tmp_path))
+    subprocess.run(["git", "apply", "-p1", "-"], input=diff.encode(), cwd=by_git, check=True, env=env)
     assert compute_diff(by_git, modified) == ""
