@@ -270,7 +270,7 @@ def test_plan_executor_hooks_on_success(tmpdir_env, manager, sandbox):
 
     with CheckpointManager() as cm:
         spy = Spy(cm)
-        executor = PlanExecutor(manager, checkpoint_manager=spy)  # type: ignore[arg-type]
+        executor = PlanExecutor(manager, checkpoint_manager=spy)
 
         def execute() -> str:
             assert spy.calls == [f"create pre_execute {sandbox.sandbox_id}"]
@@ -290,7 +290,7 @@ def test_plan_executor_rolls_back_on_execute_failure(tmpdir_env, manager, sandbo
 
     with CheckpointManager() as cm:
         spy = Spy(cm)
-        executor = PlanExecutor(sandbox_manager=manager, checkpoint_manager=spy)  # type: ignore[arg-type]
+        executor = PlanExecutor(sandbox_manager=manager, checkpoint_manager=spy)
 
         def execute() -> None:
             Path(sandbox.get_path("notes.txt")).write_text("half done\n")
@@ -335,7 +335,7 @@ def test_plan_apply_service_checkpoints_before_apply(tmpdir_env, manager, sandbo
     Path(sandbox.get_path("notes.txt")).write_text("applied\n")
     with CheckpointManager() as cm:
         spy = Spy(cm)
-        results = PlanApplyService(manager, checkpoint_manager=spy).apply(PLAN)  # type: ignore[arg-type]
+        results = PlanApplyService(manager, checkpoint_manager=spy).apply(PLAN)
         assert [r.success for r in results] == [True]
         assert spy.calls == [f"create pre_apply {sandbox.sandbox_id}"]
         assert (project / "notes.txt").read_text() == "applied\n"
@@ -351,7 +351,7 @@ def test_plan_apply_service_rolls_back_on_apply_failure(tmpdir_env, manager, san
     (project / "notes.txt").write_text("user's edit\n")  # a merge conflict
     with CheckpointManager() as cm:
         spy = Spy(cm)
-        results = PlanApplyService(manager, checkpoint_manager=spy).apply(PLAN)  # type: ignore[arg-type]
+        results = PlanApplyService(manager, checkpoint_manager=spy).apply(PLAN)
         assert [r.success for r in results] == [False] and "notes.txt" in (results[0].error or "")
         assert spy.calls == [f"create pre_apply {sandbox.sandbox_id}", f"rollback_to pre_apply {sandbox.sandbox_id}"]
         assert (project / "notes.txt").read_text() == "user's edit\n"

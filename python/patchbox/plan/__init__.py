@@ -29,7 +29,7 @@ Every class is thread-safe; calls that touch the disk release the GIL.
 from .._native import DiffEntry, SandboxDiff, SandboxStrategy, SnapshotInfo
 from . import _fs_utils
 from .checkpoint import CheckpointManager, PhaseRunner, SandboxCheckpoint
-from .executor import PlanApplyService, PlanExecutor
+from .executor import CheckpointHooks, PlanApplyService, PlanExecutor
 from .factory import SandboxFactory
 from .manager import SandboxManager
 from .protocol import CommitResult, Sandbox, SandboxContext, SandboxStatus
@@ -50,6 +50,7 @@ from .strategy_registry import SandboxStrategyRegistry
 __all__ = [
     "BaseSandbox",
     "BuiltInSandboxStrategyAdapter",
+    "CheckpointHooks",
     "CheckpointManager",
     "CommitResult",
     "CopyOnWriteSandbox",

@@ -12,7 +12,7 @@ checkpoint hooks of the plan executors' documentation.
   ``rollback_to(last_checkpoint)`` for each; returns ``commit_all``'s results.
 
 When no checkpoint manager is injected, every hook is silently skipped. The hooks are calls
-on the injected object, so a ``CheckpointManager`` subclass (or a test double) sees them.
+on the injected object (any ``CheckpointHooks``), so a wrapper or a test double sees them.
 The sandboxes of a phase are the plan's created and active ones that can be checkpointed
 (``none`` cannot: its writes went to the original), or those passed as ``sandboxes``. Rust
 and C++ have the same flow as ``PhaseRunner``.
@@ -20,16 +20,27 @@ and C++ have the same flow as ``PhaseRunner``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, TypeVar
 
 from .._native import SandboxManager, SandboxStatus
 from .._records import CommitResult, SandboxCheckpoint
-from ..checkpoint import POST_EXECUTE, PRE_APPLY, PRE_EXECUTE, CheckpointManager
+from ..checkpoint import POST_EXECUTE, PRE_APPLY, PRE_EXECUTE
 from ..errors import SandboxError
 
-__all__ = ["PlanExecutor", "PlanApplyService"]
+__all__ = ["PlanExecutor", "PlanApplyService", "CheckpointHooks"]
 
 _T = TypeVar("_T")
+
+
+class CheckpointHooks(Protocol):
+    """What the services call on their ``checkpoint_manager``: a ``CheckpointManager``, or
+    anything with these two methods (a wrapper that logs them, a test double)."""
+
+    def create_checkpoint(
+        self, sandbox: Any, plan_id: str, phase: str, metadata: Optional[Dict[str, str]] = None
+    ) -> SandboxCheckpoint: ...
+
+    def rollback_to(self, checkpoint: SandboxCheckpoint) -> bool: ...
 
 
 class _Phase:
@@ -39,7 +50,7 @@ class _Phase:
     def __init__(
         self,
         sandbox_manager: Optional[SandboxManager] = None,
-        checkpoint_manager: Optional[CheckpointManager] = None,
+        checkpoint_manager: Optional[CheckpointHooks] = None,
     ) -> None:
         self.sandbox_manager = sandbox_manager
         self.checkpoint_manager = checkpoint_manager
