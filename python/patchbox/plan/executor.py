@@ -14,8 +14,9 @@ checkpoint hooks of the plan executors' documentation.
 When no checkpoint manager is injected, every hook is silently skipped. The hooks are calls
 on the injected object (any ``CheckpointHooks``), so a wrapper or a test double sees them.
 The sandboxes of a phase are the plan's created and active ones that can be checkpointed
-(``none`` cannot: its writes went to the original), or those passed as ``sandboxes``. Rust
-and C++ have the same flow as ``PhaseRunner``.
+(``none`` cannot: its writes went to the original), or those passed as ``sandboxes``. C++ has
+the same two classes (``patchbox::plan::PlanExecutor``, ``PlanApplyService``); Rust has the
+flow as ``plan::phases::PhaseRunner``.
 """
 
 from __future__ import annotations
