@@ -22,7 +22,7 @@ from .errors import (
     AtomicCommitError,
     ProtocolMismatchError,
 )
-from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, SandboxStatus, ...)
+from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, the strategy classes, ...)
 from .checkpoint import *  # noqa: F401,F403  (CheckpointManager, SandboxCheckpoint)
 from .custom import *  # noqa: F401,F403  (SandboxStrategyRegistry, SandboxRef, DiffView, ...)
 

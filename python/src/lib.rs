@@ -23,6 +23,7 @@ mod phases;
 mod plan;
 mod plan_model;
 mod sql;
+mod strategies;
 // session layer
 mod apply;
 mod convert;

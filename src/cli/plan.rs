@@ -110,6 +110,22 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
                 ..Default::default()
             };
             let results = mgr.commit_all_with(&plan, &opts)?;
+            // A sandbox-level failure comes back as one failed result (the plan was rolled
+            // back): the command fails as for any refused commit.
+            if let Some(f) = results.iter().find(|r| !r.success) {
+                let undone = f.metadata.get("rolled_back_ids").map_or("", String::as_str);
+                return Err(SandboxError::AtomicCommit {
+                    plan_id: plan.clone(),
+                    reason: f.error.clone().unwrap_or_default(),
+                    rolled_back_ids: undone
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    failed_rollback_ids: Vec::new(),
+                    failed_sandbox_id: Some(f.sandbox_id.clone()),
+                });
+            }
             for r in &results {
                 println!(
                     "committed {}: {} changed, {} added, {} deleted{}",

@@ -310,6 +310,13 @@ mod bridge {
             checkpoint_id: &str,
             sandbox_id: &str,
         ) -> Result<bool>;
+        /// `materialize` of the checkpoint with these ids into `dest`.
+        fn materialize(
+            self: &PlanCheckpoints,
+            checkpoint_id: &str,
+            sandbox_id: &str,
+            dest: &[u8],
+        ) -> Result<bool>;
         fn list_checkpoints(self: &PlanCheckpoints, sandbox_id: &str)
             -> Result<Vec<FfiCheckpoint>>;
         fn delete_checkpoint(self: &PlanCheckpoints, checkpoint_id: &str) -> Result<bool>;
@@ -368,6 +375,10 @@ fn sref_out(r: &SandboxRef) -> bridge::FfiSandboxRef {
     }
 }
 
+/// What the glue puts before the message of an exception that is not a
+/// `patchbox::plan::SandboxError` (cpp/plan.cpp's `kUnexpected`): not a sandbox-level failure.
+const UNEXPECTED_MARK: &str = "\u{1f}unexpected\u{1f}";
+
 impl CppStrategy {
     fn h(&self) -> OpResult<&bridge::CustomStrategyHandle> {
         self.handle
@@ -384,8 +395,10 @@ impl CppStrategy {
         let mut err = String::new();
         if f(h, &mut err) {
             Ok(())
+        } else if let Some(rest) = err.strip_prefix(UNEXPECTED_MARK) {
+            Err(StrategyFailure::unexpected(rest))
         } else {
-            Err(StrategyFailure(err))
+            Err(StrategyFailure::new(err))
         }
     }
 }
@@ -426,7 +439,7 @@ impl StrategyProtocol for CppStrategy {
         let mut entries = Vec::with_capacity(view.entries.len());
         for e in view.entries {
             let Some(operation) = DiffOp::from_name(&e.operation) else {
-                return Err(StrategyFailure(format!(
+                return Err(StrategyFailure::new(format!(
                     "diff: unknown operation {:?} for {}",
                     e.operation, e.path
                 )));
@@ -495,9 +508,9 @@ const DETAIL_SEPARATOR: char = '\x1e';
 fn encode(e: &SandboxError) -> String {
     let none: &[String] = &[];
     let (id, files, undone, failed): (Option<&str>, &[String], &[String], &[String]) = match e {
-        SandboxError::Sandbox { sandbox_id, .. } | SandboxError::State { sandbox_id, .. } => {
-            (sandbox_id.as_deref(), none, none, none)
-        }
+        SandboxError::Sandbox { sandbox_id, .. }
+        | SandboxError::State { sandbox_id, .. }
+        | SandboxError::Unexpected { sandbox_id, .. } => (sandbox_id.as_deref(), none, none, none),
         SandboxError::Creation { .. } => (None, none, none, none),
         SandboxError::Commit {
             sandbox_id, files, ..
@@ -1015,6 +1028,20 @@ pub struct PlanCheckpoints {
     inner: Option<CheckpointManager>,
 }
 
+/// A checkpoint known by its ids only: what `rollback_to` and `materialize` read of it (the
+/// rest is from the manifest on disk).
+fn by_ids(checkpoint_id: &str, sandbox_id: &str) -> Checkpoint {
+    Checkpoint {
+        checkpoint_id: checkpoint_id.to_string(),
+        sandbox_id: sandbox_id.to_string(),
+        plan_id: String::new(),
+        phase: String::new(),
+        created_at: UNIX_EPOCH,
+        metadata: BTreeMap::new(),
+        snapshot_path: PathBuf::new(),
+    }
+}
+
 fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     bridge::FfiCheckpoint {
         checkpoint_id: c.checkpoint_id,
@@ -1027,11 +1054,16 @@ fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     }
 }
 
+/// The checkpoint manager of `root`; an empty `root`: one of its own under the system temp
+/// folder ([`CheckpointManager::temporary`]).
 fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, String> {
     guarded(|| {
-        Ok(Box::new(PlanCheckpoints {
-            inner: Some(CheckpointManager::new(path_from(root))),
-        }))
+        let inner = if root.is_empty() {
+            plan(CheckpointManager::temporary())?
+        } else {
+            CheckpointManager::new(path_from(root))
+        };
+        Ok(Box::new(PlanCheckpoints { inner: Some(inner) }))
     })
 }
 
@@ -1074,18 +1106,18 @@ impl PlanCheckpoints {
     }
 
     fn rollback_to(&self, checkpoint_id: &str, sandbox_id: &str) -> Result<bool, String> {
+        guarded(|| plan(self.get()?.rollback_to(&by_ids(checkpoint_id, sandbox_id))))
+    }
+
+    fn materialize(
+        &self,
+        checkpoint_id: &str,
+        sandbox_id: &str,
+        dest: &[u8],
+    ) -> Result<bool, String> {
         guarded(|| {
-            // `rollback_to` reads only the two ids; the rest is from the manifest on disk.
-            let cp = Checkpoint {
-                checkpoint_id: checkpoint_id.to_string(),
-                sandbox_id: sandbox_id.to_string(),
-                plan_id: String::new(),
-                phase: String::new(),
-                created_at: UNIX_EPOCH,
-                metadata: BTreeMap::new(),
-                snapshot_path: PathBuf::new(),
-            };
-            plan(self.get()?.rollback_to(&cp))
+            let cp = by_ids(checkpoint_id, sandbox_id);
+            plan(self.get()?.materialize(&cp, &path_from(dest)))
         })
     }
 
