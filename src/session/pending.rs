@@ -20,6 +20,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::oid::{from_hex, to_hex};
 use crate::session::layout;
+use crate::session::provenance::Provenance;
 use crate::tree::snapshot::NodeKind;
 
 /// Name of the pending directory inside a session.
@@ -45,16 +46,34 @@ pub struct PendingMeta {
     /// True when its manager ended (dropped, unwinding included) with the sandbox neither
     /// completed nor discarded: the work was kept as a crash would have kept it.
     pub abandoned: bool,
+    /// What produced it, as far as its producer said (empty for recovered work).
+    pub provenance: Provenance,
+    /// The pending patch this one is the rest of, after a partial apply took the other part.
+    pub split_from: Option<String>,
 }
 
 impl PendingMeta {
     fn encode(&self) -> Vec<u8> {
         let hex = to_hex(self.project.as_os_str().as_bytes());
-        format!(
+        let mut out = format!(
             "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\nabandoned={}\n",
             self.session, self.delegation, hex, self.created, self.recovered, self.abandoned
-        )
-        .into_bytes()
+        );
+        if !self.provenance.is_empty() {
+            // One line of JSON (serde_json escapes newlines); a working directory that is not
+            // UTF-8 is kept lossily rather than losing the rest.
+            let mut p = self.provenance.clone();
+            p.cwd = p
+                .cwd
+                .map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
+            if let Ok(j) = serde_json::to_string(&p) {
+                out.push_str(&format!("provenance={j}\n"));
+            }
+        }
+        if let Some(s) = &self.split_from {
+            out.push_str(&format!("split_from={s}\n"));
+        }
+        out.into_bytes()
     }
 
     fn decode(text: &str) -> PendingMeta {
@@ -74,6 +93,8 @@ impl PendingMeta {
                 "created" => m.created = v.parse().unwrap_or(0),
                 "recovered" => m.recovered = v == "true",
                 "abandoned" => m.abandoned = v == "true",
+                "provenance" => m.provenance = serde_json::from_str(v).unwrap_or_default(),
+                "split_from" => m.split_from = Some(v.to_string()),
                 _ => {}
             }
         }
