@@ -55,6 +55,7 @@ pub mod git;
 pub mod id;
 pub mod patch;
 pub mod plan;
+pub mod records;
 pub mod session;
 pub mod tree;
 

@@ -60,13 +60,8 @@ impl PendingMeta {
             self.session, self.delegation, hex, self.created, self.recovered, self.abandoned
         );
         if !self.provenance.is_empty() {
-            // One line of JSON (serde_json escapes newlines); a working directory that is not
-            // UTF-8 is kept lossily rather than losing the rest.
-            let mut p = self.provenance.clone();
-            p.cwd = p
-                .cwd
-                .map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
-            if let Ok(j) = serde_json::to_string(&p) {
+            // One line of JSON: serde_json escapes newlines.
+            if let Ok(j) = serde_json::to_string(&self.provenance) {
                 out.push_str(&format!("provenance={j}\n"));
             }
         }

@@ -9,7 +9,6 @@
 //! ([`Provenance::to_metadata`]). Every field is optional: recovered work has none of them.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -28,8 +27,8 @@ use serde::{Deserialize, Serialize};
 pub struct Provenance {
     /// The program and its arguments, as given (empty when unknown).
     pub command: Vec<String>,
-    /// The directory the command was started from, if known.
-    pub cwd: Option<PathBuf>,
+    /// The directory the command was started from, if known (lossily UTF-8).
+    pub cwd: Option<String>,
     /// Its exit status (128 + the signal when a signal ended it), if it ended.
     pub exit_status: Option<i32>,
     /// When it started, in milliseconds since the Unix epoch.
@@ -70,7 +69,7 @@ impl Provenance {
             );
         }
         if let Some(c) = &self.cwd {
-            put("cwd", c.to_string_lossy().into_owned());
+            put("cwd", c.clone());
         }
         if let Some(s) = self.exit_status {
             put("exit_status", s.to_string());
@@ -92,7 +91,7 @@ impl Provenance {
             command: get("command")
                 .and_then(|v| serde_json::from_str(v).ok())
                 .unwrap_or_default(),
-            cwd: get("cwd").map(PathBuf::from),
+            cwd: get("cwd").cloned(),
             exit_status: get("exit_status").and_then(|v| v.parse().ok()),
             started_ms: get("started_ms").and_then(|v| v.parse().ok()),
             ended_ms: get("ended_ms").and_then(|v| v.parse().ok()),
