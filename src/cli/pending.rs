@@ -209,7 +209,7 @@ pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
 fn header(r: &PendingRecord, on: bool) -> String {
     let mut s = paint(&format!("pending {}", r.id), color::YELLOW, on);
     s.push('\n');
-    let mut field = |k: &str, v: String| s.push_str(&format!("{k:<11}{v}\n"));
+    let mut field = |k: &str, v: String| s.push_str(&format!("{k:<12}{v}\n"));
     field("Project:", r.project.clone());
     field(
         "Origin:",

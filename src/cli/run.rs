@@ -200,7 +200,10 @@ pub fn run(
         let rec = patchbox::records::RunRecord {
             session: mgr.session_id().to_string(),
             delegation: id.to_string(),
-            project: project.to_string_lossy().into_owned(),
+            project: std::fs::canonicalize(&project)
+                .unwrap_or_else(|_| project.clone())
+                .to_string_lossy()
+                .into_owned(),
             delivered: if res.patch.is_empty() {
                 "none"
             } else if to_pending {

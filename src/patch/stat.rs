@@ -55,10 +55,21 @@ pub struct FileStat {
     pub hunks: usize,
     /// True for a binary change.
     pub binary: bool,
-    /// The git mode before, when the patch says (`0o100644` …).
+    /// The git mode before, when the patch says; in JSON as git writes it, an octal string
+    /// (`"100644"`).
+    #[serde(serialize_with = "octal")]
     pub old_mode: Option<u32>,
-    /// The git mode after, when the patch says.
+    /// The git mode after, when the patch says (octal in JSON).
+    #[serde(serialize_with = "octal")]
     pub new_mode: Option<u32>,
+}
+
+/// A git mode as git writes it: six octal digits.
+fn octal<S: serde::Serializer>(mode: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    match mode {
+        Some(m) => s.serialize_str(&format!("{m:06o}")),
+        None => s.serialize_none(),
+    }
 }
 
 impl FileStat {
@@ -114,8 +125,9 @@ pub fn file_stats(patch: &Patch) -> Vec<FileStat> {
 }
 
 /// `git diff --stat`'s drawing of `stats` in `width` columns (git uses the terminal's width,
-/// 80 when it is not a terminal): one line per file, ` name | count +++--`, the graph scaled
-/// down when the largest change does not fit, then the summary line. With `color`, the
+/// 80 when it is not a terminal): one line per file, ` name | count +++--`, with git's
+/// widths (the graph at most 3/8 of the width when the lines do not fit, the name
+/// shortened to `...tail` when it cannot) and its scaling, then the summary line. With `color`, the
 /// `+` are green and the `-` red (ANSI), as git colours them.
 ///
 /// ```
@@ -125,25 +137,33 @@ pub fn file_stats(patch: &Patch) -> Vec<FileStat> {
 /// ```
 pub fn diffstat(stats: &[FileStat], width: usize, color: bool) -> String {
     let names: Vec<String> = stats.iter().map(FileStat::display_name).collect();
-    let name_w = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let max_len = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
     let total = |s: &FileStat| s.insertions + s.deletions;
     let max_change = stats.iter().map(total).max().unwrap_or(0);
-    let count_w = if stats.iter().any(|s| s.binary) {
-        3 // "Bin"
-    } else {
-        max_change.to_string().len()
-    };
-    // " name | count graph": what is left of the width for the graph, at least 6 columns.
-    let graph_w = width
-        .saturating_sub(name_w + count_w + 4)
-        .max(6)
-        .min(max_change.max(1));
-    let scale = |n: usize| {
-        if max_change <= graph_w || n == 0 {
-            n
+    // git's show_stats: the widths of the number, the name and the graph.
+    let mut number_width = max_change.to_string().len();
+    if stats.iter().any(|s| s.binary) {
+        number_width = number_width.max(3); // "Bin"
+    }
+    let width = width.max(16 + 6 + number_width);
+    let mut graph_width = max_change;
+    let mut name_width = max_len;
+    if name_width + number_width + 6 + graph_width > width {
+        let cap = (width * 3 / 8).saturating_sub(number_width + 6).max(6);
+        graph_width = graph_width.min(cap);
+        let room = width.saturating_sub(number_width + 6 + graph_width);
+        if name_width > room {
+            name_width = room;
         } else {
-            // git's scale_linear: every non-zero count gets at least one column.
-            1 + (n * (graph_w - 1)) / max_change
+            graph_width = width - number_width - 6 - name_width;
+        }
+    }
+    // git's scale_linear: every non-zero count gets at least one column.
+    let scale = |n: usize| {
+        if n == 0 || max_change == 0 {
+            0
+        } else {
+            1 + n * (graph_width.saturating_sub(1)) / max_change
         }
     };
     let (green, red, reset) = if color {
@@ -153,34 +173,47 @@ pub fn diffstat(stats: &[FileStat], width: usize, color: bool) -> String {
     };
     let mut out = String::new();
     for (s, name) in stats.iter().zip(&names) {
-        let pad = name_w - name.chars().count();
+        let len = name.chars().count();
+        // A name too long keeps its end behind "...", as git shortens it.
+        let shown = if len > name_width {
+            let keep = name_width.saturating_sub(3);
+            let tail: String = name.chars().skip(len - keep).collect();
+            format!("...{tail}")
+        } else {
+            name.clone()
+        };
+        let pad = name_width.saturating_sub(shown.chars().count());
         if s.binary {
             out.push_str(&format!(
-                " {name}{} | {:>count_w$}\n",
+                " {shown}{} | {:>number_width$}\n",
                 " ".repeat(pad),
                 "Bin"
             ));
             continue;
         }
-        let t = total(s);
-        let (mut plus, mut minus) = (scale(s.insertions), scale(s.deletions));
-        // Scaling each side separately can overshoot the total's columns by one.
-        while plus + minus > scale(t).max(1) && t > 0 && plus + minus > 1 {
-            if plus >= minus {
-                plus -= 1;
+        let (mut add, mut del) = (s.insertions, s.deletions);
+        if graph_width <= max_change {
+            let mut t = scale(add + del);
+            if t < 2 && add > 0 && del > 0 {
+                t = 2;
+            }
+            if add < del {
+                add = scale(add);
+                del = t - add;
             } else {
-                minus -= 1;
+                del = scale(del);
+                add = t - del;
             }
         }
-        let mut line = format!(" {name}{} | {t:>count_w$}", " ".repeat(pad));
-        if t > 0 {
+        let mut line = format!(" {shown}{} | {:>number_width$}", " ".repeat(pad), total(s));
+        if add + del > 0 {
             line.push(' ');
-            if plus > 0 {
-                line.push_str(&format!("{green}{}{reset}", "+".repeat(plus)));
-            }
-            if minus > 0 {
-                line.push_str(&format!("{red}{}{reset}", "-".repeat(minus)));
-            }
+        }
+        if add > 0 {
+            line.push_str(&format!("{green}{}{reset}", "+".repeat(add)));
+        }
+        if del > 0 {
+            line.push_str(&format!("{red}{}{reset}", "-".repeat(del)));
         }
         out.push_str(&line);
         out.push('\n');
