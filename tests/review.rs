@@ -490,3 +490,51 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
         .unwrap();
     assert!(st.success());
 }
+
+#[test]
+fn plan_list_diff_and_commit_speak_json_and_commits_carry_provenance() {
+    use patchbox::plan::{PlanManager, Strategy};
+    use patchbox::session::provenance::Provenance;
+    let (_tmp, project, root) = setup();
+    let mgr = PlanManager::open(&root).unwrap();
+    let sb = mgr
+        .get_or_create_sandbox("p1", "proj", &project, Strategy::CopyOnWrite)
+        .unwrap();
+    fs::write(sb.get_path(Path::new("b.txt")).unwrap(), "hi\nplan\n").unwrap();
+    let plan = |args: &[&str]| {
+        bin()
+            .arg("plan")
+            .args(args)
+            .arg("--root")
+            .arg(&root)
+            .output()
+            .unwrap()
+    };
+    let list = json(plan(&["list", "--json"]));
+    assert_eq!(list[0]["plan"], "p1");
+    assert_eq!(list[0]["sandboxes"][0]["strategy"], "copy_on_write");
+    assert_eq!(list[0]["sandboxes"][0]["resource_id"], "proj");
+    let diff = json(plan(&["diff", "--json", "p1"]));
+    assert_eq!(diff[0]["files"][0]["path"], "b.txt");
+    assert_eq!(diff[0]["files"][0]["insertions"], 1);
+    assert!(diff[0]["patch"].as_str().unwrap().contains("+plan\n"));
+    let stat = String::from_utf8(ok(plan(&["diff", "--stat", "p1"])).stdout).unwrap();
+    assert_eq!(stat, " b.txt | 1 +\n 1 file changed, 1 insertion(+)\n");
+
+    // The library's commit with the caller's provenance; its results, as JSON, carry it.
+    let given = Provenance {
+        command: vec!["agent".into(), "--task".into(), "fix it".into()],
+        cwd: Some("/work".into()),
+        exit_status: Some(0),
+        started_ms: Some(1),
+        ended_ms: Some(2),
+    };
+    let results = mgr.commit_all_as("p1", &given).unwrap();
+    assert_eq!(read(&project.join("b.txt")), "hi\nplan\n");
+    assert_eq!(Provenance::from_metadata(&results[0].metadata), given);
+    let as_json: Value = serde_json::from_str(&patchbox::records::to_json(&results)).unwrap();
+    assert_eq!(
+        as_json[0]["metadata"]["provenance.command"],
+        r#"["agent","--task","fix it"]"#
+    );
+}
