@@ -29,6 +29,7 @@ mod convert;
 mod delegation;
 mod pending;
 mod report;
+mod review;
 mod session;
 mod sessions;
 
@@ -45,5 +46,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     report::register(m)?;
     apply::register(m)?;
     pending::register(m)?;
+    review::register(m)?;
     Ok(())
 }
