@@ -273,13 +273,16 @@ fn sections(text: &[u8], files: &[FilePatch]) -> Vec<Range<usize>> {
     out
 }
 
+/// One file split by hunks: the chosen part's patch, the rest's, and the rest's pre-image.
+type FileSplit = (Vec<u8>, Vec<u8>, (RelPath, Preimage));
+
 /// The chosen and remaining patches of one text file split by hunks, and the rest's
 /// pre-image.
 fn split_file(
     f: &FilePatch,
     picked: &[usize],
     base: PreimageReader<'_>,
-) -> Result<(Vec<u8>, Vec<u8>, (RelPath, Preimage)), SelectError> {
+) -> Result<FileSplit, SelectError> {
     let path = f.path().cloned().ok_or(SelectError::Empty)?;
     let name = path.to_string();
     let what = if f.binary.is_some() {
