@@ -175,6 +175,19 @@ fn run_and_pending_speak_json_with_provenance() {
         .find(|s| id.starts_with(s["id"].as_str().unwrap()))
         .expect("the session is listed");
     assert_eq!(s["pending"], 1);
+    let pruned = json(
+        bin()
+            .args(["sessions", "prune", "--json", "--root"])
+            .arg(&root)
+            .output()
+            .unwrap(),
+    );
+    assert!(pruned["errors"].as_array().unwrap().is_empty(), "{pruned}");
+    assert!(pruned["pruned"].is_array() && pruned["recovered"].is_array());
+    assert_eq!(
+        json(pending(&root, &["list", "--json"]))[0]["id"],
+        id.as_str()
+    );
 }
 
 #[test]
@@ -537,4 +550,66 @@ fn plan_list_diff_and_commit_speak_json_and_commits_carry_provenance() {
         as_json[0]["metadata"]["provenance.command"],
         r#"["agent","--task","fix it"]"#
     );
+}
+
+/// On a terminal (`script` gives the command one), output goes through the pager with
+/// `LESS=FRX` unless `LESS` is set, in colour unless `NO_COLOR` is set; `--no-pager` and a
+/// pager of `cat` write to the terminal directly.
+#[test]
+fn on_a_terminal_show_pages_and_colours_as_git() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no script(1) to give the command a terminal");
+        return;
+    }
+    let (tmp, project, root) = setup();
+    let id = run_pending(&project, &root)["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let paged = tmp.path().join("paged");
+    let less = tmp.path().join("less");
+    let on_tty = |extra: &str, env: &[(&str, &str)]| {
+        let _ = fs::remove_file(&paged);
+        let cmd = format!(
+            "{} pending show --root {} {extra} {id}",
+            env!("CARGO_BIN_EXE_patchbox"),
+            root.display()
+        );
+        let mut s = Command::new("script");
+        s.args(["-qec", &cmd, "/dev/null"])
+            .env_remove("PAGER")
+            .env_remove("NO_COLOR")
+            .env_remove("LESS")
+            .env("TERM", "xterm")
+            .env(
+                "PATCHBOX_PAGER",
+                format!(
+                    "echo \"$LESS\" > {}; cat > {}",
+                    less.display(),
+                    paged.display()
+                ),
+            );
+        for (k, v) in env {
+            s.env(k, v);
+        }
+        let out = ok(s.output().unwrap());
+        (out.stdout, fs::read(&paged).ok())
+    };
+    let (direct, through) = on_tty("", &[]);
+    let through = String::from_utf8(through.expect("the pager ran")).unwrap();
+    assert_eq!(read(&less).trim(), "FRX");
+    assert!(
+        through.contains("\x1b[32m+two\x1b[m"),
+        "coloured: {through}"
+    );
+    assert!(!String::from_utf8_lossy(&direct).contains("diff --git"));
+
+    let (_, through) = on_tty("", &[("NO_COLOR", "1"), ("LESS", "R")]);
+    let through = String::from_utf8(through.expect("the pager ran")).unwrap();
+    assert!(!through.contains('\x1b'), "NO_COLOR: {through}");
+    assert_eq!(read(&less).trim(), "R", "the user's LESS is kept");
+
+    let (direct, through) = on_tty("--no-pager", &[]);
+    assert!(through.is_none(), "--no-pager");
+    assert!(String::from_utf8_lossy(&direct).contains("diff --git"));
 }
