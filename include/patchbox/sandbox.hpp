@@ -143,6 +143,16 @@ struct Completion {
   std::optional<std::filesystem::path> pending_path;
 };
 
+/// What produced a delegation's work, stored with its pending patch
+/// (SandboxManager::write_pending_patch()). Every field is optional.
+struct Provenance {
+  std::vector<std::string> command;          ///< The program and its arguments.
+  std::optional<std::filesystem::path> cwd;  ///< The directory it was started from.
+  std::optional<int> exit_status;            ///< Its exit status (128 + signal when killed).
+  std::optional<std::uint64_t> started_ms;   ///< Start, milliseconds since the Unix epoch.
+  std::optional<std::uint64_t> ended_ms;     ///< End, milliseconds since the Unix epoch.
+};
+
 /// One engine session's sandboxes.
 ///
 /// Constructing it creates and locks the session directory `<root>/<session-id>/`;
@@ -196,6 +206,14 @@ class SandboxManager {
   /// @throws Error ErrorKind::InvalidId, ErrorKind::Io, …
   std::filesystem::path write_pending_patch(const std::string& delegation_id,
                                             const std::string& patch);
+
+  /// write_pending_patch() with what produced the work — the command, its directory, exit
+  /// status and times — kept beside the patch for review: `patchbox pending show` prints it,
+  /// and pending_records_json() (`<patchbox/store.hpp>`) carries it as `provenance`.
+  /// @throws Error as write_pending_patch().
+  std::filesystem::path write_pending_patch(const std::string& delegation_id,
+                                            const std::string& patch,
+                                            const Provenance& provenance);
 
   /// Finalizes the sandbox, asks @p decide whether to accept the patch, then discards the
   /// sandbox. Reject, an empty @p decide and a @p decide that throws all send the patch to the

@@ -113,4 +113,27 @@ TEST_F(Review, ABadSelectionIsAPendingErrorAndChangesNothing) {
   EXPECT_EQ(patchbox::list_pending(root.path()).size(), 1u);
 }
 
+TEST_F(Review, ProvenanceIsKeptAndInTheRecord) {
+  patchbox::Options o;
+  o.root = root.path();
+  patchbox::SandboxManager mgr(project.path(), o);
+  auto sb = mgr.create_sandbox("tool");
+  write_file(sb.path / "b.txt", "hi\nagain\n");
+  auto result = mgr.finalize_sandbox(sb);
+  patchbox::Provenance p;
+  p.command = {"agent", "--say", "it's \"quoted\""};
+  p.cwd = project.path();
+  p.exit_status = 3;
+  p.started_ms = 100;
+  p.ended_ms = 250;
+  mgr.write_pending_patch("tool", result.patch, p);
+  mgr.discard_sandbox(sb);
+  std::string rec = patchbox::pending_record_json(root.path(), "tool");
+  EXPECT_TRUE(contains(rec, "\"it's \\\"quoted\\\"\"")) << rec;
+  EXPECT_TRUE(contains(rec, "\"exit_status\": 3")) << rec;
+  EXPECT_TRUE(contains(rec, "\"started_ms\": 100")) << rec;
+  EXPECT_TRUE(contains(rec, "\"ended_ms\": 250")) << rec;
+  EXPECT_TRUE(contains(rec, "\"cwd\": \"" + project.path().string() + "\"")) << rec;
+}
+
 }  // namespace
