@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
+#include "patchbox/provenance.hpp"
 
 /// patchbox's C++ API.
 namespace patchbox {
@@ -141,16 +142,6 @@ struct Completion {
   Routed routed = Routed::Unchanged;
   /// The pending patch file when `routed == Routed::Pending`.
   std::optional<std::filesystem::path> pending_path;
-};
-
-/// What produced a delegation's work, stored with its pending patch
-/// (SandboxManager::write_pending_patch()). Every field is optional.
-struct Provenance {
-  std::vector<std::string> command;          ///< The program and its arguments.
-  std::optional<std::filesystem::path> cwd;  ///< The directory it was started from.
-  std::optional<int> exit_status;            ///< Its exit status (128 + signal when killed).
-  std::optional<std::uint64_t> started_ms;   ///< Start, milliseconds since the Unix epoch.
-  std::optional<std::uint64_t> ended_ms;     ///< End, milliseconds since the Unix epoch.
 };
 
 /// One engine session's sandboxes.

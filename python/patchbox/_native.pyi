@@ -441,10 +441,22 @@ class SandboxManager:
         """Every sandbox of the plan, in creation order."""
     def list_plans(self) -> List[str]:
         """The ids of every plan with sandboxes."""
-    def commit_all(self, plan_id: str) -> List[CommitResult]:
+    def commit_all(
+        self,
+        plan_id: str,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> List[CommitResult]:
         """Commits every created or active sandbox of the plan, all or nothing; returns their
         results. A failure rolls the committed ones back (newest first) and raises
-        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``.
+        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``. The keyword
+        arguments are what produced the work (its provenance); each result's ``metadata``
+        carries them under ``provenance.command`` (a JSON array), ``provenance.cwd``,
+        ``provenance.exit_status``, ``provenance.started_ms`` and ``provenance.ended_ms``.
         """
     def rollback_all(self, plan_id: str) -> None:
         """Rolls back every active and committed sandbox of the plan; raises the first error after

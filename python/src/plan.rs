@@ -397,10 +397,32 @@ impl SandboxManager {
 
     /// Commits every created or active sandbox of the plan, all or nothing; returns their
     /// results. A failure rolls the committed ones back (newest first) and raises
-    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`.
-    fn commit_all(&self, py: Python<'_>, plan_id: String) -> PyResult<Vec<CommitResult>> {
+    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`. The keyword
+    /// arguments say what produced the work (its provenance); each result's `metadata`
+    /// carries them under `provenance.*`.
+    #[pyo3(signature = (plan_id, *, command=None, cwd=None, exit_status=None, started_ms=None, ended_ms=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_all(
+        &self,
+        py: Python<'_>,
+        plan_id: String,
+        command: Option<Vec<String>>,
+        cwd: Option<PathBuf>,
+        exit_status: Option<i32>,
+        started_ms: Option<u64>,
+        ended_ms: Option<u64>,
+    ) -> PyResult<Vec<CommitResult>> {
         let m = self.mgr()?;
-        let results = py.detach(|| m.commit_all(&plan_id)).map_err(plan_err)?;
+        let provenance = patchbox::session::provenance::Provenance {
+            command: command.unwrap_or_default(),
+            cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
+            exit_status,
+            started_ms,
+            ended_ms,
+        };
+        let results = py
+            .detach(|| m.commit_all_as(&plan_id, &provenance))
+            .map_err(plan_err)?;
         results
             .into_iter()
             .map(|r| CommitResult::new(py, r))

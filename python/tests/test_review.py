@@ -101,3 +101,15 @@ def test_files_by_path_and_a_bad_selection(project: pathlib.Path, root: pathlib.
     assert (project / "a.txt").read_bytes() == LINES
     [rest] = patchbox.pending_records(root)
     assert rest["id"] == part.remaining and [f["path"] for f in rest["files"]] == ["a.txt"]
+
+
+def test_plan_commits_carry_the_callers_provenance(project: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    manager = patchbox.SandboxManager(tmp_path / "plans-root")
+    sb = manager.get_or_create_sandbox("p", "proj", project, "copy_on_write")
+    pathlib.Path(sb.get_path("b.txt")).write_bytes(b"hi\nplan\n")
+    [result] = manager.commit_all("p", command=["agent", "run it"], cwd=project, exit_status=0, started_ms=5, ended_ms=9)
+    assert (project / "b.txt").read_bytes() == b"hi\nplan\n"
+    m = result.metadata
+    assert json.loads(m["provenance.command"]) == ["agent", "run it"]
+    assert m["provenance.cwd"] == str(project)
+    assert (m["provenance.exit_status"], m["provenance.started_ms"], m["provenance.ended_ms"]) == ("0", "5", "9")
