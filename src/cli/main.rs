@@ -382,12 +382,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 SessionsCmd::Prune => {
                     let r = recover::prune(&root)?;
                     if json {
-                        let rec = serde_json::json!({
-                            "recovered": r.recovered.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
-                            "pruned": r.pruned,
-                            "shared_layers_removed": r.shared_layers_removed,
-                            "errors": r.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
-                        });
+                        let rec = patchbox::records::PruneRecord::from(&r);
                         print!("{}", patchbox::records::to_json(&rec));
                         return Ok(ExitCode::from(if r.errors.is_empty() {
                             exit::OK

@@ -8,7 +8,8 @@
 //! not know. Paths are strings (lossily UTF-8); times are integers, milliseconds since the
 //! Unix epoch (UTC), in fields named `*_ms`; an unknown value is `null`.
 //!
-//! - [`pending`]: pending patches and sessions ([`PendingRecord`], [`SessionRecord`]);
+//! - [`pending`]: pending patches, sessions and runs ([`PendingRecord`], [`SessionRecord`],
+//!   [`PruneRecord`], [`RunRecord`]);
 //! - [`apply`]: apply, partial apply and undo reports ([`ApplyRecord`], [`UndoRecord`],
 //!   [`UndoEntryRecord`]);
 //! - [`plan`]: plan sandboxes and their diffs ([`PlanRecord`], [`PlanDiffRecord`]).
@@ -18,7 +19,7 @@ pub mod pending;
 pub mod plan;
 
 pub use apply::{ApplyRecord, ConflictRecord, FileResultRecord, UndoEntryRecord, UndoRecord};
-pub use pending::{pending_records, PendingRecord, RunRecord, SessionRecord};
+pub use pending::{pending_records, PendingRecord, PruneRecord, RunRecord, SessionRecord};
 pub use plan::{PlanDiffRecord, PlanRecord, PlanSandboxRecord};
 
 /// The version of the JSON schema documented in `docs/json.md`. It changes only when a field

@@ -9,7 +9,7 @@ use crate::patch::parse::parse_patch;
 use crate::patch::stat::{file_stats, FileStat};
 use crate::session::pending::PendingEntry;
 use crate::session::provenance::Provenance;
-use crate::session::recover::SessionStatus;
+use crate::session::recover::{PruneReport, SessionStatus};
 
 /// One pending patch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -132,4 +132,31 @@ pub struct RunRecord {
     pub files: Vec<FileStat>,
     /// The command, its directory, exit status and times.
     pub provenance: Provenance,
+}
+
+/// What `patchbox sessions prune --json` reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PruneRecord {
+    /// The pending patches written from dead sessions' work.
+    pub recovered: Vec<String>,
+    /// Dead sessions whose sandboxes were removed.
+    pub pruned: Vec<String>,
+    /// Sessions left alone because they are alive.
+    pub live: Vec<String>,
+    /// Shared lower layers removed.
+    pub shared_layers_removed: usize,
+    /// Problems met (the affected sandboxes were left in place).
+    pub errors: Vec<String>,
+}
+
+impl From<&PruneReport> for PruneRecord {
+    fn from(r: &PruneReport) -> Self {
+        PruneRecord {
+            recovered: r.recovered.iter().map(|p| path_str(p)).collect(),
+            pruned: r.pruned.clone(),
+            live: r.live.clone(),
+            shared_layers_removed: r.shared_layers_removed,
+            errors: r.errors.clone(),
+        }
+    }
 }
