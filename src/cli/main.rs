@@ -1,5 +1,6 @@
 //! The `patchbox` command line: run a command in a sandbox of a project and get its patch,
-//! manage pending patches and sessions, apply patches.
+//! review and accept pending patches (whole or in part), manage sessions and plans, apply
+//! patches; `--json` on every listing and report, completions and man pages.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
