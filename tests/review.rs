@@ -613,3 +613,62 @@ fn on_a_terminal_show_pages_and_colours_as_git() {
     assert!(through.is_none(), "--no-pager");
     assert!(String::from_utf8_lossy(&direct).contains("diff --git"));
 }
+
+/// Every field the records carry is documented in docs/json.md (the one schema).
+#[test]
+fn every_field_of_the_records_is_documented() {
+    fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    out.insert(k.clone());
+                    keys(v, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+            _ => {}
+        }
+    }
+    let (_tmp, project, root) = setup();
+    let mut all = std::collections::BTreeSet::new();
+    let run = run_pending(&project, &root);
+    keys(&run, &mut all);
+    let id = run["pending_id"].as_str().unwrap().to_string();
+    keys(&json(pending(&root, &["list", "--json"])), &mut all);
+    keys(&json(pending(&root, &["show", "--json", &id])), &mut all);
+    keys(
+        &json(pending(&root, &["apply", "--json", &id, "--only", "b.txt"])),
+        &mut all,
+    );
+    let with_root = |args: &[&str]| {
+        bin()
+            .args(args)
+            .arg("--root")
+            .arg(&root)
+            .arg("--project")
+            .arg(&project)
+            .output()
+            .unwrap()
+    };
+    keys(
+        &json(with_root(&["apply", "--list-undo", "--json"])),
+        &mut all,
+    );
+    keys(&json(with_root(&["apply", "--undo", "--json"])), &mut all);
+    for args in [
+        &["sessions", "--json"][..],
+        &["sessions", "prune", "--json"],
+    ] {
+        keys(
+            &json(bin().args(args).arg("--root").arg(&root).output().unwrap()),
+            &mut all,
+        );
+    }
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json.md")).unwrap();
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in docs/json.md: {missing:?}");
+}
