@@ -459,3 +459,34 @@ impl PendingEntry {
         self.id.rsplit('/').next().unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The meta file is line-based: a provenance whose command holds newlines and `=` still
+    /// reads back whole, and an old meta without the new lines reads as before.
+    #[test]
+    fn meta_round_trips_provenance_and_split() {
+        let m = PendingMeta {
+            session: "S".into(),
+            delegation: "d1".into(),
+            project: PathBuf::from("/p"),
+            created: 7,
+            provenance: Provenance {
+                command: vec!["sh".into(), "-c".into(), "a=1\necho $a".into()],
+                cwd: Some("/w".into()),
+                exit_status: Some(130),
+                started_ms: Some(1),
+                ended_ms: Some(2),
+            },
+            split_from: Some("S/d1".into()),
+            ..PendingMeta::default()
+        };
+        let text = String::from_utf8(m.encode()).unwrap();
+        assert_eq!(PendingMeta::decode(&text), m);
+        let old = "session=S\ndelegation=d1\nproject_hex=2f70\ncreated=7\nrecovered=true\n";
+        let o = PendingMeta::decode(old);
+        assert!(o.recovered && o.provenance.is_empty() && o.split_from.is_none());
+    }
+}
