@@ -496,6 +496,28 @@ std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id)
   });
 }
 
+std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id,
+                                                     const Provenance& provenance) {
+  return call([&] {
+    pb::FfiCommitProvenance p;
+    for (const auto& w : provenance.command) p.command.push_back(rust::String(w));
+    p.has_cwd = provenance.cwd.has_value();
+    if (provenance.cwd) {
+      const std::string& c = provenance.cwd->native();
+      for (char ch : c) p.cwd.push_back(static_cast<std::uint8_t>(ch));
+    }
+    p.has_exit_status = provenance.exit_status.has_value();
+    p.exit_status = provenance.exit_status.value_or(0);
+    p.has_started = provenance.started_ms.has_value();
+    p.started_ms = provenance.started_ms.value_or(0);
+    p.has_ended = provenance.ended_ms.has_value();
+    p.ended_ms = provenance.ended_ms.value_or(0);
+    std::vector<CommitResult> out;
+    for (const auto& r : impl().mgr->commit_all_as(plan_id, p)) out.push_back(result_of(r));
+    return out;
+  });
+}
+
 std::vector<CommitResult> SandboxManager::commit_all_failing_at(const std::string& plan_id,
                                                                 std::size_t fail_at) {
   return call([&] {

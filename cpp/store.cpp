@@ -54,6 +54,18 @@ void drop_pending(const std::filesystem::path& root, const std::string& id) {
   call([&] { bridge::drop_pending(bytes(root), id); });
 }
 
+std::string pending_records_json(const std::filesystem::path& root) {
+  return call([&] { return std::string(bridge::pending_records_json(bytes(root))); });
+}
+
+std::string pending_record_json(const std::filesystem::path& root, const std::string& id) {
+  return call([&] { return std::string(bridge::pending_record_json(bytes(root), id)); });
+}
+
+std::string sessions_json(const std::filesystem::path& root) {
+  return call([&] { return std::string(bridge::sessions_json(bytes(root))); });
+}
+
 std::vector<SessionStatus> list_sessions(const std::filesystem::path& root) {
   return call([&] {
     std::vector<SessionStatus> out;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
+#include "patchbox/provenance.hpp"
 
 /// patchbox's C++ API.
 namespace patchbox {
@@ -559,6 +560,11 @@ class SandboxManager {
   ///   else, commits that could not be made durable) or when a rollback failed, with the ids
   ///   rolled back and those that could not be.
   std::vector<CommitResult> commit_all(const std::string& plan_id);
+  /// commit_all() with what produced the work: each CommitResult::metadata carries it under
+  /// `provenance.command` (a JSON array), `provenance.cwd`, `provenance.exit_status`,
+  /// `provenance.started_ms` and `provenance.ended_ms` (the fields that are set).
+  /// @throws AtomicCommitError as commit_all().
+  std::vector<CommitResult> commit_all(const std::string& plan_id, const Provenance& provenance);
   /// Test hook (the Rust `commit_all_with`): commit_all() where the commit at position
   /// @p fail_at fails as a conflict would, after the pre-check, so the compensation runs.
   /// Not for production use.

@@ -43,6 +43,11 @@ from .session import __all__ as _session_all  # noqa: E402
 
 __all__ += _session_all
 
+from .review import *  # noqa: E402,F401,F403  review and accept (patchbox/review.py)
+from .review import __all__ as _review_all  # noqa: E402
+
+__all__ += _review_all
+
 from . import plan as _plan, checkpoint as _checkpoint, custom as _custom  # noqa: E402
 
 __all__ += _plan.__all__ + _checkpoint.__all__ + _custom.__all__

@@ -382,12 +382,24 @@ class SandboxManager:
         """Every sandbox of the plan, in creation order."""
     def list_plans(self) -> List[str]:
         """The ids of every plan with sandboxes."""
-    def commit_all(self, plan_id: str) -> List[CommitResult]:
+    def commit_all(
+        self,
+        plan_id: str,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> List[CommitResult]:
         """Commits every created or active sandbox of the plan, all or nothing; returns their
         results. A failure rolls the committed ones back (newest first); a sandbox-level one (a
         ``SandboxError``: a conflict, a refused lock, a custom strategy's ``SandboxCommitError``)
         then returns ``[CommitResult(success=False, error=...)]``, any other raises
-        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``.
+        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``. The keyword
+        arguments are what produced the work (its provenance); each result's ``metadata``
+        carries them under ``provenance.command`` (a JSON array), ``provenance.cwd``,
+        ``provenance.exit_status``, ``provenance.started_ms`` and ``provenance.ended_ms``.
         """
     def rollback_all(self, plan_id: str) -> None:
         """Rolls back every active and committed sandbox of the plan; raises the first error after
@@ -682,9 +694,22 @@ class SessionManager:
         """Removes a sandbox. Idempotent; a path that is not a sandbox of this session is refused
         (``PatchboxError``, ``kind == "containment"``) and nothing is removed.
         """
-    def write_pending_patch(self, delegation_id: str, patch: _Patch) -> pathlib.Path:
+    def write_pending_patch(
+        self,
+        delegation_id: str,
+        patch: _Patch,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> pathlib.Path:
         """Stores ``patch`` as a pending patch of ``delegation_id`` and returns the patch file.
-        Never overwrites: a second one of the same id is ``<id>.2.patch``, ...
+        Never overwrites: a second one of the same id is ``<id>.2.patch``, ... The keyword
+        arguments are its provenance (the command and its arguments, its directory, exit status,
+        start and end times in milliseconds since the epoch), shown by ``patchbox pending show``
+        and in ``pending_records()``.
         """
     def complete_sandbox(
         self,
@@ -824,6 +849,8 @@ class ApplyReport:
         """True unless the patch was refused."""
     def wrote(self) -> bool:
         """True when this call modified the project."""
+    def to_json(self) -> str:
+        """The report as the JSON record ``patchbox apply --json`` prints."""
     def count(self, status: FileStatus) -> int:
         """How many files have ``status``."""
 
@@ -965,6 +992,45 @@ def apply_pending(
     """
 def drop_pending(id: str, *, root: Optional[_Path] = None) -> None:
     """Removes the pending patch ``id`` (its meta and pre-images too)."""
+
+class PartialApply:
+    """What ``apply_pending_selected`` did."""
+    @property
+    def report(self) -> ApplyReport:
+        """The apply of the chosen part."""
+    @property
+    def remaining(self) -> Optional[str]:
+        """The new pending patch holding the rest; ``None`` when nothing is left or nothing
+        was applied (check mode, a refusal: the pending patch stays as it was)."""
+    def to_json(self) -> str:
+        """The report as JSON, with ``pending_id`` and ``remaining`` (what
+        ``patchbox pending apply --json`` prints)."""
+
+def apply_pending_selected(
+    id: str,
+    project: Optional[_Path] = None,
+    *,
+    root: Optional[_Path] = None,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    hunks: Sequence[str] = (),
+    check: bool = False,
+    conflict_markers: bool = False,
+) -> PartialApply:
+    """Applies the part of pending patch ``id`` that ``only`` (paths: a file, or a
+    directory's files), ``exclude`` and ``hunks`` (``"PATH:1,3"``, ``"PATH:2-4"``, counted from
+    1) choose, atomically and 3-way against its stored pre-images, with an undo record; the rest
+    stays pending as a new entry with its own pre-images. A selection that cannot be made raises
+    ``PatchboxError`` (kind ``"pending"``) and writes nothing.
+    """
+def pending_records_json(root: Optional[_Path] = None) -> str:
+    """Every pending patch's record as the JSON array ``patchbox pending list --json``
+    prints."""
+def pending_record_json(id: str, *, root: Optional[_Path] = None) -> str:
+    """One pending patch's record, its patch text included, as ``pending show --json``
+    prints it."""
+def sessions_json(root: Optional[_Path] = None) -> str:
+    """The sessions under ``root`` as the JSON array ``patchbox sessions --json`` prints."""
 
 
 # ---------------------------------------------------------------- (end of session layer)

@@ -30,6 +30,7 @@ mod convert;
 mod delegation;
 mod pending;
 mod report;
+mod review;
 mod session;
 mod sessions;
 
@@ -46,5 +47,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     report::register(m)?;
     apply::register(m)?;
     pending::register(m)?;
+    review::register(m)?;
     Ok(())
 }

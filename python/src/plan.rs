@@ -407,10 +407,32 @@ impl SandboxManager {
     /// results. A failure rolls the committed ones back (newest first); a sandbox-level
     /// failure (a `SandboxError`: a conflict, a refused lock, a custom strategy's
     /// `SandboxCommitError`) then returns the one failed `CommitResult`; any other raises
-    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`.
-    fn commit_all(&self, py: Python<'_>, plan_id: String) -> PyResult<Vec<Py<PyAny>>> {
+    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`. The keyword
+    /// arguments say what produced the work (its provenance); each result's `metadata`
+    /// carries them under `provenance.*`.
+    #[pyo3(signature = (plan_id, *, command=None, cwd=None, exit_status=None, started_ms=None, ended_ms=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_all(
+        &self,
+        py: Python<'_>,
+        plan_id: String,
+        command: Option<Vec<String>>,
+        cwd: Option<PathBuf>,
+        exit_status: Option<i32>,
+        started_ms: Option<u64>,
+        ended_ms: Option<u64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let m = self.mgr()?;
-        let results = py.detach(|| m.commit_all(&plan_id)).map_err(plan_err)?;
+        let provenance = patchbox::session::provenance::Provenance {
+            command: command.unwrap_or_default(),
+            cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
+            exit_status,
+            started_ms,
+            ended_ms,
+        };
+        let results = py
+            .detach(|| m.commit_all_as(&plan_id, &provenance))
+            .map_err(plan_err)?;
         results.into_iter().map(|r| commit_record(py, r)).collect()
     }
 

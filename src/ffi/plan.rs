@@ -74,6 +74,20 @@ mod bridge {
         context: FfiPlanContext,
     }
 
+    /// `session::provenance::Provenance` for `commit_all_as`; absent values are `has_* ==
+    /// false`.
+    struct FfiCommitProvenance {
+        command: Vec<String>,
+        has_cwd: bool,
+        cwd: Vec<u8>,
+        has_exit_status: bool,
+        exit_status: i32,
+        has_started: bool,
+        started_ms: u64,
+        has_ended: bool,
+        ended_ms: u64,
+    }
+
     /// `CommitResult` across the bridge; absent options are `has_* == false`.
     struct FfiCommitResult {
         sandbox_id: String,
@@ -232,6 +246,11 @@ mod bridge {
         fn list_sandboxes(self: &PlanMgr, plan_id: &str) -> Result<Box<PlanSandboxList>>;
         fn list_plans(self: &PlanMgr) -> Result<Vec<String>>;
         fn commit_all(self: &PlanMgr, plan_id: &str) -> Result<Vec<FfiCommitResult>>;
+        fn commit_all_as(
+            self: &PlanMgr,
+            plan_id: &str,
+            provenance: &FfiCommitProvenance,
+        ) -> Result<Vec<FfiCommitResult>>;
         /// `commit_all_with` (test hook): the commit at `fail_at` fails.
         fn commit_all_failing_at(
             self: &PlanMgr,
@@ -740,6 +759,26 @@ impl PlanMgr {
     fn commit_all(&self, plan_id: &str) -> Result<Vec<bridge::FfiCommitResult>, String> {
         guarded(|| {
             let results = plan(self.get()?.commit_all(plan_id))?;
+            Ok(results.into_iter().map(result_out).collect())
+        })
+    }
+
+    fn commit_all_as(
+        &self,
+        plan_id: &str,
+        p: &bridge::FfiCommitProvenance,
+    ) -> Result<Vec<bridge::FfiCommitResult>, String> {
+        let provenance = crate::session::provenance::Provenance {
+            command: p.command.clone(),
+            cwd: p
+                .has_cwd
+                .then(|| String::from_utf8_lossy(&p.cwd).into_owned()),
+            exit_status: p.has_exit_status.then_some(p.exit_status),
+            started_ms: p.has_started.then_some(p.started_ms),
+            ended_ms: p.has_ended.then_some(p.ended_ms),
+        };
+        guarded(|| {
+            let results = plan(self.get()?.commit_all_as(plan_id, &provenance))?;
             Ok(results.into_iter().map(result_out).collect())
         })
     }

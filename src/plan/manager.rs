@@ -525,6 +525,27 @@ impl PlanManager {
         self.commit_all_with(plan_id, &CommitAllOptions::default())
     }
 
+    /// [`PlanManager::commit_all`], each [`CommitResult`]'s `metadata` carrying what
+    /// produced the work — the command, its directory, exit status and times — under the
+    /// `provenance.*` keys ([`Provenance::to_metadata`]; read back with
+    /// [`Provenance::from_metadata`]).
+    ///
+    /// [`Provenance::to_metadata`]: crate::session::provenance::Provenance::to_metadata
+    /// [`Provenance::from_metadata`]: crate::session::provenance::Provenance::from_metadata
+    pub fn commit_all_as(
+        &self,
+        plan_id: &str,
+        provenance: &crate::session::provenance::Provenance,
+    ) -> Result<Vec<CommitResult>, SandboxError> {
+        self.commit_all_with(
+            plan_id,
+            &CommitAllOptions {
+                provenance: provenance.clone(),
+                ..CommitAllOptions::default()
+            },
+        )
+    }
+
     /// [`PlanManager::commit_all`] with test hooks.
     #[doc(hidden)]
     pub fn commit_all_with(
@@ -651,6 +672,12 @@ impl PlanManager {
         // sandbox (each prune reads every record's summary). A failure only leaves records
         // for the next prune.
         let _ = self.env.undo.prune();
+        // What the caller says produced the work goes with each result (`provenance.*`).
+        let provenance = opts.provenance.to_metadata();
+        for r in &mut results {
+            r.metadata
+                .extend(provenance.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         Ok(results)
     }
 
@@ -985,6 +1012,8 @@ pub struct CommitAllOptions {
     pub fail_at: Option<usize>,
     /// The process aborts before the commit at this position.
     pub crash_before: Option<usize>,
+    /// What produced the work, into each result's metadata.
+    pub provenance: crate::session::provenance::Provenance,
 }
 
 /// Removes the directory of `plan`'s plan when no sandbox is left in it (its lock file too:

@@ -205,6 +205,27 @@ TEST(PlanManager, CommitAllCommitsEverySandbox) {
   EXPECT_TRUE(mgr.list_sandboxes("p").empty());
 }
 
+TEST(PlanManager, CommitAllCarriesTheCallersProvenance) {
+  Fixture f;
+  auto mgr = plan::SandboxManager::open(f.root.path());
+  auto app = mgr.get_or_create_sandbox("p", "app", f.app, plan::strategy::copy_on_write);
+  write_file(app->get_path("main.c"), "int main() { return 4; }\n");
+  patchbox::Provenance prov;
+  prov.command = {"agent", "fix \"it\""};
+  prov.cwd = f.app;
+  prov.exit_status = 0;
+  prov.ended_ms = 42;
+  auto results = mgr.commit_all("p", prov);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& m = results[0].metadata;
+  EXPECT_EQ(m.at("provenance.command"), "[\"agent\",\"fix \\\"it\\\"\"]");
+  EXPECT_EQ(m.at("provenance.cwd"), f.app.string());
+  EXPECT_EQ(m.at("provenance.exit_status"), "0");
+  EXPECT_EQ(m.at("provenance.ended_ms"), "42");
+  EXPECT_EQ(m.count("provenance.started_ms"), 0u);
+  EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 4; }\n");
+}
+
 TEST(PlanManager, CommitAllWithAConflictWritesNothing) {
   Fixture f;
   auto mgr = plan::SandboxManager::open(f.root.path());
