@@ -136,49 +136,37 @@ fn refuse(root: &Path, rel: &RelPath, reason: &'static str) -> Error {
 /// of a path thousands of directories deep costs no work per component per ancestor.
 pub(super) struct Comps<'a> {
     bytes: &'a [u8],
-    len: usize,
 }
 
 impl<'a> Comps<'a> {
     /// The components of `rel` (normal: no empty, `.` or `..` component).
     pub(super) fn of(rel: &'a RelPath) -> Comps<'a> {
-        let bytes = rel.as_bytes();
-        let len = if bytes.is_empty() {
-            0
-        } else {
-            1 + bytes.iter().filter(|&&b| b == b'/').count()
-        };
-        Comps { bytes, len }
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Where the first `n` components end in the bytes. The whole path and its parent (what
-    /// walks ask for) cost a look at the last component only.
-    fn end(&self, n: usize) -> usize {
-        if n >= self.len {
-            self.bytes.len()
-        } else if n == 0 {
-            0
-        } else if n + 1 == self.len {
-            memchr::memrchr(b'/', self.bytes).unwrap_or(0)
-        } else {
-            memchr::memchr_iter(b'/', self.bytes)
-                .nth(n - 1)
-                .unwrap_or(self.bytes.len())
+        Comps {
+            bytes: rel.as_bytes(),
         }
     }
 
+    /// Where the parent directories end in the bytes (0 for a top-level name): a walk to
+    /// the parent goes through the components ending there or before.
+    pub(super) fn parent_end(&self) -> usize {
+        memchr::memrchr(b'/', self.bytes).unwrap_or(0)
+    }
+
+    /// Where the whole path ends: a walk through every component.
+    pub(super) fn whole_end(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// The components from the `k`-th on, which starts at byte `off` (0 for the first, one
-    /// past a separator otherwise): each with its index and where it ends in the bytes.
+    /// past a separator otherwise), up to those ending at `limit`: each with its index and
+    /// where it ends in the bytes.
     pub(super) fn from(
         &self,
         k: usize,
         off: usize,
+        limit: usize,
     ) -> impl Iterator<Item = (usize, &'a [u8], usize)> {
-        let bytes = self.bytes;
+        let bytes = self.bytes.get(..limit).unwrap_or(self.bytes);
         let (mut i, mut pos) = (k, off);
         std::iter::from_fn(move || {
             if pos >= bytes.len() {
@@ -293,9 +281,9 @@ pub(crate) fn check_sets(
 /// the compiler vectorizes) rules out most paths, so checking every ancestor of a deep path
 /// does not cost a call per component per ancestor.
 fn may_alias_dotgit(bytes: &[u8]) -> bool {
-    bytes
-        .iter()
-        .any(|&b| matches!(b, b'.' | b'g' | b'G' | b'\\') || !b.is_ascii())
+    memchr::memchr3(b'.', b'g', b'G', bytes).is_some()
+        || memchr::memchr(b'\\', bytes).is_some()
+        || !bytes.is_ascii()
 }
 
 fn check_links(
@@ -305,11 +293,15 @@ fn check_links(
     replaced: Links<'_>,
 ) -> Result<ProjectPath> {
     let c = Comps::of(rel);
-    let Some(n) = c.len().checked_sub(1) else {
+    if rel.as_bytes().is_empty() {
         return Err(refuse(root, rel, "path is empty"));
-    };
+    }
+    let limit = c.parent_end();
     if may_alias_dotgit(rel.as_bytes()) {
-        if let Some(why) = c.from(0, 0).find_map(|(_, comp, _)| dotgit_alias(comp)) {
+        if let Some(why) = c
+            .from(0, 0, c.whole_end())
+            .find_map(|(_, comp, _)| dotgit_alias(comp))
+        {
             return Err(refuse(root, rel, why));
         }
     }
@@ -320,8 +312,8 @@ fn check_links(
             "path goes through a symlink created by the same patch",
         ));
     }
-    let (k, off, mut dir, mut node) = walk_start(root, &c, n)?;
-    for (i, comp, end) in c.from(k, off).take(n - k) {
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    for (i, comp, end) in c.from(k, off, limit) {
         let name = cstring(comp).map_err(|e| Error::io("inspect", c.full_to(root, end), e))?;
         // A directory, the usual case, costs one call: opened without following (a symlink
         // fails to open), then what fails is looked at.
@@ -501,12 +493,12 @@ impl DirCache {
         }
     }
 
-    /// How many of the first `n` components of `c` the last walk (`cursor`) covers: one
-    /// comparison of bytes, then a binary search of the cursor's component ends.
-    fn shared(&self, c: &Comps<'_>, n: usize) -> usize {
-        let limit = c.end(n);
+    /// How many of the components of `c` ending at `limit` or before the last walk
+    /// (`cursor`) covers: one comparison of bytes, then a binary search of the cursor's
+    /// component ends.
+    fn shared(&self, c: &Comps<'_>, limit: usize) -> usize {
         let common = common_prefix(&self.cursor_path, c.upto(limit));
-        let mut k = self.cursor_ends.partition_point(|&e| e <= common).min(n);
+        let mut k = self.cursor_ends.partition_point(|&e| e <= common);
         // A component of this path that merely starts with the walk's is not shared.
         if k > 0
             && self.cursor_ends.get(k - 1) == Some(&common)
@@ -541,14 +533,15 @@ impl DirCache {
         self.cursor_ends.last().map_or(0, |e| e + 1)
     }
 
-    /// The deepest open directory among the first `n` components of `c`: how many
-    /// components it covers, where the next one starts, its descriptor and node.
-    fn start(&mut self, c: &Comps<'_>, n: usize) -> (usize, usize, Rc<OwnedFd>, usize) {
-        let k = self.shared(c, n);
+    /// The deepest open directory among the components of `c` ending at `limit` or
+    /// before: how many components it covers, where the next one starts, its descriptor
+    /// and node.
+    fn start(&mut self, c: &Comps<'_>, limit: usize) -> (usize, usize, Rc<OwnedFd>, usize) {
+        let k = self.shared(c, limit);
         self.truncate_cursor(k);
         // Further down the tree.
         let mut node = self.cursor.last().copied().unwrap_or(0);
-        for (_, comp, _) in c.from(k, self.cursor_next()).take(n - k) {
+        for (_, comp, _) in c.from(k, self.cursor_next(), limit) {
             let Some(&next) = self.nodes.get(node).and_then(|d| d.children.get(comp)) else {
                 break;
             };
@@ -647,13 +640,14 @@ impl DirCache {
     /// Forgets `rel` and everything below it.
     fn evict(&mut self, rel: &RelPath) {
         let c = Comps::of(rel);
-        let Some(last) = c.len().checked_sub(1) else {
+        if rel.as_bytes().is_empty() {
             return;
-        };
+        }
+        let limit = c.parent_end();
         // The parent's node from the last walk where it covers it: removing a deep chain
         // of directories bottom-up then costs one comparison per directory, not a lookup
         // of each of its ancestors.
-        let k = self.shared(&c, last);
+        let k = self.shared(&c, limit);
         let mut node = k
             .checked_sub(1)
             .and_then(|i| self.cursor.get(i))
@@ -663,7 +657,12 @@ impl DirCache {
             .checked_sub(1)
             .and_then(|i| self.cursor_ends.get(i))
             .map_or(0, |e| e + 1);
-        for (_, comp, _) in c.from(k, off).take(last - k) {
+        // Whether the cursor holds the whole parent.
+        let covers = k
+            .checked_sub(1)
+            .and_then(|i| self.cursor_ends.get(i))
+            .map_or(limit == 0, |&e| e == limit);
+        for (_, comp, _) in c.from(k, off, limit) {
             match self.nodes.get(node).and_then(|d| d.children.get(comp)) {
                 Some(&k) => node = k,
                 // Every walk records each directory it passes, so nothing below an
@@ -690,13 +689,14 @@ impl DirCache {
         }
         // The last walk stays valid above the removed directory; it only went through it
         // if it covers the whole parent and holds that very node next.
-        if k == last && self.cursor.get(last) == Some(&gone) {
-            self.truncate_cursor(last);
+        if covers && self.cursor.get(k) == Some(&gone) {
+            self.truncate_cursor(k);
         }
     }
 }
 
-/// Where a walk down the first `n` components of `c` starts: the deepest directory among
+/// Where a walk down the components of `c` ending at `limit` or before starts (`limit`:
+/// [`Comps::parent_end`] or [`Comps::whole_end`]): the deepest directory among
 /// them open in this thread's scope for `root` (or the root, opened afresh without a
 /// scope). Returns how many components that directory covers, where the next one starts in
 /// the bytes, its descriptor, and its node
@@ -704,12 +704,12 @@ impl DirCache {
 pub(super) fn walk_start(
     root: &Path,
     c: &Comps<'_>,
-    n: usize,
+    limit: usize,
 ) -> Result<(usize, usize, Rc<OwnedFd>, Option<usize>)> {
     let hit = CACHE.with(|cell| {
         let mut b = cell.borrow_mut();
         let d = b.as_mut().filter(|d| d.root == root)?;
-        let (k, off, fd, node) = d.start(c, n);
+        let (k, off, fd, node) = d.start(c, limit);
         Some((k, off, fd, Some(node)))
     });
     match hit {

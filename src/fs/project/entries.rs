@@ -81,12 +81,13 @@ impl Entry {
 /// parent directory does not exist.
 fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
     let c = Comps::of(rel);
-    let Some(n) = c.len().checked_sub(1) else {
+    if rel.as_bytes().is_empty() {
         return Err(refuse(root, rel, "path is empty"));
-    };
+    }
+    let limit = c.parent_end();
     // Start below the deepest directory already open in this scope.
-    let (k, off, mut dir, mut node) = walk_start(root, &c, n)?;
-    for (_, comp, end) in c.from(k, off).take(n - k) {
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    for (_, comp, end) in c.from(k, off, limit) {
         let name =
             cstring(comp).map_err(|e| Error::io("open directory", c.full_to(root, end), e))?;
         match openat_dir(dir.as_fd(), &name) {
@@ -114,9 +115,12 @@ fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)
 /// when nothing is, or when every parent is a directory). Below that entry nothing exists.
 pub(crate) fn probe_parents(root: &Path, rel: &RelPath) -> Result<(usize, Option<libc::mode_t>)> {
     let c = Comps::of(rel);
-    let n = c.len().saturating_sub(1);
-    let (k, off, mut dir, mut node) = walk_start(root, &c, n)?;
-    for (i, comp, end) in c.from(k, off).take(n - k) {
+    let limit = c.parent_end();
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    // Every parent is a directory when the walk gets through them all.
+    let mut n = k;
+    for (i, comp, end) in c.from(k, off, limit) {
+        n = i + 1;
         let name = cstring(comp).map_err(|e| Error::io("inspect", c.full_to(root, end), e))?;
         let st = match fstatat(dir.as_fd(), &name) {
             Ok(st) => st,
@@ -628,11 +632,11 @@ pub(crate) fn make_dirs(
 ) -> Result<()> {
     let (root, rel) = (&p.root, &p.rel);
     let c = Comps::of(rel);
-    let n = c.len();
-    let (k, off, mut dir, mut node) = walk_start(root, &c, n)?;
+    let limit = c.whole_end();
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
     // Once a directory is created, nothing is below it: no lookup first.
     let mut making = false;
-    for (i, comp, end) in c.from(k, off).take(n - k) {
+    for (i, comp, end) in c.from(k, off, limit) {
         let name =
             cstring(comp).map_err(|e| Error::io("create directory", c.full_to(root, end), e))?;
         if !making {
