@@ -1016,7 +1016,7 @@ fn stage_rest(
 
     // 3. Move what is replaced or deleted aside (deepest first).
     let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(depth(ops[i].path.rel())));
+    order.sort_by_cached_key(|&i| std::cmp::Reverse(depth(ops[i].path.rel())));
     let mut removed: Vec<RelPath> = Vec::new();
     for &i in &order {
         let op = &ops[i];
