@@ -90,6 +90,7 @@ mod changeset;
 mod ffi_changeset;
 mod live;
 mod session;
+mod unkeyed;
 mod value;
 
 use std::collections::BTreeMap;
@@ -341,6 +342,22 @@ impl SqliteSandbox {
             let reason = "the actor ended the sandbox's transaction itself (COMMIT, END or \
                           ROLLBACK through the connection); its writes were not isolated";
             self.fail(&mut st, reason)?;
+            return Err(self.sandbox_err(reason));
+        }
+        let unrecorded = l.unrecorded_tables();
+        if !unrecorded.is_empty() {
+            let reason = format!(
+                "the actor wrote to {}, which has no PRIMARY KEY, and this SQLite ({}) cannot \
+                 record such tables (3.44 or later can); its transaction was rolled back, \
+                 nothing was committed",
+                unrecorded.join(", "),
+                rusqlite::version()
+            );
+            if let Some(l) = live.take() {
+                l.abandon();
+            }
+            drop(live);
+            self.fail(&mut st, &reason)?;
             return Err(self.sandbox_err(reason));
         }
         Ok(r)
