@@ -63,8 +63,12 @@
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
 //! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
 //! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
-//! and are undone like any other. Only the `main` database is recorded: changes to an
-//! `ATTACH`ed one show in no diff and are not undone.
+//! and are undone like any other. That takes SQLite 3.44 or later (the bundled one is); on
+//! an older system SQLite (built without the `bundled-sqlite` feature) a write to such a
+//! table is refused: the call that wrote fails naming the table, the sandbox becomes
+//! `Errored` and its transaction is rolled back, so nothing unrecorded is committed. Only the
+//! `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are not
+//! undone.
 //!
 //! **check_commit** can check nothing without committing except that the transaction is
 //! still open; `commit_all` commits this strategy after the rollbackable ones (it counts as
