@@ -6,13 +6,16 @@
 //! The C++ compiler and flags come from the `cc` crate's usual variables (`CXX`, `CXXFLAGS`);
 //! CMake sets them to its own compiler and, with `PATCHBOX_SANITIZE`, the sanitizer flags.
 //!
-//! Every build also checks that the bundled SQLite is compiled with its session extension
-//! (see [`sqlite_session`]): without it the library would fail to link with undefined
-//! `sqlite3session_*` symbols, far from the cause.
+//! A build with the bundled SQLite (feature `bundled-sqlite`, on by default) also checks that
+//! it is compiled with its session extension (see [`sqlite_session`]): without it the library
+//! would fail to link with undefined `sqlite3session_*` symbols, far from the cause.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    sqlite_session::require();
+    // Only the bundled SQLite is compiled here; a system libsqlite3 brings its own options.
+    if std::env::var_os("CARGO_FEATURE_BUNDLED_SQLITE").is_some() {
+        sqlite_session::require();
+    }
     #[cfg(feature = "ffi")]
     cpp::build();
 }

@@ -36,6 +36,11 @@ echo "== Rust session tests, overlay over shared lower layers"
 PATCHBOX_ISOLATION=overlay PATCHBOX_SHARED_LOWER_MIN=1 cargo test --all-features -q \
   --test core --test cli --test isolation --test session_git_view
 
+# The SQLite strategy once more against the system's libsqlite3 (what the Python extension and
+# PATCHBOX_SYSTEM_SQLITE link) instead of the bundled SQLite.
+echo "== Rust SQLite tests, system libsqlite3"
+cargo test --no-default-features -q --test plan_sqlite
+
 if [[ -f CMakeLists.txt ]]; then
   echo "== C++ tests"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPATCHBOX_BUILD_TESTS=ON >/dev/null

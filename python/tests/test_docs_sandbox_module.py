@@ -440,6 +440,7 @@ def test_sqlite_commit_that_cannot_get_its_lock_returns_the_failed_result(root, 
         t = manager.get_or_create_sandbox(PLAN, "db", db, "transaction_rollback")
         t.execute("PRAGMA busy_timeout = 0")
         t.execute("INSERT INTO t VALUES (2, 'b')")
+        before = db.read_bytes()
         # A reader in another process (SQLite's locks are per process) holds a shared lock
         # the COMMIT must wait for, until told to stop.
         script = (
@@ -460,7 +461,13 @@ def test_sqlite_commit_that_cannot_get_its_lock_returns_the_failed_result(root, 
         assert [(r.sandbox_id, r.success) for r in results] == [(t.sandbox_id, False)]
         assert results[0].metadata["rolled_back_ids"] == [c.sandbox_id]
         assert (project / "notes.txt").read_text() == "one\n"
-        assert rows(db) == [(1, "a")]
+        assert db.read_bytes() == before  # the failed COMMIT wrote nothing
+        # It keeps its pending lock (rollback-journal mode), which this process's readers see
+        # too: patchbox and Python's sqlite3 share one SQLite.
+        reader_here = sqlite3.connect(db, timeout=0)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            reader_here.execute("SELECT id, v FROM t").fetchall()
+        reader_here.close()
         # Nothing was lost: the plan commits once the reader is gone.
         assert all(r.success for r in manager.commit_all(PLAN))
         assert rows(db) == [(1, "a"), (2, "b")] and (project / "notes.txt").read_text() == "two\n"

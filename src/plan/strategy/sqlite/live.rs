@@ -58,6 +58,12 @@ impl Live {
         !self.conn().is_autocommit()
     }
 
+    /// The tables without a `PRIMARY KEY` written in the transaction that the session cannot
+    /// record (an SQLite older than 3.44; see `unkeyed`).
+    pub(super) fn unrecorded_tables(&self) -> Vec<String> {
+        self.0.borrow_dependent().unrecorded_tables()
+    }
+
     /// The rows changed so far, as a changeset.
     pub(super) fn changeset(&mut self) -> rusqlite::Result<Vec<u8>> {
         self.0.with_dependent_mut(|_, session| session.changeset())

@@ -63,8 +63,12 @@
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
 //! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
 //! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
-//! and are undone like any other. Only the `main` database is recorded: changes to an
-//! `ATTACH`ed one show in no diff and are not undone.
+//! and are undone like any other. That takes SQLite 3.44 or later (the bundled one is); on
+//! an older system SQLite (built without the `bundled-sqlite` feature) a write to such a
+//! table is refused: the call that wrote fails naming the table, the sandbox becomes
+//! `Errored` and its transaction is rolled back, so nothing unrecorded is committed. Only the
+//! `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are not
+//! undone.
 //!
 //! **check_commit** can check nothing without committing except that the transaction is
 //! still open; `commit_all` commits this strategy after the rollbackable ones (it counts as
@@ -90,6 +94,7 @@ mod changeset;
 mod ffi_changeset;
 mod live;
 mod session;
+mod unkeyed;
 mod value;
 
 use std::collections::BTreeMap;
@@ -341,6 +346,22 @@ impl SqliteSandbox {
             let reason = "the actor ended the sandbox's transaction itself (COMMIT, END or \
                           ROLLBACK through the connection); its writes were not isolated";
             self.fail(&mut st, reason)?;
+            return Err(self.sandbox_err(reason));
+        }
+        let unrecorded = l.unrecorded_tables();
+        if !unrecorded.is_empty() {
+            let reason = format!(
+                "the actor wrote to {}, which has no PRIMARY KEY, and this SQLite ({}) cannot \
+                 record such tables (3.44 or later can); its transaction was rolled back, \
+                 nothing was committed",
+                unrecorded.join(", "),
+                rusqlite::version()
+            );
+            if let Some(l) = live.take() {
+                l.abandon();
+            }
+            drop(live);
+            self.fail(&mut st, &reason)?;
             return Err(self.sandbox_err(reason));
         }
         Ok(r)

@@ -11,6 +11,10 @@
 //! rusqlite's `session` feature, which runs bindgen (libclang) and is off here; so this is the
 //! session the strategy uses, over `rusqlite::ffi`: create, configure, attach, read the
 //! changeset, delete.
+//!
+//! An older SQLite (a system `libsqlite3` shared with the host program, see the
+//! `bundled-sqlite` feature) refuses the option; the session then notes the tables without a
+//! key that the transaction writes ([`super::unkeyed`]) so the sandbox can refuse them.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -19,10 +23,16 @@ use std::ptr;
 use rusqlite::ffi;
 use rusqlite::Connection;
 
+use super::unkeyed::{self, Unkeyed};
+
 /// A session on every table of a connection's `main` database (tables made later too),
-/// keying tables without a `PRIMARY KEY` by rowid. Borrows the connection it records.
+/// keying tables without a `PRIMARY KEY` by rowid (or, on an SQLite older than 3.44, noting
+/// the writes to them). Borrows the connection it records.
 pub(super) struct RowSession<'conn> {
     s: *mut ffi::sqlite3_session,
+    /// Where the table filter notes writes to tables without a key; `None` when this SQLite
+    /// records them. Freed after the session (fields drop after `Drop::drop`).
+    unkeyed: Option<Box<Unkeyed>>,
     conn: PhantomData<&'conn Connection>,
 }
 
@@ -42,29 +52,49 @@ impl<'conn> RowSession<'conn> {
         // written on success only.
         check(unsafe { ffi::sqlite3session_create(conn.handle(), c"main".as_ptr(), &mut s) })?;
         // From here `Drop` deletes it, also on the errors below.
-        let session = RowSession {
+        let mut session = RowSession {
             s,
+            unkeyed: None,
             conn: PhantomData,
         };
         let mut on: i32 = 1;
         // SAFETY: a live session, before any table is attached (as the option requires),
         // and a pointer to an int.
-        check(unsafe {
+        let rc = unsafe {
             ffi::sqlite3session_object_config(
                 session.s,
                 ffi::SQLITE_SESSION_OBJCONFIG_ROWID,
                 (&mut on as *mut i32).cast::<c_void>(),
             )
-        })?;
-        if on != 1 {
-            return Err(rusqlite::Error::SqliteFailure(
-                ffi::Error::new(ffi::SQLITE_MISUSE),
-                Some("this SQLite cannot record tables without a PRIMARY KEY".into()),
-            ));
+        };
+        // SQLite before 3.44 answers SQLITE_MISUSE (an unknown option).
+        if rc != ffi::SQLITE_OK || on != 1 {
+            // SAFETY: the handle of the connection this session borrows.
+            let record = Unkeyed::new(unsafe { conn.handle() });
+            let ctx: *const Unkeyed = &*record;
+            // SAFETY: a live session; the context outlives it (dropped after the session is
+            // deleted) and the filter never unwinds.
+            unsafe {
+                ffi::sqlite3session_table_filter(
+                    session.s,
+                    Some(unkeyed::filter),
+                    ctx.cast_mut().cast::<c_void>(),
+                );
+            }
+            session.unkeyed = Some(record);
         }
         // SAFETY: a live session; a null table name attaches every table.
         check(unsafe { ffi::sqlite3session_attach(session.s, ptr::null()) })?;
         Ok(session)
+    }
+
+    /// The tables without a `PRIMARY KEY` the transaction wrote to that this SQLite cannot
+    /// record (always empty where it can: SQLite 3.44 or later).
+    pub(super) fn unrecorded_tables(&self) -> Vec<String> {
+        self.unkeyed
+            .as_ref()
+            .map(|u| u.written())
+            .unwrap_or_default()
     }
 
     /// The rows changed so far, as a changeset.
