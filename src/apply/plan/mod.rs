@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::txn::Target;
+use super::change::Target;
 use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::dotgit::dotgitmodules_alias;
