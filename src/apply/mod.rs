@@ -141,19 +141,19 @@ use crate::patch::parse::parse_patch_strip;
 mod change;
 mod fault;
 mod journal;
-mod plan;
 mod recover;
 mod report;
+mod resolver;
 pub mod store;
 mod txn;
 mod undo;
 mod undo_dir;
 
-use plan::Planner;
 pub use report::{
     ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, RecoveredTxn,
     RecoveryAction, RecoveryReport, UndoReport,
 };
+use resolver::Planner;
 pub(crate) use txn::{Defer, IntentHook, SharedSync};
 
 // ------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ fn plan_checked(
 
 /// What the write phase needs of a plan, and what proves the plan still holds.
 struct Plan {
-    ops: Vec<plan::PlanOp>,
+    ops: Vec<resolver::PlanOp>,
     gone_symlinks: crate::fs::relpath::RelPathSet,
     /// Every project path the planner read, with its stamp then (`None`: nothing there).
     read: Vec<(crate::fs::RelPath, Option<project::Stamp>)>,

@@ -46,7 +46,7 @@
 
 use super::change::{sorted_paths, Prune, Target};
 use super::journal::{self, Dirs, ProjectLock};
-use super::plan::PlanOp;
+use super::resolver::PlanOp;
 use super::txn::{self, checked, Finish, TxOp};
 use super::UndoReport;
 use crate::error::{Error, IoContext, Result};

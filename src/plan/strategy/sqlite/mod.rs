@@ -106,7 +106,7 @@ use crate::fs::session_dir;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::{CheckpointSupport, Sandbox};
+use crate::plan::sandbox::{AsAny, CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
 /// Metadata key of the reason a sandbox became `Errored`.
@@ -562,10 +562,6 @@ impl Sandbox for SqliteSandbox {
         Ok(())
     }
 
-    fn as_sqlite(&self) -> Option<&SqliteSandbox> {
-        Some(self)
-    }
-
     /// Opens a connection to the database, attaches a session to all its tables and
     /// begins a deferred transaction.
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
@@ -734,5 +730,13 @@ impl SqliteSandbox {
             *live = None;
         }
         self.reconcile(st)
+    }
+}
+
+impl dyn Sandbox {
+    /// The SQLite sandbox's own interface (statements, savepoints), for a
+    /// `transaction_rollback` sandbox; `None` for every other strategy.
+    pub fn as_sqlite(&self) -> Option<&SqliteSandbox> {
+        <dyn Sandbox as AsAny>::as_any(self).downcast_ref()
     }
 }
