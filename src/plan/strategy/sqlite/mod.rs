@@ -733,10 +733,10 @@ impl SqliteSandbox {
     }
 }
 
-impl dyn Sandbox {
+impl<'a> dyn Sandbox + 'a {
     /// The SQLite sandbox's own interface (statements, savepoints), for a
     /// `transaction_rollback` sandbox; `None` for every other strategy.
     pub fn as_sqlite(&self) -> Option<&SqliteSandbox> {
-        <dyn Sandbox as AsAny>::as_any(self).downcast_ref()
+        <dyn Sandbox + 'a as AsAny>::as_any(self).downcast_ref()
     }
 }
