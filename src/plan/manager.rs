@@ -537,13 +537,13 @@ impl PlanManager {
         plan_id: &str,
         provenance: &crate::session::provenance::Provenance,
     ) -> Result<Vec<CommitResult>, SandboxError> {
-        self.commit_all_with(
-            plan_id,
-            &CommitAllOptions {
-                provenance: provenance.clone(),
-                ..CommitAllOptions::default()
-            },
-        )
+        // Without the feature `fault-injection` the provenance is the only field.
+        #[allow(clippy::needless_update)]
+        let opts = CommitAllOptions {
+            provenance: provenance.clone(),
+            ..CommitAllOptions::default()
+        };
+        self.commit_all_with(plan_id, &opts)
     }
 
     /// [`PlanManager::commit_all`] with [`CommitAllOptions`]: the provenance of the work

@@ -625,7 +625,7 @@ impl Sandbox for SqliteSandbox {
     }
 
     /// Refused: a database sandbox has no files. Use [`SqliteSandbox::execute`] or
-    /// [`SqliteSandbox::with_connection`] (through [`Sandbox::as_sqlite`]).
+    /// [`SqliteSandbox::with_connection`] (through `as_sqlite()` on a `dyn Sandbox`).
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
         Err(self.sandbox_err(format!(
             "refused path {}: a transaction_rollback sandbox has no files; run statements \
