@@ -518,17 +518,6 @@ std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id,
   });
 }
 
-std::vector<CommitResult> SandboxManager::commit_all_failing_at(const std::string& plan_id,
-                                                                std::size_t fail_at) {
-  return call([&] {
-    std::vector<CommitResult> out;
-    for (const auto& r : impl().mgr->commit_all_failing_at(plan_id, fail_at)) {
-      out.push_back(result_of(r));
-    }
-    return out;
-  });
-}
-
 void SandboxManager::rollback_all(const std::string& plan_id) {
   call([&] { impl().mgr->rollback_all(plan_id); });
 }

@@ -592,6 +592,7 @@ fn multi_file_conflict_leaves_tree_byte_identical() {
     assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn failure_at_any_write_step_rolls_back_everything() {
     let repo = Repo::new(rich_base);
@@ -715,6 +716,7 @@ fn undo_refuses_changed_files_unless_forced() {
     assert_same(&exact_fingerprint(project.path()), &before, "tree");
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn undo_record_links_originals_but_copies_shared_files() {
     use std::io::Write;
@@ -1226,6 +1228,7 @@ mod fuzz {
     }
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn directory_and_symlink_typechanges() {
     // A directory becomes a symlink, and a symlink becomes a directory (git detects the

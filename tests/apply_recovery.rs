@@ -4,6 +4,10 @@
 //! undo restores directory mtimes; the undo store lists, drops and prunes; the CLI's errors
 //! name what failed.
 
+// Without the feature `fault-injection` the tests that inject faults are left out, and
+// with them some helpers and imports.
+#![cfg_attr(not(feature = "fault-injection"), allow(unused))]
+
 mod common;
 
 use std::fs;
@@ -100,6 +104,7 @@ fn age_dirs(root: &Path) {
     }
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_crash_at_every_write_step_recovers_to_before_or_after() {
     let patch = patch();
@@ -176,6 +181,7 @@ fn a_crash_at_every_write_step_recovers_to_before_or_after() {
 /// changed since) is rolled back from what is on disk, whatever step it stopped at, the
 /// swapped pairs of files replaced in place included. Simulated by turning each crashed
 /// change's `intent` into `abort`, as recovery does when roll-forward fails.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_crash_rolled_back_from_disk_at_any_step_after_the_intent_is_exactly_before() {
     let patch = patch();
@@ -224,6 +230,7 @@ fn a_crash_rolled_back_from_disk_at_any_step_after_the_intent_is_exactly_before(
     assert!(aborted > 12, "only {aborted} steps after the intent");
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn the_next_apply_or_undo_recovers_first() {
     let patch = patch();
@@ -307,6 +314,7 @@ fn undo_restores_directory_mtimes() {
     assert_eq!(exact_fingerprint(p.path()), before);
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_callers_undo_directory_is_never_deleted() {
     let patch = patch();

@@ -2,6 +2,10 @@
 //! against real directories, `commit_all` with a failure at every position, conflicts,
 //! reopening after the engine went away, threads, boundaries.
 
+// Without the feature `fault-injection` the tests that inject faults are left out, and
+// with them some helpers and imports.
+#![cfg_attr(not(feature = "fault-injection"), allow(unused))]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -307,6 +311,7 @@ fn sandboxes_are_listed_in_creation_order_within_a_millisecond() {
 /// Four sandboxes (three copy_on_write, one none): commit_all with a failure injected at each
 /// position rolls back what it committed, newest first, and every original is byte-identical.
 /// Every project is as `before` (modes, symlinks and contents).
+#[cfg(feature = "fault-injection")]
 fn assert_unchanged(projects: &[tempfile::TempDir], before: &[common::ModeView], fail_at: usize) {
     for (p, b) in projects.iter().zip(before) {
         assert_eq!(
@@ -317,6 +322,7 @@ fn assert_unchanged(projects: &[tempfile::TempDir], before: &[common::ModeView],
     }
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn commit_all_failure_at_every_position_rolls_back_lifo() {
     for fail_at in 0..4 {
@@ -398,6 +404,7 @@ fn edited_sandboxes(mgr: &PlanManager, projects: &[tempfile::TempDir]) -> Vec<St
 /// and every one before it newest first (the one after it may have moved meanwhile, as the
 /// turn passes once a change is placed: then it is undone too), every original ends
 /// byte-identical, and the plan, active again, commits on a second try.
+#[cfg(feature = "fault-injection")]
 fn landed_fault_at_each_position_is_rolled_back(arm: fn(&str), reason_has: &str) {
     for at_pos in 0..3 {
         let root = tempfile::tempdir().unwrap();
@@ -440,6 +447,7 @@ fn landed_fault_at_each_position_is_rolled_back(arm: fn(&str), reason_has: &str)
 /// The same fault on a lone commit, which `fails` (an error, or a panic that reaches the
 /// caller): the sandbox is `Committed` (its change is in the original) and its rollback
 /// undoes it.
+#[cfg(feature = "fault-injection")]
 fn landed_fault_on_a_lone_commit_leaves_it_committed(arm: fn(&str), fails: fn(&dyn Sandbox)) {
     let root = tempfile::tempdir().unwrap();
     let p = project(&[("f.txt", "old\n")]);
@@ -461,9 +469,10 @@ fn landed_fault_on_a_lone_commit_leaves_it_committed(arm: fn(&str), fails: fn(&d
 /// sandbox is settled (`Committed`, its change is in the original) and then undone with the
 /// others. Before, it stayed `Active`, `commit_all`'s rollback passed it by, and the user's
 /// file kept its change under a plan reported rolled back.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
-    let arm = patchbox::plan::record::panic_after_next_landing;
+    let arm = patchbox::plan::fault::panic_after_next_landing;
     landed_fault_at_each_position_is_rolled_back(arm, "panicked");
     landed_fault_on_a_lone_commit_leaves_it_committed(arm, |sb| {
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
@@ -475,9 +484,10 @@ fn a_commit_that_panics_after_landing_is_settled_and_rolled_back() {
 /// written (a full disk, an I/O error) is a failure that must still be undone: before,
 /// the sandbox stayed `Active` in memory, `commit_all`'s rollback passed it by, and the
 /// user's files kept its change under a plan reported rolled back.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
-    let arm = patchbox::plan::record::fail_next_committed_state_write;
+    let arm = patchbox::plan::fault::fail_next_committed_state_write;
     landed_fault_at_each_position_is_rolled_back(arm, "injected failure");
     landed_fault_on_a_lone_commit_leaves_it_committed(arm, |sb| {
         let e = sb.commit(None).unwrap_err();
@@ -488,6 +498,7 @@ fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
 /// The documented algorithm's step 5: a sandbox-level failure (here a commit refused at
 /// the second of three sandboxes) is rolled back and returned as the one failed
 /// `CommitResult` — not raised — naming the sandbox, the reason, and the ids undone.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_sandbox_level_failure_is_the_one_failed_result() {
     let root = tempfile::tempdir().unwrap();

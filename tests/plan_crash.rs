@@ -155,6 +155,7 @@ fn commit_all_killed_at_random_moments_is_all_or_nothing() {
     eprintln!("plan_crash: {saw_before} trials ended before, {saw_after} after");
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_crash_between_commits_rolls_the_plan_back() {
     let dir = tempfile::tempdir().unwrap();

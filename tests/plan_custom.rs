@@ -393,6 +393,7 @@ fn a_custom_sandbox_commits_beside_a_builtin_one() {
     assert!(kv_impl.sandboxes.lock().is_empty());
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_later_failure_undoes_the_custom_commit_lifo() {
     let (kv_impl, reg) = kv_registry();

@@ -782,6 +782,7 @@ fn a_repository_resource_defaults_to_git_worktree_and_is_shared_by_its_directori
 
 /// A commit that moved the user's branch but could not write its `Committed` state is
 /// reported as failed and is `Committed` all the same: its rollback brings the branch back.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
     let f = fixture();
@@ -791,7 +792,7 @@ fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
         .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
         .unwrap();
     fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"changed\n").unwrap();
-    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
+    patchbox::plan::fault::fail_next_committed_state_write(sb.sandbox_id());
     let e = sb.commit(None).unwrap_err();
     assert!(e.to_string().contains("injected failure"), "{e}");
     assert_eq!(sb.status(), Status::Committed);
@@ -813,6 +814,7 @@ fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
 /// A panic after the commit moved the user's branch, before the status said so: the panic
 /// reaches the caller, the sandbox is settled as `Committed` (the branch did move), and
 /// its rollback brings the files back. In `commit_all` the plan is rolled back whole.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_commit_that_panics_after_landing_is_settled() {
     let f = fixture();
@@ -821,7 +823,7 @@ fn a_commit_that_panics_after_landing_is_settled() {
         .get_or_create_sandbox("p", "repo", &f.repo, Strategy::GitWorktree)
         .unwrap();
     fs::write(sb.get_path(Path::new("a.txt")).unwrap(), b"changed\n").unwrap();
-    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    patchbox::plan::fault::panic_after_next_landing(sb.sandbox_id());
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
     assert!(caught.is_err(), "the injected panic reaches the caller");
     assert_eq!(sb.status(), Status::Committed);
@@ -833,7 +835,7 @@ fn a_commit_that_panics_after_landing_is_settled() {
     // active again on its next use, its changes kept.)
     sb.get_path(Path::new("")).unwrap();
     assert_eq!(sb.status(), Status::Active);
-    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    patchbox::plan::fault::panic_after_next_landing(sb.sandbox_id());
     match mgr.commit_all("p") {
         Err(SandboxError::AtomicCommit {
             rolled_back_ids, ..

@@ -779,12 +779,13 @@ fn undo_refused_when_a_table_is_gone_or_changed_shape() {
 
 /// A `COMMIT` that went through but whose `Committed` state could not be written is
 /// reported as failed and is `Committed` all the same: its rollback undoes the rows.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
     let f = fixture();
     let sb = sandbox(&f);
     act(&*sb);
-    patchbox::plan::record::fail_next_committed_state_write(sb.sandbox_id());
+    patchbox::plan::fault::fail_next_committed_state_write(sb.sandbox_id());
     let e = sb.commit(None).unwrap_err();
     assert!(e.to_string().contains("injected failure"), "{e}");
     assert_eq!(sb.status(), Status::Committed);
@@ -796,12 +797,13 @@ fn a_landed_commit_whose_state_cannot_be_written_is_committed_and_rolls_back() {
 /// A panic right after `COMMIT` went through, before the status said so: the panic reaches
 /// the caller, the sandbox is settled as `Committed` (its changeset's inverse applies) and
 /// its rollback undoes the rows. Before, it stayed `Active` with the commit in flight.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_commit_that_panics_after_landing_is_settled() {
     let f = fixture();
     let sb = sandbox(&f);
     act(&*sb);
-    patchbox::plan::record::panic_after_next_landing(sb.sandbox_id());
+    patchbox::plan::fault::panic_after_next_landing(sb.sandbox_id());
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.commit(None)));
     assert!(caught.is_err(), "the injected panic reaches the caller");
     assert_eq!(sb.status(), Status::Committed);

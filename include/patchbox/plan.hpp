@@ -565,10 +565,6 @@ class SandboxManager {
   /// `provenance.started_ms` and `provenance.ended_ms` (the fields that are set).
   /// @throws AtomicCommitError as commit_all().
   std::vector<CommitResult> commit_all(const std::string& plan_id, const Provenance& provenance);
-  /// Test hook (the Rust `commit_all_with`): commit_all() where the commit at position
-  /// @p fail_at fails as a conflict would, after the pre-check, so the compensation runs.
-  /// Not for production use.
-  std::vector<CommitResult> commit_all_failing_at(const std::string& plan_id, std::size_t fail_at);
   /// Rolls back every Active and Committed sandbox of the plan; the first error is thrown
   /// after trying them all.
   void rollback_all(const std::string& plan_id);

@@ -22,7 +22,7 @@ use crate::boundary::Resource;
 use crate::errors::{
     plan_err, SandboxCommitError, SandboxCreationError, SandboxError_, SandboxRollbackError,
 };
-use crate::plan::default_root;
+use crate::plan_model::default_root;
 use crate::plan_model::{ref_of, ref_record, DiffEntry, DiffView};
 
 /// A built-in strategy through the strategy protocol.

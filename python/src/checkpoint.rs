@@ -19,8 +19,9 @@ use patchbox::plan::checkpoint::{Checkpoint, CheckpointManager as RsCheckpoints}
 use patchbox::plan::SandboxError;
 
 use crate::errors::plan_err;
-use crate::plan::{Sandbox, SandboxManager};
+use crate::plan::SandboxManager;
 use crate::plan_model::{datetime, path_str, record};
+use crate::sandbox::Sandbox;
 
 /// A Rust checkpoint as the `SandboxCheckpoint` record (`patchbox._records`).
 fn checkpoint_record(py: Python<'_>, c: Checkpoint) -> PyResult<Py<PyAny>> {

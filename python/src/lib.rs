@@ -22,6 +22,7 @@ mod custom;
 mod phases;
 mod plan;
 mod plan_model;
+mod sandbox;
 mod sql;
 mod strategies;
 // session layer
@@ -38,8 +39,8 @@ mod sessions;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // plan layer (plan.rs, checkpoint.rs, custom.rs)
-    plan::register(m)?;
+    // plan layer (plan.rs, sandbox.rs, checkpoint.rs, custom.rs, ...)
+    register_plan(m)?;
     // session layer (session.rs, apply.rs)
     delegation::register(m)?;
     session::register(m)?;
@@ -48,5 +49,30 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     apply::register(m)?;
     pending::register(m)?;
     review::register(m)?;
+    Ok(())
+}
+
+/// Registers the plan layer's classes (each file's own).
+fn register_plan(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<crate::plan_model::SandboxStatus>()?;
+    m.add_class::<crate::plan_model::SandboxStrategy>()?;
+    m.add_class::<crate::plan_model::SnapshotInfo>()?;
+    m.add_class::<crate::plan_model::DiffEntry>()?;
+    m.add_class::<crate::plan_model::SandboxDiff>()?;
+    m.add_class::<crate::plan_model::DiffView>()?;
+    m.add_class::<crate::boundary::Resource>()?;
+    m.add_class::<crate::boundary::ResourceRegistry>()?;
+    m.add_class::<sandbox::Sandbox>()?;
+    crate::strategies::register(m)?;
+    m.add_class::<plan::SandboxManager>()?;
+    m.add_class::<crate::checkpoint::CheckpointManager>()?;
+    m.add_class::<crate::custom::StrategyRegistry>()?;
+    m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
+    m.add_class::<crate::phases::PhaseRunner>()?;
+    // The protocol's operations, in order: the one list Python strategies are checked against.
+    m.add(
+        "STRATEGY_OPERATIONS",
+        patchbox::plan::custom::OPERATIONS.to_vec(),
+    )?;
     Ok(())
 }

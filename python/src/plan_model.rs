@@ -515,3 +515,14 @@ pub(crate) fn ref_of(r: &Bound<'_, PyAny>) -> PyResult<patchbox::plan::custom::S
         metadata,
     })
 }
+
+/// The default root: `$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`.
+pub(crate) fn default_root() -> PyResult<std::path::PathBuf> {
+    patchbox::session::layout::default_root().map_err(|e| {
+        plan_err(patchbox::plan::SandboxError::from_lower(
+            None,
+            "default root",
+            e,
+        ))
+    })
+}

@@ -15,7 +15,7 @@ use pyo3::PyClassInitializer;
 
 use patchbox::plan::{PlanManager, Sandbox as RsSandbox, Strategy};
 
-use crate::plan::Sandbox;
+use crate::sandbox::Sandbox;
 
 /// A sandbox of the `none` strategy: writes go to the original; nothing to roll back.
 #[pyclass(frozen, extends = Sandbox, module = "patchbox._native")]

@@ -138,18 +138,22 @@ use crate::fs::project;
 use crate::patch::model::Patch;
 use crate::patch::parse::parse_patch_strip;
 
+mod change;
+mod fault;
 mod journal;
-mod plan;
+mod recover;
 mod report;
+mod resolver;
 pub mod store;
 mod txn;
 mod undo;
+mod undo_dir;
 
-pub use journal::{RecoveredTxn, RecoveryAction, RecoveryReport};
-use plan::Planner;
 pub use report::{
-    ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, UndoReport,
+    ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, RecoveredTxn,
+    RecoveryAction, RecoveryReport, UndoReport,
 };
+use resolver::Planner;
 pub(crate) use txn::{Defer, IntentHook, SharedSync};
 
 // ------------------------------------------------------------------------------------------
@@ -210,7 +214,7 @@ pub fn apply_parsed(
     // A write holds the project lock from before the recovery to the end of the write phase:
     // what is planned is what recovery left, and no other apply runs meanwhile.
     let _lock = journal::ProjectLock::acquire(&root)?;
-    let recovery = journal::recover_locked(&root)?;
+    let recovery = recover::recover_locked(&root)?;
     Ok(write_planned(&root, patch, opts, recovery, Defer::No)?.0)
 }
 
@@ -242,7 +246,7 @@ fn plan_checked(
     patch: &Patch,
     opts: &ApplyOptions,
 ) -> Result<(ApplyReport, Option<Plan>)> {
-    let pending = journal::pending(root)?;
+    let pending = recover::pending(root)?;
     let (mut report, plan) = plan(root, patch, opts)?;
     if !pending.is_empty() {
         report.warnings.push(format!(
@@ -257,7 +261,7 @@ fn plan_checked(
 
 /// What the write phase needs of a plan, and what proves the plan still holds.
 struct Plan {
-    ops: Vec<plan::PlanOp>,
+    ops: Vec<resolver::PlanOp>,
     gone_symlinks: crate::fs::relpath::RelPathSet,
     /// Every project path the planner read, with its stamp then (`None`: nothing there).
     read: Vec<(crate::fs::RelPath, Option<project::Stamp>)>,
@@ -364,12 +368,9 @@ fn write_plan(
     let log = txn::commit(
         root,
         &tx_ops,
-        &txn::Prune::EmptiedParents,
+        &change::Prune::EmptiedParents,
         &BTreeMap::new(),
-        txn::Fault {
-            fail_after: opts.fail_after_steps,
-            crash_after: opts.crash_after_steps,
-        },
+        fault::Fault::from_options(opts),
         record,
         &finish,
     )?;
@@ -483,7 +484,7 @@ impl CheckedApply {
         }
         let root = self.root;
         let lock = journal::ProjectLock::acquire(&root)?;
-        let recovery = journal::recover_locked(&root)?;
+        let recovery = recover::recover_locked(&root)?;
         let (report, unfinished) = match self.plan {
             Some(plan) if same_opts && recovery.recovered.is_empty() => {
                 if still_holds(&root, &plan)? {
@@ -635,7 +636,7 @@ impl Deferred {
 pub fn recover_project(project_dir: impl AsRef<Path>) -> Result<RecoveryReport> {
     let root = project_root(project_dir.as_ref())?;
     let _lock = journal::ProjectLock::acquire(&root)?;
-    journal::recover_locked(&root)
+    recover::recover_locked(&root)
 }
 
 /// A `preimages` directory must exist: a mistyped path must not silently disable merging.

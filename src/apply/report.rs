@@ -9,7 +9,6 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::journal::RecoveryReport;
 use crate::fs::relpath::RelPath;
 
 /// How to apply a patch.
@@ -40,12 +39,15 @@ pub struct ApplyOptions {
     /// Allow the patch to create symlinks that point outside the project (absolute targets
     /// or too many `..`). Off by default: such a symlink is refused.
     pub allow_outside_symlinks: bool,
-    /// Testing aid: make the write phase fail after this many file system steps, to exercise
-    /// the rollback.
+    /// Testing aid (feature `fault-injection`): make the write phase fail after this many
+    /// file system steps, to exercise the rollback.
+    #[cfg(feature = "fault-injection")]
     #[doc(hidden)]
     pub fail_after_steps: Option<usize>,
-    /// Testing aid: make the write phase stop dead after this many steps, leaving what a
-    /// kill -9 would leave (nothing rolled back), for [`recover_project`](super::recover_project).
+    /// Testing aid (feature `fault-injection`): make the write phase stop dead after this
+    /// many steps, leaving what a kill -9 would leave (nothing rolled back), for
+    /// [`recover_project`](super::recover_project).
+    #[cfg(feature = "fault-injection")]
     #[doc(hidden)]
     pub crash_after_steps: Option<usize>,
 }
@@ -59,7 +61,9 @@ impl Default for ApplyOptions {
             undo_dir: None,
             strip: 1,
             allow_outside_symlinks: false,
+            #[cfg(feature = "fault-injection")]
             fail_after_steps: None,
+            #[cfg(feature = "fault-injection")]
             crash_after_steps: None,
         }
     }
@@ -255,4 +259,76 @@ pub struct UndoReport {
     pub warnings: Vec<String>,
     /// What the recovery run before the undo found (see [`ApplyReport::recovery`]).
     pub recovery: RecoveryReport,
+}
+
+/// What recovery did to one interrupted transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryAction {
+    /// It had not reached its intent (or was failing): the project is as before it.
+    RolledBack,
+    /// Its intent was durable: recovery completed it.
+    RolledForward,
+    /// It was complete; only its staging directory was left to remove.
+    CleanedUp,
+}
+
+/// One interrupted transaction found in the project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredTxn {
+    /// The staging directory's name in the project root (`.patchbox-txn-…`).
+    pub name: String,
+    /// What was done.
+    pub action: RecoveryAction,
+}
+
+/// The result of [`recover_project`](super::recover_project).
+///
+/// ```
+/// let project = tempfile::tempdir().unwrap();
+/// let r = patchbox::apply::recover_project(project.path()).unwrap();
+/// assert!(r.is_empty());
+/// assert_eq!(r.to_string(), "nothing to recover");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The interrupted transactions, in the order they were recovered.
+    pub recovered: Vec<RecoveredTxn>,
+    /// Non-fatal notes (e.g. an undo record that could not be marked complete).
+    pub warnings: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// True when there was nothing to recover.
+    pub fn is_empty(&self) -> bool {
+        self.recovered.is_empty() && self.warnings.is_empty()
+    }
+}
+
+impl fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("nothing to recover");
+        }
+        let mut first = true;
+        for r in &self.recovered {
+            if !first {
+                writeln!(f)?;
+            }
+            first = false;
+            let what = match r.action {
+                RecoveryAction::RolledBack => "rolled back (the project is as before it)",
+                RecoveryAction::RolledForward => "completed (the project is as after it)",
+                RecoveryAction::CleanedUp => "was complete; cleaned up",
+            };
+            write!(f, "interrupted apply/undo {}: {what}", r.name)?;
+        }
+        for w in &self.warnings {
+            if !first {
+                writeln!(f)?;
+            }
+            first = false;
+            write!(f, "warning: {w}")?;
+        }
+        Ok(())
+    }
 }

@@ -19,29 +19,16 @@
 //! [`journal`](super::journal) (its module doc has the state machine); [`roll_forward`]
 //! and [`finish_cleanup`] are the pieces recovery shares with a normal commit.
 
+use super::change::{sorted_paths, Prune, Target};
+use super::fault::Fault;
 use super::journal::{staged_matches, Begin, DirInfo, Dirs, Intent, JAfter, JOp, STAGE_PREFIX};
 use crate::error::{Error, IoContext, Result};
-use crate::fs::project::{self, Data, ProjectPath, Stamp};
+use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What the write phase must make of one path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Target {
-    Absent,
-    File {
-        data: Data,
-        perm: u32,
-        mtime: Option<(i64, i64)>,
-    },
-    Symlink {
-        target: Vec<u8>,
-        mtime: Option<(i64, i64)>,
-    },
-}
 
 /// One path to change.
 pub(crate) struct TxOp {
@@ -51,16 +38,6 @@ pub(crate) struct TxOp {
     /// True when a directory is there now (it must be emptied by other ops).
     pub before_is_dir: bool,
     pub after: Target,
-}
-
-/// Which directories to remove once they are empty.
-#[derive(Clone, Debug)]
-pub(crate) enum Prune {
-    /// Parents emptied by removals (what `git apply` does).
-    EmptiedParents,
-    /// Only these (undo: the directories the apply created), in path order, each once
-    /// ([`sorted_paths`]).
-    Only(Vec<RelPath>),
 }
 
 /// What the write phase has to say besides success.
@@ -323,15 +300,6 @@ pub(crate) fn dirs_above<'a>(paths: impl IntoIterator<Item = &'a RelPath>) -> Ve
     out
 }
 
-/// `paths` in path order, each once. Paths read in that order already (a list from a
-/// journal or a record) are sorted in one pass, and duplicates are found by their bytes,
-/// not component by component.
-pub(crate) fn sorted_paths(mut paths: Vec<RelPath>) -> Vec<RelPath> {
-    paths.sort();
-    paths.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
-    paths
-}
-
 /// `sorted` (in path order) holds a path below `dir`.
 fn any_below(sorted: &[&RelPath], dir: &RelPath) -> bool {
     // What is below `dir` sorts right after `dir` itself.
@@ -372,14 +340,6 @@ pub(crate) struct Recorded {
     /// The blob id of each file op's new contents, which the record holds too: the
     /// journal's intent takes it from here instead of hashing the contents a second time.
     pub oids: Vec<Option<String>>,
-}
-
-/// Test faults: fail (and roll back) after the n-th step, or stop dead after it, as a
-/// kill -9 would (nothing rolled back; recovery's job).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Fault {
-    pub fail_after: Option<usize>,
-    pub crash_after: Option<usize>,
 }
 
 /// Records a completed write step (and injects test failures).
@@ -567,7 +527,7 @@ fn roll_back_journal(
     }
     if failures.is_empty() {
         if let Some((dir, created)) = &begin.record {
-            if let Err(re) = super::undo::discard_record(dir, *created) {
+            if let Err(re) = super::undo_dir::discard_record(dir, *created) {
                 failures.push(re.to_string());
             }
         }
@@ -793,22 +753,11 @@ where
     F: FnOnce(&Dirs) -> Result<Recorded> + Send,
 {
     let mut steps = 0usize;
-    // Records a completed step; the fault injection for tests fails after the n-th one.
+    // Records a completed step; a test build may inject a fault after the n-th one.
     let mut tick = |journal: &mut Vec<Step>, s: Option<Step>| -> Result<()> {
         journal.extend(s);
         steps += 1;
-        if fault.crash_after.is_some_and(|n| steps >= n) {
-            crashed.set(true);
-            return Err(Error::ApplyFailed(format!(
-                "injected crash after {steps} steps"
-            )));
-        }
-        if fault.fail_after.is_some_and(|n| steps >= n) {
-            return Err(Error::ApplyFailed(format!(
-                "injected failure after {steps} steps"
-            )));
-        }
-        Ok(())
+        fault.after_step(steps, crashed)
     };
 
     // 1. STAGING: the journal's `begin`, then the new contents (and the undo record

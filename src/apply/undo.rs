@@ -44,9 +44,10 @@
 //! lines, `rmdir <hex path> <perm> <s> <ns>` lines appended after the apply, no `applied`
 //! marker) are still undone.
 
+use super::change::{sorted_paths, Prune, Target};
 use super::journal::{self, Dirs, ProjectLock};
-use super::plan::PlanOp;
-use super::txn::{self, checked, Finish, Prune, Target, TxOp};
+use super::resolver::PlanOp;
+use super::txn::{self, checked, Finish, TxOp};
 use super::UndoReport;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
@@ -235,27 +236,6 @@ pub(super) fn check_usable(dir: &Path) -> Result<()> {
     }
 }
 
-/// Removes what an apply that did not happen wrote to its undo record: the whole
-/// directory if the library created it, else only the record's own files (the caller's
-/// directory stays).
-pub(crate) fn discard_record(dir: &Path, created: bool) -> Result<()> {
-    let gone = |r: std::io::Result<()>, what: &Path| match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::io("remove undo record", what, e))
-        }
-        _ => Ok(()),
-    };
-    if created {
-        return gone(std::fs::remove_dir_all(dir), dir);
-    }
-    for f in ["record", "record.tmp", "applied"] {
-        let p = dir.join(f);
-        gone(std::fs::remove_file(&p), &p)?;
-    }
-    let blobs = dir.join("blobs");
-    gone(std::fs::remove_dir_all(&blobs), &blobs)
-}
-
 /// True once the apply that wrote the record at `dir` is complete (version 1 records,
 /// kept only by completed applies, always are).
 pub(crate) fn is_applied(dir: &Path) -> bool {
@@ -380,7 +360,7 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
             _ => return Err(bad(dir, "unknown line")),
         }
     }
-    rec.mkdirs = txn::sorted_paths(mkdirs);
+    rec.mkdirs = sorted_paths(mkdirs);
     rec.dirs = dirs.into_iter().collect();
     Ok(rec)
 }
@@ -399,7 +379,7 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
 pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoReport> {
     let root = super::project_root(project_dir)?;
     let _lock = ProjectLock::acquire(&root)?;
-    let recovery = journal::recover_locked(&root)?;
+    let recovery = super::recover::recover_locked(&root)?;
     let rec_path = dir.join("record");
     let text = std::fs::read(&rec_path).map_err(|e| Error::io("read undo record", &rec_path, e))?;
     let text = String::from_utf8(text).map_err(|_| bad(dir, "not text"))?;
@@ -527,7 +507,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         &ops,
         &Prune::Only(rec.mkdirs.clone()),
         &rec.dirs,
-        txn::Fault::default(),
+        super::fault::Fault::default(),
         txn::NO_RECORD,
         &finish,
     )?;

@@ -37,7 +37,9 @@ pub enum PlanCmd {
     Commit {
         /// The plan.
         plan: String,
-        /// Test hook of the kill harness: abort before the commit at this position.
+        /// Test fault of the kill harness: abort before the commit at this position (only in
+        /// a build with the feature `fault-injection`).
+        #[cfg(feature = "fault-injection")]
         #[arg(long, hide = true)]
         crash_before: Option<usize>,
         /// Print the commit results as JSON (docs/json.md).
@@ -152,10 +154,12 @@ pub fn run(root: PathBuf, cmd: PlanCmd, view: View) -> Result<ExitCode, SandboxE
         }
         PlanCmd::Commit {
             plan,
+            #[cfg(feature = "fault-injection")]
             crash_before,
             json,
         } => {
             let opts = patchbox::plan::manager::CommitAllOptions {
+                #[cfg(feature = "fault-injection")]
                 crash_before,
                 ..Default::default()
             };

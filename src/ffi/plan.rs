@@ -41,7 +41,6 @@ use crate::plan::checkpoint::{Checkpoint, CheckpointManager};
 use crate::plan::custom::{
     DiffView, OpResult, SandboxRef, StrategyFailure, StrategyProtocol, StrategyRegistry,
 };
-use crate::plan::manager::CommitAllOptions;
 use crate::plan::CheckpointSupport;
 use crate::plan::DiffEntry;
 use crate::plan::{
@@ -250,12 +249,6 @@ mod bridge {
             self: &PlanMgr,
             plan_id: &str,
             provenance: &FfiCommitProvenance,
-        ) -> Result<Vec<FfiCommitResult>>;
-        /// `commit_all_with` (test hook): the commit at `fail_at` fails.
-        fn commit_all_failing_at(
-            self: &PlanMgr,
-            plan_id: &str,
-            fail_at: usize,
         ) -> Result<Vec<FfiCommitResult>>;
         fn rollback_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
         fn cleanup_all(self: &PlanMgr, plan_id: &str) -> Result<()>;
@@ -779,21 +772,6 @@ impl PlanMgr {
         };
         guarded(|| {
             let results = plan(self.get()?.commit_all_as(plan_id, &provenance))?;
-            Ok(results.into_iter().map(result_out).collect())
-        })
-    }
-
-    fn commit_all_failing_at(
-        &self,
-        plan_id: &str,
-        fail_at: usize,
-    ) -> Result<Vec<bridge::FfiCommitResult>, String> {
-        guarded(|| {
-            let opts = CommitAllOptions {
-                fail_at: Some(fail_at),
-                ..CommitAllOptions::default()
-            };
-            let results = plan(self.get()?.commit_all_with(plan_id, &opts))?;
             Ok(results.into_iter().map(result_out).collect())
         })
     }

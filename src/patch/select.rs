@@ -124,14 +124,14 @@ pub enum SelectError {
     Empty,
     /// The patch text could not be read, or a pre-image could not.
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
 }
 
 /// A file's pre-image: its git mode and contents (or link target).
 pub type Preimage = (u32, Vec<u8>);
 
 /// Reads the pre-image of a path (`None`: none stored).
-pub type PreimageReader<'a> = &'a dyn Fn(&RelPath) -> crate::Result<Option<Preimage>>;
+pub type PreimageReader<'a> = &'a dyn Fn(&RelPath) -> crate::error::Result<Option<Preimage>>;
 
 /// A patch cut in two.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -206,6 +206,29 @@ impl SandboxError {
     }
 }
 
+/// The lifecycle table as an error. It lives with the errors rather than beside the table
+/// (`plan/status.rs`) so that the status, which the errors name, stays below them.
+///
+/// ```
+/// use patchbox::plan::Status;
+/// let refused = Status::assert_transition(Status::Pending, Status::Committed).unwrap_err();
+/// assert!(refused.to_string().contains("pending -> committed"));
+/// ```
+impl Status {
+    /// [`Status::can_transition`] as an error: [`SandboxError::State`] naming both statuses.
+    pub fn assert_transition(from: Status, to: Status) -> Result<(), SandboxError> {
+        if Status::can_transition(from, to) {
+            Ok(())
+        } else {
+            Err(SandboxError::State {
+                sandbox_id: None,
+                from,
+                to,
+            })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

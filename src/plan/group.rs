@@ -50,7 +50,9 @@ struct State {
     turn: usize,
     /// Set once a member failed: the members after it must not move anything.
     refused: Option<String>,
-    /// Test hook: the process aborts when this member's turn comes.
+    /// Test fault (feature `fault-injection`): the process aborts when this member's turn
+    /// comes.
+    #[cfg(feature = "fault-injection")]
     crash_at: Option<usize>,
 }
 
@@ -62,8 +64,9 @@ pub struct CommitGroup {
 }
 
 impl CommitGroup {
-    /// A group of `members` members. `crash_at` (a test hook) aborts the process when that
-    /// member's turn to move its originals comes.
+    /// A group of `members` members. `crash_at` (a test fault, acted on only with the
+    /// feature `fault-injection`) aborts the process when that member's turn to move its
+    /// originals comes.
     pub fn new(members: usize, crash_at: Option<usize>) -> Arc<CommitGroup> {
         let g = Arc::new(CommitGroup {
             members,
@@ -76,13 +79,17 @@ impl CommitGroup {
                 synced: None,
                 turn: 0,
                 refused: None,
+                #[cfg(feature = "fault-injection")]
                 crash_at,
             }),
             cv: Condvar::new(),
         });
+        #[cfg(feature = "fault-injection")]
         if crash_at == Some(0) {
             std::process::abort();
         }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = crash_at;
         g
     }
 
@@ -142,6 +149,7 @@ impl CommitGroup {
                 None => break,
             }
             st.turn += 1;
+            #[cfg(feature = "fault-injection")]
             if st.crash_at == Some(st.turn) {
                 std::process::abort();
             }

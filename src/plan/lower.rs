@@ -28,7 +28,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::model::unix_millis;
-use super::strategy::tree_base::{self, TreeBase};
+use super::strategy::tree_base::{load as load_tree_base, take as take_tree_base, TreeBase};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
 use crate::tree::snapshot::{Node, NodeKind};
@@ -104,7 +104,7 @@ pub(crate) fn prepare(
     std::fs::create_dir(&tmp).map_err(|e| io("create directory", &tmp, e))?;
     let made = (|| {
         let sd = SessionDir::open(&tmp)?;
-        let (base, _) = tree_base::take(original, &sd.join(Path::new(BASE))?, exclude)?;
+        let (base, _) = take_tree_base(original, &sd.join(Path::new(BASE))?, exclude)?;
         session_dir::write_atomic(&sd.join(Path::new(NODES))?, &encode_nodes(&base.nodes))?;
         let info = SnapshotInfo {
             id: id.clone(),
@@ -122,7 +122,7 @@ pub(crate) fn prepare(
     let (mut info, mut base) = match made {
         Ok(x) => x,
         Err(e) => {
-            let _ = super::strategy::remove_dir(&tmp);
+            let _ = session_dir::remove_dir_tree(&tmp);
             return Err(e);
         }
     };
@@ -188,12 +188,12 @@ pub(crate) fn load_base(lowers: &Path, id: &str) -> Result<TreeBase, crate::Erro
     {
         return Ok(TreeBase { dir, nodes });
     }
-    tree_base::load(&dir)
+    load_tree_base(&dir)
 }
 
 /// Removes snapshot `id` (ready or not).
 pub(crate) fn remove(lowers: &Path, name: &str) -> Result<(), crate::Error> {
-    super::strategy::remove_dir(&lowers.join(name))
+    session_dir::remove_dir_tree(&lowers.join(name))
 }
 
 /// Sweeps `lowers` (the caller holds the exclusive [`lock`]): removes the snapshots `referenced` does not

@@ -537,16 +537,17 @@ impl PlanManager {
         plan_id: &str,
         provenance: &crate::session::provenance::Provenance,
     ) -> Result<Vec<CommitResult>, SandboxError> {
-        self.commit_all_with(
-            plan_id,
-            &CommitAllOptions {
-                provenance: provenance.clone(),
-                ..CommitAllOptions::default()
-            },
-        )
+        // Without the feature `fault-injection` the provenance is the only field.
+        #[allow(clippy::needless_update)]
+        let opts = CommitAllOptions {
+            provenance: provenance.clone(),
+            ..CommitAllOptions::default()
+        };
+        self.commit_all_with(plan_id, &opts)
     }
 
-    /// [`PlanManager::commit_all`] with test hooks.
+    /// [`PlanManager::commit_all`] with [`CommitAllOptions`]: the provenance of the work
+    /// (and, with the feature `fault-injection`, the test faults).
     #[doc(hidden)]
     pub fn commit_all_with(
         &self,
@@ -621,14 +622,14 @@ impl PlanManager {
             if failure.is_some() {
                 break;
             }
+            #[cfg(feature = "fault-injection")]
             if opts.crash_before == Some(i) {
-                // Test hook: the process dies here, journal in place.
+                // Test fault: the process dies here, journal in place.
                 std::process::abort();
             }
-            let r = if opts.fail_at == Some(i) {
-                Err(injected_failure(s))
-            } else {
-                commit_caught(s, &message, &mut batch)
+            let r = match opts.injected_failure(i, s) {
+                Some(e) => Err(e),
+                None => commit_caught(s, &message, &mut batch),
             };
             match r {
                 Ok(res) => results.push(res),
@@ -1004,16 +1005,42 @@ impl ResourceSandbox {
     }
 }
 
-/// Test hooks of [`PlanManager::commit_all_with`].
+/// The options of [`PlanManager::commit_all_with`].
 #[doc(hidden)]
 #[derive(Clone, Debug, Default)]
 pub struct CommitAllOptions {
-    /// The commit at this position fails (as a conflict would).
+    /// Test fault (feature `fault-injection`): the commit at this position fails (as a
+    /// conflict would).
+    #[cfg(feature = "fault-injection")]
     pub fail_at: Option<usize>,
-    /// The process aborts before the commit at this position.
+    /// Test fault (feature `fault-injection`): the process aborts before the commit at this
+    /// position.
+    #[cfg(feature = "fault-injection")]
     pub crash_before: Option<usize>,
     /// What produced the work, into each result's metadata.
     pub provenance: crate::session::provenance::Provenance,
+}
+
+impl CommitAllOptions {
+    /// The failure injected into the commit at position `i` (`s`'s), if any; never one
+    /// without the feature `fault-injection`.
+    fn injected_failure(&self, i: usize, s: &Arc<dyn Sandbox>) -> Option<SandboxError> {
+        #[cfg(feature = "fault-injection")]
+        if self.fail_at == Some(i) {
+            return Some(super::fault::commit_failure(s.sandbox_id()));
+        }
+        let _ = (i, s);
+        None
+    }
+
+    /// Where the process is to abort (before the commit at that position); never without
+    /// the feature `fault-injection`.
+    fn crash_point(&self) -> Option<usize> {
+        #[cfg(feature = "fault-injection")]
+        return self.crash_before;
+        #[cfg(not(feature = "fault-injection"))]
+        None
+    }
 }
 
 /// Removes the directory of `plan`'s plan when no sandbox is left in it (its lock file too:
@@ -1159,7 +1186,7 @@ fn commit_group(
     message: &str,
     opts: &CommitAllOptions,
 ) -> Vec<(Result<CommitResult, SandboxError>, CommitBatch)> {
-    let group = CommitGroup::new(members.len(), opts.crash_before);
+    let group = CommitGroup::new(members.len(), opts.crash_point());
     // The members commit under the caller's plan lock.
     let lent = super::lock::lend();
     std::thread::scope(|scope| {
@@ -1172,10 +1199,9 @@ fn commit_group(
                 scope.spawn(move || {
                     let _held = lent.enter();
                     let mut batch = CommitBatch::member(group.hook(i));
-                    let r = if opts.fail_at == Some(i) {
-                        Err(injected_failure(s))
-                    } else {
-                        commit_caught(s, message, &mut batch)
+                    let r = match opts.injected_failure(i, s) {
+                        Some(e) => Err(e),
+                        None => commit_caught(s, message, &mut batch),
                     };
                     group.done(i, r.is_ok());
                     (r, batch)
@@ -1215,14 +1241,4 @@ fn commit_caught(
             reason: "the commit panicked".into(),
         })
     })
-}
-
-/// `commit_all_with`'s injected failure of `s` (as a conflict would fail it).
-fn injected_failure(s: &Arc<dyn Sandbox>) -> SandboxError {
-    SandboxError::Commit {
-        sandbox_id: s.sandbox_id().to_string(),
-        reason: "injected failure".into(),
-        files: vec![],
-        source: None,
-    }
 }

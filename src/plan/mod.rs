@@ -59,6 +59,7 @@
 //! | [`checkpoint`] | checkpoints (deduplicated, proportional to change) and rollback to them |
 //! | [`custom`] | custom strategies: the protocol, the registry, shared-library modules |
 //! | [`phases`] | the Execute and Apply phase hooks (checkpoint, run, roll back on failure) |
+//! | `fault` | test faults of commits (only with the feature `fault-injection`) |
 //!
 //! The plan layer sits above [`crate::apply`] (commits go through the atomic 3-way apply and
 //! its undo records) and [`crate::tree`] (snapshots and diffs); nothing below imports it.
@@ -69,6 +70,8 @@ pub mod boundary;
 pub mod checkpoint;
 pub mod custom;
 pub mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod group;
 pub mod journal;
 pub mod lock;

@@ -168,39 +168,6 @@ impl std::ops::DerefMut for MaybeOp<'_> {
     }
 }
 
-/// Test hook: sandboxes whose next write of a `Committed` state fails.
-static FAIL_COMMITTED_STATE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Test hook: the next write of sandbox `sandbox_id`'s state as `Committed` fails, as a full
-/// disk or an I/O error would, after its commit's change is in the original.
-#[doc(hidden)]
-pub fn fail_next_committed_state_write(sandbox_id: &str) {
-    FAIL_COMMITTED_STATE.lock().push(sandbox_id.to_string());
-}
-
-/// Test hook: sandboxes whose next landed commit panics before its status says so.
-static PANIC_AFTER_LANDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Test hook: the next commit of sandbox `sandbox_id` whose change lands in the original
-/// panics right after, before the sandbox's status is `Committed`: the window a bug
-/// between the two would open.
-#[doc(hidden)]
-pub fn panic_after_next_landing(sandbox_id: &str) {
-    PANIC_AFTER_LANDING.lock().push(sandbox_id.to_string());
-}
-
-/// Takes `id` off a test hook's list; whether it was on it.
-fn take_id(list: &Mutex<Vec<String>>, id: &str) -> bool {
-    let mut ids = list.lock();
-    match ids.iter().position(|i| i == id) {
-        Some(k) => {
-            ids.swap_remove(k);
-            true
-        }
-        None => false,
-    }
-}
-
 /// `st`'s status, in memory and in its record alike.
 fn set_status(st: &mut State, to: Status) {
     st.status = to;
@@ -344,12 +311,13 @@ impl Lifecycle {
     }
 
     /// Where a commit's change has just landed in the original, its record still saying
-    /// the commit is in flight: nothing but the test hook [`panic_after_next_landing`].
+    /// the commit is in flight: nothing, but for the test hook
+    /// `plan::fault::panic_after_next_landing` (feature `fault-injection`).
     #[doc(hidden)]
+    #[inline]
     pub fn landed(&self) {
-        if take_id(&PANIC_AFTER_LANDING, &self.id) {
-            panic!("injected panic after the commit of {} landed", self.id);
-        }
+        #[cfg(feature = "fault-injection")]
+        super::fault::after_landing(&self.id);
     }
 
     /// Advances `st` to `Committed` after a commit; `landed`: its change is in the original
@@ -379,7 +347,8 @@ impl Lifecycle {
         if st.status == Status::CleanedUp {
             return Ok(());
         }
-        if st.status == Status::Committed && take_id(&FAIL_COMMITTED_STATE, &self.id) {
+        #[cfg(feature = "fault-injection")]
+        if st.status == Status::Committed && super::fault::committed_state_write_fails(&self.id) {
             return Err(SandboxError::sandbox(
                 Some(&self.id),
                 "write sandbox state: injected failure",

@@ -1,5 +1,6 @@
 //! The sandbox interface every strategy implements.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
 
 use super::error::SandboxError;
@@ -13,7 +14,7 @@ use super::status::Status;
 /// sandbox is shared between threads as `Arc<dyn Sandbox>`); each serializes its own
 /// operations. The sandbox's state is on disk under the manager's root, so a manager opened
 /// after a crash finds it again.
-pub trait Sandbox: Send + Sync {
+pub trait Sandbox: AsAny + Send + Sync {
     /// Its ULID.
     fn sandbox_id(&self) -> &str;
 
@@ -154,11 +155,19 @@ pub trait Sandbox: Send + Sync {
     fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
         Ok(())
     }
+}
 
-    /// The SQLite sandbox's own interface (statements, savepoints), for a
-    /// `transaction_rollback` sandbox; `None` for every other strategy.
-    fn as_sqlite(&self) -> Option<&super::strategy::sqlite::SqliteSandbox> {
-        None
+/// A sandbox as [`Any`], so that a strategy's own interface (the SQLite sandbox's
+/// statements and savepoints, say) is reached by a downcast next to that strategy, and this
+/// trait names no implementation. Every `'static` type has it.
+pub trait AsAny {
+    /// `self` as [`Any`].
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 

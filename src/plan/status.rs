@@ -4,9 +4,10 @@
 //! use patchbox::plan::Status;
 //! assert!(Status::can_transition(Status::Active, Status::Committed));
 //! assert!(!Status::can_transition(Status::CleanedUp, Status::Active));
-//! let refused = Status::assert_transition(Status::Pending, Status::Committed).unwrap_err();
-//! assert!(refused.to_string().contains("pending -> committed"));
 //! ```
+//!
+//! The table as an error, `Status::assert_transition`, is with the errors
+//! (`plan/error.rs`): this file is below them.
 //!
 //! ```text
 //! Pending ──► Created ──► Active ──► Committed ──► CleanedUp
@@ -22,8 +23,6 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-
-use super::error::SandboxError;
 
 /// Where a sandbox is in its lifecycle. Every operation of a [`crate::plan::Sandbox`] checks
 /// its step against [`Status::can_transition`] before doing anything, so an operation refused
@@ -78,19 +77,6 @@ impl Status {
                 | (RolledBack, CleanedUp)
                 | (Errored, CleanedUp)
         )
-    }
-
-    /// [`Status::can_transition`] as an error: [`SandboxError::State`] naming both statuses.
-    pub fn assert_transition(from: Status, to: Status) -> Result<(), SandboxError> {
-        if Status::can_transition(from, to) {
-            Ok(())
-        } else {
-            Err(SandboxError::State {
-                sandbox_id: None,
-                from,
-                to,
-            })
-        }
     }
 
     /// Whether nothing can follow (only [`Status::CleanedUp`]).

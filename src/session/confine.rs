@@ -38,7 +38,7 @@ pub enum Confinement {
     /// Confinement was asked for, but this kernel has no (usable) Landlock: tools run
     /// unconfined. The reason says what failed.
     Unavailable(String),
-    /// The caller turned confinement off ([`crate::Options::no_confine`]).
+    /// The caller turned confinement off ([`crate::session::manager::Options::no_confine`]).
     Off,
 }
 

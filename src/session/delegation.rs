@@ -21,7 +21,7 @@ pub struct SandboxInfo {
     pub mode: IsolationMode,
 }
 
-/// The isolation an engine asks for ([`crate::Options::isolation`]).
+/// The isolation an engine asks for ([`crate::session::manager::Options::isolation`]).
 ///
 /// ```
 /// use patchbox::Isolation;
@@ -35,7 +35,7 @@ pub enum Isolation {
     /// Every sandbox is an overlay mount over one materialized copy of the snapshot: the
     /// kernel's OverlayFS when the process may mount, else `fuse-overlayfs` when installed and
     /// `/dev/fuse` is usable, else a copy. The manager reports what it got
-    /// ([`crate::SandboxManager::isolation_mode`], [`SandboxInfo::mode`]).
+    /// ([`crate::session::manager::SandboxManager::isolation_mode`], [`SandboxInfo::mode`]).
     Overlay,
     /// Overlay when it can be had, else copy (today the same fallback chain as `Overlay`).
     /// The default: the whole test suite passes with it, in both outcomes, the
@@ -150,7 +150,7 @@ pub enum Routed {
     Unchanged,
 }
 
-/// The outcome of [`SandboxManager::complete_sandbox`](crate::SandboxManager::complete_sandbox).
+/// The outcome of [`SandboxManager::complete_sandbox`](crate::session::manager::SandboxManager::complete_sandbox).
 #[derive(Clone, Debug)]
 pub struct Completion {
     /// What the delegation changed.

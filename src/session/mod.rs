@@ -1,11 +1,11 @@
 //! The engine-session layer: the manager, the scoped sandbox swap, the pending store, and
 //! recovery of crashed sessions.
 //!
-//! - [`manager`]: [`SandboxManager`](crate::SandboxManager), one per engine session: the base
+//! - [`manager`]: [`SandboxManager`](crate::session::manager::SandboxManager), one per engine session: the base
 //!   snapshot, sandboxes (fresh or chained), finalize into a patch, completion routing.
-//! - [`delegation`]: what an engine holds and gets back ([`SandboxInfo`](crate::SandboxInfo),
-//!   [`SandboxResult`](crate::SandboxResult), routing).
-//! - [`scoped`]: [`ScopedSandbox`](crate::ScopedSandbox), pointing an engine's tools at a
+//! - [`delegation`]: what an engine holds and gets back ([`SandboxInfo`](crate::session::delegation::SandboxInfo),
+//!   [`SandboxResult`](crate::session::delegation::SandboxResult), routing).
+//! - [`scoped`]: [`ScopedSandbox`](crate::session::scoped::ScopedSandbox), pointing an engine's tools at a
 //!   sandbox for a scope; [`confine`]: Landlock confinement of the tools it runs.
 //! - [`pending`]: the pending store ([`pending_select`]: accepting part of a pending patch); [`recover`]: liveness, prune, crash recovery, the reaper;
 //!   [`layout`]: the names on disk; [`provenance`]: what produced a piece of work.

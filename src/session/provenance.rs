@@ -4,7 +4,7 @@
 //! A reviewer deciding whether to accept a patch wants to know what ran. The pending store
 //! keeps a [`Provenance`] beside each patch whose producer gave one (`patchbox run` always
 //! does; an engine passes its own through
-//! [`SandboxManager::write_pending_patch_with`](crate::SandboxManager::write_pending_patch_with)),
+//! [`SandboxManager::write_pending_patch_with`](crate::session::manager::SandboxManager::write_pending_patch_with)),
 //! and a plan's commit carries it in its `CommitResult::metadata` under the `provenance.*` keys
 //! ([`Provenance::to_metadata`]). Every field is optional: recovered work has none of them.
 

@@ -210,7 +210,7 @@ fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
 
 /// Waits until no process holds the session `id` under `root`, then recovers and cleans it
 /// as [`prune`] does a dead session. This is the other half of
-/// [`SandboxManager::leave_cleanup_to_reaper`](crate::SandboxManager::leave_cleanup_to_reaper):
+/// [`SandboxManager::leave_cleanup_to_reaper`](crate::session::manager::SandboxManager::leave_cleanup_to_reaper):
 /// started before the manager ends, it takes over the session's lock as soon as the manager
 /// releases it, so no one else cleans the session in between. A session that is already gone
 /// gives an empty report.

@@ -40,7 +40,7 @@
 //!   are not. `GIT_DIR`, `GIT_WORK_TREE`, `core.worktree` and bare repositories are not
 //!   supported (discovery looks for `.git` only), and `safe.directory` ownership is not
 //!   checked. SHA-256 repositories, split and sparse indexes are refused with
-//!   [`Error::Git`](crate::Error::Git).
+//!   [`Error::Git`](crate::error::Error::Git).
 //! * Patterns: lines that are not UTF-8 are dropped (globs are `str`); a backslash inside a
 //!   bracket expression is taken literally; `core.ignoreCase` applies to patterns only, not to
 //!   index lookups.
@@ -65,25 +65,8 @@ use crate::git::ignore::{as_path, Rules};
 use crate::git::index::{dedup_tracked, read_index, IndexEntry, LStat};
 use crate::git::odb::ObjectStore;
 use crate::git::repo::{canonical_project, discover_repo_with, GitRepo, SelectOptions};
+pub use crate::tree::walk::Kind;
 use crate::tree::walk::{leading_path, run_walk, DirJob, GitCtx, Mode, TrackedIndex, WalkCtx};
-
-/// What a selected path is on disk. Directories are never entries; symlinks are never followed.
-///
-/// ```
-/// use patchbox::tree::select::Kind;
-/// let k = Kind::File { executable: true };
-/// assert_ne!(k, Kind::Symlink);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// A regular file; `executable` is the owner's execute bit, as git records it.
-    File {
-        /// Whether the owner execute bit (`0o100`) is set.
-        executable: bool,
-    },
-    /// A symbolic link (its target is not looked at).
-    Symlink,
-}
 
 /// A file or symlink that belongs in the snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]

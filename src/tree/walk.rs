@@ -1,4 +1,5 @@
-//! The parallel directory walk behind [`select_project`](crate::tree::select::select_project).
+//! The parallel directory walk that selects a project's files (the selection above it owns
+//! the options and the result).
 //!
 //! Directories are read by a small pool of threads sharing a job stack; only regular files are
 //! `lstat`ed (for the executable bit), nothing is opened except `.gitignore` files, and no file
@@ -20,7 +21,6 @@ use crate::git::ignore::{
 };
 use crate::git::index::{IndexEntry, LStat};
 use crate::git::repo::{is_git_dir, read_gitfile};
-use crate::tree::select::Kind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -41,6 +41,24 @@ pub(crate) struct DirJob {
     pub(crate) levels: Option<Arc<Level>>,
     /// An untracked directory: if it holds a repository, report it instead of listing it.
     pub(crate) check_nested: bool,
+}
+
+/// What a selected path is on disk. Directories are never entries; symlinks are never followed.
+///
+/// ```
+/// use patchbox::tree::select::Kind;
+/// let k = Kind::File { executable: true };
+/// assert_ne!(k, Kind::Symlink);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A regular file; `executable` is the owner's execute bit, as git records it.
+    File {
+        /// Whether the owner execute bit (`0o100`) is set.
+        executable: bool,
+    },
+    /// A symbolic link (its target is not looked at).
+    Symlink,
 }
 
 /// A fast non-cryptographic hasher (FxHash's mixing) for path keys; hash flooding is not a

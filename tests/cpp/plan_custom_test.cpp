@@ -204,6 +204,9 @@ TEST(PlanCustom, AThrowingCommitRollsBackTheOthers) {
   ASSERT_TRUE(failed[0].error);
   EXPECT_NE(failed[0].error->find("quota exceeded"), std::string::npos) << *failed[0].error;
   EXPECT_EQ(read_file(f.files / "a.txt"), "one\n");
+  // Compensation, not abandonment: the undone sandbox keeps its change and is active again.
+  EXPECT_EQ(cow->status(), Status::Active);
+  EXPECT_EQ(sb->status(), Status::Active);
   f.kv->refuse_commit = false;
   f.kv->fail_commit = false;
   EXPECT_EQ(f.mgr.commit_all("p").size(), 2u);

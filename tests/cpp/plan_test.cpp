@@ -258,35 +258,6 @@ TEST(PlanManager, CommitAllWithAConflictWritesNothing) {
   EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 3; }\n");
 }
 
-TEST(PlanManager, AFailedCommitRollsBackTheCommittedOnes) {
-  Fixture f;
-  auto mgr = plan::SandboxManager::open(f.root.path());
-  auto app = mgr.get_or_create_sandbox("p", "app", f.app, plan::strategy::copy_on_write);
-  auto docs = mgr.get_or_create_sandbox("p", "docs", f.docs, plan::strategy::copy_on_write);
-  write_file(app->get_path("main.c"), "int main() { return 3; }\n");
-  write_file(docs->get_path("README.md"), "# two\n");
-  // The second commit fails after the first went in: the first is undone, and the failure
-  // (a sandbox-level one) is the one failed result.
-  std::vector<plan::CommitResult> failed = mgr.commit_all_failing_at("p", 1);
-  ASSERT_EQ(failed.size(), 1u);
-  EXPECT_FALSE(failed[0].success);
-  EXPECT_EQ(failed[0].sandbox_id, docs->sandbox_id());
-  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), app->sandbox_id());
-  EXPECT_EQ(failed[0].metadata.at("plan_id"), "p");
-  ASSERT_TRUE(failed[0].error);
-  EXPECT_NE(failed[0].error->find("injected failure"), std::string::npos) << *failed[0].error;
-  EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 0; }\n");
-  EXPECT_EQ(read_file(f.docs / "README.md"), "# one\n");
-  // Compensation, not abandonment: the undone sandbox keeps its changes and is active again.
-  EXPECT_EQ(app->status(), Status::Active);
-  EXPECT_EQ(docs->status(), Status::Active);
-  // A failure at the first commit: nothing to undo.
-  failed = mgr.commit_all_failing_at("p", 0);
-  ASSERT_EQ(failed.size(), 1u);
-  EXPECT_EQ(failed[0].sandbox_id, app->sandbox_id());
-  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), "");
-}
-
 TEST(PlanErrors, StateErrorOnACleanedUpSandbox) {
   Fixture f;
   auto mgr = plan::SandboxManager::open(f.root.path());

@@ -53,6 +53,23 @@ pub fn create_dir_new(p: &SessionPath) -> Result<()> {
         .map_err(|e| io_err("create directory", &p.full, e))
 }
 
+/// Removes the directory tree at `dir`, a path the library owns (a sandbox's directory, a
+/// shared snapshot), through the chokepoint: its parent is opened as a [`SessionDir`] and
+/// the tree goes by [`remove_tree`]. A missing `dir` is not an error.
+pub fn remove_dir_tree(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(crate::error::Error::io("inspect", dir, e)),
+        Ok(_) => {}
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir
+        .file_name()
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    remove_tree(&SessionDir::open(parent)?.join(&name)?)
+}
+
 /// Removes a directory tree; a missing path is not an error. Symlinks inside are removed,
 /// never followed, also one swapped in for a directory while the tree is being removed: the
 /// walk goes from directory descriptor to directory descriptor (`openat` with

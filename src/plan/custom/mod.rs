@@ -68,7 +68,8 @@
 //! | file | owns |
 //! |---|---|
 //! | [`protocol`] | the nine operations, [`SandboxRef`], [`DiffView`] |
-//! | [`registry`] | [`StrategyRegistry`]: names, the module allow-list, [`RegistryError`] |
+//! | [`error`] | [`RegistryError`] |
+//! | [`registry`] | [`StrategyRegistry`]: names, the module allow-list |
 //! | [`native`] | the C ABI of strategies in shared libraries |
 //! | [`sandbox`] | [`CustomSandbox`]: the lifecycle over a protocol instance |
 //! | [`adapter`] | [`BuiltInAdapter`]: a built-in strategy through the protocol |
@@ -80,14 +81,16 @@
 //! they stay on disk, untouched, with a warning in the manager's recovery report.
 
 pub mod adapter;
+pub mod error;
 pub mod native;
 pub mod protocol;
 pub mod registry;
 pub mod sandbox;
 
 pub use adapter::BuiltInAdapter;
+pub use error::RegistryError;
 pub use protocol::{
     summarize, DiffView, OpResult, SandboxRef, StrategyFailure, StrategyProtocol, OPERATIONS,
 };
-pub use registry::{ModuleSpec, RegistryError, StrategyFactory, StrategyRegistry};
+pub use registry::{ModuleSpec, StrategyFactory, StrategyRegistry};
 pub use sandbox::CustomSandbox;

@@ -45,10 +45,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 
+use super::error::RegistryError;
 use super::protocol::{
     DiffView, OpResult, SandboxRef, StrategyFailure, StrategyProtocol, OPERATIONS,
 };
-use super::registry::RegistryError;
 use crate::plan::model::{DiffEntry, DiffOp};
 
 /// The ABI version this library speaks.

@@ -280,18 +280,9 @@ pub(crate) fn contained(root: &Path, rel: &Path) -> Result<PathBuf, &'static str
     Ok(out)
 }
 
-/// Removes a directory tree; a missing one is fine.
-pub(crate) fn remove_dir(dir: &Path) -> Result<(), crate::Error> {
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(crate::Error::io("inspect", dir, e)),
-        Ok(_) => {}
-    }
-    let parent = dir.parent().unwrap_or(Path::new("/"));
-    let name = dir.file_name().map(PathBuf::from).unwrap_or_default();
-    let sd = crate::fs::session_dir::SessionDir::open(parent)?;
-    crate::fs::session_dir::remove_tree(&sd.join(&name)?)
-}
+/// Removes a directory tree; a missing one is fine (the strategies' name for
+/// [`session_dir::remove_dir_tree`](crate::fs::session_dir::remove_dir_tree)).
+pub(crate) use crate::fs::session_dir::remove_dir_tree as remove_dir;
 
 /// Cleanup as every strategy does it: the steps the lifecycle requires from the current
 /// status to `CleanedUp` are checked, `teardown` undoes what the strategy set up outside

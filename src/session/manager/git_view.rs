@@ -175,7 +175,7 @@ fn blobs_of_copies(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(crate::Error::Git {
+                    Err(crate::error::Error::Git {
                         path: base.dir.clone(),
                         reason: "a thread hashing the snapshot's blobs panicked".into(),
                     })

@@ -111,7 +111,7 @@ use crate::fs::session_dir;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::{CheckpointSupport, Sandbox};
+use crate::plan::sandbox::{AsAny, CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
 /// Metadata key of the reason a sandbox became `Errored`.
@@ -583,10 +583,6 @@ impl Sandbox for SqliteSandbox {
         Ok(())
     }
 
-    fn as_sqlite(&self) -> Option<&SqliteSandbox> {
-        Some(self)
-    }
-
     /// Opens a connection to the database, attaches a session to all its tables and
     /// begins a deferred transaction.
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
@@ -650,7 +646,7 @@ impl Sandbox for SqliteSandbox {
     }
 
     /// Refused: a database sandbox has no files. Use [`SqliteSandbox::execute`] or
-    /// [`SqliteSandbox::with_connection`] (through [`Sandbox::as_sqlite`]).
+    /// [`SqliteSandbox::with_connection`] (through `as_sqlite()` on a `dyn Sandbox`).
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
         Err(self.sandbox_err(format!(
             "refused path {}: a transaction_rollback sandbox has no files; run statements \
@@ -755,5 +751,13 @@ impl SqliteSandbox {
             *live = None;
         }
         self.reconcile(st)
+    }
+}
+
+impl<'a> dyn Sandbox + 'a {
+    /// The SQLite sandbox's own interface (statements, savepoints), for a
+    /// `transaction_rollback` sandbox; `None` for every other strategy.
+    pub fn as_sqlite(&self) -> Option<&SqliteSandbox> {
+        <dyn Sandbox + 'a as AsAny>::as_any(self).downcast_ref()
     }
 }

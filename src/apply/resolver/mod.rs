@@ -1,4 +1,5 @@
-//! The plan: every file patch resolved in memory before anything is written.
+//! The resolver: every file patch resolved in memory before anything is written (the
+//! apply's plan of what to write; named apart from the plan sandboxes of `crate::plan`).
 //!
 //! The planner goes through the patch in order over a virtual view of the project: `disk`
 //! caches what the project held before the patch (read through the project chokepoint),
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::txn::Target;
+use super::change::Target;
 use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::dotgit::dotgitmodules_alias;
