@@ -46,6 +46,7 @@ use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
 use crate::plan::lower;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::plan_lower;
 use crate::plan::record::{Record, State};
 use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
@@ -271,20 +272,33 @@ impl Overlay {
     // ---- create ---------------------------------------------------------------------------
 
     fn make(&self, plan_id: &str, forced: Option<Mode>) -> Result<Record, crate::Error> {
-        // The newest prepared snapshot of the original, else a private one.
-        let shared = std::fs::canonicalize(&self.cow.original)
-            .ok()
-            .and_then(|o| lower::newest_for(&self.cow.env.lowers, &o));
-        let (dir, base) = match &shared {
-            Some(info) => {
-                self.cow.use_shared(&info.id);
-                (self.cow.make_dir()?, None)
-            }
+        // The newest snapshot prepared for every plan, else the plan's own one (reused, or
+        // taken now: see `plan_lower`).
+        let env = &self.cow.env;
+        let canon = std::fs::canonicalize(&self.cow.original)
+            .map_err(|e| crate::Error::io("resolve", &self.cow.original, e))?;
+        let (shared, base) = match lower::newest_for(&env.lowers, &canon) {
+            Some(info) => (info, None),
             None => {
-                let (dir, base) = self.cow.make_base()?;
-                (dir, Some(base))
+                let plan_dir = self.cow.lc.dir().parent().unwrap_or(Path::new("/"));
+                let (info, base) = plan_lower::take(
+                    &env.lowers,
+                    &env.exclude,
+                    plan_dir,
+                    plan_id,
+                    self.id(),
+                    &canon,
+                )?;
+                let base = base.map(|b| {
+                    let b = Arc::new(b);
+                    env.lower_bases.lock().insert(info.id.clone(), b.clone());
+                    b
+                });
+                (info, base)
             }
         };
+        self.cow.use_shared(&shared.id);
+        let dir = self.cow.make_dir()?;
         for name in [UPPER, WORK, TREE] {
             session_dir::create_dir_new(&dir.join(Path::new(name))?)?;
         }
@@ -321,19 +335,14 @@ impl Overlay {
             }
             let base = match base {
                 Some(b) => b,
-                None => {
-                    let id = self.cow.shared_lower().unwrap_or_default();
-                    self.cow.env.lower_base(&id)?
-                }
+                None => self.cow.env.lower_base(&shared.id)?,
             };
             self.cow.make_copy(&dir, &base)?;
         }
         *self.mode.lock() = Some(mode);
         let mut metadata = std::collections::BTreeMap::new();
         metadata.insert(MODE_KEY.to_string(), mode.name().to_string());
-        if let Some(info) = &shared {
-            metadata.insert(lower::LOWER_KEY.to_string(), info.id.clone());
-        }
+        metadata.insert(lower::LOWER_KEY.to_string(), shared.id.clone());
         if !refusals.is_empty() {
             metadata.insert("overlay.refused".into(), refusals.join("; "));
         }
@@ -419,6 +428,15 @@ impl Overlay {
         Ok((d, print))
     }
 
+    /// Lets go of the plan's own snapshot this sandbox took, if it did: removed when no
+    /// sandbox that took it is left.
+    fn release_plan_lower(&self) {
+        if let Some(id) = self.cow.shared_lower() {
+            let plan_dir = self.cow.lc.dir().parent().unwrap_or(Path::new("/"));
+            plan_lower::release(&self.cow.env.lowers, plan_dir, &id);
+        }
+    }
+
     /// Rollback of an active sandbox: unmount, empty the upper and work layers, mount again.
     fn discard(&self, mode: Mode, _st: &mut State) -> Result<(), SandboxError> {
         let run = || -> Result<(), crate::Error> {
@@ -480,6 +498,7 @@ impl Sandbox for Overlay {
                 // What a failed mount attempt may have left.
                 let _ = self.unmount(Mode::Kernel);
                 *self.mode.lock() = None;
+                self.release_plan_lower();
             },
         )
     }
@@ -556,14 +575,20 @@ impl Sandbox for Overlay {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let Some(mode) = self.mounted_mode() else {
-            return self.cow.cleanup();
+        let done = match self.mounted_mode() {
+            None => self.cow.cleanup(),
+            Some(mode) => {
+                let mut st = self.cow.op()?;
+                super::cleanup_dir(&self.cow.lc, &mut st, || {
+                    self.unmount(mode)
+                        .map_err(|e| self.err("unmount the overlay", e))
+                })
+            }
         };
-        let mut st = self.cow.op()?;
-        super::cleanup_dir(&self.cow.lc, &mut st, || {
-            self.unmount(mode)
-                .map_err(|e| self.err("unmount the overlay", e))
-        })
+        if done.is_ok() {
+            self.release_plan_lower();
+        }
+        done
     }
 }
 
