@@ -154,3 +154,42 @@ fn the_snapshot_goes_with_its_last_sandbox() {
         assert!(mgr.snapshots().is_empty());
     }
 }
+
+/// `copy_on_write` takes the plan's own snapshot as its base too: the plan's second sandbox
+/// over the original copies the tree once; commit and rollback work against the shared base.
+#[test]
+fn copy_on_write_sandboxes_of_a_plan_share_their_base() {
+    let _g = serial();
+    let root = tempfile::tempdir().unwrap();
+    let orig = tempfile::tempdir().unwrap();
+    project(orig.path());
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let cow = |res: &str| {
+        mgr.get_or_create_sandbox("p", res, orig.path(), Strategy::CopyOnWrite)
+            .unwrap()
+    };
+    let (a, b) = (cow("r1"), cow("r2"));
+    assert_eq!(lower_of(&*a), lower_of(&*b));
+    fs::write(a.get_path("a.txt".as_ref()).unwrap(), "two\n").unwrap();
+    assert_eq!(read(&*b, "a.txt"), "one\n", "isolated");
+    fs::write(b.get_path("new.txt".as_ref()).unwrap(), "new\n").unwrap();
+    b.rollback().unwrap();
+    assert!(
+        !b.get_path("new.txt".as_ref()).unwrap().exists(),
+        "rolled back"
+    );
+    a.commit(None).unwrap();
+    assert_eq!(
+        fs::read_to_string(orig.path().join("a.txt")).unwrap(),
+        "two\n"
+    );
+    a.rollback().unwrap();
+    assert_eq!(
+        fs::read_to_string(orig.path().join("a.txt")).unwrap(),
+        "one\n",
+        "undone"
+    );
+    let info = mgr.snapshots().pop().unwrap();
+    mgr.cleanup_all("p").unwrap();
+    assert!(!info.path.exists(), "removed with its last sandbox");
+}

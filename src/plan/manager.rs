@@ -406,8 +406,8 @@ impl PlanManager {
             });
         }
         // An overlay sandbox takes a shared snapshot, or its plan's own one, or makes the
-        // latter: no sweep removes one meanwhile.
-        let _lower_lock = if matches!(strategy, Strategy::Overlay) {
+        // latter, as a copy_on_write one does: no sweep removes one meanwhile.
+        let _lower_lock = if matches!(strategy, Strategy::Overlay | Strategy::CopyOnWrite) {
             Some(
                 lower::lock(&self.env.lowers, false)
                     .map_err(|e| SandboxError::from_lower(None, "lock the shared snapshots", e))?,

@@ -46,7 +46,6 @@ use crate::fs::RelPath;
 use crate::plan::error::SandboxError;
 use crate::plan::lower;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
-use crate::plan::plan_lower;
 use crate::plan::record::{Record, State};
 use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
@@ -280,20 +279,7 @@ impl Overlay {
         let (shared, base) = match lower::newest_for(&env.lowers, &canon) {
             Some(info) => (info, None),
             None => {
-                let plan_dir = self.cow.lc.dir().parent().unwrap_or(Path::new("/"));
-                let (info, base) = plan_lower::take(
-                    &env.lowers,
-                    &env.exclude,
-                    plan_dir,
-                    plan_id,
-                    self.id(),
-                    &canon,
-                )?;
-                let base = base.map(|b| {
-                    let b = Arc::new(b);
-                    env.lower_bases.lock().insert(info.id.clone(), b.clone());
-                    b
-                });
+                let (info, base) = self.cow.take_plan_lower(plan_id, &canon)?;
                 (info, base)
             }
         };
@@ -428,15 +414,6 @@ impl Overlay {
         Ok((d, print))
     }
 
-    /// Lets go of the plan's own snapshot this sandbox took, if it did: removed when no
-    /// sandbox that took it is left.
-    fn release_plan_lower(&self) {
-        if let Some(id) = self.cow.shared_lower() {
-            let plan_dir = self.cow.lc.dir().parent().unwrap_or(Path::new("/"));
-            plan_lower::release(&self.cow.env.lowers, plan_dir, &id);
-        }
-    }
-
     /// Rollback of an active sandbox: unmount, empty the upper and work layers, mount again.
     fn discard(&self, mode: Mode, _st: &mut State) -> Result<(), SandboxError> {
         let run = || -> Result<(), crate::Error> {
@@ -498,7 +475,7 @@ impl Sandbox for Overlay {
                 // What a failed mount attempt may have left.
                 let _ = self.unmount(Mode::Kernel);
                 *self.mode.lock() = None;
-                self.release_plan_lower();
+                self.cow.release_plan_lower();
             },
         )
     }
@@ -586,7 +563,7 @@ impl Sandbox for Overlay {
             }
         };
         if done.is_ok() {
-            self.release_plan_lower();
+            self.cow.release_plan_lower();
         }
         done
     }
