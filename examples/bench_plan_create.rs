@@ -3,14 +3,16 @@
 //! tree), the plan's second and third over the same tree (they stack on that snapshot), and
 //! a `cp -a` of the tree, alternating; medians over the rounds.
 //!
-//! With `--cow`, each round also times a `copy_on_write` create and the inode-creation
-//! floor: `cp -a --attributes-only` (every directory and file made, with its mode and times,
-//! no byte of content copied).
+//! With `--cow`, each round also times a `copy_on_write` create in the same plan (its base
+//! is the plan's snapshot: one copy of the tree) and the inode-creation floor:
+//! `cp -a --attributes-only` (every directory and file made, with its mode and times, no
+//! byte of content copied).
 //!
 //! `cargo run --release --example bench_plan_create -- --tree DIR [--rounds 3] [--work DIR]
-//! [--cow]` (`--work`: where roots and copies go, on the filesystem to measure; default next
-//! to the tree). Nothing is deleted before the last timed step: the roots and copies are removed at
-//! the end.
+//! [--cow] [--more N]` (`--more`: N more creates in the plan per round, their median; `--work`: where roots and copies go, on the filesystem to measure; default next
+//! to the tree). A round's roots and copies are removed after its last timed step, so each
+//! round needs about three times the tree's size free (four with `--cow`). On an ext4
+//! without a journal, run one round per run (see "Machine and method").
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -50,6 +52,8 @@ fn main() {
     );
     std::fs::create_dir_all(&work).expect("work dir");
     let cow = args.iter().any(|a| a == "--cow");
+    let more: usize = arg(&args, "--more").map_or(0, |n| n.parse().expect("--more N"));
+    let mut more_medians = Vec::new();
     let (mut first, mut second, mut third, mut cp) = (vec![], vec![], vec![], vec![]);
     let (mut cows, mut floor) = (vec![], vec![]);
     let mut managers = Vec::new();
@@ -74,6 +78,22 @@ fn main() {
             .get_or_create_sandbox("p", "r3", &tree, Strategy::Overlay)
             .expect("create");
         third.push(ms(t));
+        // The plan's later creates, one after the other (no sync between them).
+        let mut later = Vec::new();
+        for i in 0..more {
+            let t = Instant::now();
+            let sb = mgr
+                .get_or_create_sandbox("p", &format!("m{i}"), &tree, Strategy::Overlay)
+                .expect("create");
+            later.push(ms(t));
+            drop(sb);
+        }
+        if more > 0 {
+            let m = median(later.clone());
+            let max = later.iter().cloned().fold(0.0, f64::max);
+            println!("round {r}: {more} more overlay creates: median {m:.2} ms, max {max:.2} ms");
+            more_medians.push(m);
+        }
         let mode = a
             .context()
             .and_then(|c| c.metadata.get("overlay.mode").cloned());
@@ -100,9 +120,9 @@ fn main() {
         if cow {
             sync();
             let t = Instant::now();
-            let _c = managers[r]
+            let _c = managers[0]
                 .0
-                .get_or_create_sandbox("q", "r1", &tree, Strategy::CopyOnWrite)
+                .get_or_create_sandbox("p", "r4", &tree, Strategy::CopyOnWrite)
                 .expect("create");
             cows.push(ms(t));
             sync();
@@ -121,6 +141,13 @@ fn main() {
                 cows[r], floor[r]
             );
         }
+        let (mgr, sbs) = managers.pop().expect("this round's");
+        drop(sbs);
+        drop(mgr);
+        let _ = std::fs::remove_dir_all(&root);
+        for name in ["cp", "floor"] {
+            let _ = std::fs::remove_dir_all(work.join(format!("{name}{r}")));
+        }
     }
     let (f, s, t, c) = (median(first), median(second), median(third), median(cp));
     println!("\nmedians of {rounds} rounds (alternating with cp -a):");
@@ -138,6 +165,10 @@ fn main() {
         "| overlay create, the plan's third | {t:.2} ms | | {:.5}× |",
         t / c
     );
+    if more > 0 {
+        let m = median(more_medians);
+        println!("| overlay create, {more} more of the plan (median of the rounds' medians) | {m:.2} ms | | |");
+    }
     if cow {
         let (w, fl) = (median(cows), median(floor));
         println!(
@@ -148,10 +179,6 @@ fn main() {
             "| floor: cp -a --attributes-only (inodes, no content) | {fl:.1} ms | | {:.3}× |",
             fl / c
         );
-    }
-    for (mgr, sbs) in managers {
-        drop(sbs);
-        drop(mgr);
     }
     let _ = std::fs::remove_dir_all(&work);
 }
