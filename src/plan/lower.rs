@@ -58,8 +58,9 @@ pub struct SnapshotInfo {
     pub created_at: SystemTime,
     /// How many files and symlinks it holds.
     pub files: usize,
-    /// The plan this snapshot serves alone, when an `overlay` create took it for that plan
-    /// (see [`crate::plan::plan_lower`]); `None` for one [`prepare`]d for every plan.
+    /// The plan this snapshot serves alone, when a create of that plan took it
+    /// (see [`crate::plan::plan_lower`]); `None` for one prepared for every plan
+    /// ([`crate::plan::PlanManager::prepare_snapshot`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
     /// Where its files are (the overlay's lower directory); filled in when read.

@@ -76,7 +76,7 @@ pub mod lower;
 pub mod manager;
 pub mod model;
 pub mod phases;
-pub(crate) mod plan_lower;
+pub mod plan_lower;
 pub mod record;
 pub mod sandbox;
 pub mod status;

@@ -1,8 +1,9 @@
-//! A plan's own snapshot of an original: the first `overlay` sandbox a plan creates over an
-//! original takes a snapshot into the shared snapshot store (see [`crate::plan::lower`]),
-//! and the plan's later `overlay` sandboxes over the same original stack their views on it
-//! instead of copying the tree again, so that their creation costs a few directories and a
-//! mount.
+//! A plan's own snapshot of an original: the first `overlay` or `copy_on_write` sandbox a
+//! plan creates over an original (without a snapshot prepared for every plan) takes a
+//! snapshot into the shared snapshot store (see [`crate::plan::lower`]), and the plan's
+//! later sandboxes over the same original use it as their base instead of copying the tree
+//! again: an `overlay` one's creation then costs a few directories and a mount, a
+//! `copy_on_write` one's a single copy.
 //!
 //! ```text
 //! <root>/plans/lower/<ulid>/
@@ -29,7 +30,7 @@ use super::strategy::tree_base::TreeBase;
 /// The directory of a plan's snapshot naming the sandboxes that took it.
 const TAKERS: &str = "takers";
 
-/// The snapshot a new `overlay` sandbox `sandbox_id` of the plan whose directory is
+/// The snapshot a new sandbox `sandbox_id` of the plan whose directory is
 /// `plan_dir` takes for `original` (canonical): the plan's own one when it may be reused,
 /// else a new one (its base returned too, already listed). The sandbox is recorded among
 /// its takers before this returns. The caller holds the store's shared [`lower::lock`].
