@@ -6,8 +6,8 @@
 //! <plan dir>/<sandbox id>/
 //!   state.json    the lifecycle record (metadata "overlay.mode": kernel | fuse | copy_on_write,
 //!                 and "overlay.lower": the shared snapshot used, if one)
-//!   base/         the stable snapshot taken at create: lower layer, pre-images, rollback source
-//!                 (absent when a shared snapshot plays that part)
+//!   base/         the stable snapshot, in sandboxes made before every sandbox's was shared
+//!                 (now the snapshot in the store plays that part)
 //!   upper/        the upper layer: what the sandbox changed (whiteouts for deletions)
 //!   work/         OverlayFS's work directory
 //!   tree/         the mount point: what get_path points into
@@ -16,7 +16,9 @@
 //! When the manager holds a prepared snapshot of the original
 //! ([`crate::plan::PlanManager::prepare_snapshot`]), the newest one is the lower layer and
 //! the pre-images instead of `base/`: create then copies nothing (a few directories, a
-//! mount), and is O(1) in the tree's size. Without one, create takes a private snapshot.
+//! mount), and is O(1) in the tree's size. Without one, the plan's own snapshot plays that
+//! part: taken by the plan's first sandbox over the original, reused by its later ones (see
+//! [`crate::plan::plan_lower`]).
 //!
 //! The mode is chosen at create: the kernel's OverlayFS when the process may mount (root or
 //! `CAP_SYS_ADMIN`), else `fuse-overlayfs` when it is installed and `/dev/fuse` opens, else
