@@ -98,11 +98,17 @@ fn sandboxes_share_one_lower_and_cleanup_keeps_it() {
         assert!(info.path.join("a.txt").exists(), "{mode}");
         assert_eq!(mgr.drop_snapshots(orig.path()).unwrap(), 1);
         assert!(mgr.snapshots().is_empty());
-        // Without a snapshot, a private one again.
+        // Without a prepared snapshot, the plan's own one (no copy in the sandbox), which
+        // goes with the plan's last sandbox.
         let c = create(&mgr, "p3", orig.path(), mode);
-        assert_eq!(lower_of(&*c), None);
-        assert!(sandbox_dir(&*c).join("base").exists());
+        let own = lower_of(&*c).expect("the plan's own snapshot");
+        assert!(!sandbox_dir(&*c).join("base").exists());
+        let infos = mgr.snapshots();
+        assert_eq!(infos.len(), 1);
+        assert_eq!(infos[0].id, own);
+        assert_eq!(infos[0].plan.as_deref(), Some("p3"));
         mgr.cleanup_all("p3").unwrap();
+        assert!(mgr.snapshots().is_empty(), "{mode}");
     }
 }
 

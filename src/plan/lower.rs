@@ -58,6 +58,11 @@ pub struct SnapshotInfo {
     pub created_at: SystemTime,
     /// How many files and symlinks it holds.
     pub files: usize,
+    /// The plan this snapshot serves alone, when a create of that plan took it
+    /// (see [`crate::plan::plan_lower`]); `None` for one prepared for every plan
+    /// ([`crate::plan::PlanManager::prepare_snapshot`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
     /// Where its files are (the overlay's lower directory); filled in when read.
     #[serde(skip)]
     pub path: PathBuf,
@@ -86,17 +91,26 @@ pub(crate) fn lock(lowers: &Path, exclusive: bool) -> Result<std::fs::File, crat
     Ok(f)
 }
 
+/// The lock of `lowers`, exclusive, if nobody holds it now (`None` also when it cannot be
+/// opened).
+pub(crate) fn try_lock_exclusive(lowers: &Path) -> Option<std::fs::File> {
+    let f = std::fs::File::open(lowers.join(LOCK)).ok()?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(f)
+}
+
 /// The files directory of snapshot `id`.
 pub(crate) fn base_dir(lowers: &Path, id: &str) -> PathBuf {
     lowers.join(id).join(BASE)
 }
 
 /// Takes a snapshot of `original` (canonical) into `lowers`, ready when this returns.
-/// `exclude`: directories never entered.
+/// `exclude`: directories never entered; `plan`: the plan it serves alone, if any.
 pub(crate) fn prepare(
     lowers: &Path,
     original: &Path,
     exclude: &[PathBuf],
+    plan: Option<&str>,
 ) -> Result<(SnapshotInfo, TreeBase), crate::Error> {
     let _lock = lock(lowers, false)?;
     let id = crate::id::next_string();
@@ -112,6 +126,7 @@ pub(crate) fn prepare(
             // Whole milliseconds, as stored: the info read back equals this one.
             created_at: whole_millis(SystemTime::now()),
             files: base.nodes.len(),
+            plan: plan.map(str::to_string),
             path: PathBuf::new(),
         };
         let json = serde_json::to_vec_pretty(&info)
@@ -171,12 +186,12 @@ pub(crate) fn read_info(lowers: &Path, id: &str) -> Option<SnapshotInfo> {
     Some(info)
 }
 
-/// The newest ready snapshot of `original` (canonical).
+/// The newest ready snapshot of `original` (canonical) prepared for every plan.
 pub(crate) fn newest_for(lowers: &Path, original: &Path) -> Option<SnapshotInfo> {
     list(lowers)
         .into_iter()
         .rev()
-        .find(|i| i.original == original)
+        .find(|i| i.original == original && i.plan.is_none())
 }
 
 /// The base of snapshot `id`: its recorded listing, else a walk of its files.
@@ -198,7 +213,8 @@ pub(crate) fn remove(lowers: &Path, name: &str) -> Result<(), crate::Error> {
 
 /// Sweeps `lowers` (the caller holds the exclusive [`lock`]): removes the snapshots `referenced` does not
 /// name and that `removable` accepts (given the snapshot and whether it is the newest of its
-/// original), and half-prepared ones. Returns how many went.
+/// original prepared for every plan; a plan's own snapshot is never that newest one: no
+/// later plan takes it), and half-prepared ones. Returns how many went.
 pub(crate) fn sweep(
     lowers: &Path,
     referenced: &HashSet<String>,
@@ -207,7 +223,10 @@ pub(crate) fn sweep(
     let mut n = 0;
     let all = list(lowers);
     for (i, s) in all.iter().enumerate() {
-        let newest = !all[i + 1..].iter().any(|t| t.original == s.original);
+        let newest = s.plan.is_none()
+            && !all[i + 1..]
+                .iter()
+                .any(|t| t.original == s.original && t.plan.is_none());
         if !referenced.contains(&s.id) && removable(s, newest) {
             remove(lowers, &s.id)?;
             n += 1;

@@ -405,8 +405,9 @@ impl PlanManager {
                 source: None,
             });
         }
-        // An overlay sandbox may take a shared snapshot: no sweep removes one meanwhile.
-        let _lower_lock = if matches!(strategy, Strategy::Overlay) && self.env.lowers.is_dir() {
+        // An overlay sandbox takes a shared snapshot, or its plan's own one, or makes the
+        // latter, as a copy_on_write one does: no sweep removes one meanwhile.
+        let _lower_lock = if matches!(strategy, Strategy::Overlay | Strategy::CopyOnWrite) {
             Some(
                 lower::lock(&self.env.lowers, false)
                     .map_err(|e| SandboxError::from_lower(None, "lock the shared snapshots", e))?,
@@ -839,7 +840,7 @@ impl PlanManager {
                     format!("cannot snapshot {}: not a directory", original.display()),
                 )
             })?;
-        let (info, base) = lower::prepare(&self.env.lowers, &canon, &self.env.exclude)
+        let (info, base) = lower::prepare(&self.env.lowers, &canon, &self.env.exclude, None)
             .map_err(|e| SandboxError::from_lower(None, "prepare a snapshot", e))?;
         self.env
             .lower_bases

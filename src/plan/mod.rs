@@ -79,6 +79,7 @@ pub mod lower;
 pub mod manager;
 pub mod model;
 pub mod phases;
+pub mod plan_lower;
 pub mod record;
 pub mod sandbox;
 pub mod status;

@@ -3,14 +3,17 @@
 //!
 //! ```text
 //! <plan dir>/<sandbox id>/
-//!   state.json    the lifecycle record
-//!   base/         the stable snapshot taken at create (pre-images, rollback source)
+//!   state.json    the lifecycle record ("overlay.lower": the snapshot that is its base)
+//!   base/         the stable snapshot, in sandboxes made before bases were shared
 //!   tree/         the sandbox: what get_path points into
 //!   manifest      stat data of tree/ right after it was copied (diff trusts it)
 //! ```
 //!
-//! Create costs two copies of the selected files (reflinks where the filesystem has them);
-//! diff costs one `lstat` per file plus reading what changed; commit costs what changed.
+//! The base (pre-images, rollback source) is the plan's own snapshot of the original in the
+//! shared store (see [`crate::plan::plan_lower`]), which the plan's later sandboxes over the
+//! same original share. A plan's first create costs two copies of the selected files
+//! (reflinks where the filesystem has them), its later ones one; diff costs one `lstat` per
+//! file plus reading what changed; commit costs what changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,8 +44,8 @@ pub struct CopyOnWrite {
     pub(super) original: PathBuf,
     /// The base, loaded on first need after a reopen.
     base: Mutex<Option<Arc<TreeBase>>>,
-    /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`]);
-    /// only `overlay` sandboxes set it.
+    /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`] and
+    /// [`crate::plan::plan_lower`]); `None` for a sandbox made with a private `base/`.
     shared: Mutex<Option<String>>,
     /// The last successful check, for the commit that follows (`commit_all`).
     checked: Mutex<Option<super::through_apply::Checked>>,
@@ -206,16 +209,6 @@ impl CopyOnWrite {
         SessionDir::open(self.lc.dir())
     }
 
-    /// Makes the sandbox directory and takes the base snapshot into `base/`.
-    pub(super) fn make_base(&self) -> Result<(SessionDir, Arc<TreeBase>), crate::Error> {
-        let dir = self.make_dir()?;
-        let base_p = dir.join(Path::new(BASE))?;
-        let (base, _) = tree_base::take(&self.original, &base_p, &self.env.exclude)?;
-        let base = Arc::new(base);
-        *self.base.lock() = Some(base.clone());
-        Ok((dir, base))
-    }
-
     /// Copies the base into `tree/` and records its manifest: the sandbox of this strategy.
     pub(super) fn make_copy(
         &self,
@@ -248,10 +241,56 @@ impl CopyOnWrite {
         )
     }
 
+    /// Takes the plan's own snapshot of the original (`canon`) as this sandbox's base (see
+    /// [`crate::plan::plan_lower`]): reused, or taken now and then returned with its listing.
+    pub(super) fn take_plan_lower(
+        &self,
+        plan_id: &str,
+        canon: &Path,
+    ) -> Result<(crate::plan::lower::SnapshotInfo, Option<Arc<TreeBase>>), crate::Error> {
+        let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
+        let env = &self.env;
+        let (info, base) = crate::plan::plan_lower::take(
+            &env.lowers,
+            &env.exclude,
+            plan_dir,
+            plan_id,
+            self.lc.id(),
+            canon,
+        )?;
+        let base = base.map(|b| {
+            let b = Arc::new(b);
+            env.lower_bases.lock().insert(info.id.clone(), b.clone());
+            b
+        });
+        self.use_shared(&info.id);
+        Ok((info, base))
+    }
+
+    /// Lets go of the plan's own snapshot this sandbox took, if it did: removed when no
+    /// sandbox that took it is left.
+    pub(super) fn release_plan_lower(&self) {
+        if let Some(id) = self.shared_lower() {
+            let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
+            crate::plan::plan_lower::release(&self.env.lowers, plan_dir, &id);
+        }
+    }
+
+    /// The base is the plan's own snapshot (a plan's later sandboxes over the original copy
+    /// the tree once, not twice); the sandbox is a copy of it.
     fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
-        let (dir, base) = self.make_base()?;
+        let canon = std::fs::canonicalize(&self.original)
+            .map_err(|e| crate::Error::io("resolve", &self.original, e))?;
+        let (info, base) = self.take_plan_lower(plan_id, &canon)?;
+        let base = match base {
+            Some(b) => b,
+            None => self.env.lower_base(&info.id)?,
+        };
+        let dir = self.make_dir()?;
         let tree_p = self.make_copy(&dir, &base)?;
-        Ok(self.new_record(plan_id, tree_p.as_path(), Default::default()))
+        let mut metadata = std::collections::BTreeMap::new();
+        metadata.insert(crate::plan::lower::LOWER_KEY.to_string(), info.id);
+        Ok(self.new_record(plan_id, tree_p.as_path(), metadata))
     }
 
     /// `create` around `make`: the lifecycle step, the record, and no leftovers on failure.
@@ -467,6 +506,9 @@ impl Sandbox for CopyOnWrite {
 
     fn cleanup(&self) -> Result<(), SandboxError> {
         let mut st = self.op()?;
-        super::cleanup_dir(&self.lc, &mut st, || Ok(()))
+        super::cleanup_dir(&self.lc, &mut st, || Ok(()))?;
+        drop(st);
+        self.release_plan_lower();
+        Ok(())
     }
 }

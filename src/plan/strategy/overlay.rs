@@ -6,8 +6,8 @@
 //! <plan dir>/<sandbox id>/
 //!   state.json    the lifecycle record (metadata "overlay.mode": kernel | fuse | copy_on_write,
 //!                 and "overlay.lower": the shared snapshot used, if one)
-//!   base/         the stable snapshot taken at create: lower layer, pre-images, rollback source
-//!                 (absent when a shared snapshot plays that part)
+//!   base/         the stable snapshot, in sandboxes made before every sandbox's was shared
+//!                 (now the snapshot in the store plays that part)
 //!   upper/        the upper layer: what the sandbox changed (whiteouts for deletions)
 //!   work/         OverlayFS's work directory
 //!   tree/         the mount point: what get_path points into
@@ -16,7 +16,9 @@
 //! When the manager holds a prepared snapshot of the original
 //! ([`crate::plan::PlanManager::prepare_snapshot`]), the newest one is the lower layer and
 //! the pre-images instead of `base/`: create then copies nothing (a few directories, a
-//! mount), and is O(1) in the tree's size. Without one, create takes a private snapshot.
+//! mount), and is O(1) in the tree's size. Without one, the plan's own snapshot plays that
+//! part: taken by the plan's first sandbox over the original, reused by its later ones (see
+//! [`crate::plan::plan_lower`]).
 //!
 //! The mode is chosen at create: the kernel's OverlayFS when the process may mount (root or
 //! `CAP_SYS_ADMIN`), else `fuse-overlayfs` when it is installed and `/dev/fuse` opens, else
@@ -271,20 +273,20 @@ impl Overlay {
     // ---- create ---------------------------------------------------------------------------
 
     fn make(&self, plan_id: &str, forced: Option<Mode>) -> Result<Record, crate::Error> {
-        // The newest prepared snapshot of the original, else a private one.
-        let shared = std::fs::canonicalize(&self.cow.original)
-            .ok()
-            .and_then(|o| lower::newest_for(&self.cow.env.lowers, &o));
-        let (dir, base) = match &shared {
-            Some(info) => {
-                self.cow.use_shared(&info.id);
-                (self.cow.make_dir()?, None)
-            }
+        // The newest snapshot prepared for every plan, else the plan's own one (reused, or
+        // taken now: see `plan_lower`).
+        let env = &self.cow.env;
+        let canon = std::fs::canonicalize(&self.cow.original)
+            .map_err(|e| crate::Error::io("resolve", &self.cow.original, e))?;
+        let (shared, base) = match lower::newest_for(&env.lowers, &canon) {
+            Some(info) => (info, None),
             None => {
-                let (dir, base) = self.cow.make_base()?;
-                (dir, Some(base))
+                let (info, base) = self.cow.take_plan_lower(plan_id, &canon)?;
+                (info, base)
             }
         };
+        self.cow.use_shared(&shared.id);
+        let dir = self.cow.make_dir()?;
         for name in [UPPER, WORK, TREE] {
             session_dir::create_dir_new(&dir.join(Path::new(name))?)?;
         }
@@ -321,19 +323,14 @@ impl Overlay {
             }
             let base = match base {
                 Some(b) => b,
-                None => {
-                    let id = self.cow.shared_lower().unwrap_or_default();
-                    self.cow.env.lower_base(&id)?
-                }
+                None => self.cow.env.lower_base(&shared.id)?,
             };
             self.cow.make_copy(&dir, &base)?;
         }
         *self.mode.lock() = Some(mode);
         let mut metadata = std::collections::BTreeMap::new();
         metadata.insert(MODE_KEY.to_string(), mode.name().to_string());
-        if let Some(info) = &shared {
-            metadata.insert(lower::LOWER_KEY.to_string(), info.id.clone());
-        }
+        metadata.insert(lower::LOWER_KEY.to_string(), shared.id.clone());
         if !refusals.is_empty() {
             metadata.insert("overlay.refused".into(), refusals.join("; "));
         }
@@ -480,6 +477,7 @@ impl Sandbox for Overlay {
                 // What a failed mount attempt may have left.
                 let _ = self.unmount(Mode::Kernel);
                 *self.mode.lock() = None;
+                self.cow.release_plan_lower();
             },
         )
     }
@@ -556,14 +554,20 @@ impl Sandbox for Overlay {
     }
 
     fn cleanup(&self) -> Result<(), SandboxError> {
-        let Some(mode) = self.mounted_mode() else {
-            return self.cow.cleanup();
+        let done = match self.mounted_mode() {
+            None => self.cow.cleanup(),
+            Some(mode) => {
+                let mut st = self.cow.op()?;
+                super::cleanup_dir(&self.cow.lc, &mut st, || {
+                    self.unmount(mode)
+                        .map_err(|e| self.err("unmount the overlay", e))
+                })
+            }
         };
-        let mut st = self.cow.op()?;
-        super::cleanup_dir(&self.cow.lc, &mut st, || {
-            self.unmount(mode)
-                .map_err(|e| self.err("unmount the overlay", e))
-        })
+        if done.is_ok() {
+            self.cow.release_plan_lower();
+        }
+        done
     }
 }
 
