@@ -242,10 +242,6 @@ fn is_dir_mode(mode: u32) -> bool {
     mode & 0o170000 == 0o040000
 }
 
-fn depth(r: &RelPath) -> usize {
-    r.depth()
-}
-
 /// How many leading components `a` and `b` have in common (one pass over their bytes).
 pub(crate) fn shared_components(a: &RelPath, b: &RelPath) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -965,7 +961,7 @@ fn stage_rest(
 
     // 3. Move what is replaced or deleted aside (deepest first).
     let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by_cached_key(|&i| std::cmp::Reverse(depth(ops[i].path.rel())));
+    order.sort_by_cached_key(|&i| std::cmp::Reverse(ops[i].path.rel().depth()));
     let mut removed: Vec<RelPath> = Vec::new();
     for &i in &order {
         let op = &ops[i];
@@ -992,7 +988,7 @@ fn stage_rest(
     //    the directories named there (and those an op replaces) may.
     let mut candidates: BTreeMap<(usize, RelPath), bool> = BTreeMap::new();
     let mut add = |d: RelPath, may_go: bool| {
-        *candidates.entry((depth(&d), d)).or_default() |= may_go;
+        *candidates.entry((d.depth(), d)).or_default() |= may_go;
     };
     let emptied = matches!(prune, Prune::EmptiedParents);
     for r in &removed {
@@ -1031,7 +1027,7 @@ fn stage_rest(
             )?;
             if emptied {
                 if let Some(pp) = d.parent() {
-                    *candidates.entry((depth(&pp), pp)).or_default() = true;
+                    *candidates.entry((pp.depth(), pp)).or_default() = true;
                 }
             }
         }
