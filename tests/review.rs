@@ -533,6 +533,15 @@ fn plan_list_diff_and_commit_speak_json_and_commits_carry_provenance() {
     assert!(diff[0]["patch"].as_str().unwrap().contains("+plan\n"));
     let stat = String::from_utf8(ok(plan(&["diff", "--stat", "p1"])).stdout).unwrap();
     assert_eq!(stat, " b.txt | 1 +\n 1 file changed, 1 insertion(+)\n");
+    // The library hands out the same records (the C++ and Python faces pass them on).
+    let value = |v| serde_json::to_value(v).unwrap();
+    assert_eq!(list, value(patchbox::records::plan_records(&mgr, None)));
+    assert_eq!(
+        list,
+        value(patchbox::records::plan_records(&mgr, Some("p1")))
+    );
+    let diffs = patchbox::records::plan_diff_records(&mgr, "p1").unwrap();
+    assert_eq!(diff, value(diffs));
 
     // The library's commit with the caller's provenance; its results, as JSON, carry it.
     let given = Provenance {

@@ -1032,6 +1032,8 @@ def apply_pending_selected(
     stays pending as a new entry with its own pre-images. A selection that cannot be made raises
     ``PatchboxError`` (kind ``"pending"``) and writes nothing.
     """
+def commit_record_json(result: CommitResult) -> str:
+    """The JSON text of ``result``'s record (``CommitResult.to_record()`` parses it)."""
 def pending_records_json(root: Optional[_Path] = None) -> str:
     """Every pending patch's record as the JSON array ``patchbox pending list --json``
     prints."""
