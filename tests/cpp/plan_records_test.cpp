@@ -130,7 +130,8 @@ TEST_F(Records, CommitResultJsonIsTheResultAsARecord) {
                   .count();
     EXPECT_EQ(j["timestamp"].get<long long>(), ms);
     EXPECT_EQ(j["metadata"]["provenance.command"], R"(["agent","--fix"])");
-    EXPECT_EQ(j["metadata"].get<std::map<std::string, std::string>>(), r.metadata);
+    using Metadata = std::map<std::string, std::string>;
+    EXPECT_EQ(j["metadata"].get<Metadata>(), r.metadata);
   }
   EXPECT_EQ(json::parse(results[0].json)["added_files"], json::array({"new.c"}));
   EXPECT_EQ(json::parse(results[1].json)["deleted_files"], json::array({"old.md"}));
