@@ -12,9 +12,9 @@ use crate::patch::parse::parse_patch;
 use crate::patch::stat::{file_stats, FileStat};
 use crate::plan::{PlanManager, Sandbox, SandboxError, Status};
 
-/// The records of `plan` (every plan `mgr` knows, oldest first, when `None`), as `patchbox
-/// plan list --json [PLAN]` prints them. A plan id that names no plan gives a record with no
-/// sandboxes, as the CLI does.
+/// The records of `plan` (every plan `mgr` knows, in [`PlanManager::list_plans`] order, when
+/// `None`), as `patchbox plan list --json [PLAN]` prints them. A plan id that names no plan
+/// gives a record with no sandboxes, as the CLI does.
 pub fn plan_records(mgr: &PlanManager, plan: Option<&str>) -> Vec<PlanRecord> {
     let plans = match plan {
         Some(p) => vec![p.to_string()],
