@@ -140,6 +140,7 @@ CommitResult result_of(const pb::FfiCommitResult& r) {
   if (r.has_error) out.error = std::string(r.error);
   out.timestamp = time_of(r.timestamp_ms);
   out.metadata = meta_of(r.metadata);
+  out.json = std::string(r.json);
   return out;
 }
 
@@ -486,6 +487,16 @@ std::vector<std::shared_ptr<Sandbox>> SandboxManager::list_sandboxes(
 
 std::vector<std::string> SandboxManager::list_plans() const {
   return call([&] { return strings_of(impl().mgr->list_plans()); });
+}
+
+std::string SandboxManager::plans_json(const std::optional<std::string>& plan_id) const {
+  return call([&] {
+    return std::string(impl().mgr->plans_json(plan_id.has_value(), plan_id.value_or("")));
+  });
+}
+
+std::string SandboxManager::diff_json(const std::string& plan_id) const {
+  return call([&] { return std::string(impl().mgr->diff_json(plan_id)); });
 }
 
 std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id) {

@@ -533,6 +533,13 @@ fn plan_list_diff_and_commit_speak_json_and_commits_carry_provenance() {
     assert!(diff[0]["patch"].as_str().unwrap().contains("+plan\n"));
     let stat = String::from_utf8(ok(plan(&["diff", "--stat", "p1"])).stdout).unwrap();
     assert_eq!(stat, " b.txt | 1 +\n 1 file changed, 1 insertion(+)\n");
+    // The library hands out the same records (the C++ and Python faces pass them on).
+    let all = patchbox::records::plan_records(&mgr, None);
+    assert_eq!(list, serde_json::to_value(all).unwrap());
+    let one = patchbox::records::plan_records(&mgr, Some("p1"));
+    assert_eq!(list, serde_json::to_value(one).unwrap());
+    let diffs = patchbox::records::plan_diff_records(&mgr, "p1").unwrap();
+    assert_eq!(diff, serde_json::to_value(diffs).unwrap());
 
     // The library's commit with the caller's provenance; its results, as JSON, carry it.
     let given = Provenance {

@@ -143,6 +143,10 @@ struct CommitResult {
   std::optional<std::string> error;        ///< The error when success is false.
   Clock::time_point timestamp;             ///< When the commit happened (millisecond precision).
   std::map<std::string, std::string> metadata;  ///< Strategy-specific facts.
+  /// The result as the JSON record `patchbox plan commit --json` prints one of per sandbox
+  /// (see `docs/json.md`); filled in by the library, empty in a result a custom strategy
+  /// builds.
+  std::string json;
 };
 
 /// What happened to one path of a diff.
@@ -548,6 +552,15 @@ class SandboxManager {
   std::vector<std::shared_ptr<Sandbox>> list_sandboxes(const std::string& plan_id) const;
   /// The ids of every plan with sandboxes.
   std::vector<std::string> list_plans() const;
+  /// The plans and their sandboxes as JSON: the array of plan records `patchbox plan list
+  /// --json` prints (see `docs/json.md`) — every plan, or only @p plan_id when given (a plan
+  /// with no sandboxes gets a record with none).
+  std::string plans_json(const std::optional<std::string>& plan_id = std::nullopt) const;
+  /// The changes of the plan's Created and Active sandboxes as JSON: the array of plan diff
+  /// records `patchbox plan diff --json` prints (files with their change kind and line
+  /// counts, and the patch text; see `docs/json.md`).
+  /// @throws SandboxError when a sandbox's diff cannot be computed.
+  std::string diff_json(const std::string& plan_id) const;
 
   /// Commits every Created/Active sandbox of the plan, all or nothing: every one is checked
   /// first (a conflict refuses the plan, nothing written); then each commits (rollbackable

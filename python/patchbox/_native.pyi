@@ -382,6 +382,15 @@ class SandboxManager:
         """Every sandbox of the plan, in creation order."""
     def list_plans(self) -> List[str]:
         """The ids of every plan with sandboxes."""
+    def plan_records(self, plan_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The plans and their sandboxes as the records ``patchbox plan list --json [PLAN]``
+        prints (see ``docs/json.md``): every plan, or only ``plan_id`` (a plan with no
+        sandboxes gets a record with none)."""
+    def diff_records(self, plan_id: str) -> List[Dict[str, Any]]:
+        """The changes of the plan's created and active sandboxes as the records ``patchbox
+        plan diff --json PLAN`` prints: ``plan``, ``sandbox_id``, ``resource_id``, ``files``
+        (change kind and line counts) and ``patch`` (see ``docs/json.md``). Raises
+        ``SandboxError`` when a sandbox's diff cannot be computed."""
     def commit_all(
         self,
         plan_id: str,
@@ -1023,6 +1032,8 @@ def apply_pending_selected(
     stays pending as a new entry with its own pre-images. A selection that cannot be made raises
     ``PatchboxError`` (kind ``"pending"``) and writes nothing.
     """
+def commit_record_json(result: CommitResult) -> str:
+    """The JSON text of ``result``'s record (``CommitResult.to_record()`` parses it)."""
 def pending_records_json(root: Optional[_Path] = None) -> str:
     """Every pending patch's record as the JSON array ``patchbox pending list --json``
     prints."""

@@ -6,7 +6,8 @@ Why plain Python: the documentation makes them dataclasses, so ``dataclasses.asd
 ``dataclasses.replace`` and ``FrozenInstanceError`` work on them, and metadata is kept as
 given (``{"attempt": 3}`` stays an ``int``). The compiled core builds its results with these
 very classes (it imports them from here). This module imports nothing of patchbox, so the
-core can import it at any time.
+core can import it at any time (``CommitResult.to_record`` reaches the core only when
+called).
 """
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ class CommitResult:
     error: Optional[str] = None
     timestamp: datetime = field(default_factory=_now)
     metadata: Dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> Dict[str, Any]:
+        """The result as the JSON record ``patchbox plan commit --json`` prints one of per
+        sandbox (see ``docs/json.md``): ``timestamp`` in milliseconds since the Unix epoch,
+        ``metadata`` values as text (a failed result's ``rolled_back_ids`` comma-separated,
+        as the library keeps them). Made by the library's own serializer, as the CLI's."""
+        from ._native import commit_record_json  # late: the core imports this module
+
+        record: Dict[str, Any] = json.loads(commit_record_json(self))
+        return record
 
 
 @dataclass(frozen=True)

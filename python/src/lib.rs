@@ -22,6 +22,7 @@ mod custom;
 mod phases;
 mod plan;
 mod plan_model;
+mod plan_records;
 mod sandbox;
 mod sql;
 mod strategies;
@@ -69,6 +70,7 @@ fn register_plan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::custom::StrategyRegistry>()?;
     m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
     m.add_class::<crate::phases::PhaseRunner>()?;
+    crate::plan_records::register(m)?;
     // The protocol's operations, in order: the one list Python strategies are checked against.
     m.add(
         "STRATEGY_OPERATIONS",

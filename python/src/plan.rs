@@ -32,6 +32,12 @@ use crate::errors::plan_err;
 use crate::plan_model::{commit_record, default_root, path_str, strategy_arg, SnapshotInfo};
 use crate::sandbox::Sandbox;
 
+/// A record's JSON text as Python values (dicts, lists, str, int, None), by the standard
+/// `json` module: the same documents a plugin parsing the CLI's output gets.
+fn json_loads(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+    Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+}
+
 /// `(plan id, sandbox ids rolled back)` of interrupted commits, and warnings.
 type RecoveryReport = (Vec<(String, Vec<String>)>, Vec<String>);
 
@@ -204,6 +210,31 @@ impl SandboxManager {
     fn list_plans(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let m = self.mgr()?;
         Ok(py.detach(|| m.list_plans()))
+    }
+
+    /// The plans and their sandboxes as the records `patchbox plan list --json [PLAN]`
+    /// prints (a list of dicts, see `docs/json.md`): every plan, or only `plan_id`.
+    #[pyo3(signature = (plan_id=None))]
+    fn plan_records(&self, py: Python<'_>, plan_id: Option<String>) -> PyResult<Py<PyAny>> {
+        let m = self.mgr()?;
+        let text = py.detach(|| {
+            patchbox::records::to_json(&patchbox::records::plan_records(&m, plan_id.as_deref()))
+        });
+        json_loads(py, &text)
+    }
+
+    /// The changes of the plan's created and active sandboxes as the records `patchbox plan
+    /// diff --json PLAN` prints (a list of dicts with `files` and `patch`, see
+    /// `docs/json.md`).
+    fn diff_records(&self, py: Python<'_>, plan_id: String) -> PyResult<Py<PyAny>> {
+        let m = self.mgr()?;
+        let text = py
+            .detach(|| {
+                patchbox::records::plan_diff_records(&m, &plan_id)
+                    .map(|r| patchbox::records::to_json(&r))
+            })
+            .map_err(plan_err)?;
+        json_loads(py, &text)
     }
 
     /// Commits every created or active sandbox of the plan, all or nothing; returns their

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use patchbox::patch::stat::diffstat;
 use patchbox::plan::{PlanManager, SandboxError, Status};
-use patchbox::records::{self, PlanDiffRecord, PlanRecord, PlanSandboxRecord};
+use patchbox::records::{self, PlanDiffRecord};
 
 use crate::{color, pager, View};
 
@@ -88,25 +88,15 @@ pub fn run(root: PathBuf, cmd: PlanCmd, view: View) -> Result<ExitCode, SandboxE
     }
     match cmd {
         PlanCmd::List { plan, json } => {
+            if json {
+                let recs = records::plan_records(&mgr, plan.as_deref());
+                print!("{}", records::to_json(&recs));
+                return Ok(ExitCode::SUCCESS);
+            }
             let plans = match plan {
                 Some(p) => vec![p],
                 None => mgr.list_plans(),
             };
-            if json {
-                let recs: Vec<PlanRecord> = plans
-                    .iter()
-                    .map(|p| PlanRecord {
-                        plan: p.clone(),
-                        sandboxes: mgr
-                            .list_sandboxes(p)
-                            .iter()
-                            .map(|s| PlanSandboxRecord::of(s.as_ref()))
-                            .collect(),
-                    })
-                    .collect();
-                print!("{}", records::to_json(&recs));
-                return Ok(ExitCode::SUCCESS);
-            }
             for p in plans {
                 println!("plan {p}");
                 for s in mgr.list_sandboxes(&p) {
@@ -128,22 +118,22 @@ pub fn run(root: PathBuf, cmd: PlanCmd, view: View) -> Result<ExitCode, SandboxE
             }
         }
         PlanCmd::Diff { plan, stat, json } => {
-            let mut recs = Vec::new();
+            if json {
+                let recs = records::plan_diff_records(&mgr, &plan)?;
+                print!("{}", records::to_json(&recs));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut files = Vec::new();
             let mut patch = Vec::new();
             for s in mgr.list_sandboxes(&plan) {
                 if matches!(s.status(), Status::Created | Status::Active) {
                     let d = s.diff()?;
-                    recs.push(PlanDiffRecord::of(&plan, s.as_ref(), &d.patch));
+                    files.extend(PlanDiffRecord::of(&plan, s.as_ref(), &d.patch).files);
                     patch.extend_from_slice(&d.patch);
                 }
             }
-            if json {
-                print!("{}", records::to_json(&recs));
-                return Ok(ExitCode::SUCCESS);
-            }
             let on = view.color.enabled();
             let text = if stat {
-                let files: Vec<_> = recs.into_iter().flat_map(|r| r.files).collect();
                 diffstat(&files, 80, on).into_bytes()
             } else if on {
                 color::color_patch(&patch)

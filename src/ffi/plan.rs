@@ -100,6 +100,8 @@ mod bridge {
         error: String,
         timestamp_ms: i64,
         metadata: Vec<FfiPlanMeta>,
+        /// The result as the JSON record `patchbox plan commit --json` prints one of.
+        json: String,
     }
 
     /// `DiffEntry` across the bridge; `operation` is `added`, `modified` or `deleted`.
@@ -244,6 +246,11 @@ mod bridge {
         ) -> Result<Box<PlanSandbox>>;
         fn list_sandboxes(self: &PlanMgr, plan_id: &str) -> Result<Box<PlanSandboxList>>;
         fn list_plans(self: &PlanMgr) -> Result<Vec<String>>;
+        /// What `patchbox plan list --json [PLAN]` prints (every plan when `has_plan` is
+        /// false).
+        fn plans_json(self: &PlanMgr, has_plan: bool, plan_id: &str) -> Result<String>;
+        /// What `patchbox plan diff --json PLAN` prints.
+        fn diff_json(self: &PlanMgr, plan_id: &str) -> Result<String>;
         fn commit_all(self: &PlanMgr, plan_id: &str) -> Result<Vec<FfiCommitResult>>;
         fn commit_all_as(
             self: &PlanMgr,
@@ -601,6 +608,7 @@ fn empty_context() -> bridge::FfiPlanContext {
 }
 
 fn result_out(r: CommitResult) -> bridge::FfiCommitResult {
+    let json = crate::records::to_json(&r);
     bridge::FfiCommitResult {
         sandbox_id: r.sandbox_id,
         success: r.success,
@@ -613,6 +621,7 @@ fn result_out(r: CommitResult) -> bridge::FfiCommitResult {
         error: r.error.unwrap_or_default(),
         timestamp_ms: millis(r.timestamp),
         metadata: meta_out(r.metadata),
+        json,
     }
 }
 
@@ -747,6 +756,20 @@ impl PlanMgr {
 
     fn list_plans(&self) -> Result<Vec<String>, String> {
         guarded(|| Ok(self.get()?.list_plans()))
+    }
+
+    fn plans_json(&self, has_plan: bool, plan_id: &str) -> Result<String, String> {
+        guarded(|| {
+            let recs = crate::records::plan_records(self.get()?, has_plan.then_some(plan_id));
+            Ok(crate::records::to_json(&recs))
+        })
+    }
+
+    fn diff_json(&self, plan_id: &str) -> Result<String, String> {
+        guarded(|| {
+            let recs = plan(crate::records::plan_diff_records(self.get()?, plan_id))?;
+            Ok(crate::records::to_json(&recs))
+        })
     }
 
     fn commit_all(&self, plan_id: &str) -> Result<Vec<bridge::FfiCommitResult>, String> {

@@ -12,7 +12,9 @@
 //!   [`PruneRecord`], [`RunRecord`]);
 //! - [`apply`]: apply, partial apply and undo reports ([`ApplyRecord`], [`UndoRecord`],
 //!   [`UndoEntryRecord`]);
-//! - [`plan`]: plan sandboxes and their diffs ([`PlanRecord`], [`PlanDiffRecord`]).
+//! - [`plan`]: plan sandboxes and their diffs ([`PlanRecord`], [`PlanDiffRecord`], built by
+//!   [`plan_records`] and [`plan_diff_records`]); a plan's commit is reported by the
+//!   library's own [`crate::plan::CommitResult`]s.
 
 pub mod apply;
 pub mod pending;
@@ -20,7 +22,7 @@ pub mod plan;
 
 pub use apply::{ApplyRecord, ConflictRecord, FileResultRecord, UndoEntryRecord, UndoRecord};
 pub use pending::{pending_records, PendingRecord, PruneRecord, RunRecord, SessionRecord};
-pub use plan::{PlanDiffRecord, PlanRecord, PlanSandboxRecord};
+pub use plan::{plan_diff_records, plan_records, PlanDiffRecord, PlanRecord, PlanSandboxRecord};
 
 /// The version of the JSON schema documented in `docs/json.md`. It changes only when a field
 /// is removed or changes meaning; adding a field does not change it.

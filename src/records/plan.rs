@@ -1,12 +1,57 @@
 //! Records of plan sandboxes: what `patchbox plan list` and `plan diff` print with `--json`
-//! (`plan commit --json` prints the library's own `CommitResult`s).
+//! (`plan commit --json` prints the library's own `CommitResult`s, which serialize as
+//! records themselves).
+//!
+//! [`plan_records`] and [`plan_diff_records`] build them from a [`PlanManager`], so the CLI,
+//! the C++ and the Python faces hand back the same documents for the same plan.
 
 use serde::Serialize;
 
 use super::path_str;
 use crate::patch::parse::parse_patch;
 use crate::patch::stat::{file_stats, FileStat};
-use crate::plan::Sandbox;
+use crate::plan::{PlanManager, Sandbox, SandboxError, Status};
+
+/// The records of `plan` (every plan `mgr` knows, in [`PlanManager::list_plans`] order, when
+/// `None`), as `patchbox plan list --json [PLAN]` prints them. A plan id that names no plan
+/// gives a record with no sandboxes, as the CLI does.
+pub fn plan_records(mgr: &PlanManager, plan: Option<&str>) -> Vec<PlanRecord> {
+    let plans = match plan {
+        Some(p) => vec![p.to_string()],
+        None => mgr.list_plans(),
+    };
+    plans
+        .into_iter()
+        .map(|p| PlanRecord {
+            sandboxes: mgr
+                .list_sandboxes(&p)
+                .iter()
+                .map(|s| PlanSandboxRecord::of(s.as_ref()))
+                .collect(),
+            plan: p,
+        })
+        .collect()
+}
+
+/// One record per created or active sandbox of `plan`, its files and patch included, as
+/// `patchbox plan diff --json PLAN` prints them. Committed, rolled back and failed sandboxes
+/// have nothing left to review and get none.
+///
+/// # Errors
+/// A sandbox whose diff cannot be computed ([`Sandbox::diff`]).
+pub fn plan_diff_records(
+    mgr: &PlanManager,
+    plan: &str,
+) -> Result<Vec<PlanDiffRecord>, SandboxError> {
+    let mut recs = Vec::new();
+    for s in mgr.list_sandboxes(plan) {
+        if matches!(s.status(), Status::Created | Status::Active) {
+            let d = s.diff()?;
+            recs.push(PlanDiffRecord::of(plan, s.as_ref(), &d.patch));
+        }
+    }
+    Ok(recs)
+}
 
 /// One plan and its sandboxes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
