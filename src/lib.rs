@@ -56,6 +56,7 @@ pub mod id;
 pub mod patch;
 pub mod plan;
 pub mod session;
+pub mod store;
 pub mod tree;
 
 pub use error::{Error, Result};

@@ -33,5 +33,6 @@ pub mod manager;
 pub mod overlay;
 pub mod pending;
 pub mod recover;
+pub mod remote;
 pub mod scoped;
 pub mod shared_lower;
