@@ -64,7 +64,7 @@ pub use fs::RelPath;
 pub use session::delegation::{
     Completion, DecideFn, Decision, Isolation, IsolationMode, Routed, SandboxInfo, SandboxResult,
 };
-pub use session::manager::{Options, SandboxManager};
+pub use session::manager::{Delivery, Options, SandboxManager};
 pub use session::scoped::ScopedSandbox;
 
 #[cfg(test)]

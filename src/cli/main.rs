@@ -9,6 +9,7 @@ use std::time::Instant;
 
 mod exit;
 mod plan;
+mod remote;
 
 use clap::{Parser, Subcommand};
 use patchbox::apply::store::UndoStore;
@@ -46,6 +47,11 @@ enum Cmd {
         /// Store the patch in the pending store instead of printing it.
         #[arg(long)]
         pending: bool,
+        /// With --pending: store it in this object store (`s3://bucket/prefix`, or a
+        /// directory) instead of the local one. When the store fails, the patch is kept
+        /// locally and the exit status is 74; `pending push --store URL` uploads it later.
+        #[arg(long, value_name = "URL", requires = "pending")]
+        store: Option<String>,
         /// Write the patch to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -111,10 +117,17 @@ enum Cmd {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Pending patches: list, show, drop, apply.
+    /// Pending patches: list, show, drop, apply (locally, or in an object store with
+    /// --store), push what was kept locally.
     Pending {
         #[command(subcommand)]
         cmd: PendingCmd,
+        /// The object store (`s3://bucket/prefix`, or a directory) instead of the local
+        /// pending store. Endpoint and credentials come from the AWS variables
+        /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+        /// AWS_ALLOW_HTTP).
+        #[arg(long, global = true, value_name = "URL")]
+        store: Option<String>,
     },
     /// Plan sandboxes under the root: list, diff, commit, roll back, clean up.
     Plan {
@@ -158,7 +171,8 @@ enum PendingCmd {
     Apply {
         #[arg(long)]
         root: Option<PathBuf>,
-        /// The project (default: the one the patch was made from).
+        /// The project (default: the one the patch was made from; with --store, the
+        /// current directory).
         #[arg(long)]
         project: Option<PathBuf>,
         /// Report what would happen; write nothing, keep the pending patch.
@@ -166,6 +180,22 @@ enum PendingCmd {
         check: bool,
         id: String,
     },
+    /// Upload the local pending patches (all, or ID) to the --store, removing each locally
+    /// once it is stored. Exit 74 when some stay local.
+    Push {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        id: Option<String>,
+    },
+    /// In the --store: remove patch and pre-image objects no pending patch refers to and
+    /// older than --grace (an upload cut short leaves such objects).
+    Gc {
+        /// Seconds an unreferenced object is spared (it may belong to an upload running).
+        #[arg(long, default_value_t = 3600)]
+        grace: u64,
+    },
+    /// In the --store: bytes of records, patches and pre-images (and without sharing).
+    Usage,
 }
 
 #[derive(Subcommand)]
@@ -249,6 +279,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             root,
             id,
             pending,
+            store,
             out,
             no_confine,
             allow_write,
@@ -258,6 +289,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             root,
             &id,
             pending,
+            store,
             out,
             Confine {
                 off: no_confine,
@@ -319,7 +351,34 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Pending { cmd } => match cmd {
+        Cmd::Pending {
+            cmd,
+            store: Some(url),
+        } => {
+            let (root, action) = match cmd {
+                PendingCmd::List { root } => (root, remote::Action::List),
+                PendingCmd::Show { root, id } => (root, remote::Action::Show(id)),
+                PendingCmd::Drop { root, id } => (root, remote::Action::Drop(id)),
+                PendingCmd::Apply {
+                    root,
+                    project,
+                    check,
+                    id,
+                } => (root, remote::Action::Apply { id, project, check }),
+                PendingCmd::Push { root, id } => (root, remote::Action::Push(id)),
+                PendingCmd::Gc { grace } => (
+                    None,
+                    remote::Action::Gc(std::time::Duration::from_secs(grace)),
+                ),
+                PendingCmd::Usage => (None, remote::Action::Usage),
+            };
+            remote::run(&url, root_or_default(root)?, action)
+        }
+        Cmd::Pending { cmd, store: None } => match cmd {
+            PendingCmd::Push { .. } | PendingCmd::Gc { .. } | PendingCmd::Usage => {
+                eprintln!("patchbox pending: this command needs --store URL");
+                Ok(ExitCode::from(exit::BAD_INPUT))
+            }
             PendingCmd::List { root } => {
                 let root = root_or_default(root)?;
                 let mut stdout = std::io::stdout().lock();
@@ -419,7 +478,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
-fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
+pub(crate) fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
     match project {
         Some(p) => Ok(p),
         None => std::env::current_dir().map_err(|e| Error::io("read current directory", ".", e)),
@@ -449,7 +508,7 @@ fn apply_and_report(
 
 /// Prints an apply's report (stdout when it applied, stderr otherwise); exit
 /// [`exit::REFUSED`] when refused or conflicting.
-fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
+pub(crate) fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
     use patchbox::apply::Outcome;
     if matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied) {
         println!("{report}");
@@ -591,6 +650,7 @@ fn run(
     root: Option<PathBuf>,
     id: &str,
     to_pending: bool,
+    store: Option<String>,
     out: Option<PathBuf>,
     confine: Confine,
     cmd: &[std::ffi::OsString],
@@ -602,10 +662,15 @@ fn run(
         return Ok(ExitCode::from(exit::BAD_INPUT));
     }
     let project = project_or_cwd(project)?;
+    let store = match store {
+        Some(url) => Some(patchbox::store::StoreUrl::parse(&url)?),
+        None => None,
+    };
     let mgr = SandboxManager::with_options(
         &project,
         Options {
             root,
+            store,
             progress: progress_bar(),
             no_confine: confine.off,
             writable_dirs: confine.writable,
@@ -651,13 +716,28 @@ fn run(
         }
     };
     let res = mgr.finalize_sandbox(&sb)?;
+    let mut kept = false;
     let delivered = if to_pending {
         if res.patch.is_empty() {
             eprintln!("patchbox: no changes; nothing stored");
             Ok(())
         } else {
-            mgr.write_pending_patch(id, &res.patch).map(|p| {
-                eprintln!("{}/{}", mgr.session_id(), pending_name(&p));
+            mgr.deliver_pending_patch(id, &res.patch).map(|d| match d {
+                patchbox::Delivery::Local(p) => {
+                    eprintln!("{}/{}", mgr.session_id(), pending_name(&p));
+                }
+                patchbox::Delivery::Stored { id, url } => eprintln!("{id} (in {url})"),
+                patchbox::Delivery::Kept { path, error } => {
+                    kept = true;
+                    eprintln!("patchbox: the store failed: {error}");
+                    eprintln!(
+                        "patchbox: kept as pending patch {}/{} ({}); `patchbox pending push \
+                         --store URL` uploads it",
+                        mgr.session_id(),
+                        pending_name(&path),
+                        path.display()
+                    );
+                }
             })
         }
     } else if let Some(out) = &out {
@@ -679,6 +759,9 @@ fn run(
     match spawn_reaper(mgr.root(), mgr.session_id()) {
         Ok(()) => mgr.leave_cleanup_to_reaper(),
         Err(_) => drop(mgr),
+    }
+    if kept {
+        return Ok(ExitCode::from(exit::UNDELIVERED));
     }
     use std::os::unix::process::ExitStatusExt;
     let code = status
