@@ -45,6 +45,18 @@ impl S3Objects {
     /// The store for `bucket` under `prefix` (no leading or trailing `/`), configured from the
     /// environment. Nothing is sent until the first operation.
     pub fn from_env(bucket: &str, prefix: &str) -> StoreResult<S3Objects> {
+        S3Objects::from_env_with(bucket, prefix, &[])
+    }
+
+    /// [`S3Objects::from_env`], with `settings` taking precedence over the environment:
+    /// pairs of an `object_store` S3 configuration key (`aws_endpoint`, `aws_region`,
+    /// `aws_access_key_id`, `aws_secret_access_key`, …; `aws_allow_http` too) and its value.
+    /// For a process that talks to several stores, or whose environment is not its to set.
+    pub fn from_env_with(
+        bucket: &str,
+        prefix: &str,
+        settings: &[(&str, &str)],
+    ) -> StoreResult<S3Objects> {
         let url = if prefix.is_empty() {
             format!("s3://{bucket}")
         } else {
@@ -60,7 +72,12 @@ impl S3Objects {
         // harmless.
         #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v == "true" || v == "1");
+        let allow_http = settings
+            .iter()
+            .find(|(k, _)| matches!(*k, "aws_allow_http" | "allow_http"))
+            .map(|(_, v)| v.to_string())
+            .or_else(|| std::env::var("AWS_ALLOW_HTTP").ok())
+            .is_some_and(|v| v == "true" || v == "1");
         let client = ClientOptions::new()
             .with_allow_http(allow_http)
             .with_timeout(REQUEST_TIMEOUT)
