@@ -26,7 +26,12 @@ struct Machine {
 }
 
 impl Machine {
-    fn new(dir: &Path, name: &str, project_from: &Path, env: Vec<(&'static str, String)>) -> Machine {
+    fn new(
+        dir: &Path,
+        name: &str,
+        project_from: &Path,
+        env: Vec<(&'static str, String)>,
+    ) -> Machine {
         let home = dir.join(name).join("home");
         let project = dir.join(name).join("project");
         fs::create_dir_all(&home).unwrap();
@@ -36,7 +41,11 @@ impl Machine {
             .arg(&project)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Machine {
             root: dir.join(name).join("root"),
             home,
@@ -47,7 +56,9 @@ impl Machine {
 
     fn patchbox(&self, args: &[&str]) -> Output {
         let mut c = Command::new(env!("CARGO_BIN_EXE_patchbox"));
-        c.args(args).env("HOME", &self.home).env_remove("PATCHBOX_ROOT");
+        c.args(args)
+            .env("HOME", &self.home)
+            .env_remove("PATCHBOX_ROOT");
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -56,10 +67,25 @@ impl Machine {
 
     /// `run --pending --store URL` of `sh -c CMD` in this machine's project.
     fn run_pending(&self, store: &str, id: &str, cmd: &str) -> Output {
-        let (p, r) = (self.project.display().to_string(), self.root.display().to_string());
+        let (p, r) = (
+            self.project.display().to_string(),
+            self.root.display().to_string(),
+        );
         self.patchbox(&[
-            "run", "--project", &p, "--root", &r, "--id", id, "--pending", "--store", store,
-            "--", "sh", "-c", cmd,
+            "run",
+            "--project",
+            &p,
+            "--root",
+            &r,
+            "--id",
+            id,
+            "--pending",
+            "--store",
+            store,
+            "--",
+            "sh",
+            "-c",
+            cmd,
         ])
     }
 }
@@ -97,7 +123,7 @@ fn ids(listing: &str) -> Vec<String> {
 #[test]
 fn two_machines_share_a_bucket_and_a_reviewer_applies_on_a_copy_that_moved_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(weed) = Weed::start(&tmp.path().join("weed"), "two_machines") else {
+    let Some(mut weed) = Weed::start(&tmp.path().join("weed"), "two_machines") else {
         return;
     };
     weed.create_bucket("fleet");
@@ -115,8 +141,17 @@ fn two_machines_share_a_bucket_and_a_reviewer_applies_on_a_copy_that_moved_on() 
     ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/fix (in s3://fleet/team-a)"), "{stderr}");
-    let local = agent.patchbox(&["pending", "list", "--root", &agent.root.display().to_string()]);
-    assert_eq!(ok(&local), "", "nothing is kept locally when the store took it");
+    let local = agent.patchbox(&[
+        "pending",
+        "list",
+        "--root",
+        &agent.root.display().to_string(),
+    ]);
+    assert_eq!(
+        ok(&local),
+        "",
+        "nothing is kept locally when the store took it"
+    );
 
     // The reviewer's machine lists and shows it …
     let listing = ok(&reviewer.patchbox(&["pending", "list", "--store", store]));
@@ -126,26 +161,42 @@ fn two_machines_share_a_bucket_and_a_reviewer_applies_on_a_copy_that_moved_on() 
     let patch = ok(&reviewer.patchbox(&["pending", "show", "--store", store, &listed[0]]));
     assert!(patch.contains("+line eighteen"), "{patch}");
 
-    // … while its copy has moved on (a commit touching the same file elsewhere) …
+    // … while its copy has moved on (a commit touching the same file elsewhere); the apply
+    // merges the patch into it.
     let moved = fs::read_to_string(reviewer.project.join("src/lib.txt"))
         .unwrap()
         .replace("line 2\n", "line two\n");
     write(&reviewer.project, "src/lib.txt", moved.as_bytes());
     git_commit_all(&reviewer.project);
-    // … so a plain apply of the patch's context still works here, but `git apply` of the
-    // patch with only its own context is the oracle for the files it did not merge.
     let root = reviewer.root.display().to_string();
     let project = reviewer.project.display().to_string();
     let applied = reviewer.patchbox(&[
-        "pending", "apply", "--store", store, "--root", &root, "--project", &project, "fix",
+        "pending",
+        "apply",
+        "--store",
+        store,
+        "--root",
+        &root,
+        "--project",
+        &project,
+        "fix",
     ]);
     ok(&applied);
     let merged = fs::read_to_string(reviewer.project.join("src/lib.txt")).unwrap();
-    assert!(merged.contains("line two\n") && merged.contains("line eighteen\n"), "{merged}");
-    assert_eq!(fs::read_to_string(reviewer.project.join("docs/b.md")).unwrap(), "new\n");
+    assert!(
+        merged.contains("line two\n") && merged.contains("line eighteen\n"),
+        "{merged}"
+    );
+    assert_eq!(
+        fs::read_to_string(reviewer.project.join("docs/b.md")).unwrap(),
+        "new\n"
+    );
     assert!(!reviewer.project.join("README").exists());
     // Applied: it leaves the store, for every machine.
-    assert_eq!(ok(&agent.patchbox(&["pending", "list", "--store", store])), "");
+    assert_eq!(
+        ok(&agent.patchbox(&["pending", "list", "--store", store])),
+        ""
+    );
     // And the apply can be undone like any other.
     ok(&reviewer.patchbox(&["apply", "--undo", "--root", &root, "--project", &project]));
     assert!(reviewer.project.join("README").exists());
@@ -154,7 +205,7 @@ fn two_machines_share_a_bucket_and_a_reviewer_applies_on_a_copy_that_moved_on() 
 #[test]
 fn a_three_way_apply_uses_the_stored_pre_images_when_the_context_is_gone() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(weed) = Weed::start(&tmp.path().join("weed"), "three_way") else {
+    let Some(mut weed) = Weed::start(&tmp.path().join("weed"), "three_way") else {
         return;
     };
     weed.create_bucket("fleet");
@@ -179,11 +230,22 @@ fn a_three_way_apply_uses_the_stored_pre_images_when_the_context_is_gone() {
         .current_dir(&reviewer.project)
         .output()
         .unwrap();
-    assert!(!plain.status.success(), "git apply without the pre-image must fail here");
+    assert!(
+        !plain.status.success(),
+        "git apply without the pre-image must fail here"
+    );
     let root = reviewer.root.display().to_string();
     let project = reviewer.project.display().to_string();
     ok(&reviewer.patchbox(&[
-        "pending", "apply", "--store", store, "--root", &root, "--project", &project, "d1",
+        "pending",
+        "apply",
+        "--store",
+        store,
+        "--root",
+        &root,
+        "--project",
+        &project,
+        "d1",
     ]));
     let merged = fs::read_to_string(reviewer.project.join("src/lib.txt")).unwrap();
     let expected = moved.replace("line 10\n", "line ten\n");
@@ -193,7 +255,7 @@ fn a_three_way_apply_uses_the_stored_pre_images_when_the_context_is_gone() {
 #[test]
 fn eight_concurrent_writers_of_one_delegation_id_keep_eight_patches() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(weed) = Weed::start(&tmp.path().join("weed"), "eight_writers") else {
+    let Some(mut weed) = Weed::start(&tmp.path().join("weed"), "eight_writers") else {
         return;
     };
     weed.create_bucket("fleet");
@@ -208,14 +270,22 @@ fn eight_concurrent_writers_of_one_delegation_id_keep_eight_patches() {
         .enumerate()
         .map(|(i, m)| {
             std::thread::spawn(move || {
-                let out = m.run_pending("s3://fleet/eight", "d1", &format!("echo writer-{i} >> README"));
+                let out = m.run_pending(
+                    "s3://fleet/eight",
+                    "d1",
+                    &format!("echo writer-{i} >> README"),
+                );
                 (i, out)
             })
         })
         .collect();
     for h in handles {
         let (i, out) = h.join().unwrap();
-        assert!(out.status.success(), "writer {i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "writer {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let reader = Machine::new(tmp.path(), "reader", &src, weed.env());
     let listing = ok(&reader.patchbox(&["pending", "list", "--store", store]));
@@ -225,7 +295,10 @@ fn eight_concurrent_writers_of_one_delegation_id_keep_eight_patches() {
         .iter()
         .map(|id| {
             let p = ok(&reader.patchbox(&["pending", "show", "--store", store, id]));
-            p.lines().find(|l| l.starts_with("+writer-")).unwrap().to_string()
+            p.lines()
+                .find(|l| l.starts_with("+writer-"))
+                .unwrap()
+                .to_string()
         })
         .collect();
     writers.sort();
@@ -241,9 +314,21 @@ fn eight_concurrent_writers_of_one_delegation_id_keep_eight_patches() {
     let settings: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .map(|(k, v)| (if k == "aws_endpoint_url" { "aws_endpoint".into() } else { k }, v))
+        .map(|(k, v)| {
+            (
+                if k == "aws_endpoint_url" {
+                    "aws_endpoint".into()
+                } else {
+                    k
+                },
+                v,
+            )
+        })
         .collect();
-    let pairs: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let objects: Arc<dyn Objects> =
         Arc::new(S3Objects::from_env_with("fleet", "one-session", &pairs).unwrap());
     let names = eight_in_one_session(RemotePending::new(objects));
@@ -318,16 +403,34 @@ fn an_unreachable_store_keeps_the_work_locally_and_push_sends_it_later() {
     ];
     let m = Machine::new(tmp.path(), "m", &src, env);
     let out = m.run_pending("s3://fleet/x", "d1", "echo more >> README");
-    assert_eq!(out.status.code(), Some(74), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(74),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("kept as pending patch") && stderr.contains("pending push"), "{stderr}");
+    assert!(
+        stderr.contains("kept as pending patch") && stderr.contains("pending push"),
+        "{stderr}"
+    );
     let root = m.root.display().to_string();
     let local = ok(&m.patchbox(&["pending", "list", "--root", &root]));
     assert_eq!(ids(&local).len(), 1, "{local}");
     // Still unreachable: push keeps it and says so with the same status.
-    let push = m.patchbox(&["pending", "push", "--store", "s3://fleet/x", "--root", &root]);
+    let push = m.patchbox(&[
+        "pending",
+        "push",
+        "--store",
+        "s3://fleet/x",
+        "--root",
+        &root,
+    ]);
     assert_eq!(push.status.code(), Some(74));
-    assert_eq!(ids(&ok(&m.patchbox(&["pending", "list", "--root", &root]))).len(), 1);
+    assert_eq!(
+        ids(&ok(&m.patchbox(&["pending", "list", "--root", &root]))).len(),
+        1
+    );
     // A directory store is reachable: push sends it there, with its pre-image.
     let dir = tmp.path().join("shared").display().to_string();
     ok(&m.patchbox(&["pending", "push", "--store", &dir, "--root", &root]));
@@ -350,7 +453,11 @@ fn a_server_killed_during_uploads_leaves_no_half_patch_and_nothing_is_lost() {
     // (300 pre-images, then the patch) takes a while.
     let src = tmp.path().join("origin");
     for i in 0..300 {
-        write(&src, &format!("f/{i:03}.txt"), format!("{i}\n").repeat(8000).as_bytes());
+        write(
+            &src,
+            &format!("f/{i:03}.txt"),
+            format!("{i}\n").repeat(8000).as_bytes(),
+        );
     }
     git_init(&src);
     git_commit_all(&src);
@@ -371,22 +478,34 @@ fn a_server_killed_during_uploads_leaves_no_half_patch_and_nothing_is_lost() {
             })
         })
         .collect();
-    // Kill the server as soon as uploads have begun (some pre-image is in).
+    // Kill the server as soon as uploads have begun (some pre-image is in): the writers are
+    // cut in the middle of their uploads.
     let probe = Machine::new(tmp.path(), "probe", &src, weed.env());
     let env = weed.env();
     let settings: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .map(|(k, v)| (if k == "aws_endpoint_url" { "aws_endpoint".into() } else { k }, v))
+        .map(|(k, v)| {
+            (
+                if k == "aws_endpoint_url" {
+                    "aws_endpoint".into()
+                } else {
+                    k
+                },
+                v,
+            )
+        })
         .collect();
-    let pairs: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let objects = S3Objects::from_env_with("fleet", "k", &pairs).unwrap();
     let prefix = patchbox::store::Key::new("pending/objects").unwrap();
-    while objects.list(&prefix).map(|l| l.is_empty()).unwrap_or(true)
-        && !handles.iter().all(|h| h.is_finished())
-    {
+    while objects.list(&prefix).unwrap().is_empty() && !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let cut = !handles.iter().all(|h| h.is_finished());
     weed.kill();
     let mut kept = 0;
     let mut machines = Vec::new();
@@ -398,6 +517,10 @@ fn a_server_killed_during_uploads_leaves_no_half_patch_and_nothing_is_lost() {
             other => panic!("{other:?}: {}", String::from_utf8_lossy(&out.stderr)),
         }
         machines.push(m);
+    }
+    if cut {
+        // A writer still running when the server died could not finish its upload.
+        assert!(kept >= 1, "no writer kept its work locally");
     }
     weed.restart();
     // Every listed patch is whole: it shows, and its bytes match the id its record holds

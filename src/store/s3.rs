@@ -100,6 +100,14 @@ impl S3Objects {
         {
             builder = builder.with_region("us-east-1");
         }
+        for (k, v) in settings {
+            if matches!(*k, "aws_allow_http" | "allow_http") {
+                continue; // applied to the client options above
+            }
+            let key: object_store::aws::AmazonS3ConfigKey =
+                k.parse().map_err(|e| setup(format!("setting {k}: {e}")))?;
+            builder = builder.with_config(key, *v);
+        }
         let store = builder.build().map_err(|e| setup(e.to_string()))?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

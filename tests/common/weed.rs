@@ -17,6 +17,8 @@ pub struct Weed {
     data: PathBuf,
     ports: Vec<u16>,
     child: Option<Child>,
+    /// Buckets made, written to after a restart until the server takes writes again.
+    buckets: Vec<String>,
 }
 
 /// The `weed` binary, if one is to be had.
@@ -37,7 +39,9 @@ fn free_ports(n: usize) -> Vec<u16> {
     let held: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 impl Weed {
@@ -57,6 +61,7 @@ impl Weed {
             data: data.to_path_buf(),
             ports: free_ports(8),
             child: None,
+            buckets: Vec::new(),
         };
         w.restart();
         Some(w)
@@ -117,19 +122,30 @@ impl Weed {
             .unwrap();
         self.child = Some(child);
         self.wait_ready();
+        // The gateway answers before its volume server is back: wait until a write lands.
+        for b in self.buckets.clone() {
+            self.until_ok("PUT", &format!("/{b}/.patchbox-test-probe"));
+        }
     }
 
-    /// Creates `bucket` (the server has no access control configured here).
-    pub fn create_bucket(&self, bucket: &str) {
+    /// Creates `bucket` (the server has no access control configured here) and waits until
+    /// it takes writes.
+    pub fn create_bucket(&mut self, bucket: &str) {
+        self.until_ok("PUT", &format!("/{bucket}"));
+        self.until_ok("PUT", &format!("/{bucket}/.patchbox-test-probe"));
+        self.buckets.push(bucket.to_string());
+    }
+
+    /// Sends the request until it is answered with 200 (bounded: two minutes).
+    fn until_ok(&self, method: &str, path: &str) {
         let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            match self.request("PUT", &format!("/{bucket}")) {
-                Some(code) if code == 200 || code == 409 => return,
-                _ if Instant::now() > deadline => {
-                    panic!("weed did not create bucket {bucket}; see {}", self.log_path().display())
-                }
-                _ => std::thread::sleep(Duration::from_millis(200)),
-            }
+        while self.request(method, path) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "weed did not answer {method} {path} with 200; see {}",
+                self.log_path().display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 
