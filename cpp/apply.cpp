@@ -152,6 +152,15 @@ ApplyReport apply_pending(const std::filesystem::path& root, const std::string& 
   });
 }
 
+ApplyReport apply_stored(const std::string& store_url, const std::string& id,
+                         const std::filesystem::path& project, const std::filesystem::path& root,
+                         const ApplyOptions& options) {
+  return call([&] {
+    return report_of(
+        bridge::apply_stored(store_url, id, bytes(project), bytes(root), options_in(options)));
+  });
+}
+
 ApplyReport apply_recorded(const std::filesystem::path& root,
                            const std::filesystem::path& project_dir, const std::string& patch,
                            const ApplyOptions& options) {

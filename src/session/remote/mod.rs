@@ -176,7 +176,7 @@ impl RemotePending {
         })
     }
 
-    /// Every pending patch in the store, by session then name.
+    /// Every pending patch in the store, by session, then delegation, then `<id>`, `<id>.2`, ….
     pub fn list(&self) -> Result<Vec<RemoteEntry>> {
         let prefix = Key::new(RECORDS_PREFIX)?;
         let mut out = Vec::new();
@@ -198,6 +198,17 @@ impl RemotePending {
                 record,
             });
         }
+        // As the local store lists them: `d1` before `d1.2` before `d1.10`.
+        out.sort_by_cached_key(|e| {
+            let r = &e.record;
+            let n: u32 = r
+                .name
+                .strip_prefix(&r.delegation)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            (r.session.clone(), r.delegation.clone(), n)
+        });
         Ok(out)
     }
 
