@@ -31,6 +31,7 @@ mod pending;
 mod report;
 mod session;
 mod sessions;
+mod stored;
 
 /// The compiled module: registers each layer's classes and functions.
 #[pymodule]
@@ -45,5 +46,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     report::register(m)?;
     apply::register(m)?;
     pending::register(m)?;
+    stored::register(m)?;
     Ok(())
 }
