@@ -200,6 +200,10 @@ mod tests {
                 reason: "r".into(),
             },
             Error::Callback("r".into()),
+            Error::Store(crate::store::StoreError::Key {
+                key: "k".into(),
+                reason: "r",
+            }),
         ];
         for e in &all {
             match e {
@@ -213,7 +217,8 @@ mod tests {
                 | Error::PatchParse { .. }
                 | Error::ApplyFailed(_)
                 | Error::Pending { .. }
-                | Error::Callback(_) => {}
+                | Error::Callback(_)
+                | Error::Store(_) => {}
             }
         }
         all

@@ -121,6 +121,22 @@ impl S3Objects {
         })
     }
 
+    /// Runs one request to completion on the private runtime. Called from inside another
+    /// tokio runtime (an async caller), it runs on a thread of its own, since a runtime cannot
+    /// block inside another.
+    fn block<T: Send>(&self, f: impl std::future::Future<Output = T> + Send) -> T {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.rt.block_on(f);
+        }
+        std::thread::scope(|s| {
+            match s.spawn(|| self.rt.block_on(f)).join() {
+                Ok(v) => v,
+                // The request itself panicked: pass the panic on, as the direct call would.
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        })
+    }
+
     fn location(&self, key: &Key) -> ObjPath {
         if self.prefix.is_empty() {
             ObjPath::from(key.as_str())
@@ -147,7 +163,7 @@ impl Objects for S3Objects {
             ..PutOptions::default()
         };
         let payload = bytes::Bytes::copy_from_slice(data).into();
-        match self.rt.block_on(self.store.put_opts(&loc, payload, opts)) {
+        match self.block(self.store.put_opts(&loc, payload, opts)) {
             Ok(_) => Ok(Put::Created),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(Put::Exists),
@@ -157,7 +173,7 @@ impl Objects for S3Objects {
 
     fn get(&self, key: &Key) -> StoreResult<Option<Vec<u8>>> {
         let loc = self.location(key);
-        let got = self.rt.block_on(async {
+        let got = self.block(async {
             let r = self.store.get(&loc).await?;
             r.bytes().await
         });
@@ -171,8 +187,7 @@ impl Objects for S3Objects {
     fn list(&self, prefix: &Key) -> StoreResult<Vec<Listed>> {
         let loc = self.location(prefix);
         let metas: Vec<object_store::ObjectMeta> = self
-            .rt
-            .block_on(self.store.list(Some(&loc)).try_collect())
+            .block(self.store.list(Some(&loc)).try_collect())
             .map_err(|e| self.remote("list", prefix, e))?;
         let strip = if self.prefix.is_empty() {
             String::new()
@@ -196,7 +211,7 @@ impl Objects for S3Objects {
 
     fn delete(&self, key: &Key) -> StoreResult<()> {
         let loc = self.location(key);
-        match self.rt.block_on(self.store.delete(&loc)) {
+        match self.block(self.store.delete(&loc)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.remote("delete", key, e)),
         }
@@ -204,5 +219,36 @@ impl Objects for S3Objects {
 
     fn url(&self) -> String {
         self.url.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An async caller (inside its own tokio runtime) gets an error from a store that is
+    /// down, not a panic about nested runtimes.
+    #[test]
+    fn a_caller_inside_a_runtime_gets_an_answer() {
+        let objects = S3Objects::from_env_with(
+            "fleet",
+            "x",
+            &[
+                ("aws_endpoint", "http://127.0.0.1:9"),
+                ("aws_allow_http", "true"),
+                ("aws_access_key_id", "k"),
+                ("aws_secret_access_key", "s"),
+            ],
+        )
+        .unwrap();
+        let key = Key::new("a").unwrap();
+        let outer = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let got = outer.block_on(async { objects.get(&key) });
+        let err = got.expect_err("nothing listens on port 9");
+        assert!(err.is_unreachable(), "{err}");
+        assert!(err.to_string().contains("s3://fleet/x"), "{err}");
     }
 }
