@@ -15,7 +15,7 @@ use common::weed::Weed;
 use common::*;
 use patchbox::session::pending::PendingMeta;
 use patchbox::session::remote::RemotePending;
-use patchbox::store::{DirObjects, Objects, S3Objects};
+use patchbox::store::{DirObjects, Objects};
 
 /// A machine: its own home, sandbox root and copy of the project.
 struct Machine {
@@ -310,27 +310,7 @@ fn eight_concurrent_writers_of_one_delegation_id_keep_eight_patches() {
 
     // Eight writers in one session (one engine's threads) race for the same names: the
     // create-only writes of the records give them d1, d1.2, … d1.8, none overwritten.
-    let env = weed.env();
-    let settings: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .map(|(k, v)| {
-            (
-                if k == "aws_endpoint_url" {
-                    "aws_endpoint".into()
-                } else {
-                    k
-                },
-                v,
-            )
-        })
-        .collect();
-    let pairs: Vec<(&str, &str)> = settings
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let objects: Arc<dyn Objects> =
-        Arc::new(S3Objects::from_env_with("fleet", "one-session", &pairs).unwrap());
+    let objects: Arc<dyn Objects> = Arc::new(weed.objects("fleet", "one-session"));
     let names = eight_in_one_session(RemotePending::new(objects));
     let expected: Vec<String> = std::iter::once("d1".to_string())
         .chain((2..=8).map(|n| format!("d1.{n}")))
@@ -481,26 +461,7 @@ fn a_server_killed_during_uploads_leaves_no_half_patch_and_nothing_is_lost() {
     // Kill the server as soon as uploads have begun (some pre-image is in): the writers are
     // cut in the middle of their uploads.
     let probe = Machine::new(tmp.path(), "probe", &src, weed.env());
-    let env = weed.env();
-    let settings: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .map(|(k, v)| {
-            (
-                if k == "aws_endpoint_url" {
-                    "aws_endpoint".into()
-                } else {
-                    k
-                },
-                v,
-            )
-        })
-        .collect();
-    let pairs: Vec<(&str, &str)> = settings
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let objects = S3Objects::from_env_with("fleet", "k", &pairs).unwrap();
+    let objects = weed.objects("fleet", "k");
     let prefix = patchbox::store::Key::new("pending/objects").unwrap();
     while objects.list(&prefix).unwrap().is_empty() && !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -14,7 +14,7 @@ use common::weed::Weed;
 use common::write;
 use patchbox::plan::checkpoint::{CheckpointManager, Phase};
 use patchbox::plan::{PlanManager, Sandbox, Strategy};
-use patchbox::store::{DirObjects, Key, Objects, S3Objects};
+use patchbox::store::{DirObjects, Key, Objects};
 
 fn project(dir: &Path) -> PathBuf {
     for i in 0..30 {
@@ -153,14 +153,5 @@ fn checkpoints_in_an_s3_bucket_restore_across_roots() {
         return;
     };
     weed.create_bucket("ckpt");
-    let endpoint = weed.endpoint();
-    let settings = [
-        ("aws_endpoint", endpoint.as_str()),
-        ("aws_access_key_id", "k"),
-        ("aws_secret_access_key", "s"),
-        ("aws_allow_http", "true"),
-    ];
-    across_roots(Arc::new(
-        S3Objects::from_env_with("ckpt", "plans", &settings).unwrap(),
-    ));
+    across_roots(Arc::new(weed.objects("ckpt", "plans")));
 }

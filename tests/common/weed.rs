@@ -83,6 +83,19 @@ impl Weed {
         ]
     }
 
+    /// A client of this server's store for `bucket`/`prefix`, configured in code (the
+    /// process's environment is not the test's to change).
+    pub fn objects(&self, bucket: &str, prefix: &str) -> patchbox::store::S3Objects {
+        let endpoint = self.endpoint();
+        let settings = [
+            ("aws_endpoint", endpoint.as_str()),
+            ("aws_access_key_id", "patchbox-test"),
+            ("aws_secret_access_key", "patchbox-test-secret"),
+            ("aws_allow_http", "true"),
+        ];
+        patchbox::store::S3Objects::from_env_with(bucket, prefix, &settings).unwrap()
+    }
+
     /// Kills the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
