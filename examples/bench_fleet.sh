@@ -21,6 +21,12 @@ cleanup() { [[ -n $weed_pid ]] && kill -9 "$weed_pid" 2>/dev/null; rm -rf "$work
 trap cleanup EXIT
 
 now() { date +%s.%N; }
+jobs_=()
+wait_jobs() { # waits for the jobs started since the last call (not the server); fails if one did
+  local j
+  for j in "${jobs_[@]}"; do wait "$j"; done
+  jobs_=()
+}
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$2"; }
 per() { python3 -c "import sys; print(f'{1000 * float(sys.argv[1]) / int(sys.argv[2]):.1f}')" "$1" "$2"; }
 
@@ -40,7 +46,7 @@ mkdir -p "$work/weed"
   -master.volumeSizeLimitMB=256 -volume.max=100 >"$work/weed.log" 2>&1 &
 weed_pid=$!
 http() { # METHOD PATH -> status code (or nothing)
-  exec 3<>"/dev/tcp/127.0.0.1/${ports[0]}" 2>/dev/null || return 0
+  { exec 3<>"/dev/tcp/127.0.0.1/${ports[0]}"; } 2>/dev/null || return 0
   printf '%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' "$1" "$2" >&3
   head -c 12 <&3 | cut -c10-12
   exec 3<&-
@@ -71,13 +77,15 @@ for w in $(seq 0 $((WRITERS - 1))); do
         -- bash -c "change $k ." 2>/dev/null
     done
   ) &
+  jobs_+=($!)
 done
-wait
+wait_jobs
 t0=$(now)
 for w in $(seq 0 $((WRITERS - 1))); do
   "$pb" pending push --store "$store" --root "$work/root$w" 2>/dev/null &
+  jobs_+=($!)
 done
-wait
+wait_jobs
 t1=$(now)
 push_s=$(elapsed "$t0" "$t1")
 n=$("$pb" pending list --store "$store" | wc -l)
@@ -121,8 +129,9 @@ for w in $(seq 0 $((WRITERS - 1))); do
     cd "$work/clone$w"
     for k in $(seq "$w" "$WRITERS" $((PATCHES - 1))); do git push -q origin "p$k" 2>/dev/null; done
   ) &
+  jobs_+=($!)
 done
-wait
+wait_jobs
 t1=$(now)
 git_s=$(elapsed "$t0" "$t1")
 git_bytes=$(du -sb "$work/bare.git/objects" | cut -f1)

@@ -288,9 +288,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             project,
             root,
             &id,
-            pending,
-            store,
-            out,
+            Destination {
+                pending,
+                store,
+                out,
+            },
             Confine {
                 off: no_confine,
                 writable: allow_write,
@@ -639,6 +641,14 @@ fn progress_bar() -> Option<Arc<patchbox::tree::snapshot::ProgressFn>> {
     }))
 }
 
+/// Where `run` sends the patch: the pending store (local, or the object store `store`), the
+/// file `out`, or stdout.
+struct Destination {
+    pending: bool,
+    store: Option<String>,
+    out: Option<PathBuf>,
+}
+
 /// `run`'s confinement flags.
 struct Confine {
     off: bool,
@@ -649,9 +659,7 @@ fn run(
     project: Option<PathBuf>,
     root: Option<PathBuf>,
     id: &str,
-    to_pending: bool,
-    store: Option<String>,
-    out: Option<PathBuf>,
+    to: Destination,
     confine: Confine,
     cmd: &[std::ffi::OsString],
 ) -> Result<ExitCode, Error> {
@@ -662,6 +670,11 @@ fn run(
         return Ok(ExitCode::from(exit::BAD_INPUT));
     }
     let project = project_or_cwd(project)?;
+    let Destination {
+        pending: to_pending,
+        store,
+        out,
+    } = to;
     let store = match store {
         Some(url) => Some(patchbox::store::StoreUrl::parse(&url)?),
         None => None,
