@@ -45,6 +45,7 @@ mkdir -p "$work/weed"
   -filer.port="${ports[6]}" -filer.port.grpc="${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
   -master.volumeSizeLimitMB=256 -volume.max=100 >"$work/weed.log" 2>&1 &
 weed_pid=$!
+disown "$weed_pid"  # killed by cleanup; no job notice
 http() { # METHOD PATH -> status code (or nothing)
   { exec 3<>"/dev/tcp/127.0.0.1/${ports[0]}"; } 2>/dev/null || return 0
   printf '%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' "$1" "$2" >&3
@@ -56,14 +57,15 @@ export AWS_ENDPOINT_URL=http://127.0.0.1:${ports[0]} AWS_ALLOW_HTTP=true AWS_REG
   AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench
 store=s3://bench/fleet
 
-# --- the project: FILES files of 200 lines; patch k changes line k+50 of every file, so
-# the patches are disjoint but each one's context overlaps its neighbours'.
+# --- the project: FILES files of 2 x PATCHES + 10 lines; patch k changes line 2k+5 of
+# every file, so the patches are disjoint (one unchanged line between two patches' lines) but
+# each one's context overlaps its neighbours'.
 src=$work/project
 mkdir -p "$src"
-for f in $(seq "$FILES"); do seq -f "file $f line %g" 200 >"$src/f$f.txt"; done
+for f in $(seq "$FILES"); do seq -f "file $f line %g" $((2 * PATCHES + 10)) >"$src/f$f.txt"; done
 git -C "$src" init -q && git -C "$src" add . && git -C "$src" -c user.name=b -c user.email=b@b commit -qm base
 change() { # K DIR: patch K's change in DIR
-  local line=$(( $1 + 50 ))
+  local line=$(( 2 * $1 + 5 ))
   for f in "$2"/f*.txt; do sed -i "${line}s/\$/ changed by patch $1/" "$f"; done
 }
 export -f change
