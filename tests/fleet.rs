@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use common::weed::Weed;
 use common::*;
-use patchbox::session::pending::PendingMeta;
+use patchbox::session::pending::{PendingMeta, PreimageFn as PendingPreimages};
 use patchbox::session::remote::RemotePending;
 use patchbox::store::{DirObjects, Objects};
 
@@ -505,4 +505,60 @@ fn a_server_killed_during_uploads_leaves_no_half_patch_and_nothing_is_lost() {
         let p = ok(&probe.patchbox(&["pending", "show", "--store", store, &id]));
         assert_eq!(p.matches("diff --git").count(), 300);
     }
+}
+
+#[test]
+fn a_cut_upload_is_never_listed_and_gc_removes_only_what_nothing_refers_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let objects: Arc<dyn Objects> = Arc::new(DirObjects::new(tmp.path().join("store")));
+    let store = RemotePending::new(objects.clone());
+    let meta = PendingMeta {
+        session: patchbox::id::next_string(),
+        delegation: "d1".into(),
+        project: "/p".into(),
+        created: 1,
+        ..PendingMeta::default()
+    };
+    let patch = b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+    let rel = patchbox::RelPath::new("f").unwrap();
+    let read = |_: &patchbox::RelPath| {
+        Ok(Some((
+            patchbox::tree::snapshot::NodeKind::File { executable: false },
+            b"a\n".to_vec(),
+        )))
+    };
+    let paths = [rel];
+    let id = store
+        .store(&meta, patch, Some((&paths[..], &read as PendingPreimages)))
+        .unwrap();
+    // What an upload cut before its record leaves: a pre-image and a patch, no record.
+    let key = |k: &str| patchbox::store::Key::new(k).unwrap();
+    objects
+        .put_new(
+            &key("pending/objects/0123456789abcdef0123456789abcdef01234567"),
+            b"x",
+        )
+        .unwrap();
+    objects
+        .put_new(
+            &key("pending/patches/01M92M0000000000000000000A.patch"),
+            b"half",
+        )
+        .unwrap();
+    let listed: Vec<String> = store.list().unwrap().into_iter().map(|e| e.id).collect();
+    assert_eq!(listed, vec![id.clone()]);
+    // Young leftovers may belong to an upload still running: spared.
+    assert_eq!(store.gc(std::time::Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(store.gc(std::time::Duration::ZERO).unwrap(), 2);
+    assert_eq!(store.read(&id).unwrap(), patch);
+    let u = store.usage().unwrap();
+    assert_eq!(
+        (u.entries, u.object_bytes, u.patch_bytes),
+        (1, 2, patch.len() as u64)
+    );
+    // Dropped: the entry and its patch go; the pre-image waits for a gc.
+    store.drop_pending(&id).unwrap();
+    assert!(store.list().unwrap().is_empty());
+    assert_eq!(store.gc(std::time::Duration::ZERO).unwrap(), 1);
+    assert!(objects.list(&key("pending")).unwrap().is_empty());
 }
