@@ -526,10 +526,22 @@ class CheckpointManager:
     """Checkpoints of the sandboxes under one root, stored as what changed against each
     sandbox's base. A context manager: leaving ``with`` closes it (see ``close``).
     """
-    def __init__(self, root: Union[None, _Path, SandboxManager] = None) -> None:
+    def __init__(self, root: Union[None, _Path, SandboxManager] = None, *, store: Optional[str] = None) -> None:
         """The checkpoints of the sandboxes under ``root``: a ``SandboxManager`` (its root), a
         directory, or the default root (``$PATCHBOX_ROOT``, else ``$HOME/.entropic/sandbox``).
+        With ``store`` (``s3://bucket/prefix``, or a directory) file checkpoints are written there
+        too, for ``restore_from_store`` on another machine.
         """
+    def list_stored(self) -> List[SandboxCheckpoint]:
+        """The checkpoints in the object store, of every plan and sandbox, oldest first
+        (``SandboxError`` without a store)."""
+    def restore_from_store(self, sandbox: Sandbox, checkpoint_id: str) -> Optional[SandboxCheckpoint]:
+        """Makes ``sandbox`` (of a copy of the same project state, on any machine) what the stored
+        checkpoint recorded; returns it, now kept locally too, or ``None`` when the store lacks it.
+        """
+    def prune_store(self, grace_seconds: float = 3600.0) -> int:
+        """Removes the store's objects no stored checkpoint refers to and older than
+        ``grace_seconds``; returns how many went."""
     def create_checkpoint(self, sandbox: Sandbox, plan_id: str, phase: str, metadata: Optional[Dict[str, str]] = None) -> SandboxCheckpoint:
         """Records the state of ``sandbox`` now, at ``phase``, with ``metadata``; returns the
         checkpoint. A ``none`` sandbox cannot be checkpointed (``SandboxError``).

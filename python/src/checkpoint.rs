@@ -104,9 +104,14 @@ fn wrap(cps: Vec<Checkpoint>) -> Vec<SandboxCheckpoint> {
 impl CheckpointManager {
     /// The checkpoints of the sandboxes under `root`: a `SandboxManager` (its root), a
     /// directory, or the default root (`$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`).
+    /// `store` (`s3://bucket/prefix`, or a directory): file checkpoints are written there too,
+    /// for `restore_from_store` on another machine.
     #[new]
-    #[pyo3(signature = (root=None))]
-    fn py_new(root: Option<&Bound<'_, PyAny>>) -> PyResult<CheckpointManager> {
+    #[pyo3(signature = (root=None, *, store=None))]
+    fn py_new(
+        root: Option<&Bound<'_, PyAny>>,
+        store: Option<String>,
+    ) -> PyResult<CheckpointManager> {
         let root: PathBuf = match root {
             None => default_root()?,
             Some(r) => match r.cast::<SandboxManager>() {
@@ -114,9 +119,45 @@ impl CheckpointManager {
                 Err(_) => r.extract()?,
             },
         };
+        let inner = match store {
+            None => RsCheckpoints::new(root),
+            Some(url) => {
+                let url = patchbox::store::StoreUrl::parse(&url)
+                    .map_err(|e| crate::errors::lib_err(patchbox::Error::from(e)))?;
+                RsCheckpoints::with_store(root, &url).map_err(plan_err)?
+            }
+        };
         Ok(CheckpointManager {
-            inner: RwLock::new(Some(RsCheckpoints::new(root))),
+            inner: RwLock::new(Some(inner)),
         })
+    }
+
+    /// The checkpoints in the manager's object store, of every plan and sandbox, oldest
+    /// first. Raises `SandboxError` without a store.
+    fn list_stored(&self, py: Python<'_>) -> PyResult<Vec<SandboxCheckpoint>> {
+        py.detach(|| self.with(|m| m.list_stored())).map(wrap)
+    }
+
+    /// Makes `sandbox` what the stored checkpoint `checkpoint_id` recorded (a sandbox of a
+    /// copy of the same project state, on any machine); returns the checkpoint, now kept
+    /// locally too, or `None` when the store has no such checkpoint.
+    fn restore_from_store(
+        &self,
+        py: Python<'_>,
+        sandbox: &Sandbox,
+        checkpoint_id: String,
+    ) -> PyResult<Option<SandboxCheckpoint>> {
+        let sb = sandbox.inner.clone();
+        py.detach(|| self.with(|m| m.restore_from_store(&sb, &checkpoint_id)))
+            .map(|c| c.map(|inner| SandboxCheckpoint { inner }))
+    }
+
+    /// Removes the store's objects no stored checkpoint refers to and older than
+    /// `grace_seconds`; returns how many went.
+    #[pyo3(signature = (grace_seconds=3600.0))]
+    fn prune_store(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<usize> {
+        let grace = std::time::Duration::from_secs_f64(grace_seconds.max(0.0));
+        py.detach(|| self.with(|m| m.prune_store(grace)))
     }
 
     /// Records the state of `sandbox` now, at `phase`, with `metadata`.
