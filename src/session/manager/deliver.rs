@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use super::{now_secs, SandboxManager, Slot};
+use super::SandboxManager;
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::session::pending::{self, PendingMeta};
+use crate::session::pending;
 
 /// Where [`SandboxManager::deliver_pending_patch`] put a pending patch.
 #[derive(Debug)]
@@ -44,20 +44,7 @@ impl SandboxManager {
                 .write_pending_patch(delegation_id, patch)
                 .map(Delivery::Local);
         };
-        crate::session::layout::validate_delegation_id(delegation_id)?;
-        let touched: Vec<RelPath> = match self.sandboxes.lock().get(delegation_id) {
-            Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
-            _ => Vec::new(),
-        };
-        let sbase = self.base.lock().clone();
-        let meta = PendingMeta {
-            session: self.session_id.clone(),
-            delegation: delegation_id.to_string(),
-            project: self.project.clone(),
-            created: now_secs(),
-            recovered: false,
-            abandoned: false,
-        };
+        let (meta, touched, sbase) = self.pending_parts(delegation_id, false)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),

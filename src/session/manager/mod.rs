@@ -556,13 +556,19 @@ impl SandboxManager {
         self.write_pending_inner(delegation_id, patch, false)
     }
 
-    fn write_pending_inner(&self, id: &str, patch: &[u8], abandoned: bool) -> Result<PathBuf> {
+    /// What a pending patch of `id` is stored with: its meta, the paths its last finalize
+    /// touched, and the session base their pre-images are read from (none before the first
+    /// snapshot).
+    fn pending_parts(
+        &self,
+        id: &str,
+        abandoned: bool,
+    ) -> Result<(PendingMeta, Vec<RelPath>, Option<Arc<SessionBase>>)> {
         layout::validate_delegation_id(id)?;
         let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
             Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
             _ => Vec::new(),
         };
-        let sbase = self.base.lock().clone();
         let meta = PendingMeta {
             session: self.session_id.clone(),
             delegation: id.to_string(),
@@ -571,6 +577,11 @@ impl SandboxManager {
             recovered: false,
             abandoned,
         };
+        Ok((meta, touched, self.base.lock().clone()))
+    }
+
+    fn write_pending_inner(&self, id: &str, patch: &[u8], abandoned: bool) -> Result<PathBuf> {
+        let (meta, touched, sbase) = self.pending_parts(id, abandoned)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),
