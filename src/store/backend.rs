@@ -35,6 +35,11 @@ pub struct Listed {
 pub trait Objects: Send + Sync {
     /// Writes `data` under `key` unless an object is there already.
     fn put_new(&self, key: &Key, data: &[u8]) -> StoreResult<Put>;
+    /// [`Objects::put_new`] of each item, in any order (a backend may send them at once);
+    /// the results are in the items' order. The first failure is returned.
+    fn put_new_all(&self, items: &[(Key, Vec<u8>)]) -> StoreResult<Vec<Put>> {
+        items.iter().map(|(k, d)| self.put_new(k, d)).collect()
+    }
     /// The object's bytes; `None` when there is none.
     fn get(&self, key: &Key) -> StoreResult<Option<Vec<u8>>>;
     /// Every object whose key starts with `prefix/`, in key order.

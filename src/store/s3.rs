@@ -29,6 +29,8 @@ use super::key::Key;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many requests [`S3Objects::put_new_all`] keeps in flight.
+const IN_FLIGHT: usize = 8;
 /// How long a request is retried in all.
 const RETRY_TIME: Duration = Duration::from_secs(15);
 
@@ -137,6 +139,25 @@ impl S3Objects {
         })
     }
 
+    /// A create-only `PUT` (`If-None-Match: *`) of `data` under `key`.
+    async fn create(&self, key: &Key, data: &[u8]) -> StoreResult<Put> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        let payload = bytes::Bytes::copy_from_slice(data).into();
+        match self
+            .store
+            .put_opts(&self.location(key), payload, opts)
+            .await
+        {
+            Ok(_) => Ok(Put::Created),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(Put::Exists),
+            Err(e) => Err(self.remote("put", key, e)),
+        }
+    }
+
     fn location(&self, key: &Key) -> ObjPath {
         if self.prefix.is_empty() {
             ObjPath::from(key.as_str())
@@ -157,18 +178,17 @@ impl S3Objects {
 
 impl Objects for S3Objects {
     fn put_new(&self, key: &Key, data: &[u8]) -> StoreResult<Put> {
-        let loc = self.location(key);
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        let payload = bytes::Bytes::copy_from_slice(data).into();
-        match self.block(self.store.put_opts(&loc, payload, opts)) {
-            Ok(_) => Ok(Put::Created),
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => Ok(Put::Exists),
-            Err(e) => Err(self.remote("put", key, e)),
-        }
+        self.block(self.create(key, data))
+    }
+
+    fn put_new_all(&self, items: &[(Key, Vec<u8>)]) -> StoreResult<Vec<Put>> {
+        use futures_util::StreamExt;
+        let puts = items.iter().map(|(key, data)| self.create(key, data));
+        self.block(
+            futures_util::stream::iter(puts)
+                .buffered(IN_FLIGHT)
+                .try_collect(),
+        )
     }
 
     fn get(&self, key: &Key) -> StoreResult<Option<Vec<u8>>> {

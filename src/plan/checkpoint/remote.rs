@@ -80,12 +80,14 @@ impl RemoteCheckpoints {
         m: &Manifest,
         full: super::store::Changes,
     ) -> Result<(), SandboxError> {
-        for s in full.values() {
-            if let Some(oid) = &s.oid {
-                self.objects
-                    .put_new(&Self::object_key(oid)?, &local.get(oid)?)
-                    .map_err(err)?;
+        let oids: Vec<&String> = full.values().filter_map(|s| s.oid.as_ref()).collect();
+        // A batch at a time: the store may take a batch's writes at once.
+        for batch in oids.chunks(32) {
+            let mut items = Vec::new();
+            for oid in batch {
+                items.push((Self::object_key(oid)?, local.get(oid)?));
             }
+            self.objects.put_new_all(&items).map_err(err)?;
         }
         let stored = Manifest {
             parent: None,

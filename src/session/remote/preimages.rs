@@ -16,6 +16,9 @@ use crate::tree::snapshot::NodeKind;
 /// Where pre-image objects live, under the store's root.
 pub const OBJECTS_PREFIX: &str = "pending/objects";
 
+/// How many pre-images are read and sent together.
+const UPLOAD_BATCH: usize = 32;
+
 /// The key of the object holding content `oid`.
 pub fn object_key(oid: &str) -> Result<Key> {
     Ok(Key::new(format!("{OBJECTS_PREFIX}/{oid}"))?)
@@ -30,21 +33,27 @@ pub fn upload(
     read: PreimageFn<'_>,
 ) -> Result<Vec<PreimageRef>> {
     let mut out = Vec::new();
-    for rel in paths {
-        let Some((kind, data)) = read(rel)? else {
-            continue; // added by the patch: no pre-image
-        };
-        let oid = blob_id_hex(&data);
-        objects.put_new(&object_key(&oid)?, &data)?;
-        out.push(PreimageRef {
-            path_hex: Record::hex(rel.as_path().as_os_str().as_bytes()),
-            oid,
-            mode: match kind {
-                NodeKind::Symlink => 0o120000,
-                NodeKind::File { executable: true } => 0o100755,
-                NodeKind::File { executable: false } => 0o100644,
-            },
-        });
+    // Sent a batch at a time: the store may take a batch's writes at once, and at most one
+    // batch of content is held in memory.
+    for batch in paths.chunks(UPLOAD_BATCH) {
+        let mut items = Vec::new();
+        for rel in batch {
+            let Some((kind, data)) = read(rel)? else {
+                continue; // added by the patch: no pre-image
+            };
+            let oid = blob_id_hex(&data);
+            out.push(PreimageRef {
+                path_hex: Record::hex(rel.as_path().as_os_str().as_bytes()),
+                oid: oid.clone(),
+                mode: match kind {
+                    NodeKind::Symlink => 0o120000,
+                    NodeKind::File { executable: true } => 0o100755,
+                    NodeKind::File { executable: false } => 0o100644,
+                },
+            });
+            items.push((object_key(&oid)?, data));
+        }
+        objects.put_new_all(&items)?;
     }
     Ok(out)
 }
