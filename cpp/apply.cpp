@@ -84,6 +84,7 @@ ApplyReport report_of(const bridge::FfiApplyReport& r) {
   out.warnings.reserve(r.warnings.size());
   for (const auto& w : r.warnings) out.warnings.emplace_back(w);
   out.text = std::string(r.text);
+  out.json = std::string(r.json);
   return out;
 }
 
@@ -158,6 +159,27 @@ ApplyReport apply_stored(const std::string& store_url, const std::string& id,
   return call([&] {
     return report_of(
         bridge::apply_stored(store_url, id, bytes(project), bytes(root), options_in(options)));
+  });
+}
+
+PartialApply apply_pending_selected(const std::filesystem::path& root, const std::string& id,
+                                    const Selection& selection, const ApplyOptions& options,
+                                    const std::optional<std::filesystem::path>& project) {
+  return call([&] {
+    static const std::filesystem::path kNone;
+    auto strings = [](const std::vector<std::string>& v) {
+      rust::Vec<rust::String> out;
+      out.reserve(v.size());
+      for (const auto& s : v) out.push_back(rust::String(s));
+      return out;
+    };
+    auto r = bridge::apply_pending_selected(bytes(root), id, bytes(project ? *project : kNone),
+                                            options_in(options), strings(selection.only),
+                                            strings(selection.exclude), strings(selection.hunks));
+    PartialApply out;
+    out.report = report_of(r.report);
+    if (r.has_remaining) out.remaining = std::string(r.remaining);
+    return out;
   });
 }
 

@@ -126,6 +126,7 @@ CheckpointManager::Impl& CheckpointManager::impl() const {
 }
 
 CheckpointManager CheckpointManager::open(const std::filesystem::path& root) {
+  if (root.empty()) throw SandboxError("CheckpointManager::open: the root is empty", "");
   return call([&] {
     return CheckpointManager(std::make_unique<Impl>(pb::plan_checkpoints_new(bytes(root))));
   });
@@ -161,6 +162,13 @@ std::size_t CheckpointManager::prune_store(std::uint64_t grace_seconds) {
   return call([&] { return impl().cps->prune_store(grace_seconds); });
 }
 
+CheckpointManager CheckpointManager::open() {
+  // The bridge reads an empty root as "a folder of its own under the system temp folder".
+  return call([&] {
+    return CheckpointManager(std::make_unique<Impl>(pb::plan_checkpoints_new(bytes(std::string()))));
+  });
+}
+
 Checkpoint CheckpointManager::create_checkpoint(
     const std::shared_ptr<Sandbox>& sandbox, const std::string& plan_id, const std::string& phase,
     const std::map<std::string, std::string>& metadata) {
@@ -183,6 +191,12 @@ Checkpoint CheckpointManager::create_checkpoint(
 bool CheckpointManager::rollback_to(const Checkpoint& checkpoint) {
   return call(
       [&] { return impl().cps->rollback_to(checkpoint.checkpoint_id, checkpoint.sandbox_id); });
+}
+
+bool CheckpointManager::materialize(const Checkpoint& checkpoint, const std::filesystem::path& dest) {
+  return call([&] {
+    return impl().cps->materialize(checkpoint.checkpoint_id, checkpoint.sandbox_id, bytes(dest));
+  });
 }
 
 void CheckpointManager::attach(const std::shared_ptr<Sandbox>& sandbox) {
@@ -304,13 +318,78 @@ void PhaseRunner::execute(const std::string& plan_id, const std::function<void()
 std::vector<CommitResult> PhaseRunner::apply(const std::string& plan_id) {
   Taken taken = checkpoint_all(*plans_, checkpoints_, plan_id, Phase::PreApply, "apply");
   try {
-    return plans_->commit_all(plan_id);
+    std::vector<CommitResult> results = plans_->commit_all(plan_id);
+    for (const CommitResult& r : results) {
+      // commit_all's sandbox-level failure (it rolled the plan back already): the phase
+      // fails with it, as a commit error of that sandbox.
+      if (!r.success) throw SandboxCommitError(r.error.value_or("commit failed"), r.sandbox_id);
+    }
+    return results;
   } catch (...) {
     std::vector<std::string> restored;
     std::vector<std::pair<std::string, std::string>> failures;
     roll_back(checkpoints_, taken, restored, failures);
     fail("apply", message_of(std::current_exception()), std::move(restored), std::move(failures));
   }
+}
+
+// ---- PlanExecutor, PlanApplyService ------------------------------------------------------
+
+namespace {
+
+/// The documented hooks' checkpoints: like checkpoint_all, but a failure is the checkpoint's
+/// own exception (no PhaseError around it).
+Taken take(SandboxManager& plans, CheckpointManager* cm, const std::string& plan_id, Phase phase,
+           const std::map<std::string, std::string>& metadata) {
+  Taken out;
+  if (!cm) return out;
+  for (auto& sb : plans.list_sandboxes(plan_id)) {
+    if (!checkpointable(*sb)) continue;
+    Checkpoint cp = cm->create_checkpoint(sb, plan_id, to_string(phase), metadata);
+    out.emplace_back(std::move(sb), std::move(cp));
+  }
+  return out;
+}
+
+}  // namespace
+
+PlanExecutor::PlanExecutor(SandboxManager& plans, CheckpointManager* checkpoint_manager)
+    : plans_(&plans), checkpoints_(checkpoint_manager) {}
+
+void PlanExecutor::run_execute(const std::string& plan_id, const std::function<void()>& execute) {
+  Taken taken = take(*plans_, checkpoints_, plan_id, Phase::PreExecute, {});
+  try {
+    execute();
+  } catch (...) {
+    std::vector<std::string> restored;
+    std::vector<std::pair<std::string, std::string>> failures;
+    roll_back(checkpoints_, taken, restored, failures);
+    throw;
+  }
+  take(*plans_, checkpoints_, plan_id, Phase::PostExecute, {{"status", "success"}});
+}
+
+PlanApplyService::PlanApplyService(SandboxManager& plans, CheckpointManager* checkpoint_manager)
+    : plans_(&plans), checkpoints_(checkpoint_manager) {}
+
+std::vector<CommitResult> PlanApplyService::apply(const std::string& plan_id) {
+  Taken taken = take(*plans_, checkpoints_, plan_id, Phase::PreApply, {});
+  std::vector<std::string> restored;
+  std::vector<std::pair<std::string, std::string>> failures;
+  std::vector<CommitResult> results;
+  try {
+    results = plans_->commit_all(plan_id);
+  } catch (...) {
+    roll_back(checkpoints_, taken, restored, failures);
+    throw;
+  }
+  for (const CommitResult& r : results) {
+    if (!r.success) {
+      roll_back(checkpoints_, taken, restored, failures);
+      break;
+    }
+  }
+  return results;
 }
 
 }  // namespace plan

@@ -80,7 +80,10 @@ std::vector<std::string> split_list(std::string_view s) {
   if (kind == "atomic_commit") {
     throw AtomicCommitError(message, id, split_list(fields[2]), split_list(fields[3]));
   }
-  throw SandboxError(message, id);  // "sandbox", and any kind newer than this glue
+  // "unexpected" (a failure that is not sandbox-level, e.g. a custom strategy's foreign
+  // exception): the base class on purpose, so that no sandbox-level handler takes it for its
+  // own. Also "sandbox", and any kind newer than this glue.
+  throw SandboxError(message, id);
 }
 
 /// Runs @p f; a bridge error leaves as the matching exception class.
@@ -186,9 +189,20 @@ std::vector<pb::FfiResource> registry_in(const ResourceRegistry& reg) {
   return out;
 }
 
-/// The built-in Sandbox: the Rust sandbox (an `Arc<dyn Sandbox>`) behind the bridge. Every
-/// bridge method takes `&self`; the Rust sandbox serializes its own operations.
-class BuiltinSandbox final : public Sandbox {
+/// What every library sandbox is besides its strategy's class: the Rust sandbox behind it
+/// (for cpp/checkpoint.cpp and cpp/sqlite.cpp, through internal::rust_sandbox).
+class RustBacked {
+ public:
+  virtual ~RustBacked() = default;
+  /// The Rust sandbox.
+  virtual const pb::PlanSandbox& rust_sandbox() const noexcept = 0;
+};
+
+/// The built-in Sandbox, of the strategy class @p Base: the Rust sandbox (an
+/// `Arc<dyn Sandbox>`) behind the bridge. Every bridge method takes `&self`; the Rust sandbox
+/// serializes its own operations.
+template <class Base>
+class BuiltinSandbox final : public Base, public RustBacked {
  public:
   explicit BuiltinSandbox(rust::Box<pb::PlanSandbox> sb)
       : sb_(std::move(sb)), id_(std::string(sb_->sandbox_id())) {}
@@ -235,13 +249,29 @@ class BuiltinSandbox final : public Sandbox {
   void cleanup() override {
     call([&] { sb_->cleanup(); });
   }
-  /// The Rust sandbox (for cpp/checkpoint.cpp, through internal::rust_sandbox).
-  const pb::PlanSandbox& rust_sandbox() const noexcept { return *sb_; }
+  const pb::PlanSandbox& rust_sandbox() const noexcept override { return *sb_; }
 
  private:
   rust::Box<pb::PlanSandbox> sb_;
   const std::string id_;
 };
+
+/// The library sandbox over @p sb, of its strategy's class.
+std::shared_ptr<Sandbox> sandbox_of(rust::Box<pb::PlanSandbox> sb) {
+  const std::string s(sb->strategy());
+  if (s == strategy::none) return std::make_shared<BuiltinSandbox<NoSandbox>>(std::move(sb));
+  if (s == strategy::copy_on_write) {
+    return std::make_shared<BuiltinSandbox<CopyOnWriteSandbox>>(std::move(sb));
+  }
+  if (s == strategy::overlay) return std::make_shared<BuiltinSandbox<OverlaySandbox>>(std::move(sb));
+  if (s == strategy::git_worktree) {
+    return std::make_shared<BuiltinSandbox<GitWorktreeSandbox>>(std::move(sb));
+  }
+  if (s == strategy::transaction_rollback) {
+    return std::make_shared<BuiltinSandbox<TransactionSandbox>>(std::move(sb));
+  }
+  return std::make_shared<BuiltinSandbox<CustomSandbox>>(std::move(sb));
+}
 
 }  // namespace
 
@@ -391,7 +421,7 @@ struct SandboxManager::Impl {
     std::lock_guard<std::mutex> lock(mu);
     std::weak_ptr<Sandbox>& slot = wrappers[id];
     if (auto held = slot.lock()) return held;
-    auto made = std::make_shared<BuiltinSandbox>(std::move(sb));
+    std::shared_ptr<Sandbox> made = sandbox_of(std::move(sb));
     slot = made;
     // Forget the wrappers nobody holds any more (the map stays as small as the live set).
     for (auto it = wrappers.begin(); it != wrappers.end();) {
@@ -466,6 +496,28 @@ std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id)
   });
 }
 
+std::vector<CommitResult> SandboxManager::commit_all(const std::string& plan_id,
+                                                     const Provenance& provenance) {
+  return call([&] {
+    pb::FfiCommitProvenance p;
+    for (const auto& w : provenance.command) p.command.push_back(rust::String(w));
+    p.has_cwd = provenance.cwd.has_value();
+    if (provenance.cwd) {
+      const std::string& c = provenance.cwd->native();
+      for (char ch : c) p.cwd.push_back(static_cast<std::uint8_t>(ch));
+    }
+    p.has_exit_status = provenance.exit_status.has_value();
+    p.exit_status = provenance.exit_status.value_or(0);
+    p.has_started = provenance.started_ms.has_value();
+    p.started_ms = provenance.started_ms.value_or(0);
+    p.has_ended = provenance.ended_ms.has_value();
+    p.ended_ms = provenance.ended_ms.value_or(0);
+    std::vector<CommitResult> out;
+    for (const auto& r : impl().mgr->commit_all_as(plan_id, p)) out.push_back(result_of(r));
+    return out;
+  });
+}
+
 std::vector<CommitResult> SandboxManager::commit_all_failing_at(const std::string& plan_id,
                                                                 std::size_t fail_at) {
   return call([&] {
@@ -535,7 +587,7 @@ namespace internal {
 void rethrow(const rust::Error& e) { ::patchbox::plan::rethrow(e); }
 
 const pb::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept {
-  const auto* builtin = dynamic_cast<const BuiltinSandbox*>(&sb);
+  const auto* builtin = dynamic_cast<const RustBacked*>(&sb);
   return builtin ? &builtin->rust_sandbox() : nullptr;
 }
 
@@ -571,20 +623,32 @@ std::string string_of(rust::Slice<const std::uint8_t> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-/// Runs @p f; whatever it throws is caught, its message put in @p err, and false returned.
+/// Marks, at the start of @p err, a failure that is not a sandbox-level one (read by the
+/// bridge: `commit_all` raises AtomicCommitError for it instead of returning a failed result).
+constexpr const char* kUnexpected = "\x1funexpected\x1f";
+
+/// Runs @p f; whatever it throws is caught, its message put in @p err, and false returned. A
+/// plan::SandboxError is the strategy's own, anticipated failure; anything else is marked
+/// unexpected.
 template <class F>
 bool guard(rust::String& err, F&& f) noexcept {
   try {
     f();
     return true;
-  } catch (const std::exception& e) {
+  } catch (const pp::SandboxError& e) {
     try {
       err = rust::String::lossy(e.what());
     } catch (...) {
     }
+  } catch (const std::exception& e) {
+    try {
+      err = rust::String::lossy(std::string(kUnexpected) + e.what());
+    } catch (...) {
+    }
   } catch (...) {
     try {
-      err = "the C++ strategy threw an exception that is not a std::exception";
+      err = std::string(kUnexpected) +
+            "the C++ strategy threw an exception that is not a std::exception";
     } catch (...) {
     }
   }

@@ -172,6 +172,25 @@ PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegat
   });
 }
 
+std::filesystem::path SandboxManager::write_pending_patch(const std::string& delegation_id,
+                                                          const std::string& patch,
+                                                          const Provenance& provenance) {
+  return call([&] {
+    bridge::FfiProvenance p;
+    for (const auto& w : provenance.command) p.command.push_back(rust::String(w));
+    p.has_cwd = provenance.cwd.has_value();
+    if (provenance.cwd) p.cwd = glue::to_vec(provenance.cwd->native());
+    p.has_exit_status = provenance.exit_status.has_value();
+    p.exit_status = provenance.exit_status.value_or(0);
+    p.has_started = provenance.started_ms.has_value();
+    p.started_ms = provenance.started_ms.value_or(0);
+    p.has_ended = provenance.ended_ms.has_value();
+    p.ended_ms = provenance.ended_ms.value_or(0);
+    return path_of(
+        impl().mgr->write_pending_patch_with(bytes(delegation_id), bytes(patch), p));
+  });
+}
+
 Completion SandboxManager::complete_sandbox(const SandboxInfo& info,
                                             std::function<Decision(const SandboxResult&)> decide) {
   return call([&] {

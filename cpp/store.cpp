@@ -94,6 +94,18 @@ PushReport push_pending(const std::filesystem::path& root, const std::string& st
   });
 }
 
+std::string pending_records_json(const std::filesystem::path& root) {
+  return call([&] { return std::string(bridge::pending_records_json(bytes(root))); });
+}
+
+std::string pending_record_json(const std::filesystem::path& root, const std::string& id) {
+  return call([&] { return std::string(bridge::pending_record_json(bytes(root), id)); });
+}
+
+std::string sessions_json(const std::filesystem::path& root) {
+  return call([&] { return std::string(bridge::sessions_json(bytes(root))); });
+}
+
 std::vector<SessionStatus> list_sessions(const std::filesystem::path& root) {
   return call([&] {
     std::vector<SessionStatus> out;

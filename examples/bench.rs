@@ -842,9 +842,9 @@ fn bench_depth(work: &Path, depths: &[usize]) {
     use patchbox::apply::{apply_patch, ApplyOptions, Outcome};
     fs::create_dir_all(work).expect("work dir");
     println!(
-        "| path depth (components) | patch size | plan only (check mode) | per component | apply_patch | per component | floor: mkdirat chain |"
+        "| path depth (components) | patch size | plan only (check mode) | per component | apply_patch | per component | floor: mkdirat chain | apply with undo record | undo | per component | floor: rm -rf |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &depth in depths {
         let project = work.join(format!("depth-{depth}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&project);
@@ -875,18 +875,40 @@ fn bench_depth(work: &Path, depths: &[usize]) {
         let _ = fs::remove_dir_all(&floor_dir);
         fs::create_dir_all(&floor_dir).expect("floor dir");
         let floor = mkdirat_chain(&floor_dir, depth);
+        // GNU rm walks with descriptors too: a tree deeper than PATH_MAX goes.
+        let _ = Command::new("rm").arg("-rf").arg(&project).status();
+        // The same file with an undo record, then undone: the undo removes the chain
+        // bottom-up, each directory checked on the way.
+        fs::create_dir_all(&project).expect("project dir");
+        let store = patchbox::apply::store::UndoStore::new(work.join(format!("undo-{depth}")));
+        let t = Instant::now();
+        if let Err(e) = store.apply(&project, &patch, &ApplyOptions::default()) {
+            println!("depth {depth}: error: {e}");
+        }
+        let recorded = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        if let Err(e) = store.undo_last(&project, false) {
+            println!("depth {depth}: undo error: {e}");
+        }
+        let undo = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let _ = Command::new("rm").arg("-rf").arg(&floor_dir).status();
+        let rm_floor = t.elapsed().as_secs_f64();
         println!(
-            "| {depth} | {:.1} KB | {:.4} s | {:.2} µs | {:.4} s | {:.2} µs | {:.4} s |",
+            "| {depth} | {:.1} KB | {:.4} s | {:.2} µs | {:.4} s | {:.2} µs | {:.4} s | {:.4} s | {:.4} s | {:.2} µs | {:.4} s |",
             patch.len() as f64 / 1024.0,
             plan,
             plan * 1e6 / depth as f64,
             d,
             d * 1e6 / depth as f64,
-            floor
+            floor,
+            recorded,
+            undo,
+            undo * 1e6 / depth as f64,
+            rm_floor,
         );
-        // GNU rm walks with descriptors too: a tree deeper than PATH_MAX goes.
         let _ = Command::new("rm").arg("-rf").arg(&project).status();
-        let _ = Command::new("rm").arg("-rf").arg(&floor_dir).status();
+        let _ = fs::remove_dir_all(work.join(format!("undo-{depth}")));
     }
 }
 

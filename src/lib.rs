@@ -34,6 +34,8 @@
 //! | layer | owns |
 //! |---|---|
 //! | `cli` (the binary, feature `cli`), `ffi` (feature `ffi`) | the command line; the C++ bridges |
+//! | [`records`] | the JSON records of `--json` and the C++ and Python faces |
+//! | [`plan`] | plan sandboxes: strategies, checkpoints, atomic `commit_all` |
 //! | [`session`] | the engine session: manager, [`ScopedSandbox`], pending store, recovery |
 //! | [`apply`] | applying a patch to the project: plan, transaction, undo |
 //! | [`tree`] | a project's file set: selection, walk, snapshot copy, base, tree diff |
@@ -55,6 +57,7 @@ pub mod git;
 pub mod id;
 pub mod patch;
 pub mod plan;
+pub mod records;
 pub mod session;
 pub mod store;
 pub mod tree;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{mode_view, write, Rng};
 use patchbox::plan::checkpoint::{CheckpointManager, Phase};
 use patchbox::plan::phases::PhaseRunner;
-use patchbox::plan::{PlanManager, Sandbox, Strategy};
+use patchbox::plan::{PlanManager, Sandbox, SandboxError, Strategy};
 
 fn project(n: usize) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -127,6 +127,30 @@ fn round_trips(strategy: Strategy, trials: usize) {
         for _ in 0..1 + rng.below(8) {
             random_edit(&sb, &mut rng, n);
         }
+        // Written out whole (`materialize`), each checkpoint of files is exactly the tree it
+        // recorded, and the sandbox stays as it is; a native checkpoint is refused.
+        let now = mode_view(&tree);
+        let out = tempfile::tempdir().unwrap();
+        for (i, (cp, view)) in saved.iter().enumerate() {
+            let dest = out.path().join(format!("t{i}"));
+            if strategy == Strategy::GitWorktree {
+                assert!(cm.materialize(cp, &dest).is_err());
+                assert!(!dest.exists());
+                continue;
+            }
+            assert!(cm.materialize(cp, &dest).unwrap());
+            assert_eq!(
+                &mode_view(&dest),
+                view,
+                "{strategy}: trial {trial}: tree of {}",
+                cp.checkpoint_id
+            );
+        }
+        assert_eq!(
+            mode_view(&tree),
+            now,
+            "{strategy}: materialize changed the sandbox"
+        );
         // Back to each checkpoint, in random order: the sandbox is exactly what it was.
         for _ in 0..saved.len() {
             let (cp, view) = &saved[rng.below(saved.len() as u64) as usize];
@@ -393,8 +417,14 @@ fn phases_roll_back_failing_and_panicking_work() {
     // Apply fails (the user changed the same file): the sandbox is as before apply, the
     // original untouched.
     std::fs::write(p.path().join("d2/f2.txt"), "user\n").unwrap();
+    // `commit_all` reports the conflict as its one failed result (a sandbox-level failure):
+    // the phase fails with it, as a commit error of that sandbox.
     let e = runner.apply("p").unwrap_err();
-    assert!(e.reason.contains("atomic commit"), "{e}");
+    assert!(e.reason.contains("check failed, nothing written"), "{e}");
+    assert!(
+        matches!(e.source.as_deref(), Some(SandboxError::Commit { sandbox_id, .. }) if sandbox_id == sb.sandbox_id()),
+        "{e:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(p.path().join("d2/f2.txt")).unwrap(),
         "user\n"

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{mode_view, write};
+use common::{as_failure, mode_view, write};
 use patchbox::plan::manager::CommitAllOptions;
 use patchbox::plan::{
     DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox, SandboxError, Status,
@@ -349,7 +349,7 @@ fn commit_all_failure_at_every_position_rolls_back_lifo() {
             fail_at: Some(fail_at),
             ..Default::default()
         };
-        match mgr.commit_all_with("plan", &opts) {
+        match as_failure(mgr.commit_all_with("plan", &opts)) {
             Err(SandboxError::AtomicCommit {
                 rolled_back_ids,
                 failed_rollback_ids,
@@ -408,7 +408,7 @@ fn landed_fault_at_each_position_is_rolled_back(arm: fn(&str), reason_has: &str)
         let ids = edited_sandboxes(&mgr, &projects);
         let before: Vec<_> = projects.iter().map(|p| mode_view(p.path())).collect();
         arm(&ids[at_pos]);
-        match mgr.commit_all("plan") {
+        match as_failure(mgr.commit_all("plan")) {
             Err(SandboxError::AtomicCommit {
                 rolled_back_ids,
                 failed_rollback_ids,
@@ -485,6 +485,43 @@ fn a_commit_whose_state_cannot_be_written_is_still_rolled_back() {
     });
 }
 
+/// The documented algorithm's step 5: a sandbox-level failure (here a commit refused at
+/// the second of three sandboxes) is rolled back and returned as the one failed
+/// `CommitResult` — not raised — naming the sandbox, the reason, and the ids undone.
+#[test]
+fn a_sandbox_level_failure_is_the_one_failed_result() {
+    let root = tempfile::tempdir().unwrap();
+    let projects: Vec<_> = (0..3)
+        .map(|i| project(&[("f.txt", &format!("p{i}\n"))]))
+        .collect();
+    let mgr = PlanManager::open(root.path()).unwrap();
+    let ids = edited_sandboxes(&mgr, &projects);
+    let opts = CommitAllOptions {
+        fail_at: Some(1),
+        ..Default::default()
+    };
+    let results = mgr.commit_all_with("plan", &opts).unwrap();
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    assert!(!r.success);
+    assert_eq!(r.sandbox_id, ids[1]);
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("injected failure"),
+        "{r:?}"
+    );
+    assert_eq!(r.metadata["rolled_back_ids"], ids[0]);
+    assert_eq!(r.metadata["plan_id"], "plan");
+    for (i, p) in projects.iter().enumerate() {
+        assert_eq!(
+            std::fs::read_to_string(p.path().join("f.txt")).unwrap(),
+            format!("p{i}\n")
+        );
+    }
+}
+
 #[test]
 fn commit_all_checks_every_sandbox_before_writing() {
     let root = tempfile::tempdir().unwrap();
@@ -500,7 +537,7 @@ fn commit_all_checks_every_sandbox_before_writing() {
     std::fs::write(sa.get_path(Path::new("f.txt")).unwrap(), "A\n").unwrap();
     std::fs::write(sbb.get_path(Path::new("f.txt")).unwrap(), "B\n").unwrap();
     std::fs::write(b.path().join("f.txt"), "user\n").unwrap();
-    match mgr.commit_all("p") {
+    match as_failure(mgr.commit_all("p")) {
         Err(SandboxError::AtomicCommit {
             rolled_back_ids,
             failed_sandbox_id,
@@ -816,7 +853,7 @@ fn symlinks_pointing_outside_the_resource_are_refused_before_anything_is_written
 
         let e = sb.check_commit().unwrap_err();
         assert_links_out_refused(&e, sb.sandbox_id(), &links);
-        match mgr.commit_all("p") {
+        match as_failure(mgr.commit_all("p")) {
             Err(SandboxError::AtomicCommit {
                 reason,
                 rolled_back_ids,

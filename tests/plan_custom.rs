@@ -3,6 +3,8 @@
 //! `commit_all` beside a built-in sandbox (LIFO compensation when the custom commit fails),
 //! the built-in adapter's round trip, and reopening after a restart.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,8 @@ struct Kv {
     /// Per sandbox: what published held before its commit.
     undo: Mutex<HashMap<String, BTreeMap<String, Vec<u8>>>>,
     fail_commit: AtomicBool,
+    /// Makes `commit` fail as an unanticipated error (not a sandbox-level one).
+    crash_commit: AtomicBool,
     calls: Mutex<Vec<String>>,
 }
 
@@ -89,6 +93,9 @@ impl StrategyProtocol for Kv {
         self.log("commit", r);
         if self.fail_commit.load(Ordering::SeqCst) {
             return Err("the store is read-only".into());
+        }
+        if self.crash_commit.load(Ordering::SeqCst) {
+            return Err(StrategyFailure::unexpected("index out of range"));
         }
         let staged = self.with(r, |s| s.staged.clone())?;
         let mut p = self.published.lock();
@@ -320,7 +327,7 @@ fn a_custom_sandbox_commits_beside_a_builtin_one() {
 
     // The custom commit fails: the copy_on_write commit before it is undone.
     kv_impl.fail_commit.store(true, Ordering::SeqCst);
-    match mgr.commit_all("p").unwrap_err() {
+    match common::as_failure(mgr.commit_all("p")).unwrap_err() {
         SandboxError::AtomicCommit {
             rolled_back_ids,
             failed_sandbox_id,
@@ -340,8 +347,36 @@ fn a_custom_sandbox_commits_beside_a_builtin_one() {
     assert!(kv_impl.published.lock().is_empty());
     assert_eq!(custom.status(), Status::Active);
 
-    // Now it works; the results carry the custom commit's ref and files.
+    // Reported as the documented one failed result (a sandbox-level failure).
+    let results = mgr.commit_all("p").unwrap();
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].success);
+    assert_eq!(results[0].sandbox_id, custom.sandbox_id());
+    assert_eq!(results[0].metadata["rolled_back_ids"], cow.sandbox_id());
+
+    // An unanticipated failure raises AtomicCommit, after the same rollback.
     kv_impl.fail_commit.store(false, Ordering::SeqCst);
+    kv_impl.crash_commit.store(true, Ordering::SeqCst);
+    match mgr.commit_all("p") {
+        Err(SandboxError::AtomicCommit {
+            rolled_back_ids,
+            failed_rollback_ids,
+            reason,
+            ..
+        }) => {
+            assert_eq!(rolled_back_ids, [cow.sandbox_id()]);
+            assert!(failed_rollback_ids.is_empty());
+            assert!(reason.contains("index out of range"), "{reason}");
+        }
+        other => panic!("expected AtomicCommit, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    kv_impl.crash_commit.store(false, Ordering::SeqCst);
+
+    // Now it works; the results carry the custom commit's ref and files.
     let results = mgr.commit_all("p").unwrap();
     assert_eq!(results.len(), 2);
     let r = results
@@ -377,7 +412,7 @@ fn a_later_failure_undoes_the_custom_commit_lifo() {
         fail_at: Some(1),
         ..Default::default()
     };
-    match mgr.commit_all_with("p", &opts).unwrap_err() {
+    match common::as_failure(mgr.commit_all_with("p", &opts)).unwrap_err() {
         SandboxError::AtomicCommit {
             rolled_back_ids, ..
         } => {

@@ -888,7 +888,7 @@ fn symlinks_pointing_outside_the_resource_are_refused_before_anything_is_written
     };
     let out = ["a.txt", "abs-out", "link", "sub/up-out", "sub/via-hop"];
     refused(&sb.check_commit().unwrap_err(), sb.sandbox_id(), &out);
-    match mgr.commit_all("p") {
+    match common::as_failure(mgr.commit_all("p")) {
         Err(SandboxError::AtomicCommit {
             reason,
             rolled_back_ids,

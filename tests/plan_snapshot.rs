@@ -7,6 +7,8 @@
 //! fallback, which copies from the shared snapshot). The mode is forced with
 //! `PATCHBOX_OVERLAY_MODE`, process-wide, so the tests run one at a time.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -226,7 +228,7 @@ fn commit_merges_with_drift_made_after_the_snapshot() {
             "1 sandbox\n2\n3\n4\n5\n6\n7\n8\n",
         )
         .unwrap();
-        assert!(mgr.commit_all("q").is_err());
+        assert!(common::as_failure(mgr.commit_all("q")).is_err());
         assert_eq!(
             fs::read_to_string(orig.path().join("a.txt")).unwrap(),
             "1 user\n2\n3\n4\n5\n6\n7\n8\n"

@@ -509,7 +509,7 @@ fn commit_all_rolls_back_copy_on_write_when_the_database_commit_fails() {
     writer.busy_timeout(Duration::ZERO).unwrap();
     assert!(writer.execute_batch("BEGIN IMMEDIATE").is_err());
 
-    let e = f.mgr.commit_all("p").unwrap_err();
+    let e = common::as_failure(f.mgr.commit_all("p")).unwrap_err();
     match &e {
         SandboxError::AtomicCommit {
             rolled_back_ids,

@@ -60,6 +60,12 @@ class PlanExecutor {
   bool apply(const std::string& plan_id) {
     try {
       std::vector<plan::CommitResult> results = mgr_.commit_all(plan_id);
+      if (!results.empty() && !results[0].success) {
+        // A sandbox-level failure (a conflict): the committed ones were rolled back.
+        std::cout << "commit_all refused: " << results[0].error.value_or("") << "\n";
+        mgr_.rollback_all(plan_id);  // discard the plan's work
+        return false;
+      }
       std::cout << "commit_all: " << results.size() << " sandboxes committed\n";
       for (const plan::CommitResult& r : results) {
         std::cout << "  " << r.sandbox_id << ": " << r.changed_files.size() << " changed, "

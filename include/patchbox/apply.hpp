@@ -146,6 +146,8 @@ struct ApplyReport {
   /// A human-readable summary: one line per file (with its conflicting hunks), the warnings,
   /// and a closing line. The same text as the Rust report's `Display` and the CLI.
   std::string text;
+  /// The report as the JSON record `patchbox apply --json` prints (see `docs/json.md`).
+  std::string json;
 
   /// True unless the patch was refused (conflicts without markers, or refused files).
   bool ok() const noexcept { return outcome != Outcome::Refused; }
@@ -216,6 +218,39 @@ ApplyReport apply_stored(const std::string& store_url, const std::string& id,
                          const std::filesystem::path& project,
                          const std::filesystem::path& root = {},
                          const ApplyOptions& options = {});
+
+/// Which parts of a pending patch to accept (what `patchbox pending apply` takes as
+/// `--only`, `--exclude` and `--hunks`). An empty selection takes everything.
+struct Selection {
+  /// Only the files under these paths (a file, or a directory's files); all when empty
+  /// (and `hunks` is empty too).
+  std::vector<std::string> only;
+  /// Leave out the files under these paths.
+  std::vector<std::string> exclude;
+  /// Only these hunks of a file, counted from 1 in the patch: `"PATH:1,3"` or `"PATH:2-4"`.
+  std::vector<std::string> hunks;
+};
+
+/// What apply_pending_selected() did.
+struct PartialApply {
+  /// The apply of the chosen part; its `json` also names the pending patch (`pending_id`)
+  /// and the rest (`remaining`).
+  ApplyReport report;
+  /// The new pending patch holding the rest, once the chosen part was applied; absent when
+  /// nothing is left, or nothing was applied (check mode, a refusal: the patch stays as is).
+  std::optional<std::string> remaining;
+};
+
+/// Applies the part of the pending patch @p id that @p selection chooses, atomically and
+/// 3-way against the stored pre-images as apply_pending() does, with an undo record (so
+/// undo_last_apply() undoes it like any other). The rest stays pending as a new entry, split
+/// from this one, with its own pre-images: it applies later, also after the user's edits.
+/// @throws Error ErrorKind::Pending (unknown id; a selection that matches no file, a hunk
+///   past the file's last, hunks of a binary or renamed file), and as apply_patch().
+PartialApply apply_pending_selected(const std::filesystem::path& root, const std::string& id,
+                                    const Selection& selection, const ApplyOptions& options = {},
+                                    const std::optional<std::filesystem::path>& project =
+                                        std::nullopt);
 
 /// An undo record kept in the sandbox root's store (`<root>/undo/`) by apply_recorded(),
 /// apply_pending() and `patchbox apply`. The store keeps the newest 50 applied records per

@@ -89,6 +89,10 @@ class CheckpointManager {
   /// @throws SandboxError for a store URL that is not understood.
   static CheckpointManager open_with_store(const std::filesystem::path& root,
                                            const std::string& store_url);
+  /// A checkpoint manager keeping its checkpoints in a folder of its own under the system temp
+  /// folder (`$TMPDIR/patchbox-checkpoints-<ULID>`), as the plan executors' documentation
+  /// places them; destroying it removes the folder with every checkpoint (unless keep()).
+  static CheckpointManager open();
   /// Removes the checkpoints it made, unless keep() was called.
   ~CheckpointManager();
   /// Move-only.
@@ -118,6 +122,12 @@ class CheckpointManager {
   /// @throws SandboxError when this manager does not know the sandbox (attach() it first),
   ///   or for I/O.
   bool rollback_to(const Checkpoint& checkpoint);
+  /// Writes into @p dest (a directory that must not exist yet) the whole tree the sandbox had
+  /// at @p checkpoint — the documented full-copy snapshot, made on demand — leaving the
+  /// sandbox as it is. Only `copy_on_write` and `overlay` checkpoints have a tree.
+  /// @returns false when the checkpoint no longer exists.
+  /// @throws SandboxError for a native checkpoint (`git_worktree`, SQLite, custom), or for I/O.
+  bool materialize(const Checkpoint& checkpoint, const std::filesystem::path& dest);
   /// Makes the manager know @p sandbox (for checkpoints read back from disk after a restart:
   /// list_checkpoints() then finds them).
   /// @throws SandboxError for a sandbox that is not the library's own; SandboxStateError for
@@ -219,6 +229,53 @@ class PhaseRunner {
   /// Runs the Apply phase of @p plan_id: commit_all() between a `pre_apply` checkpoint and, on
   /// failure, the rollback to it. @returns commit_all()'s results.
   /// @throws PhaseError (phase `"apply"`) when a checkpoint or the commit fails.
+  std::vector<CommitResult> apply(const std::string& plan_id);
+
+ private:
+  SandboxManager* plans_;
+  CheckpointManager* checkpoints_;
+};
+
+/// The plan executors' documented name of Checkpoint.
+using SandboxCheckpoint = Checkpoint;
+
+/// The Execute phase with the checkpoint hooks, as the plan executors' documentation names it
+/// (`PlanExecutor(checkpoint_manager=...)`): before run_execute()'s phase a `pre_execute`
+/// checkpoint of each Created or Active sandbox of the plan that can be checkpointed; after it
+/// succeeds a `post_execute` checkpoint (metadata `status: success`); when it throws, each
+/// sandbox is rolled back to its `pre_execute` checkpoint, newest first, and the phase's own
+/// exception propagates unchanged. With no CheckpointManager every hook is skipped.
+///
+/// Holds references: @p plans and @p checkpoint_manager must outlive it.
+class PlanExecutor {
+ public:
+  /// An executor over @p plans; with @p checkpoint_manager null the hooks are skipped.
+  explicit PlanExecutor(SandboxManager& plans, CheckpointManager* checkpoint_manager = nullptr);
+  /// Runs @p execute as the Execute phase of @p plan_id (see the class notes).
+  /// @throws whatever @p execute throws (after the rollback), or SandboxError when a
+  ///   checkpoint cannot be taken.
+  void run_execute(const std::string& plan_id, const std::function<void()>& execute);
+
+ private:
+  SandboxManager* plans_;
+  CheckpointManager* checkpoints_;
+};
+
+/// The Apply phase with the checkpoint hook, as the plan executors' documentation names it
+/// (`PlanApplyService(checkpoint_manager=...)`): a `pre_apply` checkpoint of each sandbox, then
+/// SandboxManager::commit_all(); when the apply fails (commit_all throws, or returns the
+/// failed result of a sandbox-level failure), each sandbox is rolled back to its `pre_apply`
+/// checkpoint. With no CheckpointManager the hook is skipped.
+///
+/// Holds references: @p plans and @p checkpoint_manager must outlive it.
+class PlanApplyService {
+ public:
+  /// A service over @p plans; with @p checkpoint_manager null the hook is skipped.
+  explicit PlanApplyService(SandboxManager& plans, CheckpointManager* checkpoint_manager = nullptr);
+  /// Commits the plan between the `pre_apply` checkpoint and, on failure, the rollback to it.
+  /// @returns commit_all()'s results (the one failed result after a sandbox-level failure).
+  /// @throws AtomicCommitError as commit_all() does (after the rollback), or SandboxError
+  ///   when a checkpoint cannot be taken.
   std::vector<CommitResult> apply(const std::string& plan_id);
 
  private:

@@ -24,6 +24,7 @@
 /// std::ofstream(sb->get_path("notes.txt")) << "two\n";  // the project is untouched
 /// for (const plan::DiffEntry& e : sb->diff().entries) std::cout << e.path << '\n';
 /// std::vector<plan::CommitResult> results = mgr.commit_all("plan-1");  // all or nothing
+/// if (!results.empty() && !results[0].success) std::cerr << *results[0].error << '\n';
 /// mgr.cleanup_all("plan-1");
 /// @endcode
 #ifndef PATCHBOX_PLAN_HPP
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
+#include "patchbox/provenance.hpp"
 
 /// patchbox's C++ API.
 namespace patchbox {
@@ -66,6 +68,9 @@ enum class Status {
   CleanedUp,   ///< Every artefact is removed. Terminal.
   Errored,     ///< An unrecoverable error occurred; only cleanup remains.
 };
+
+/// The plan executors' documented name of Status.
+using SandboxStatus = Status;
 
 /// Whether a sandbox in @p from may move to @p to: the whole lifecycle in one table (the same
 /// as the Rust `Status::can_transition`, which the tests check pair by pair).
@@ -253,9 +258,10 @@ class SandboxStateError : public SandboxError {
   SandboxStateError& operator=(const SandboxStateError&) = default;
 };
 
-/// SandboxManager::commit_all() failed. The sandboxes it had committed were rolled back,
-/// newest first (rolled_back_ids()); those whose rollback failed still hold their commit in
-/// the original (failed_rollback_ids()). A refused pre-check wrote nothing: both are empty.
+/// SandboxManager::commit_all() failed other than at the sandbox level (a sandbox-level
+/// failure is returned as the one failed CommitResult), or its rollback failed. The sandboxes
+/// it had committed were rolled back, newest first (rolled_back_ids()); those whose rollback
+/// failed still hold their commit in the original (failed_rollback_ids()).
 class AtomicCommitError : public SandboxError {
  public:
   /// The error of a plan's commit_all; @p failed_sandbox_id is the sandbox that failed.
@@ -342,6 +348,51 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = default;
 };
 
+/// A sandbox of the `none` strategy. The manager hands out every sandbox as an instance of its
+/// strategy's class (the plan executors' documented names), so
+/// `std::dynamic_pointer_cast<plan::CopyOnWriteSandbox>(sb)` tells a strategy's sandboxes
+/// apart; the classes add nothing to Sandbox, and only the library makes them.
+class NoSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  NoSandbox() = default;
+};
+
+/// A sandbox of the `copy_on_write` strategy (see NoSandbox).
+class CopyOnWriteSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  CopyOnWriteSandbox() = default;
+};
+
+/// A sandbox of the `overlay` strategy (see NoSandbox).
+class OverlaySandbox : public Sandbox {
+ protected:
+  /// For the library.
+  OverlaySandbox() = default;
+};
+
+/// A sandbox of the `git_worktree` strategy (see NoSandbox).
+class GitWorktreeSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  GitWorktreeSandbox() = default;
+};
+
+/// A sandbox of the `transaction_rollback` strategy (see NoSandbox).
+class TransactionSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  TransactionSandbox() = default;
+};
+
+/// A sandbox of a registered CustomStrategy (see NoSandbox).
+class CustomSandbox : public Sandbox {
+ protected:
+  /// For the library.
+  CustomSandbox() = default;
+};
+
 // ---- custom strategies ---------------------------------------------------------------------
 
 /// Which sandbox a CustomStrategy operation is about.
@@ -371,8 +422,11 @@ struct DiffView {
 ///
 /// The library calls one operation of a sandbox at a time, but one instance serves every
 /// sandbox of its name, possibly from several threads: implementations must be thread-safe.
-/// Whatever an operation throws becomes the error of the step (a throwing commit() is a
-/// SandboxCommitError, inside commit_all() an AtomicCommitError with the others rolled back);
+/// Whatever an operation throws becomes the error of the step. A commit() throwing a
+/// plan::SandboxError (SandboxCommitError, …) is a sandbox-level failure: alone a
+/// SandboxCommitError, inside commit_all() the one failed CommitResult with the others rolled
+/// back. Anything else it throws is unexpected: alone a SandboxError of the base class,
+/// inside commit_all() an AtomicCommitError with the others rolled back;
 /// no exception ever reaches the Rust side. All nine are pure virtual, so a strategy lacking
 /// one does not compile (the C++ form of the registry's protocol check).
 class CustomStrategy {
@@ -498,8 +552,19 @@ class SandboxManager {
   /// Commits every Created/Active sandbox of the plan, all or nothing: every one is checked
   /// first (a conflict refuses the plan, nothing written); then each commits (rollbackable
   /// strategies first), and when one fails the committed ones are rolled back newest first.
-  /// @throws AtomicCommitError (with the ids rolled back and those that could not be).
+  /// @return every result (all successful); or, after a sandbox-level failure (a conflict, a
+  ///   refused lock, a custom strategy throwing a plan::SandboxError) and its rollback, the
+  ///   one failed result: `success == false`, `error` the reason, `metadata["rolled_back_ids"]`
+  ///   the ids undone (comma-separated), `metadata["plan_id"]`.
+  /// @throws AtomicCommitError for any other failure (a custom strategy throwing something
+  ///   else, commits that could not be made durable) or when a rollback failed, with the ids
+  ///   rolled back and those that could not be.
   std::vector<CommitResult> commit_all(const std::string& plan_id);
+  /// commit_all() with what produced the work: each CommitResult::metadata carries it under
+  /// `provenance.command` (a JSON array), `provenance.cwd`, `provenance.exit_status`,
+  /// `provenance.started_ms` and `provenance.ended_ms` (the fields that are set).
+  /// @throws AtomicCommitError as commit_all().
+  std::vector<CommitResult> commit_all(const std::string& plan_id, const Provenance& provenance);
   /// Test hook (the Rust `commit_all_with`): commit_all() where the commit at position
   /// @p fail_at fails as a conflict would, after the pre-check, so the compensation runs.
   /// Not for production use.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "patchbox/error.hpp"
+#include "patchbox/provenance.hpp"
 
 /// patchbox's C++ API.
 namespace patchbox {
@@ -227,6 +228,14 @@ class SandboxManager {
   /// @throws Error ErrorKind::InvalidId, ErrorKind::Io, …
   PendingDelivery deliver_pending_patch(const std::string& delegation_id,
                                         const std::string& patch);
+
+  /// write_pending_patch() with what produced the work — the command, its directory, exit
+  /// status and times — kept beside the patch for review: `patchbox pending show` prints it,
+  /// and pending_records_json() (`<patchbox/store.hpp>`) carries it as `provenance`.
+  /// @throws Error as write_pending_patch().
+  std::filesystem::path write_pending_patch(const std::string& delegation_id,
+                                            const std::string& patch,
+                                            const Provenance& provenance);
 
   /// Finalizes the sandbox, asks @p decide whether to accept the patch, then discards the
   /// sandbox. Reject, an empty @p decide and a @p decide that throws all send the patch to the

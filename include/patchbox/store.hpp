@@ -134,6 +134,21 @@ struct PruneReport {
 /// @throws Error (ErrorKind::Io).
 PruneReport prune_sessions(const std::filesystem::path& root);
 
+/// Every pending patch's record as JSON: the array `patchbox pending list --json` prints
+/// (ids, project, origin, times, provenance — the command, its directory, exit status —
+/// and the files with their change kind and line counts; see `docs/json.md`).
+/// @throws Error (ErrorKind::Io).
+std::string pending_records_json(const std::filesystem::path& root);
+
+/// One pending patch's record as JSON, its patch text included, as `patchbox pending show
+/// --json` prints it.
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Io.
+std::string pending_record_json(const std::filesystem::path& root, const std::string& id);
+
+/// The sessions under the root as JSON, as `patchbox sessions --json` prints them.
+/// @throws Error (ErrorKind::Io).
+std::string sessions_json(const std::filesystem::path& root);
+
 }  // namespace patchbox
 
 #endif  // PATCHBOX_STORE_HPP

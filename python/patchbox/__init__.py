@@ -22,7 +22,7 @@ from .errors import (
     AtomicCommitError,
     ProtocolMismatchError,
 )
-from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, SandboxStatus, ...)
+from .plan import *  # noqa: F401,F403  (plan layer: SandboxManager, Sandbox, the strategy classes, ...)
 from .checkpoint import *  # noqa: F401,F403  (CheckpointManager, SandboxCheckpoint)
 from .custom import *  # noqa: F401,F403  (SandboxStrategyRegistry, SandboxRef, DiffView, ...)
 
@@ -42,6 +42,11 @@ from .session import *  # noqa: E402,F401,F403  the session layer (patchbox/sess
 from .session import __all__ as _session_all  # noqa: E402
 
 __all__ += _session_all
+
+from .review import *  # noqa: E402,F401,F403  review and accept (patchbox/review.py)
+from .review import __all__ as _review_all  # noqa: E402
+
+__all__ += _review_all
 
 from . import plan as _plan, checkpoint as _checkpoint, custom as _custom  # noqa: E402
 

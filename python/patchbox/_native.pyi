@@ -7,7 +7,10 @@ from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Seque
 
 __version__: str
 
-# The exceptions the module raises are defined in Python: patchbox/errors.py.
+# The exceptions the module raises are defined in Python: patchbox/errors.py; the records
+# SandboxContext, CommitResult, SandboxRef and SandboxCheckpoint (frozen dataclasses) in
+# patchbox/_records.py.
+from ._records import CommitResult, SandboxCheckpoint, SandboxContext, SandboxRef
 
 # ---------------------------------------------------------------- plan layer (plan.rs, checkpoint.rs, custom.rs)
 
@@ -56,31 +59,6 @@ _Path = Union[str, "os.PathLike[str]"]
 _SqlValue = Union[None, int, float, str, bytes]
 
 @final
-class SandboxContext:
-    """What a created sandbox is: where its files are and what they stand for."""
-    @property
-    def sandbox_id(self) -> str:
-        """The sandbox's ULID."""
-    @property
-    def sandbox_path(self) -> str:
-        """Where the sandboxed files are (for ``none``, the original itself)."""
-    @property
-    def original_path(self) -> str:
-        """The original the sandbox was made from."""
-    @property
-    def resource_id(self) -> str:
-        """The resource the sandbox is of."""
-    @property
-    def plan_id(self) -> str:
-        """The plan the sandbox belongs to."""
-    @property
-    def created_at(self) -> datetime:
-        """When the sandbox was created (aware, UTC)."""
-    @property
-    def metadata(self) -> Dict[str, str]:
-        """The strategy's notes about the sandbox."""
-
-@final
 class SnapshotInfo:
     """A shared snapshot of an original (``SandboxManager.prepare_snapshot``): the lower layer
     of every ``overlay`` sandbox created for that original after it was taken.
@@ -100,39 +78,6 @@ class SnapshotInfo:
     @property
     def path(self) -> str:
         """Where its files are."""
-
-@final
-class CommitResult:
-    """The outcome of one commit."""
-    @property
-    def sandbox_id(self) -> str:
-        """The committed sandbox."""
-    @property
-    def success(self) -> bool:
-        """Whether the commit went through."""
-    @property
-    def commit_ref(self) -> Optional[str]:
-        """The undo record (``copy_on_write``, ``overlay``), the commit id (``git_worktree``), the
-        changeset (``transaction_rollback``); ``None`` for ``none``.
-        """
-    @property
-    def changed_files(self) -> List[str]:
-        """Paths the commit modified in the original."""
-    @property
-    def added_files(self) -> List[str]:
-        """Paths the commit added."""
-    @property
-    def deleted_files(self) -> List[str]:
-        """Paths the commit deleted."""
-    @property
-    def error(self) -> Optional[str]:
-        """Why the commit failed, when ``success`` is false."""
-    @property
-    def timestamp(self) -> datetime:
-        """When the commit was made (aware, UTC)."""
-    @property
-    def metadata(self) -> Dict[str, str]:
-        """The strategy's notes about the commit."""
 
 @final
 class DiffEntry:
@@ -200,36 +145,6 @@ class DiffView:
         """A one-line summary of the changes."""
 
 @final
-class SandboxRef:
-    """Which sandbox a custom strategy's operation is about. Metadata values are kept as text
-    (``str(value)``): they are persisted with the sandbox.
-    """
-    def __init__(
-        self,
-        sandbox_id: str,
-        plan_id: str,
-        resource_id: str,
-        created_at: Optional[datetime] = None,
-        metadata: Optional[Dict[str, object]] = None,
-    ) -> None:
-        """A reference; ``created_at`` defaults to now."""
-    @property
-    def sandbox_id(self) -> str:
-        """The sandbox's id."""
-    @property
-    def plan_id(self) -> str:
-        """The plan it belongs to."""
-    @property
-    def resource_id(self) -> str:
-        """The resource it is of."""
-    @property
-    def created_at(self) -> datetime:
-        """When it was made (aware, UTC)."""
-    @property
-    def metadata(self) -> Dict[str, str]:
-        """The strategy's notes, as text."""
-
-@final
 class Resource:
     """A resource of a plan: ``kind`` is ``"git_repository"``, ``"directory"``, ``"file"``,
     ``"database"`` or any other name.
@@ -281,9 +196,10 @@ class ResourceRegistry:
     def __len__(self) -> int:
         """The number of resources."""
 
-@final
 class Sandbox:
-    """One resource's sandbox in one plan (from ``SandboxManager.get_or_create_sandbox``).
+    """One resource's sandbox in one plan (from ``SandboxManager.get_or_create_sandbox``): the
+    native base of the strategy classes below; every sandbox is an instance of its strategy's
+    class. Re-exported as ``patchbox.plan.BaseSandbox`` (``patchbox.Sandbox`` is the protocol).
 
     A context manager: leaving ``with sandbox:`` cleans it up unless it holds uncommitted
     changes. Failures raise ``SandboxError`` or a subclass; a call not valid in the sandbox's
@@ -351,6 +267,30 @@ class Sandbox:
         exceptions propagate.
         """
 
+@final
+class NoSandbox(Sandbox):
+    """A sandbox of the ``none`` strategy: writes go to the original; nothing to roll back."""
+
+@final
+class CopyOnWriteSandbox(Sandbox):
+    """A sandbox of the ``copy_on_write`` strategy: a copy of the resource's tree."""
+
+@final
+class OverlaySandbox(Sandbox):
+    """A sandbox of the ``overlay`` strategy (a copy where the kernel refuses the mount)."""
+
+@final
+class GitWorktreeSandbox(Sandbox):
+    """A sandbox of the ``git_worktree`` strategy: a worktree on a branch of its own."""
+
+@final
+class TransactionSandbox(Sandbox):
+    """A sandbox of the ``transaction_rollback`` strategy: a transaction on a SQLite file."""
+
+@final
+class CustomSandbox(Sandbox):
+    """A sandbox of a registered custom strategy (``strategy`` is the registered name)."""
+
 class StrategyRegistry:
     """The native registry of custom strategies a ``SandboxManager`` makes sandboxes of; use its
     subclass ``patchbox.SandboxStrategyRegistry``.
@@ -383,8 +323,9 @@ class BuiltInSandboxStrategyAdapter:
         """Makes a sandbox of ``resource`` for ``plan_id``; returns its reference."""
     def read(self, r: SandboxRef, path: str) -> Optional[bytes]:
         """The content of ``path`` in the sandbox; ``None`` when it does not exist there."""
-    def write(self, r: SandboxRef, path: str, content: bytes) -> None:
-        """Sets the content of ``path`` in the sandbox."""
+    def write(self, r: SandboxRef, path: str, content: bytes) -> DiffEntry:
+        """Sets the content of ``path`` in the sandbox; returns the change (``added`` or
+        ``modified``, with the content before and after)."""
     def diff(self, r: SandboxRef) -> DiffView:
         """The sandbox's changes."""
     def commit(self, r: SandboxRef, message: Optional[str] = None) -> Optional[str]:
@@ -441,10 +382,24 @@ class SandboxManager:
         """Every sandbox of the plan, in creation order."""
     def list_plans(self) -> List[str]:
         """The ids of every plan with sandboxes."""
-    def commit_all(self, plan_id: str) -> List[CommitResult]:
+    def commit_all(
+        self,
+        plan_id: str,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> List[CommitResult]:
         """Commits every created or active sandbox of the plan, all or nothing; returns their
-        results. A failure rolls the committed ones back (newest first) and raises
-        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``.
+        results. A failure rolls the committed ones back (newest first); a sandbox-level one (a
+        ``SandboxError``: a conflict, a refused lock, a custom strategy's ``SandboxCommitError``)
+        then returns ``[CommitResult(success=False, error=...)]``, any other raises
+        ``AtomicCommitError`` with ``rolled_back_ids`` and ``failed_rollback_ids``. The keyword
+        arguments are what produced the work (its provenance); each result's ``metadata``
+        carries them under ``provenance.command`` (a JSON array), ``provenance.cwd``,
+        ``provenance.exit_status``, ``provenance.started_ms`` and ``provenance.ended_ms``.
         """
     def rollback_all(self, plan_id: str) -> None:
         """Rolls back every active and committed sandbox of the plan; raises the first error after
@@ -496,41 +451,24 @@ class SandboxManager:
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> Literal[False]:
         """Closes the manager (see ``close``); exceptions propagate."""
 
-@final
-class SandboxCheckpoint:
-    """A point-in-time state of a sandbox (``CheckpointManager.create_checkpoint``)."""
-    @property
-    def checkpoint_id(self) -> str:
-        """The checkpoint's id."""
-    @property
-    def sandbox_id(self) -> str:
-        """The sandbox it is of."""
-    @property
-    def plan_id(self) -> str:
-        """The plan of that sandbox."""
-    @property
-    def phase(self) -> str:
-        """``"pre_execute"``, ``"post_execute"``, ``"pre_apply"``, or the caller's name."""
-    @property
-    def created_at(self) -> datetime:
-        """When it was taken (aware, UTC)."""
-    @property
-    def metadata(self) -> Dict[str, str]:
-        """The caller's notes."""
-    @property
-    def snapshot_path(self) -> str:
-        """The checkpoint's manifest (what it records, and where its content is)."""
-
-@final
 class CheckpointManager:
     """Checkpoints of the sandboxes under one root, stored as what changed against each
     sandbox's base. A context manager: leaving ``with`` closes it (see ``close``).
     """
     def __init__(self, root: Union[None, _Path, SandboxManager] = None, *, store: Optional[str] = None) -> None:
-        """The checkpoints of the sandboxes under ``root``: a ``SandboxManager`` (its root), a
-        directory, or the default root (``$PATCHBOX_ROOT``, else ``$HOME/.entropic/sandbox``).
-        With ``store`` (``s3://bucket/prefix``, or a directory) file checkpoints are written there
-        too, for ``restore_from_store`` on another machine.
+        """The checkpoints of the sandboxes under ``root``: a ``SandboxManager`` (its root) or a
+        directory; without one, a folder of the manager's own under the system temp folder
+        (removed with its checkpoints by ``close``). With ``store`` (``s3://bucket/prefix``, or a
+        directory) file checkpoints are written there too, for ``restore_from_store`` on another
+        machine; a manager with a store and no ``root`` keeps its local copies under the default
+        root (``$PATCHBOX_ROOT``, else ``$HOME/.entropic/sandbox``).
+        """
+    @property
+    def storage_dir(self) -> str:
+        """Where the checkpoints are stored (the root's ``plans`` folder, or the temp folder)."""
+    def cleanup(self) -> int:
+        """Removes every checkpoint this manager made (with their folders under the temp
+        folder); returns how many.
         """
     def list_stored(self) -> List[SandboxCheckpoint]:
         """The checkpoints in the object store, of every plan and sandbox, oldest first
@@ -544,12 +482,19 @@ class CheckpointManager:
         ``grace_seconds``; returns how many went."""
     def create_checkpoint(self, sandbox: Sandbox, plan_id: str, phase: str, metadata: Optional[Dict[str, str]] = None) -> SandboxCheckpoint:
         """Records the state of ``sandbox`` now, at ``phase``, with ``metadata``; returns the
-        checkpoint. A ``none`` sandbox cannot be checkpointed (``SandboxError``).
+        checkpoint. A ``none`` sandbox cannot be checkpointed, and a ``plan_id`` that is not the
+        sandbox's plan is refused (``SandboxError``).
         """
     def rollback_to(self, checkpoint: SandboxCheckpoint) -> bool:
         """Makes the checkpoint's sandbox exactly what it was then; ``False`` when the checkpoint
         no longer exists. On a committed sandbox it raises ``SandboxStateError`` and changes
         nothing: undo the commit first (``sandbox.rollback()``).
+        """
+    def materialize(self, checkpoint: SandboxCheckpoint, dest: _Path) -> bool:
+        """Writes into ``dest`` (a directory that must not exist yet) the whole tree the sandbox
+        had at ``checkpoint`` — a full-copy snapshot, made on demand — leaving the sandbox as it
+        is; ``False`` when the checkpoint no longer exists. Only ``copy_on_write`` and ``overlay``
+        checkpoints have a tree (others raise ``SandboxError``).
         """
     def list_checkpoints(self, sandbox_id: str) -> List[SandboxCheckpoint]:
         """The checkpoints of a sandbox this manager knows, oldest first."""
@@ -770,9 +715,22 @@ class SessionManager:
         (with the base versions of the files it touched), or locally without one; a store that
         fails keeps it locally (``place == "kept"``).
         """
-    def write_pending_patch(self, delegation_id: str, patch: _Patch) -> pathlib.Path:
+    def write_pending_patch(
+        self,
+        delegation_id: str,
+        patch: _Patch,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> pathlib.Path:
         """Stores ``patch`` as a pending patch of ``delegation_id`` and returns the patch file.
-        Never overwrites: a second one of the same id is ``<id>.2.patch``, ...
+        Never overwrites: a second one of the same id is ``<id>.2.patch``, ... The keyword
+        arguments are its provenance (the command and its arguments, its directory, exit status,
+        start and end times in milliseconds since the epoch), shown by ``patchbox pending show``
+        and in ``pending_records()``.
         """
     def complete_sandbox(
         self,
@@ -912,6 +870,8 @@ class ApplyReport:
         """True unless the patch was refused."""
     def wrote(self) -> bool:
         """True when this call modified the project."""
+    def to_json(self) -> str:
+        """The report as the JSON record ``patchbox apply --json`` prints."""
     def count(self, status: FileStatus) -> int:
         """How many files have ``status``."""
 
@@ -1127,6 +1087,45 @@ def push_pending(
     stored; returns ``(pushed, failed)``: (local id, id in the store) pairs, and (local id,
     error) pairs for those that stay local.
     """
+
+class PartialApply:
+    """What ``apply_pending_selected`` did."""
+    @property
+    def report(self) -> ApplyReport:
+        """The apply of the chosen part."""
+    @property
+    def remaining(self) -> Optional[str]:
+        """The new pending patch holding the rest; ``None`` when nothing is left or nothing
+        was applied (check mode, a refusal: the pending patch stays as it was)."""
+    def to_json(self) -> str:
+        """The report as JSON, with ``pending_id`` and ``remaining`` (what
+        ``patchbox pending apply --json`` prints)."""
+
+def apply_pending_selected(
+    id: str,
+    project: Optional[_Path] = None,
+    *,
+    root: Optional[_Path] = None,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    hunks: Sequence[str] = (),
+    check: bool = False,
+    conflict_markers: bool = False,
+) -> PartialApply:
+    """Applies the part of pending patch ``id`` that ``only`` (paths: a file, or a
+    directory's files), ``exclude`` and ``hunks`` (``"PATH:1,3"``, ``"PATH:2-4"``, counted from
+    1) choose, atomically and 3-way against its stored pre-images, with an undo record; the rest
+    stays pending as a new entry with its own pre-images. A selection that cannot be made raises
+    ``PatchboxError`` (kind ``"pending"``) and writes nothing.
+    """
+def pending_records_json(root: Optional[_Path] = None) -> str:
+    """Every pending patch's record as the JSON array ``patchbox pending list --json``
+    prints."""
+def pending_record_json(id: str, *, root: Optional[_Path] = None) -> str:
+    """One pending patch's record, its patch text included, as ``pending show --json``
+    prints it."""
+def sessions_json(root: Optional[_Path] = None) -> str:
+    """The sessions under ``root`` as the JSON array ``patchbox sessions --json`` prints."""
 
 
 # ---------------------------------------------------------------- (end of session layer)

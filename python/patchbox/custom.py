@@ -18,9 +18,13 @@ strategy may define: ``commit(ref, message=None)``, ``rollback(ref, after_commit
 ``is_rollbackable`` (a bool or a method; default ``True``). Any exception a method raises
 becomes the error of the step (``SandboxCommitError`` for commit, …) with its text;
 ``read`` may return ``None`` or raise ``FileNotFoundError``/``KeyError`` for a path that does
-not exist in the sandbox. An operation runs while the library holds that sandbox's lock: it
-must not call back into the same sandbox (its ``status``, ``diff`` …), which would wait for
-itself.
+not exist in the sandbox. In ``commit_all``, an exception of the ``SandboxError`` family
+(``SandboxCommitError``, …) is a sandbox-level failure: the plan is rolled back and the one
+failed ``CommitResult`` returned; any other exception raises ``AtomicCommitError``.
+``SandboxRef.metadata`` is kept as the strategy gave it (JSON values survive a restart; other
+values come back as their ``str``). An operation runs while the library holds that sandbox's
+lock: it must not call back into the same sandbox (its ``status``, ``diff`` …), which would
+wait for itself.
 
 Thread safety: the registry's Rust half is ``Send + Sync``; a driver serializes nothing
 itself — the manager runs one operation of a sandbox at a time, and a strategy serving several
@@ -35,14 +39,20 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type
 
 from ._native import (
+    CopyOnWriteSandbox as _CopyOnWriteSandbox,
+    CustomSandbox as _CustomSandbox,
+    GitWorktreeSandbox as _GitWorktreeSandbox,
+    NoSandbox as _NoSandbox,
+    OverlaySandbox as _OverlaySandbox,
+    TransactionSandbox as _TransactionSandbox,
     BuiltInSandboxStrategyAdapter,
     DiffEntry,
     DiffView,
     Resource,
-    SandboxRef,
     STRATEGY_OPERATIONS as _OPERATIONS,
     StrategyRegistry as _NativeRegistry,
 )
+from ._records import SandboxRef
 from .errors import ProtocolMismatchError, SandboxError
 
 __all__ = [
@@ -66,7 +76,7 @@ class SandboxStrategyProtocol(Protocol):
 
     def create(self, plan_id: str, resource: Resource) -> SandboxRef: ...
     def read(self, ref: SandboxRef, path: str) -> Optional[bytes]: ...
-    def write(self, ref: SandboxRef, path: str, content: bytes) -> Any: ...
+    def write(self, ref: SandboxRef, path: str, content: bytes) -> DiffEntry: ...
     def diff(self, ref: SandboxRef) -> DiffView: ...
     def commit(self, ref: SandboxRef) -> Optional[str]: ...
     def rollback(self, ref: SandboxRef) -> None: ...
@@ -115,17 +125,18 @@ class _Driver:
         if mine is not None:
             return mine
         # Reopened after a restart: rebuild the strategy's reference from the metadata.
-        sid = ref.metadata.get("strategy.sandbox_id", ref.sandbox_id)
+        sid = str(ref.metadata.get("strategy.sandbox_id", ref.sandbox_id))
         return SandboxRef(sid, ref.plan_id, ref.resource_id, ref.created_at, dict(ref.metadata))
 
-    def create(self, ref: SandboxRef, original_path: str) -> Dict[str, str]:
+    def create(self, ref: SandboxRef, original_path: str) -> Dict[str, object]:
         resource = Resource(ref.resource_id, "other", original_path)
         theirs = self._impl.create(ref.plan_id, resource)
         if theirs is None:
             theirs = ref
         with self._lock:
             self._refs[ref.sandbox_id] = theirs
-        meta = {str(k): str(v) for k, v in dict(getattr(theirs, "metadata", None) or {}).items()}
+        # Kept as given: values that are not text are stored as JSON and come back typed.
+        meta: Dict[str, object] = {str(k): v for k, v in dict(getattr(theirs, "metadata", None) or {}).items()}
         sid = getattr(theirs, "sandbox_id", ref.sandbox_id)
         if sid != ref.sandbox_id:
             meta["strategy.sandbox_id"] = str(sid)
@@ -246,9 +257,21 @@ class SandboxStrategyRegistry(_NativeRegistry):
 
 
 class SandboxFactory:
-    """The strategies a manager can make: the built-in ones and a registry's custom ones."""
+    """The strategies a manager can make: the built-in ones and a registry's custom ones.
+
+    ``get_strategy_class(name)`` is the class a sandbox of ``name`` is an instance of (the
+    manager makes them: ``CopyOnWriteSandbox`` for ``"copy_on_write"``, …, ``CustomSandbox`` for
+    a registered custom strategy, whose own class ``get_custom_strategy_class`` returns).
+    """
 
     BUILT_IN: Tuple[str, ...] = ("none", "copy_on_write", "overlay", "git_worktree", "transaction_rollback")
+    _CLASSES: Dict[str, type] = {
+        "none": _NoSandbox,
+        "copy_on_write": _CopyOnWriteSandbox,
+        "overlay": _OverlaySandbox,
+        "git_worktree": _GitWorktreeSandbox,
+        "transaction_rollback": _TransactionSandbox,
+    }
 
     def __init__(self, custom_registry: Optional[SandboxStrategyRegistry] = None) -> None:
         self.custom_registry = custom_registry if custom_registry is not None else SandboxStrategyRegistry()
@@ -261,3 +284,12 @@ class SandboxFactory:
 
     def available_strategies(self) -> List[str]:
         return list(self.BUILT_IN) + self.custom_registry.names()
+
+    def get_strategy_class(self, name: str) -> type:
+        """The class of the sandboxes of strategy ``name`` (``SandboxError`` when there is no
+        such strategy)."""
+        if name in self._CLASSES:
+            return self._CLASSES[name]
+        if self.has_custom_strategy(name):
+            return _CustomSandbox
+        raise SandboxError(f"no strategy {name!r} (available: {self.available_strategies()})")

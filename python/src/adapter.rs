@@ -23,7 +23,7 @@ use crate::errors::{
     plan_err, SandboxCommitError, SandboxCreationError, SandboxError_, SandboxRollbackError,
 };
 use crate::plan::default_root;
-use crate::plan_model::{datetime, DiffView, SandboxRef};
+use crate::plan_model::{ref_of, ref_record, DiffEntry, DiffView};
 
 /// A built-in strategy through the strategy protocol.
 #[pyclass(frozen, module = "patchbox._native")]
@@ -31,14 +31,8 @@ pub struct BuiltInSandboxStrategyAdapter {
     inner: BuiltInAdapter,
 }
 
-fn rs_ref(r: &SandboxRef) -> RsRef {
-    RsRef {
-        sandbox_id: r.sandbox_id.clone(),
-        plan_id: r.plan_id.clone(),
-        resource_id: r.resource_id.clone(),
-        created_at: SystemTime::now(),
-        metadata: r.metadata.clone(),
-    }
+fn rs_ref(r: &Bound<'_, PyAny>) -> PyResult<RsRef> {
+    ref_of(r)
 }
 
 fn failed(op: &str, f: StrategyFailure) -> PyErr {
@@ -77,14 +71,18 @@ impl BuiltInSandboxStrategyAdapter {
         self.inner.strategy().name().to_string()
     }
 
-    /// Makes a sandbox of `resource` for `plan_id`; returns its reference.
-    fn create(&self, py: Python<'_>, plan_id: String, resource: &Resource) -> PyResult<SandboxRef> {
-        let now = SystemTime::now();
+    /// Makes a sandbox of `resource` for `plan_id`; returns its reference (a `SandboxRef`).
+    fn create<'py>(
+        &self,
+        py: Python<'py>,
+        plan_id: String,
+        resource: &Resource,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let mut r = RsRef {
             sandbox_id: format!("adapter-{}", ulid_now()),
             plan_id,
             resource_id: resource.inner.id.clone(),
-            created_at: now,
+            created_at: SystemTime::now(),
             metadata: BTreeMap::new(),
         };
         let original = resource.inner.path.clone();
@@ -96,35 +94,54 @@ impl BuiltInSandboxStrategyAdapter {
             "original_path".into(),
             original.to_string_lossy().into_owned(),
         );
-        Ok(SandboxRef {
-            sandbox_id: r.sandbox_id,
-            plan_id: r.plan_id,
-            resource_id: r.resource_id,
-            created_at: datetime(py, now)?,
-            metadata: r.metadata,
-        })
+        ref_record(py, &r)
     }
 
-    fn read(&self, py: Python<'_>, r: &SandboxRef, path: String) -> PyResult<Option<Vec<u8>>> {
-        let r = rs_ref(r);
+    fn read(
+        &self,
+        py: Python<'_>,
+        r: &Bound<'_, PyAny>,
+        path: String,
+    ) -> PyResult<Option<Vec<u8>>> {
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.read(&r, &path))
             .map_err(|f| failed("read", f))
     }
 
+    /// Sets the content of `path` in the sandbox; returns the change as a `DiffEntry`
+    /// (`added` or `modified`, with the content before and after).
     fn write(
         &self,
         py: Python<'_>,
-        r: &SandboxRef,
+        r: &Bound<'_, PyAny>,
         path: String,
         content: Vec<u8>,
-    ) -> PyResult<()> {
-        let r = rs_ref(r);
-        py.detach(|| self.inner.write(&r, &path, &content))
-            .map_err(|f| failed("write", f))
+    ) -> PyResult<DiffEntry> {
+        let r = rs_ref(r)?;
+        let before = py
+            .detach(|| {
+                let before = self.inner.read(&r, &path)?;
+                self.inner.write(&r, &path, &content)?;
+                Ok(before)
+            })
+            .map_err(|f| failed("write", f))?;
+        let operation = if before.is_some() {
+            "modified"
+        } else {
+            "added"
+        };
+        Ok(DiffEntry {
+            path,
+            operation: operation.to_string(),
+            before,
+            after: Some(content),
+            before_mode: None,
+            after_mode: None,
+        })
     }
 
-    fn diff(&self, py: Python<'_>, r: &SandboxRef) -> PyResult<DiffView> {
-        let r = rs_ref(r);
+    fn diff(&self, py: Python<'_>, r: &Bound<'_, PyAny>) -> PyResult<DiffView> {
+        let r = rs_ref(r)?;
         let v = py
             .detach(|| self.inner.diff(&r))
             .map_err(|f| failed("diff", f))?;
@@ -136,23 +153,28 @@ impl BuiltInSandboxStrategyAdapter {
     fn commit(
         &self,
         py: Python<'_>,
-        r: &SandboxRef,
+        r: &Bound<'_, PyAny>,
         message: Option<String>,
     ) -> PyResult<Option<String>> {
-        let r = rs_ref(r);
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.commit(&r, message.as_deref()))
             .map_err(|f| failed("commit", f))
     }
 
     #[pyo3(signature = (r, after_commit=false))]
-    fn rollback(&self, py: Python<'_>, r: &SandboxRef, after_commit: bool) -> PyResult<()> {
-        let r = rs_ref(r);
+    fn rollback(&self, py: Python<'_>, r: &Bound<'_, PyAny>, after_commit: bool) -> PyResult<()> {
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.rollback(&r, after_commit))
             .map_err(|f| failed("rollback", f))
     }
 
-    fn checkpoint(&self, py: Python<'_>, r: &SandboxRef, checkpoint_id: String) -> PyResult<()> {
-        let r = rs_ref(r);
+    fn checkpoint(
+        &self,
+        py: Python<'_>,
+        r: &Bound<'_, PyAny>,
+        checkpoint_id: String,
+    ) -> PyResult<()> {
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.checkpoint(&r, &checkpoint_id))
             .map_err(|f| failed("checkpoint", f))
     }
@@ -160,16 +182,16 @@ impl BuiltInSandboxStrategyAdapter {
     fn restore_checkpoint(
         &self,
         py: Python<'_>,
-        r: &SandboxRef,
+        r: &Bound<'_, PyAny>,
         checkpoint_id: String,
     ) -> PyResult<()> {
-        let r = rs_ref(r);
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.restore_checkpoint(&r, &checkpoint_id))
             .map_err(|f| failed("restore_checkpoint", f))
     }
 
-    fn cleanup(&self, py: Python<'_>, r: &SandboxRef) -> PyResult<()> {
-        let r = rs_ref(r);
+    fn cleanup(&self, py: Python<'_>, r: &Bound<'_, PyAny>) -> PyResult<()> {
+        let r = rs_ref(r)?;
         py.detach(|| self.inner.cleanup(&r))
             .map_err(|f| failed("cleanup", f))
     }

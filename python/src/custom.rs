@@ -7,8 +7,10 @@
 //! adapts the users' protocol to it). [`PyStrategy`] is the Rust `StrategyProtocol` over one
 //! driver: each operation takes the GIL, calls the driver, and turns a Python exception into
 //! a `StrategyFailure` whose text is the exception's (`ValueError: disk full`); the library
-//! then raises the error of the step (a failed commit is `SandboxCommitError`, in
-//! `commit_all` an `AtomicCommitError`).
+//! then raises the error of the step (a failed commit is `SandboxCommitError`). In
+//! `commit_all`, an exception of the `SandboxError` family is a sandbox-level failure (the
+//! plan is rolled back and the failed result returned); any other is unexpected
+//! (`AtomicCommitError`).
 //!
 //! Invariants: no Python exception or Rust panic escapes an operation as anything but a
 //! failure; a factory that raises yields a strategy whose every operation fails with that
@@ -28,7 +30,7 @@ use patchbox::plan::custom::{
 use patchbox::plan::{DiffEntry, DiffOp};
 
 use crate::errors::{ProtocolMismatchError, SandboxError_};
-use crate::plan_model::{path_str, SandboxRef};
+use crate::plan_model::{meta_of, path_str, ref_record};
 
 /// A registry error as the Python class users catch: a missing operation is
 /// `ProtocolMismatchError`, anything else `SandboxError`.
@@ -103,18 +105,27 @@ impl PyStrategy {
         let driver = self
             .driver
             .as_ref()
-            .map_err(|e| StrategyFailure(e.clone()))?;
+            .map_err(|e| StrategyFailure::new(e.clone()))?;
         Python::attach(|py| {
             let r = args(py)
                 .and_then(|a| driver.bind(py).call_method1(op, a))
                 .and_then(|v| out(&v));
-            r.map_err(|e| StrategyFailure(format!("{op}: {e}")))
+            // A patchbox `SandboxError` is the strategy's own, anticipated failure; any other
+            // exception is unexpected (`commit_all` raises for it).
+            r.map_err(|e| {
+                let text = format!("{op}: {e}");
+                if e.is_instance_of::<SandboxError_>(py) {
+                    StrategyFailure::new(text)
+                } else {
+                    StrategyFailure::unexpected(text)
+                }
+            })
         })
     }
 }
 
 fn sref<'py>(py: Python<'py>, r: &RsRef) -> PyResult<Bound<'py, PyAny>> {
-    Ok(Bound::new(py, SandboxRef::from_rs(py, r)?)?.into_any())
+    ref_record(py, r)
 }
 
 fn entry_of(e: &Bound<'_, PyAny>) -> PyResult<DiffEntry> {
@@ -166,7 +177,7 @@ impl StrategyProtocol for PyStrategy {
                 if v.is_none() {
                     Ok(BTreeMap::new())
                 } else {
-                    v.extract()
+                    meta_of(v)
                 }
             },
         )

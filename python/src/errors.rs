@@ -10,6 +10,7 @@
 //!     ├── SandboxStateError         ::State         (.from_status, .to_status)
 //!     ├── AtomicCommitError         ::AtomicCommit  (.rolled_back_ids, .failed_rollback_ids)
 //!     └── ProtocolMismatchError     a custom strategy that lacks an operation
+//! PatchboxError of kind "unexpected"  ::Unexpected (a failure that is not sandbox-level)
 //! ```
 //!
 //! The classes are defined in Python, in `patchbox.errors` (python/patchbox/errors.py), and
@@ -134,6 +135,13 @@ pub(crate) fn plan_err(e: SandboxError) -> PyErr {
                 attrs.push(("failed_rollback_ids", list(failed_rollback_ids)));
                 attrs.push(("sandbox_id", opt(failed_sandbox_id)));
                 AtomicCommitError::new_err(msg)
+            }
+            // Not a sandbox-level failure (a custom strategy's own exception of another
+            // kind, a panic): the base class, so `except SandboxError` does not take it for
+            // one.
+            SandboxError::Unexpected { sandbox_id, .. } => {
+                attrs.push(("sandbox_id", opt(sandbox_id)));
+                PatchboxError::new_err(msg)
             }
         };
         with_attrs(err, &attrs)

@@ -23,12 +23,14 @@ mod phases;
 mod plan;
 mod plan_model;
 mod sql;
+mod strategies;
 // session layer
 mod apply;
 mod convert;
 mod delegation;
 mod pending;
 mod report;
+mod review;
 mod session;
 mod sessions;
 mod stored;
@@ -47,5 +49,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     apply::register(m)?;
     pending::register(m)?;
     stored::register(m)?;
+    review::register(m)?;
     Ok(())
 }

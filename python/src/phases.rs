@@ -21,7 +21,7 @@ use patchbox::plan::PlanManager;
 use crate::checkpoint::CheckpointManager;
 use crate::errors::{plan_err, SandboxError_, SandboxRollbackError};
 use crate::plan::SandboxManager;
-use crate::plan_model::CommitResult;
+use crate::plan_model::commit_record;
 
 /// Runs the phases of a manager's plans with checkpoint hooks.
 #[pyclass(frozen, module = "patchbox._native")]
@@ -109,7 +109,7 @@ impl PhaseRunner {
 
     /// Runs the Apply phase of `plan_id`: a `pre_apply` checkpoint, then `commit_all`; on
     /// failure every sandbox goes back to `pre_apply` and the commit's error is raised.
-    fn apply(&self, py: Python<'_>, plan_id: String) -> PyResult<Vec<CommitResult>> {
+    fn apply(&self, py: Python<'_>, plan_id: String) -> PyResult<Vec<Py<PyAny>>> {
         let cps = self.checkpoints.as_ref().map(|c| c.clone_ref(py));
         let out = py.detach(|| match &cps {
             Some(c) => c.get().with_inner(|cm| {
@@ -121,10 +121,7 @@ impl PhaseRunner {
             None => Ok(RsRunner::new(&self.plans, None).apply(&plan_id)),
         });
         match out {
-            Ok(Ok(results)) => results
-                .into_iter()
-                .map(|r| CommitResult::new(py, r))
-                .collect(),
+            Ok(Ok(results)) => results.into_iter().map(|r| commit_record(py, r)).collect(),
             Ok(Err(e)) => Err(phase_err(py, e)),
             Err(()) => Err(SandboxError_::new_err("the CheckpointManager is closed")),
         }

@@ -30,7 +30,7 @@ use crate::boundary::{Resource, ResourceRegistry};
 use crate::custom::StrategyRegistry;
 use crate::errors::plan_err;
 use crate::plan_model::{
-    path_str, strategy_arg, CommitResult, SandboxContext, SandboxDiff, SandboxStatus, SnapshotInfo,
+    commit_record, context_record, path_str, strategy_arg, SandboxDiff, SandboxStatus, SnapshotInfo,
 };
 
 /// The default root: `$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`.
@@ -39,13 +39,24 @@ pub(crate) fn default_root() -> PyResult<PathBuf> {
         .map_err(|e| plan_err(SandboxError::from_lower(None, "default root", e)))
 }
 
-/// One resource's sandbox in one plan.
-#[pyclass(frozen, module = "patchbox._native")]
+/// One resource's sandbox in one plan: the base of the strategy classes (see
+/// `strategies.rs`); every sandbox the manager hands out is of its strategy's class.
+#[pyclass(frozen, subclass, module = "patchbox._native")]
 pub struct Sandbox {
     pub(crate) inner: Arc<dyn RsSandbox>,
     /// Its manager, kept alive while the sandbox is used (a manager collected early would
     /// clean up the sandboxes holding no work); `None` for none.
     _owner: Option<Arc<PlanManager>>,
+}
+
+impl Sandbox {
+    /// The base of a sandbox object (`strategies::new_object` adds the strategy's class).
+    pub(crate) fn new(inner: Arc<dyn RsSandbox>, owner: Option<Arc<PlanManager>>) -> Sandbox {
+        Sandbox {
+            inner,
+            _owner: owner,
+        }
+    }
 }
 
 #[pymethods]
@@ -71,9 +82,9 @@ impl Sandbox {
 
     /// `None` before `create`.
     #[getter]
-    fn context(&self, py: Python<'_>) -> PyResult<Option<SandboxContext>> {
+    fn context(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         py.detach(|| self.inner.context())
-            .map(|c| SandboxContext::new(py, c))
+            .map(|c| context_record(py, c))
             .transpose()
     }
 
@@ -85,10 +96,10 @@ impl Sandbox {
 
     /// Makes the sandbox environment (pending → created); the manager's
     /// `get_or_create_sandbox` has already done it for the sandboxes it returns.
-    fn create(&self, py: Python<'_>, plan_id: &str) -> PyResult<SandboxContext> {
+    fn create(&self, py: Python<'_>, plan_id: &str) -> PyResult<Py<PyAny>> {
         let sb = self.inner.clone();
         let ctx = py.detach(|| sb.create(plan_id)).map_err(plan_err)?;
-        SandboxContext::new(py, ctx)
+        context_record(py, ctx)
     }
 
     /// The absolute path of `resource_path` (resource-relative) in the sandbox; makes a
@@ -132,12 +143,12 @@ impl Sandbox {
 
     /// Brings the sandbox's changes into the original (active → committed).
     #[pyo3(signature = (message=None))]
-    fn commit(&self, py: Python<'_>, message: Option<String>) -> PyResult<CommitResult> {
+    fn commit(&self, py: Python<'_>, message: Option<String>) -> PyResult<Py<PyAny>> {
         let sb = self.inner.clone();
         let r = py
             .detach(|| sb.commit(message.as_deref()))
             .map_err(plan_err)?;
-        CommitResult::new(py, r)
+        commit_record(py, r)
     }
 
     /// Active: discards the changes. Committed: undoes the commit in the original (refused,
@@ -205,13 +216,16 @@ impl Sandbox {
         Ok(false)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
-            "Sandbox(sandbox_id={:?}, strategy={:?}, status={:?})",
-            self.inner.sandbox_id(),
-            self.inner.strategy().name(),
-            py.detach(|| self.inner.status()).name()
-        )
+    /// `CopyOnWriteSandbox(sandbox_id=..., strategy=..., status=...)`: the strategy's class.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let me = slf.get();
+        let class = slf.get_type().name()?.to_string();
+        Ok(format!(
+            "{class}(sandbox_id={:?}, strategy={:?}, status={:?})",
+            me.inner.sandbox_id(),
+            me.inner.strategy().name(),
+            slf.py().detach(|| me.inner.status()).name()
+        ))
     }
 }
 
@@ -244,13 +258,7 @@ impl SandboxManager {
             }
         }
         let id = sb.sandbox_id().to_string();
-        let o = Py::new(
-            py,
-            Sandbox {
-                inner: sb,
-                _owner: self.inner.read().clone(),
-            },
-        )?;
+        let o = crate::strategies::new_object(py, sb, self.inner.read().clone())?;
         objects.insert(id, o.clone_ref(py));
         Ok(o)
     }
@@ -396,15 +404,36 @@ impl SandboxManager {
     }
 
     /// Commits every created or active sandbox of the plan, all or nothing; returns their
-    /// results. A failure rolls the committed ones back (newest first) and raises
-    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`.
-    fn commit_all(&self, py: Python<'_>, plan_id: String) -> PyResult<Vec<CommitResult>> {
+    /// results. A failure rolls the committed ones back (newest first); a sandbox-level
+    /// failure (a `SandboxError`: a conflict, a refused lock, a custom strategy's
+    /// `SandboxCommitError`) then returns the one failed `CommitResult`; any other raises
+    /// `AtomicCommitError` with `rolled_back_ids` and `failed_rollback_ids`. The keyword
+    /// arguments say what produced the work (its provenance); each result's `metadata`
+    /// carries them under `provenance.*`.
+    #[pyo3(signature = (plan_id, *, command=None, cwd=None, exit_status=None, started_ms=None, ended_ms=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_all(
+        &self,
+        py: Python<'_>,
+        plan_id: String,
+        command: Option<Vec<String>>,
+        cwd: Option<PathBuf>,
+        exit_status: Option<i32>,
+        started_ms: Option<u64>,
+        ended_ms: Option<u64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let m = self.mgr()?;
-        let results = py.detach(|| m.commit_all(&plan_id)).map_err(plan_err)?;
-        results
-            .into_iter()
-            .map(|r| CommitResult::new(py, r))
-            .collect()
+        let provenance = patchbox::session::provenance::Provenance {
+            command: command.unwrap_or_default(),
+            cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
+            exit_status,
+            started_ms,
+            ended_ms,
+        };
+        let results = py
+            .detach(|| m.commit_all_as(&plan_id, &provenance))
+            .map_err(plan_err)?;
+        results.into_iter().map(|r| commit_record(py, r)).collect()
     }
 
     /// Rolls back every active and committed sandbox of the plan; raises the first error
@@ -580,19 +609,16 @@ fn settle(m: &PlanManager) {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::plan_model::SandboxStatus>()?;
     m.add_class::<crate::plan_model::SandboxStrategy>()?;
-    m.add_class::<crate::plan_model::SandboxContext>()?;
     m.add_class::<crate::plan_model::SnapshotInfo>()?;
-    m.add_class::<crate::plan_model::CommitResult>()?;
     m.add_class::<crate::plan_model::DiffEntry>()?;
     m.add_class::<crate::plan_model::SandboxDiff>()?;
     m.add_class::<crate::plan_model::DiffView>()?;
-    m.add_class::<crate::plan_model::SandboxRef>()?;
     m.add_class::<crate::boundary::Resource>()?;
     m.add_class::<crate::boundary::ResourceRegistry>()?;
     m.add_class::<Sandbox>()?;
+    crate::strategies::register(m)?;
     m.add_class::<SandboxManager>()?;
     m.add_class::<crate::checkpoint::CheckpointManager>()?;
-    m.add_class::<crate::checkpoint::SandboxCheckpoint>()?;
     m.add_class::<crate::custom::StrategyRegistry>()?;
     m.add_class::<crate::adapter::BuiltInSandboxStrategyAdapter>()?;
     m.add_class::<crate::phases::PhaseRunner>()?;

@@ -1,17 +1,19 @@
-//! The plan layer's values as Python classes: `SandboxStatus` and `SandboxStrategy` (enums
-//! with the Rust names' values), and the frozen records `SandboxContext`, `CommitResult`,
-//! `DiffEntry`, `SandboxDiff`, `DiffView` and `SandboxRef`.
+//! The plan layer's values in Python: `SandboxStatus` and `SandboxStrategy` (enums with the
+//! Rust names' values), the frozen records `DiffEntry`, `SandboxDiff` and `DiffView`, and the
+//! conversions into the documented dataclasses `SandboxContext`, `CommitResult` and
+//! `SandboxRef`, which are Python classes (`patchbox._records`) built from here.
 //!
 //! Why: the engines read these as plain data (`result.success`, `ctx.sandbox_path`), so each
-//! is a snapshot copied out of Rust, readable after its sandbox is gone. Invariants: times
-//! are timezone-aware `datetime`s in UTC; paths are `str`; contents are `bytes`; metadata is
-//! a fresh `dict[str, str]` on every read (a record cannot be changed through it).
+//! is a snapshot copied out of Rust, readable after its sandbox is gone; the documentation
+//! makes the three records frozen dataclasses (`dataclasses.asdict` works on them). Invariants:
+//! times are timezone-aware `datetime`s in UTC; paths are `str`; contents are `bytes`; a
+//! `SandboxRef`'s metadata round-trips JSON values (kept as JSON text on the Rust side).
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyType};
 
 use patchbox::plan::custom::DiffView as RsDiffView;
 use patchbox::plan::{
@@ -172,41 +174,28 @@ pub(crate) fn strategy_arg(v: &Bound<'_, PyAny>) -> PyResult<Strategy> {
     Ok(Strategy::parse(&name))
 }
 
-/// What a created sandbox is: where its files are and what they stand for.
-#[pyclass(frozen, get_all, module = "patchbox._native")]
-pub struct SandboxContext {
-    pub sandbox_id: String,
-    /// Where the sandboxed files are (for `none`, the original itself).
-    pub sandbox_path: String,
-    pub original_path: String,
-    pub resource_id: String,
-    pub plan_id: String,
-    pub created_at: Py<PyAny>,
-    pub metadata: BTreeMap<String, String>,
+/// An instance of the Python record class `name` of `patchbox._records` (the documented
+/// frozen dataclasses), made with `kwargs`.
+pub(crate) fn record<'py>(
+    py: Python<'py>,
+    name: &str,
+    kwargs: &Bound<'py, PyDict>,
+) -> PyResult<Py<PyAny>> {
+    let cls = py.import("patchbox._records")?.getattr(name)?;
+    Ok(cls.call((), Some(kwargs))?.unbind())
 }
 
-impl SandboxContext {
-    pub(crate) fn new(py: Python<'_>, c: RsContext) -> PyResult<SandboxContext> {
-        Ok(SandboxContext {
-            created_at: datetime(py, c.created_at)?,
-            sandbox_id: c.sandbox_id,
-            sandbox_path: path_str(&c.sandbox_path),
-            original_path: path_str(&c.original_path),
-            resource_id: c.resource_id,
-            plan_id: c.plan_id,
-            metadata: c.metadata,
-        })
-    }
-}
-
-#[pymethods]
-impl SandboxContext {
-    fn __repr__(&self) -> String {
-        format!(
-            "SandboxContext(sandbox_id={:?}, plan_id={:?}, resource_id={:?}, sandbox_path={:?})",
-            self.sandbox_id, self.plan_id, self.resource_id, self.sandbox_path
-        )
-    }
+/// A Rust context as the `SandboxContext` dataclass.
+pub(crate) fn context_record(py: Python<'_>, c: RsContext) -> PyResult<Py<PyAny>> {
+    let kw = PyDict::new(py);
+    kw.set_item("sandbox_id", c.sandbox_id)?;
+    kw.set_item("sandbox_path", path_str(&c.sandbox_path))?;
+    kw.set_item("original_path", path_str(&c.original_path))?;
+    kw.set_item("resource_id", c.resource_id)?;
+    kw.set_item("plan_id", c.plan_id)?;
+    kw.set_item("created_at", datetime(py, c.created_at)?)?;
+    kw.set_item("metadata", meta_dict(py, &c.metadata)?)?;
+    record(py, "SandboxContext", &kw)
 }
 
 /// A shared snapshot of an original (`SandboxManager.prepare_snapshot`): the lower layer,
@@ -247,55 +236,29 @@ impl SnapshotInfo {
     }
 }
 
-/// The outcome of one commit.
-#[pyclass(frozen, get_all, module = "patchbox._native")]
-pub struct CommitResult {
-    pub sandbox_id: String,
-    pub success: bool,
-    /// The undo record (`copy_on_write`, `overlay`), the commit id (`git_worktree`), the
-    /// changeset (`transaction_rollback`); `None` for `none`.
-    pub commit_ref: Option<String>,
-    pub changed_files: Vec<String>,
-    pub added_files: Vec<String>,
-    pub deleted_files: Vec<String>,
-    pub error: Option<String>,
-    pub timestamp: Py<PyAny>,
-    pub metadata: BTreeMap<String, String>,
-}
-
-impl CommitResult {
-    pub(crate) fn new(py: Python<'_>, r: RsCommitResult) -> PyResult<CommitResult> {
-        Ok(CommitResult {
-            timestamp: datetime(py, r.timestamp)?,
-            sandbox_id: r.sandbox_id,
-            success: r.success,
-            commit_ref: r.commit_ref,
-            changed_files: r.changed_files,
-            added_files: r.added_files,
-            deleted_files: r.deleted_files,
-            error: r.error,
-            metadata: r.metadata,
-        })
+/// A Rust commit result as the `CommitResult` dataclass. `rolled_back_ids` in a failed
+/// result's metadata (comma-separated in Rust) becomes a list.
+pub(crate) fn commit_record(py: Python<'_>, r: RsCommitResult) -> PyResult<Py<PyAny>> {
+    let kw = PyDict::new(py);
+    kw.set_item("sandbox_id", r.sandbox_id)?;
+    kw.set_item("success", r.success)?;
+    kw.set_item("commit_ref", r.commit_ref)?;
+    kw.set_item("changed_files", r.changed_files)?;
+    kw.set_item("added_files", r.added_files)?;
+    kw.set_item("deleted_files", r.deleted_files)?;
+    kw.set_item("error", r.error)?;
+    kw.set_item("timestamp", datetime(py, r.timestamp)?)?;
+    let meta = PyDict::new(py);
+    for (k, v) in r.metadata {
+        if !r.success && k == "rolled_back_ids" {
+            let ids: Vec<&str> = v.split(',').filter(|s| !s.is_empty()).collect();
+            meta.set_item(k, ids)?;
+        } else {
+            meta.set_item(k, v)?;
+        }
     }
-}
-
-#[pymethods]
-impl CommitResult {
-    fn __repr__(&self) -> String {
-        let py_list = |v: &[String]| {
-            let items: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
-            format!("[{}]", items.join(", "))
-        };
-        format!(
-            "CommitResult(sandbox_id={:?}, success={}, commit_ref={}, changed_files={}, added_files={}, deleted_files={})",
-            self.sandbox_id,
-            if self.success { "True" } else { "False" },
-            self.commit_ref.as_deref().map_or("None".to_string(), |r| format!("{r:?}")),
-            py_list(&self.changed_files),
-            py_list(&self.added_files),
-            py_list(&self.deleted_files)
-        )
-    }
+    kw.set_item("metadata", meta)?;
+    record(py, "CommitResult", &kw)
 }
 
 /// One changed path: `operation` is `"added"`, `"modified"` or `"deleted"`; `before`/`after`
@@ -464,69 +427,91 @@ impl DiffView {
     }
 }
 
-/// Which sandbox a custom strategy's operation is about (what the library passes to it,
-/// unless the strategy's `create` returned its own reference, which it then gets back).
-/// Metadata values are kept as text (`str(value)`): they are persisted with the sandbox.
-#[pyclass(frozen, get_all, module = "patchbox._native")]
-pub struct SandboxRef {
-    pub sandbox_id: String,
-    pub plan_id: String,
-    pub resource_id: String,
-    pub created_at: Py<PyAny>,
-    pub metadata: BTreeMap<String, String>,
+/// Metadata key under which a Python strategy's non-text metadata values are kept, as a
+/// JSON object (the Rust side keeps text only; `patchbox.custom` encodes and decodes it).
+pub(crate) const JSON_META_KEY: &str = "strategy.json";
+
+/// A Rust sandbox reference as the `SandboxRef` dataclass, its metadata as the strategy gave
+/// it (values kept as JSON under [`JSON_META_KEY`] decoded back).
+pub(crate) fn ref_record<'py>(
+    py: Python<'py>,
+    r: &patchbox::plan::custom::SandboxRef,
+) -> PyResult<Bound<'py, PyAny>> {
+    let kw = PyDict::new(py);
+    kw.set_item("sandbox_id", &r.sandbox_id)?;
+    kw.set_item("plan_id", &r.plan_id)?;
+    kw.set_item("resource_id", &r.resource_id)?;
+    kw.set_item("created_at", datetime(py, r.created_at)?)?;
+    kw.set_item("metadata", meta_dict(py, &r.metadata)?)?;
+    Ok(record(py, "SandboxRef", &kw)?.into_bound(py))
 }
 
-#[pymethods]
-impl SandboxRef {
-    #[new]
-    #[pyo3(signature = (sandbox_id, plan_id, resource_id, created_at=None, metadata=None))]
-    fn py_new(
-        py: Python<'_>,
-        sandbox_id: String,
-        plan_id: String,
-        resource_id: String,
-        created_at: Option<Py<PyAny>>,
-        metadata: Option<&Bound<'_, pyo3::types::PyDict>>,
-    ) -> PyResult<SandboxRef> {
-        let created_at = match created_at {
-            Some(t) => t,
-            None => datetime(py, SystemTime::now())?,
-        };
-        // The docs' metadata is `dict[str, object]`; it is kept (and persisted) as text.
-        let mut meta = BTreeMap::new();
-        if let Some(d) = metadata {
-            for (k, v) in d.iter() {
-                meta.insert(k.str()?.to_string(), v.str()?.to_string());
-            }
+/// Metadata as the strategy gave it: the text values, and those kept as JSON under
+/// [`JSON_META_KEY`] decoded back.
+pub(crate) fn meta_dict<'py>(
+    py: Python<'py>,
+    m: &BTreeMap<String, String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let meta = PyDict::new(py);
+    for (k, v) in m {
+        if k != JSON_META_KEY {
+            meta.set_item(k, v)?;
         }
-        Ok(SandboxRef {
-            sandbox_id,
-            plan_id,
-            resource_id,
-            created_at,
-            metadata: meta,
-        })
     }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "SandboxRef(sandbox_id={:?}, plan_id={:?}, resource_id={:?})",
-            self.sandbox_id, self.plan_id, self.resource_id
-        )
+    if let Some(j) = m.get(JSON_META_KEY) {
+        let decoded = py.import("json")?.call_method1("loads", (j,))?;
+        meta.call_method1("update", (decoded,))?;
     }
+    Ok(meta)
 }
 
-impl SandboxRef {
-    pub(crate) fn from_rs(
-        py: Python<'_>,
-        r: &patchbox::plan::custom::SandboxRef,
-    ) -> PyResult<SandboxRef> {
-        Ok(SandboxRef {
-            sandbox_id: r.sandbox_id.clone(),
-            plan_id: r.plan_id.clone(),
-            resource_id: r.resource_id.clone(),
-            created_at: datetime(py, r.created_at)?,
-            metadata: r.metadata.clone(),
-        })
+/// A metadata mapping as the Rust side keeps it: text values as they are, the others in one
+/// JSON object under [`JSON_META_KEY`] (decoded back by [`ref_record`]).
+pub(crate) fn meta_of(m: &Bound<'_, PyAny>) -> PyResult<BTreeMap<String, String>> {
+    let py = m.py();
+    let mut metadata = BTreeMap::new();
+    let extra = PyDict::new(py);
+    for item in m.call_method0("items")?.try_iter()? {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+        let k = k.str()?.to_string();
+        match v.extract::<String>() {
+            Ok(s) if k != JSON_META_KEY => {
+                metadata.insert(k, s);
+            }
+            _ => extra.set_item(k, v)?,
+        }
     }
+    if !extra.is_empty() {
+        // A value JSON cannot hold is kept as its `str` (as before JSON was kept).
+        let kw = PyDict::new(py);
+        kw.set_item("default", py.import("builtins")?.getattr("str")?)?;
+        let j: String = py
+            .import("json")?
+            .call_method("dumps", (extra,), Some(&kw))?
+            .extract()?;
+        metadata.insert(JSON_META_KEY.to_string(), j);
+    }
+    Ok(metadata)
+}
+
+/// A `SandboxRef` (the dataclass, or any object with its attributes) as the Rust reference;
+/// metadata values that are not text go under [`JSON_META_KEY`] as JSON.
+pub(crate) fn ref_of(r: &Bound<'_, PyAny>) -> PyResult<patchbox::plan::custom::SandboxRef> {
+    let created_at = match r.getattr("created_at") {
+        Ok(t) if !t.is_none() => t
+            .extract::<SystemTime>()
+            .unwrap_or_else(|_| SystemTime::now()),
+        _ => SystemTime::now(),
+    };
+    let metadata = match r.getattr("metadata") {
+        Ok(m) if !m.is_none() => meta_of(&m)?,
+        _ => BTreeMap::new(),
+    };
+    Ok(patchbox::plan::custom::SandboxRef {
+        sandbox_id: r.getattr("sandbox_id")?.extract()?,
+        plan_id: r.getattr("plan_id")?.extract()?,
+        resource_id: r.getattr("resource_id")?.extract()?,
+        created_at,
+        metadata,
+    })
 }

@@ -294,6 +294,11 @@ impl ApplyReport {
         self.inner.wrote()
     }
 
+    /// The report as the JSON record `patchbox apply --json` prints (see `docs/json.md`).
+    fn to_json(&self) -> String {
+        patchbox::records::to_json(&patchbox::records::ApplyRecord::from(&self.inner))
+    }
+
     /// How many files have `status`.
     fn count(&self, status: FileStatus) -> usize {
         self.inner.count(status.into())

@@ -226,16 +226,33 @@ impl SessionManager {
     }
 
     /// Stores `patch` (bytes or str) as a pending patch of `delegation_id` and returns the
-    /// patch file. Never overwrites: a second one of the same id is `<id>.2.patch`, …
+    /// patch file. Never overwrites: a second one of the same id is `<id>.2.patch`, … The
+    /// keyword arguments say what produced it (its provenance, shown by `pending show` and
+    /// in the records): the command and its arguments, its directory, exit status, and start
+    /// and end times in milliseconds since the epoch.
+    #[pyo3(signature = (delegation_id, patch, *, command=None, cwd=None, exit_status=None, started_ms=None, ended_ms=None))]
+    #[allow(clippy::too_many_arguments)]
     fn write_pending_patch(
         &self,
         py: Python<'_>,
         delegation_id: &str,
         patch: &Bound<'_, PyAny>,
+        command: Option<Vec<String>>,
+        cwd: Option<PathBuf>,
+        exit_status: Option<i32>,
+        started_ms: Option<u64>,
+        ended_ms: Option<u64>,
     ) -> PyResult<PathBuf> {
         let mgr = self.get()?;
         let patch = patch_bytes(patch)?;
-        py.detach(move || mgr.write_pending_patch(delegation_id, &patch))
+        let provenance = patchbox::session::provenance::Provenance {
+            command: command.unwrap_or_default(),
+            cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
+            exit_status,
+            started_ms,
+            ended_ms,
+        };
+        py.detach(move || mgr.write_pending_patch_with(delegation_id, &patch, &provenance))
             .map_err(lib_err)
     }
 

@@ -50,7 +50,7 @@ def test_failed_apply_restores_pre_apply(manager, project, root, tmp_path):
     Path(b.get_path("notes.txt")).write_text("B\n")
     (project / "notes.txt").write_text("user\n")  # a conflict: commit_all refuses
     with CheckpointManager(root) as cps:
-        with pytest.raises(patchbox.AtomicCommitError) as e:
+        with pytest.raises(patchbox.SandboxCommitError) as e:  # the conflict, a sandbox-level failure
             PhaseRunner(manager, cps).apply("p")
         assert sorted(e.value.restored) == sorted([a.sandbox_id, b.sandbox_id])
         assert e.value.phase == "apply"

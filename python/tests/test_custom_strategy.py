@@ -126,7 +126,7 @@ def test_custom_strategy_through_commit_all(root, registry, tmp_path):
         sb = m.get_or_create_sandbox("p", "res", d, "dirstage")
         assert sb.strategy == "dirstage" and sb.status == SandboxStatus.CREATED
         assert sb.context is not None and sb.context.metadata["root"] == str(d)
-        assert sb.context.metadata["shards"] == "3"  # kept as text
+        assert sb.context.metadata["shards"] == 3  # kept as given
         sb.write("f.txt", b"staged\n")
         sb.write("sub/new.txt", b"new\n")
         assert sb.read("f.txt") == b"staged\n"

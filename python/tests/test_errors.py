@@ -164,8 +164,8 @@ def _invalid_plan_id(base: str) -> None:
 
 
 def _conflicting_apply(base: str) -> None:
-    """PhaseRunner.apply over a plan whose original changed: AtomicCommitError with the
-    phase's attributes."""
+    """PhaseRunner.apply over a plan whose original changed: the conflict (a sandbox-level
+    failure) is a SandboxCommitError with the phase's attributes."""
     a_dir, b_dir, root = Path(base) / "a", Path(base) / "b", Path(base) / "root"
     _write(a_dir / "x.txt", "x\n")
     _write(b_dir / "n.txt", "one\n")
@@ -207,14 +207,11 @@ WORKERS = [
     (_invalid_plan_id, patchbox.SandboxError, _check("sandbox", {"sandbox_id": None})),
     (
         _conflicting_apply,
-        patchbox.AtomicCommitError,
+        patchbox.SandboxCommitError,
         _check(
-            "atomic_commit",
+            "commit",
             {
-                "plan_id": "p",
                 "sandbox_id": _is_id,
-                "rolled_back_ids": [],
-                "failed_rollback_ids": [],
                 "phase": "apply",
                 "rollback_failures": [],
                 "restored": lambda v: isinstance(v, list) and len(v) == 2,

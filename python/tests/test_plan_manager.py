@@ -201,9 +201,9 @@ def test_conflict_refuses_the_whole_plan_before_writing(manager, project, tmp_pa
     Path(a.get_path("x.txt")).write_text("A\n")
     Path(b.get_path("notes.txt")).write_text("sandbox\n")
     (project / "notes.txt").write_text("user edit\n")  # the user changed the same line
-    with pytest.raises(patchbox.AtomicCommitError) as e:
-        manager.commit_all("p")
-    assert e.value.rolled_back_ids == [] and e.value.failed_rollback_ids == []
+    [failed] = manager.commit_all("p")  # a sandbox-level failure: the one failed result
+    assert not failed.success and failed.sandbox_id == b.sandbox_id
+    assert failed.metadata["rolled_back_ids"] == [] and "notes.txt" in (failed.error or "")
     assert (other / "x.txt").read_text() == "x\n"  # nothing written
     assert (project / "notes.txt").read_text() == "user edit\n"
 

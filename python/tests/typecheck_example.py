@@ -68,6 +68,7 @@ import datetime
 from typing import Dict, List, Optional
 
 from patchbox import (
+    BaseSandbox,
     CheckpointManager,
     CommitResult,
     DiffEntry,
@@ -114,7 +115,8 @@ def plan_layer(root: str, project: str) -> List[CommitResult]:
     registry = SandboxStrategyRegistry(allowed_prefixes=("mycompany.",))
     registry.register_class("kv", KvStrategy)
     with SandboxManager(root, custom_registry=registry) as manager:
-        sb: Sandbox = manager.get_or_create_sandbox("p", "docs", project, SandboxStrategy.COPY_ON_WRITE)
+        sb: BaseSandbox = manager.get_or_create_sandbox("p", "docs", project, SandboxStrategy.COPY_ON_WRITE)
+        protocol_view: Sandbox = sb  # every built-in sandbox satisfies the documented protocol
         with open(sb.get_path("notes.txt"), "w") as f:
             f.write("two\n")
         ok: bool = SandboxStatus.can_transition(sb.status, SandboxStatus.COMMITTED)
@@ -127,5 +129,5 @@ def plan_layer(root: str, project: str) -> List[CommitResult]:
         key: str = manager.resolve_sandbox_key(Resource("proj", "directory", project), reg)
         results = manager.commit_all("p")
         n: int = manager.cleanup_abandoned()
-        del ok, created, restored, patch, key, n
+        del ok, created, restored, patch, key, n, protocol_view
         return results

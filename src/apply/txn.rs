@@ -266,7 +266,7 @@ fn is_dir_mode(mode: u32) -> bool {
 }
 
 fn depth(r: &RelPath) -> usize {
-    r.as_path().components().count()
+    r.depth()
 }
 
 /// How many leading components `a` and `b` have in common (one pass over their bytes).

@@ -54,6 +54,6 @@ pub fn of_plan(e: &SandboxError) -> u8 {
             None if reason.starts_with("invalid ") => BAD_INPUT,
             None => ERROR,
         },
-        SandboxError::Creation { .. } => ERROR,
+        SandboxError::Creation { .. } | SandboxError::Unexpected { .. } => ERROR,
     }
 }

@@ -1,21 +1,25 @@
 //! The `patchbox` command line: run a command in a sandbox of a project and get its patch,
-//! manage pending patches and sessions, apply patches.
+//! review and accept pending patches (whole or in part), manage sessions and plans, apply
+//! patches; `--json` on every listing and report, completions and man pages.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
+mod apply;
+mod color;
+mod completions;
 mod exit;
+mod pager;
+mod pending;
 mod plan;
 mod remote;
+mod run;
 
 use clap::{Parser, Subcommand};
 use patchbox::apply::store::UndoStore;
-use patchbox::session::{pending, recover};
-use patchbox::tree::snapshot::Progress;
-use patchbox::{Error, Options, SandboxManager};
+use patchbox::session::recover;
+use patchbox::Error;
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +33,28 @@ undelivered (work kept), 126/127 CMD cannot run / not found, else CMD's own stat
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: color::ColorWhen,
+    /// Never page the output (by default long output goes through $PAGER, else less, when
+    /// stdout is a terminal).
+    #[arg(long, global = true)]
+    no_pager: bool,
+}
+
+/// How output is shown: colour and paging, from the global options.
+#[derive(Clone, Copy, Debug)]
+pub struct View {
+    /// When to colour.
+    pub color: color::ColorWhen,
+    /// True with `--no-pager`.
+    pub no_pager: bool,
 }
 
 #[derive(Subcommand)]
@@ -62,6 +88,10 @@ enum Cmd {
         /// A directory the confined CMD may write too (a cache, say); repeatable.
         #[arg(long, value_name = "DIR")]
         allow_write: Vec<PathBuf>,
+        /// Print a JSON record of the run on stdout (docs/json.md); needs --pending or --out,
+        /// which take the patch.
+        #[arg(long)]
+        json: bool,
         /// The command and its arguments (after `--`).
         #[arg(last = true)]
         cmd: Vec<std::ffi::OsString>,
@@ -101,6 +131,9 @@ enum Cmd {
         /// Remove the undo record ID (see --list-undo).
         #[arg(long, value_name = "ID", conflicts_with_all = ["check", "preimages", "conflict_markers", "patch", "undo"])]
         drop_undo: Option<String>,
+        /// Print the report (of the apply, the undo or the list) as JSON (docs/json.md).
+        #[arg(long)]
+        json: bool,
         /// The patch file, or - for standard input.
         #[arg(required_unless_present_any = ["undo", "list_undo", "drop_undo"])]
         patch: Option<PathBuf>,
@@ -117,11 +150,11 @@ enum Cmd {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Pending patches: list, show, drop, apply (locally, or in an object store with
-    /// --store), push what was kept locally.
+    /// Pending patches: list, show, drop, apply (all, or some files or hunks), locally or in
+    /// an object store (--store); push what was kept locally.
     Pending {
         #[command(subcommand)]
-        cmd: PendingCmd,
+        cmd: pending::PendingCmd,
         /// The object store (`s3://bucket/prefix`, or a directory) instead of the local
         /// pending store. Endpoint and credentials come from the AWS variables
         /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
@@ -144,58 +177,21 @@ enum Cmd {
         /// The sandbox root.
         #[arg(long, global = true)]
         root: Option<PathBuf>,
+        /// Print the sessions (list) or the prune report as JSON (docs/json.md).
+        #[arg(long, global = true)]
+        json: bool,
     },
-}
-
-#[derive(Subcommand)]
-enum PendingCmd {
-    /// One pending patch a line: id, files touched, recovered flag, project.
-    List {
-        #[arg(long)]
-        root: Option<PathBuf>,
+    /// Print a completion script for SHELL on stdout (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
-    /// Print a pending patch.
-    Show {
-        #[arg(long)]
-        root: Option<PathBuf>,
-        id: String,
+    /// Print the man page (roff) on stdout, or write one page per command into DIR.
+    Man {
+        /// Write patchbox.1 and patchbox-<command>.1 pages into this directory.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
-    /// Remove a pending patch.
-    Drop {
-        #[arg(long)]
-        root: Option<PathBuf>,
-        id: String,
-    },
-    /// Apply a pending patch to its project (merging against its stored pre-images); on
-    /// success the pending patch is removed.
-    Apply {
-        #[arg(long)]
-        root: Option<PathBuf>,
-        /// The project (default: the one the patch was made from; with --store, the
-        /// current directory).
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// Report what would happen; write nothing, keep the pending patch.
-        #[arg(long)]
-        check: bool,
-        id: String,
-    },
-    /// Upload the local pending patches (all, or ID) to the --store, removing each locally
-    /// once it is stored. Exit 74 when some stay local.
-    Push {
-        #[arg(long)]
-        root: Option<PathBuf>,
-        id: Option<String>,
-    },
-    /// In the --store: remove patch and pre-image objects no pending patch refers to and
-    /// older than --grace (an upload cut short leaves such objects).
-    Gc {
-        /// Seconds an unreferenced object is spared (it may belong to an upload running).
-        #[arg(long, default_value_t = 3600)]
-        grace: u64,
-    },
-    /// In the --store: bytes of records, patches and pre-images (and without sharing).
-    Usage,
 }
 
 #[derive(Subcommand)]
@@ -269,11 +265,17 @@ fn run_without_separator(e: &clap::Error) -> Option<String> {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
+    let view = View {
+        color: cli.color,
+        no_pager: cli.no_pager,
+    };
     match cli.cmd {
-        Cmd::Plan { cmd, root } => Ok(plan::run(root_or_default(root)?, cmd).unwrap_or_else(|e| {
-            eprintln!("patchbox: {e}");
-            ExitCode::from(exit::of_plan(&e))
-        })),
+        Cmd::Plan { cmd, root } => Ok(plan::run(root_or_default(root)?, cmd, view).unwrap_or_else(
+            |e| {
+                eprintln!("patchbox: {e}");
+                ExitCode::from(exit::of_plan(&e))
+            },
+        )),
         Cmd::Run {
             project,
             root,
@@ -284,16 +286,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             no_confine,
             allow_write,
             cmd,
-        } => run(
+            json,
+        } => run::run(
             project,
             root,
             &id,
-            Destination {
-                pending,
+            run::Deliver {
+                to_pending: pending,
                 store,
                 out,
+                json,
             },
-            Confine {
+            run::Confine {
                 off: no_confine,
                 writable: allow_write,
             },
@@ -309,16 +313,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             force,
             list_undo,
             drop_undo,
+            json,
             patch,
         } => {
             let project = project_or_cwd(project)?;
             let root = root_or_default(root)?;
             let store = UndoStore::new(&root);
             if undo {
-                return undo_last(&project, &store, force);
+                return apply::undo_last(&project, &store, force, json);
             }
             if list_undo {
-                return list_undo_records(&project, &store);
+                return apply::list_undo_records(&project, &store, json);
             }
             if let Some(id) = drop_undo {
                 store.drop_record(&id)?;
@@ -340,7 +345,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 eprintln!("patchbox: no valid patches in input (the patch is empty)");
                 return Ok(ExitCode::from(exit::BAD_INPUT));
             }
-            apply_and_report(&project, &store, &text, check, preimages, conflict_markers)
+            let opts = patchbox::apply::ApplyOptions {
+                check,
+                preimages,
+                conflict_markers,
+                ..Default::default()
+            };
+            apply::apply_and_report(&project, &store, &text, &opts, json)
         }
         Cmd::Recover { project, root } => {
             let project = project_or_cwd(project)?;
@@ -353,89 +364,20 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Pending {
-            cmd,
-            store: Some(url),
-        } => {
-            let (root, action) = match cmd {
-                PendingCmd::List { root } => (root, remote::Action::List),
-                PendingCmd::Show { root, id } => (root, remote::Action::Show(id)),
-                PendingCmd::Drop { root, id } => (root, remote::Action::Drop(id)),
-                PendingCmd::Apply {
-                    root,
-                    project,
-                    check,
-                    id,
-                } => (root, remote::Action::Apply { id, project, check }),
-                PendingCmd::Push { root, id } => (root, remote::Action::Push(id)),
-                PendingCmd::Gc { grace } => (
-                    None,
-                    remote::Action::Gc(std::time::Duration::from_secs(grace)),
-                ),
-                PendingCmd::Usage => (None, remote::Action::Usage),
-            };
-            remote::run(&url, root_or_default(root)?, action)
-        }
-        Cmd::Pending { cmd, store: None } => match cmd {
-            PendingCmd::Push { .. } | PendingCmd::Gc { .. } | PendingCmd::Usage => {
-                eprintln!("patchbox pending: this command needs --store URL");
-                Ok(ExitCode::from(exit::BAD_INPUT))
-            }
-            PendingCmd::List { root } => {
-                let root = root_or_default(root)?;
-                let mut stdout = std::io::stdout().lock();
-                for e in pending::list(&root)? {
-                    let files = std::fs::read(&e.patch_path)
-                        .map(|p| count_files(&p))
-                        .unwrap_or(0);
-                    let _ = writeln!(
-                        stdout,
-                        "{}\t{} file(s)\t{}\t{}",
-                        e.id,
-                        files,
-                        if e.meta.recovered {
-                            "recovered"
-                        } else {
-                            "pending"
-                        },
-                        e.meta.project.display()
-                    );
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            PendingCmd::Show { root, id } => {
-                let e = pending::find(&root_or_default(root)?, &id)?;
-                let data = std::fs::read(&e.patch_path)
-                    .map_err(|err| Error::io("read pending patch", &e.patch_path, err))?;
-                let _ = std::io::stdout().lock().write_all(&data);
-                Ok(ExitCode::SUCCESS)
-            }
-            PendingCmd::Drop { root, id } => {
-                pending::drop_pending(&root_or_default(root)?, &id)?;
-                Ok(ExitCode::SUCCESS)
-            }
-            PendingCmd::Apply {
-                root,
-                project,
-                check,
-                id,
-            } => {
-                let root = root_or_default(root)?;
-                let opts = patchbox::apply::ApplyOptions {
-                    check,
-                    ..Default::default()
-                };
-                let report = pending::apply_pending(&root, &id, project.as_deref(), &opts)?;
-                let code = print_report(&report);
-                if code == ExitCode::SUCCESS && !check {
-                    eprintln!("pending patch {id} applied and removed");
-                }
-                Ok(code)
-            }
-        },
-        Cmd::Sessions { cmd, root } => {
+        Cmd::Pending { cmd, store } => pending::run(cmd, store, view),
+        Cmd::Completions { shell } => completions::completions(shell),
+        Cmd::Man { out_dir } => completions::man(out_dir),
+        Cmd::Sessions { cmd, root, json } => {
             let root = root_or_default(root)?;
             match cmd.unwrap_or(SessionsCmd::List) {
+                SessionsCmd::List if json => {
+                    let recs: Vec<patchbox::records::SessionRecord> =
+                        recover::list_sessions(&root)?
+                            .iter()
+                            .map(Into::into)
+                            .collect();
+                    print!("{}", patchbox::records::to_json(&recs));
+                }
                 SessionsCmd::List => {
                     let mut stdout = std::io::stdout().lock();
                     for s in recover::list_sessions(&root)? {
@@ -455,6 +397,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                 }
                 SessionsCmd::Prune => {
                     let r = recover::prune(&root)?;
+                    if json {
+                        let rec = patchbox::records::PruneRecord::from(&r);
+                        print!("{}", patchbox::records::to_json(&rec));
+                        return Ok(ExitCode::from(if r.errors.is_empty() {
+                            exit::OK
+                        } else {
+                            exit::ERROR
+                        }));
+                    }
                     for p in &r.recovered {
                         eprintln!("recovered {}", p.display());
                     }
@@ -487,95 +438,6 @@ pub(crate) fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error>
     }
 }
 
-/// Applies `text` to `project` with an undo record in `store`, and prints the report: on
-/// stdout when the patch applied, on stderr otherwise. Exit 1 when refused or conflicting.
-fn apply_and_report(
-    project: &Path,
-    store: &UndoStore,
-    text: &[u8],
-    check: bool,
-    preimages: Option<PathBuf>,
-    conflict_markers: bool,
-) -> Result<ExitCode, Error> {
-    use patchbox::apply::ApplyOptions;
-    let opts = ApplyOptions {
-        check,
-        preimages,
-        conflict_markers,
-        ..ApplyOptions::default()
-    };
-    let report = store.apply(project, text, &opts)?;
-    Ok(print_report(&report))
-}
-
-/// Prints an apply's report (stdout when it applied, stderr otherwise); exit
-/// [`exit::REFUSED`] when refused or conflicting.
-pub(crate) fn print_report(report: &patchbox::apply::ApplyReport) -> ExitCode {
-    use patchbox::apply::Outcome;
-    if matches!(report.outcome, Outcome::Applied | Outcome::AlreadyApplied) {
-        println!("{report}");
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("{report}");
-        ExitCode::from(exit::REFUSED)
-    }
-}
-
-/// Restores the project from its newest undo record, then removes the record.
-fn undo_last(project: &Path, store: &UndoStore, force: bool) -> Result<ExitCode, Error> {
-    let r = match store.undo_last(project, force) {
-        Ok(r) => r,
-        // Nothing to undo: refused, not failed.
-        Err(e @ Error::Pending { .. }) => {
-            eprintln!("patchbox: {e}");
-            return Ok(ExitCode::from(exit::REFUSED));
-        }
-        Err(e) => return Err(e),
-    };
-    if !r.report.recovery.is_empty() {
-        eprintln!("{}", r.report.recovery);
-    }
-    if r.report.already_undone {
-        println!(
-            "the interrupted undo of {} is complete; nothing more to undo",
-            r.record.id
-        );
-    }
-    for p in &r.report.restored {
-        println!("restored {p}");
-    }
-    for w in &r.report.warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// One undo record of the project a line: id, time (UTC), paths changed, state.
-fn list_undo_records(project: &Path, store: &UndoStore) -> Result<ExitCode, Error> {
-    use patchbox::apply::store::RecordState;
-    let mut stdout = std::io::stdout().lock();
-    for r in store.list(Some(project))? {
-        let secs = r
-            .created
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let _ = writeln!(
-            stdout,
-            "{}\t{}\t{} path(s)\t{}",
-            r.id,
-            utc(secs),
-            r.paths,
-            match r.state {
-                RecordState::Applied => "applied",
-                RecordState::Undone => "undone",
-                RecordState::Incomplete => "incomplete",
-            }
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (civil-from-days, proleptic Gregorian).
 fn utc(secs: u64) -> String {
     let days = (secs / 86400) as i64;
@@ -595,337 +457,4 @@ fn utc(secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
-}
-
-fn count_files(patch: &[u8]) -> usize {
-    patch
-        .split(|&b| b == b'\n')
-        .filter(|l| l.starts_with(b"diff --git "))
-        .count()
-}
-
-/// The snapshot's progress on stderr (indicatif): only on a terminal and once the copy has
-/// taken a second; at most 10 redraws a second; the phase, files done of all, the rate and
-/// the time left. Workers report out of order: the bar only moves forward.
-fn progress_bar() -> Option<Arc<patchbox::tree::snapshot::ProgressFn>> {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
-    let style =
-        ProgressStyle::with_template("{msg} [{bar:20}] {pos}/{len} files, {rate}, {eta} left")
-            .ok()?
-            .with_key(
-                "rate",
-                |st: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = write!(w, "{:.0}/s", st.per_sec());
-                },
-            )
-            .progress_chars("#> ");
-    bar.set_style(style);
-    bar.set_message("snapshot");
-    let start = Instant::now();
-    let furthest = AtomicU64::new(0);
-    Some(Arc::new(move |p: Progress| {
-        let before = furthest.fetch_max(p.files_done, Ordering::Relaxed);
-        if p.files_done < before || start.elapsed().as_secs_f32() < 1.0 {
-            return;
-        }
-        bar.set_length(p.files_total);
-        bar.set_position(p.files_done);
-        if p.files_done >= p.files_total {
-            bar.finish_and_clear();
-        }
-    }))
-}
-
-/// Where `run` sends the patch: the pending store (local, or the object store `store`), the
-/// file `out`, or stdout.
-struct Destination {
-    pending: bool,
-    store: Option<String>,
-    out: Option<PathBuf>,
-}
-
-/// `run`'s confinement flags.
-struct Confine {
-    off: bool,
-    writable: Vec<PathBuf>,
-}
-
-fn run(
-    project: Option<PathBuf>,
-    root: Option<PathBuf>,
-    id: &str,
-    to: Destination,
-    confine: Confine,
-    cmd: &[std::ffi::OsString],
-) -> Result<ExitCode, Error> {
-    if cmd.is_empty() {
-        eprintln!(
-            "patchbox run: no command given; put it after --, e.g. patchbox run -- make test"
-        );
-        return Ok(ExitCode::from(exit::BAD_INPUT));
-    }
-    let project = project_or_cwd(project)?;
-    let Destination {
-        pending: to_pending,
-        store,
-        out,
-    } = to;
-    let store = match store {
-        Some(url) => Some(patchbox::store::StoreUrl::parse(&url)?),
-        None => None,
-    };
-    let mgr = SandboxManager::with_options(
-        &project,
-        Options {
-            root,
-            store,
-            progress: progress_bar(),
-            no_confine: confine.off,
-            writable_dirs: confine.writable,
-            ..Options::default()
-        },
-    )?;
-    if let patchbox::session::confine::Confinement::Unavailable(why) = mgr.confinement() {
-        eprintln!("patchbox: the command runs unconfined ({why})");
-    }
-    let sb = mgr.create_sandbox(id, None)?;
-    for link in mgr.symlinks_into_project() {
-        eprintln!(
-            "patchbox: {} is an absolute symlink into the project: writing through it would \
-             change the project{}",
-            link.display(),
-            if mgr.confinement() == patchbox::session::confine::Confinement::Enforced {
-                " (refused: the command is confined)"
-            } else {
-                ""
-            }
-        );
-    }
-    let stderr = std::io::stderr()
-        .as_fd_clone()
-        .map_err(|e| Error::io("duplicate stderr", "<stderr>", e))?;
-    let (program, args) = cmd.split_first().ok_or_else(|| Error::InvalidId {
-        id: String::new(),
-        reason: "no command given",
-    })?;
-    let status = match mgr.command(&sb, program).args(args).stdout(stderr).status() {
-        Ok(s) => s,
-        Err(e) => {
-            // As a shell says it: 127 when CMD is not found, 126 when it cannot run. The
-            // sandbox goes with the manager (nothing ran in it).
-            eprintln!(
-                "patchbox run: cannot start {}: {e}",
-                Path::new(program).display()
-            );
-            return Ok(ExitCode::from(match e.kind() {
-                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-                _ => exit::CANNOT_EXECUTE,
-            }));
-        }
-    };
-    let res = mgr.finalize_sandbox(&sb)?;
-    let mut kept = false;
-    let delivered = if to_pending {
-        if res.patch.is_empty() {
-            eprintln!("patchbox: no changes; nothing stored");
-            Ok(())
-        } else {
-            mgr.deliver_pending_patch(id, &res.patch).map(|d| match d {
-                patchbox::Delivery::Local(p) => {
-                    eprintln!("{}/{}", mgr.session_id(), pending_name(&p));
-                }
-                patchbox::Delivery::Stored { id, url } => eprintln!("{id} (in {url})"),
-                patchbox::Delivery::Kept { path, error } => {
-                    kept = true;
-                    eprintln!("patchbox: the store failed: {error}");
-                    eprintln!(
-                        "patchbox: kept as pending patch {}/{} ({}); `patchbox pending push \
-                         --store URL` uploads it",
-                        mgr.session_id(),
-                        pending_name(&path),
-                        path.display()
-                    );
-                }
-            })
-        }
-    } else if let Some(out) = &out {
-        write_file_atomic(out, &res.patch)
-    } else {
-        let mut stdout = std::io::stdout().lock();
-        stdout
-            .write_all(&res.patch)
-            .and_then(|()| stdout.flush())
-            .map_err(|e| Error::io("write patch", "<stdout>", e))
-    };
-    if let Err(e) = delivered {
-        return Ok(keep_undelivered(mgr, &sb, id, &res.patch, to_pending, &e));
-    }
-    mgr.discard_sandbox(&sb)?;
-    // Deleting the sandbox's files is left to a detached `sessions reap`, which waits for the
-    // session lock: the caller has the patch and its prompt back at once. Should it fail to
-    // start, the files are deleted here.
-    match spawn_reaper(mgr.root(), mgr.session_id()) {
-        Ok(()) => mgr.leave_cleanup_to_reaper(),
-        Err(_) => drop(mgr),
-    }
-    if kept {
-        return Ok(ExitCode::from(exit::UNDELIVERED));
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1);
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
-}
-
-/// `run` could not deliver its patch: keeps the work and says where. The patch goes to the
-/// pending store (unless that is what just failed); when it cannot be stored either, the whole
-/// session is kept, sandbox included, for the next start or `sessions prune` to recover.
-fn keep_undelivered(
-    mgr: SandboxManager,
-    sb: &patchbox::SandboxInfo,
-    id: &str,
-    patch: &[u8],
-    pending_failed: bool,
-    why: &Error,
-) -> ExitCode {
-    eprintln!("patchbox: could not deliver the patch: {why}");
-    if !pending_failed {
-        if let Ok(p) = mgr.write_pending_patch(id, patch) {
-            eprintln!(
-                "patchbox: kept as pending patch {}/{} ({})",
-                mgr.session_id(),
-                pending_name(&p),
-                p.display()
-            );
-            let _ = mgr.discard_sandbox(sb);
-            return ExitCode::from(exit::UNDELIVERED);
-        }
-    }
-    let session = mgr.keep();
-    eprintln!(
-        "patchbox: the sandbox is kept at {} (session {}); `patchbox sessions prune` recovers \
-         it into a pending patch",
-        sb.path.display(),
-        session.display()
-    );
-    ExitCode::from(exit::UNDELIVERED)
-}
-
-/// The pending entry's name (`<id>` or `<id>.<n>`) from its patch file's path.
-fn pending_name(patch_file: &Path) -> String {
-    patch_file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// Writes `data` to `path` whole or not at all: a temporary file beside it, fsync, rename.
-///
-/// A symlink at `path` (or a chain of them) is written through, as a shell's `>` would: the
-/// file it leads to is the one replaced, by a temporary file in that file's directory (so
-/// the rename stays on its filesystem), and keeps its permissions; the link stays a link.
-fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
-    let path = &resolve_symlinks(path)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        Error::io(
-            "write patch",
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    // The replaced file's permissions, if there is one (a new file gets the umask's).
-    let perms = std::fs::metadata(path)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.permissions());
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        if let Some(p) = perms {
-            f.set_permissions(p)?;
-        }
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("write patch", path, e)
-    })
-}
-
-/// The path a write to `path` lands on: `path` itself unless it is a symlink, else where
-/// the link leads (a relative target taken from the link's directory), followed up to 40
-/// links deep (the kernel's limit). The last entry may not exist yet (a dangling link).
-fn resolve_symlinks(path: &Path) -> Result<PathBuf, Error> {
-    let mut cur = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target =
-                    std::fs::read_link(&cur).map_err(|e| Error::io("read symlink", &cur, e))?;
-                cur = match cur.parent() {
-                    Some(d) => d.join(target),
-                    None => target,
-                };
-            }
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::io("inspect", &cur, e));
-            }
-            _ => return Ok(cur),
-        }
-    }
-    Err(Error::io(
-        "resolve symlink",
-        path,
-        std::io::Error::from_raw_os_error(libc::ELOOP),
-    ))
-}
-
-/// Starts `patchbox sessions reap SESSION` in its own process group (a Ctrl-C meant for the
-/// terminal's foreground job does not stop it), with no terminal I/O.
-fn spawn_reaper(root: &Path, session: &str) -> std::io::Result<()> {
-    use std::os::unix::process::CommandExt;
-    std::process::Command::new(std::env::current_exe()?)
-        .arg("sessions")
-        .arg("--root")
-        .arg(root)
-        .args(["reap", session])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map(|_| ())
-}
-
-trait FdClone {
-    fn as_fd_clone(&self) -> std::io::Result<std::process::Stdio>;
-}
-
-impl FdClone for std::io::Stderr {
-    fn as_fd_clone(&self) -> std::io::Result<std::process::Stdio> {
-        use std::os::fd::AsFd;
-        Ok(std::process::Stdio::from(
-            self.as_fd().try_clone_to_owned()?,
-        ))
-    }
 }

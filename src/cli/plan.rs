@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use patchbox::patch::stat::diffstat;
 use patchbox::plan::{PlanManager, SandboxError, Status};
+use patchbox::records::{self, PlanDiffRecord, PlanRecord, PlanSandboxRecord};
+
+use crate::{color, pager, View};
 
 /// The `plan` subcommands.
 #[derive(Subcommand)]
@@ -14,11 +18,20 @@ pub enum PlanCmd {
     List {
         /// Only this plan.
         plan: Option<String>,
+        /// Print the records as JSON (docs/json.md).
+        #[arg(long)]
+        json: bool,
     },
-    /// Print a plan's changes as one patch per sandbox.
+    /// Print a plan's changes as one patch per sandbox (coloured and paged as `git diff`).
     Diff {
         /// The plan.
         plan: String,
+        /// A summary per file (`git diff --stat`) instead of the patch.
+        #[arg(long)]
+        stat: bool,
+        /// Print one record per sandbox as JSON, files and patch included (docs/json.md).
+        #[arg(long, conflicts_with = "stat")]
+        json: bool,
     },
     /// Commit every created or active sandbox of the plan, all or nothing.
     Commit {
@@ -27,6 +40,9 @@ pub enum PlanCmd {
         /// Test hook of the kill harness: abort before the commit at this position.
         #[arg(long, hide = true)]
         crash_before: Option<usize>,
+        /// Print the commit results as JSON (docs/json.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Roll back the plan: active sandboxes lose their changes, committed ones are undone.
     Rollback {
@@ -50,7 +66,7 @@ pub enum PlanCmd {
 }
 
 /// Runs a `plan` subcommand over `root`.
-pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
+pub fn run(root: PathBuf, cmd: PlanCmd, view: View) -> Result<ExitCode, SandboxError> {
     let mgr = PlanManager::open(&root)?;
     // Looking is not finishing: only the commands that end a plan's sandboxes clean up.
     mgr.set_cleanup_on_drop(false);
@@ -69,11 +85,26 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
         );
     }
     match cmd {
-        PlanCmd::List { plan } => {
+        PlanCmd::List { plan, json } => {
             let plans = match plan {
                 Some(p) => vec![p],
                 None => mgr.list_plans(),
             };
+            if json {
+                let recs: Vec<PlanRecord> = plans
+                    .iter()
+                    .map(|p| PlanRecord {
+                        plan: p.clone(),
+                        sandboxes: mgr
+                            .list_sandboxes(p)
+                            .iter()
+                            .map(|s| PlanSandboxRecord::of(s.as_ref()))
+                            .collect(),
+                    })
+                    .collect();
+                print!("{}", records::to_json(&recs));
+                return Ok(ExitCode::SUCCESS);
+            }
             for p in plans {
                 println!("plan {p}");
                 for s in mgr.list_sandboxes(&p) {
@@ -94,22 +125,63 @@ pub fn run(root: PathBuf, cmd: PlanCmd) -> Result<ExitCode, SandboxError> {
                 }
             }
         }
-        PlanCmd::Diff { plan } => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
+        PlanCmd::Diff { plan, stat, json } => {
+            let mut recs = Vec::new();
+            let mut patch = Vec::new();
             for s in mgr.list_sandboxes(&plan) {
                 if matches!(s.status(), Status::Created | Status::Active) {
                     let d = s.diff()?;
-                    let _ = out.write_all(&d.patch);
+                    recs.push(PlanDiffRecord::of(&plan, s.as_ref(), &d.patch));
+                    patch.extend_from_slice(&d.patch);
                 }
             }
+            if json {
+                print!("{}", records::to_json(&recs));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let on = view.color.enabled();
+            let text = if stat {
+                let files: Vec<_> = recs.into_iter().flat_map(|r| r.files).collect();
+                diffstat(&files, 80, on).into_bytes()
+            } else if on {
+                color::color_patch(&patch)
+            } else {
+                patch
+            };
+            pager::page(&text, view.no_pager);
         }
-        PlanCmd::Commit { plan, crash_before } => {
+        PlanCmd::Commit {
+            plan,
+            crash_before,
+            json,
+        } => {
             let opts = patchbox::plan::manager::CommitAllOptions {
                 crash_before,
                 ..Default::default()
             };
             let results = mgr.commit_all_with(&plan, &opts)?;
+            if json {
+                print!("{}", records::to_json(&results));
+            }
+            // A sandbox-level failure comes back as one failed result (the plan was rolled
+            // back): the command fails as for any refused commit.
+            if let Some(f) = results.iter().find(|r| !r.success) {
+                let undone = f.metadata.get("rolled_back_ids").map_or("", String::as_str);
+                return Err(SandboxError::AtomicCommit {
+                    plan_id: plan.clone(),
+                    reason: f.error.clone().unwrap_or_default(),
+                    rolled_back_ids: undone
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    failed_rollback_ids: Vec::new(),
+                    failed_sandbox_id: Some(f.sandbox_id.clone()),
+                });
+            }
+            if json {
+                return Ok(ExitCode::SUCCESS);
+            }
             for r in &results {
                 println!(
                     "committed {}: {} changed, {} added, {} deleted{}",

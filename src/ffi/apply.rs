@@ -78,6 +78,15 @@ mod bridge {
         undo_dir: Vec<u8>,
         warnings: Vec<String>,
         text: String,
+        /// The report as the JSON record of `docs/json.md` (`records::ApplyRecord`).
+        json: String,
+    }
+
+    /// `session::pending_select::PartialApply` across the bridge.
+    struct FfiPartialApply {
+        report: FfiApplyReport,
+        has_remaining: bool,
+        remaining: String,
     }
 
     /// `apply::UndoReport` across the bridge.
@@ -130,6 +139,15 @@ mod bridge {
             root: &[u8],
             options: &FfiApplyOptions,
         ) -> Result<FfiApplyReport>;
+        fn apply_pending_selected(
+            root: &[u8],
+            id: &str,
+            project: &[u8],
+            options: &FfiApplyOptions,
+            only: Vec<String>,
+            exclude: Vec<String>,
+            hunks: Vec<String>,
+        ) -> Result<FfiPartialApply>;
         fn apply_recorded(
             root: &[u8],
             project_dir: &[u8],
@@ -206,6 +224,7 @@ fn file_report_out(f: FileReport) -> bridge::FfiFileReport {
 
 fn apply_report_out(r: ApplyReport) -> bridge::FfiApplyReport {
     let text = r.to_string();
+    let json = crate::records::to_json(&crate::records::ApplyRecord::from(&r));
     bridge::FfiApplyReport {
         files: r.files.into_iter().map(file_report_out).collect(),
         outcome: outcome_out(r.outcome),
@@ -217,6 +236,7 @@ fn apply_report_out(r: ApplyReport) -> bridge::FfiApplyReport {
             .unwrap_or_default(),
         warnings: r.warnings,
         text,
+        json,
     }
 }
 
@@ -289,6 +309,60 @@ fn apply_stored(
             .map_err(|e| super::encode(&crate::Error::io("create root", &root, e)))?;
         let r = core(s.apply(id, &path_from(project), &root, &apply_options_in(options)))?;
         Ok(apply_report_out(r))
+    })
+}
+
+/// [`crate::session::pending_select::apply_pending_selected`]: the selection's pathspecs
+/// and `PATH:N,…` hunk lists as the CLI takes them; the report's JSON also names the pending
+/// patch and its `remaining` rest.
+fn apply_pending_selected(
+    root: &[u8],
+    id: &str,
+    project: &[u8],
+    options: &bridge::FfiApplyOptions,
+    only: Vec<String>,
+    exclude: Vec<String>,
+    hunks: Vec<String>,
+) -> Result<bridge::FfiPartialApply, String> {
+    use crate::patch::select::{HunkPick, Selection};
+    guarded(|| {
+        let root = core(super::store::root_from(root))?;
+        let project = (!project.is_empty()).then(|| path_from(project));
+        let hunks = hunks
+            .iter()
+            .map(|h| HunkPick::parse(h))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                super::encode(&crate::Error::Pending {
+                    id: id.to_string(),
+                    reason: e.to_string(),
+                })
+            })?;
+        let sel = Selection {
+            only,
+            exclude,
+            hunks,
+        };
+        let full_id = core(crate::session::pending::find(&root, id))?.id;
+        let r = core(crate::session::pending_select::apply_pending_selected(
+            &root,
+            id,
+            project.as_deref(),
+            &sel,
+            &apply_options_in(options),
+        ))?;
+        let mut record = crate::records::ApplyRecord::from(&r.report);
+        record.pending_id = Some(full_id);
+        if !sel.is_everything() {
+            record.remaining = Some(r.remaining.clone());
+        }
+        let mut report = apply_report_out(r.report);
+        report.json = crate::records::to_json(&record);
+        Ok(bridge::FfiPartialApply {
+            report,
+            has_remaining: r.remaining.is_some(),
+            remaining: r.remaining.unwrap_or_default(),
+        })
     })
 }
 

@@ -74,6 +74,20 @@ mod bridge {
         context: FfiPlanContext,
     }
 
+    /// `session::provenance::Provenance` for `commit_all_as`; absent values are `has_* ==
+    /// false`.
+    struct FfiCommitProvenance {
+        command: Vec<String>,
+        has_cwd: bool,
+        cwd: Vec<u8>,
+        has_exit_status: bool,
+        exit_status: i32,
+        has_started: bool,
+        started_ms: u64,
+        has_ended: bool,
+        ended_ms: u64,
+    }
+
     /// `CommitResult` across the bridge; absent options are `has_* == false`.
     struct FfiCommitResult {
         sandbox_id: String,
@@ -232,6 +246,11 @@ mod bridge {
         fn list_sandboxes(self: &PlanMgr, plan_id: &str) -> Result<Box<PlanSandboxList>>;
         fn list_plans(self: &PlanMgr) -> Result<Vec<String>>;
         fn commit_all(self: &PlanMgr, plan_id: &str) -> Result<Vec<FfiCommitResult>>;
+        fn commit_all_as(
+            self: &PlanMgr,
+            plan_id: &str,
+            provenance: &FfiCommitProvenance,
+        ) -> Result<Vec<FfiCommitResult>>;
         /// `commit_all_with` (test hook): the commit at `fail_at` fails.
         fn commit_all_failing_at(
             self: &PlanMgr,
@@ -320,6 +339,13 @@ mod bridge {
             checkpoint_id: &str,
             sandbox_id: &str,
         ) -> Result<bool>;
+        /// `materialize` of the checkpoint with these ids into `dest`.
+        fn materialize(
+            self: &PlanCheckpoints,
+            checkpoint_id: &str,
+            sandbox_id: &str,
+            dest: &[u8],
+        ) -> Result<bool>;
         fn list_checkpoints(self: &PlanCheckpoints, sandbox_id: &str)
             -> Result<Vec<FfiCheckpoint>>;
         fn delete_checkpoint(self: &PlanCheckpoints, checkpoint_id: &str) -> Result<bool>;
@@ -378,6 +404,10 @@ fn sref_out(r: &SandboxRef) -> bridge::FfiSandboxRef {
     }
 }
 
+/// What the glue puts before the message of an exception that is not a
+/// `patchbox::plan::SandboxError` (cpp/plan.cpp's `kUnexpected`): not a sandbox-level failure.
+const UNEXPECTED_MARK: &str = "\u{1f}unexpected\u{1f}";
+
 impl CppStrategy {
     fn h(&self) -> OpResult<&bridge::CustomStrategyHandle> {
         self.handle
@@ -394,8 +424,10 @@ impl CppStrategy {
         let mut err = String::new();
         if f(h, &mut err) {
             Ok(())
+        } else if let Some(rest) = err.strip_prefix(UNEXPECTED_MARK) {
+            Err(StrategyFailure::unexpected(rest))
         } else {
-            Err(StrategyFailure(err))
+            Err(StrategyFailure::new(err))
         }
     }
 }
@@ -436,7 +468,7 @@ impl StrategyProtocol for CppStrategy {
         let mut entries = Vec::with_capacity(view.entries.len());
         for e in view.entries {
             let Some(operation) = DiffOp::from_name(&e.operation) else {
-                return Err(StrategyFailure(format!(
+                return Err(StrategyFailure::new(format!(
                     "diff: unknown operation {:?} for {}",
                     e.operation, e.path
                 )));
@@ -505,9 +537,9 @@ const DETAIL_SEPARATOR: char = '\x1e';
 fn encode(e: &SandboxError) -> String {
     let none: &[String] = &[];
     let (id, files, undone, failed): (Option<&str>, &[String], &[String], &[String]) = match e {
-        SandboxError::Sandbox { sandbox_id, .. } | SandboxError::State { sandbox_id, .. } => {
-            (sandbox_id.as_deref(), none, none, none)
-        }
+        SandboxError::Sandbox { sandbox_id, .. }
+        | SandboxError::State { sandbox_id, .. }
+        | SandboxError::Unexpected { sandbox_id, .. } => (sandbox_id.as_deref(), none, none, none),
         SandboxError::Creation { .. } => (None, none, none, none),
         SandboxError::Commit {
             sandbox_id, files, ..
@@ -737,6 +769,26 @@ impl PlanMgr {
     fn commit_all(&self, plan_id: &str) -> Result<Vec<bridge::FfiCommitResult>, String> {
         guarded(|| {
             let results = plan(self.get()?.commit_all(plan_id))?;
+            Ok(results.into_iter().map(result_out).collect())
+        })
+    }
+
+    fn commit_all_as(
+        &self,
+        plan_id: &str,
+        p: &bridge::FfiCommitProvenance,
+    ) -> Result<Vec<bridge::FfiCommitResult>, String> {
+        let provenance = crate::session::provenance::Provenance {
+            command: p.command.clone(),
+            cwd: p
+                .has_cwd
+                .then(|| String::from_utf8_lossy(&p.cwd).into_owned()),
+            exit_status: p.has_exit_status.then_some(p.exit_status),
+            started_ms: p.has_started.then_some(p.started_ms),
+            ended_ms: p.has_ended.then_some(p.ended_ms),
+        };
+        guarded(|| {
+            let results = plan(self.get()?.commit_all_as(plan_id, &provenance))?;
             Ok(results.into_iter().map(result_out).collect())
         })
     }
@@ -1025,6 +1077,20 @@ pub struct PlanCheckpoints {
     inner: Option<CheckpointManager>,
 }
 
+/// A checkpoint known by its ids only: what `rollback_to` and `materialize` read of it (the
+/// rest is from the manifest on disk).
+fn by_ids(checkpoint_id: &str, sandbox_id: &str) -> Checkpoint {
+    Checkpoint {
+        checkpoint_id: checkpoint_id.to_string(),
+        sandbox_id: sandbox_id.to_string(),
+        plan_id: String::new(),
+        phase: String::new(),
+        created_at: UNIX_EPOCH,
+        metadata: BTreeMap::new(),
+        snapshot_path: PathBuf::new(),
+    }
+}
+
 fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     bridge::FfiCheckpoint {
         checkpoint_id: c.checkpoint_id,
@@ -1037,11 +1103,16 @@ fn checkpoint_out(c: Checkpoint) -> bridge::FfiCheckpoint {
     }
 }
 
+/// The checkpoint manager of `root`; an empty `root`: one of its own under the system temp
+/// folder ([`CheckpointManager::temporary`]).
 fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, String> {
     guarded(|| {
-        Ok(Box::new(PlanCheckpoints {
-            inner: Some(CheckpointManager::new(path_from(root))),
-        }))
+        let inner = if root.is_empty() {
+            plan(CheckpointManager::temporary())?
+        } else {
+            CheckpointManager::new(path_from(root))
+        };
+        Ok(Box::new(PlanCheckpoints { inner: Some(inner) }))
     })
 }
 
@@ -1133,18 +1204,18 @@ impl PlanCheckpoints {
     }
 
     fn rollback_to(&self, checkpoint_id: &str, sandbox_id: &str) -> Result<bool, String> {
+        guarded(|| plan(self.get()?.rollback_to(&by_ids(checkpoint_id, sandbox_id))))
+    }
+
+    fn materialize(
+        &self,
+        checkpoint_id: &str,
+        sandbox_id: &str,
+        dest: &[u8],
+    ) -> Result<bool, String> {
         guarded(|| {
-            // `rollback_to` reads only the two ids; the rest is from the manifest on disk.
-            let cp = Checkpoint {
-                checkpoint_id: checkpoint_id.to_string(),
-                sandbox_id: sandbox_id.to_string(),
-                plan_id: String::new(),
-                phase: String::new(),
-                created_at: UNIX_EPOCH,
-                metadata: BTreeMap::new(),
-                snapshot_path: PathBuf::new(),
-            };
-            plan(self.get()?.rollback_to(&cp))
+            let cp = by_ids(checkpoint_id, sandbox_id);
+            plan(self.get()?.materialize(&cp, &path_from(dest)))
         })
     }
 

@@ -21,6 +21,20 @@ mod bridge {
         bytes: Vec<u8>,
     }
 
+    /// `session::provenance::Provenance` across the bridge; an absent value is `has_* ==
+    /// false`.
+    struct FfiProvenance {
+        command: Vec<String>,
+        has_cwd: bool,
+        cwd: Vec<u8>,
+        has_exit_status: bool,
+        exit_status: i32,
+        has_started: bool,
+        started_ms: u64,
+        has_ended: bool,
+        ended_ms: u64,
+    }
+
     /// `SandboxInfo` across the bridge.
     struct FfiInfo {
         path: Vec<u8>,
@@ -119,6 +133,12 @@ mod bridge {
             delegation_id: &[u8],
             patch: &[u8],
         ) -> Result<FfiDelivery>;
+        fn write_pending_patch_with(
+            self: &Manager,
+            delegation_id: &[u8],
+            patch: &[u8],
+            provenance: &FfiProvenance,
+        ) -> Result<Vec<u8>>;
         fn complete_sandbox(
             self: &Manager,
             info: &FfiInfo,
@@ -353,6 +373,31 @@ impl Manager {
                 }
             }
             Ok(out)
+        })
+    }
+
+    fn write_pending_patch_with(
+        &self,
+        delegation_id: &[u8],
+        patch: &[u8],
+        p: &bridge::FfiProvenance,
+    ) -> Result<Vec<u8>, String> {
+        let provenance = crate::session::provenance::Provenance {
+            command: p.command.clone(),
+            cwd: p
+                .has_cwd
+                .then(|| String::from_utf8_lossy(&p.cwd).into_owned()),
+            exit_status: p.has_exit_status.then_some(p.exit_status),
+            started_ms: p.has_started.then_some(p.started_ms),
+            ended_ms: p.has_ended.then_some(p.ended_ms),
+        };
+        guarded(|| {
+            let p = core(self.get()?.write_pending_patch_with(
+                &id_from(delegation_id),
+                patch,
+                &provenance,
+            ))?;
+            Ok(p.into_os_string().into_vec())
         })
     }
 

@@ -1,6 +1,7 @@
 //! The bridge behind `<patchbox/store.hpp>`: what the library keeps under its root, for
 //! engines that reach it without a shell — pending patches (list, read, drop), and sessions
-//! (list, prune). Applying a pending patch is in [`super::apply`], beside `apply_patch`.
+//! (list, prune), and their JSON records (the documents of `docs/json.md`, as the CLI prints
+//! them). Applying a pending patch is in [`super::apply`], beside `apply_patch`.
 
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -87,6 +88,9 @@ mod bridge {
         fn read_stored(store: &str, id: &str) -> Result<Vec<u8>>;
         fn drop_stored(store: &str, id: &str) -> Result<()>;
         fn push_pending(root: &[u8], store: &str) -> Result<FfiPushReport>;
+        fn pending_records_json(root: &[u8]) -> Result<String>;
+        fn pending_record_json(root: &[u8], id: &str) -> Result<String>;
+        fn sessions_json(root: &[u8]) -> Result<String>;
     }
 }
 
@@ -226,5 +230,33 @@ fn push_pending(root: &[u8], store: &str) -> Result<bridge::FfiPushReport, Strin
                 })
                 .collect(),
         })
+    })
+}
+
+/// Every pending patch's record as the JSON array `patchbox pending list --json` prints.
+fn pending_records_json(root: &[u8]) -> Result<String, String> {
+    guarded(|| {
+        let recs = core(root_from(root).and_then(|r| crate::records::pending_records(&r)))?;
+        Ok(crate::records::to_json(&recs))
+    })
+}
+
+/// One pending patch's record, its patch text included, as `pending show --json` prints it.
+fn pending_record_json(root: &[u8], id: &str) -> Result<String, String> {
+    guarded(|| {
+        let rec = core(root_from(root).and_then(|r| {
+            let e = pending::find(&r, id)?;
+            crate::records::PendingRecord::of(&e, true)
+        }))?;
+        Ok(crate::records::to_json(&rec))
+    })
+}
+
+/// The sessions' records as `patchbox sessions --json` prints them.
+fn sessions_json(root: &[u8]) -> Result<String, String> {
+    guarded(|| {
+        let list = core(root_from(root).and_then(|r| recover::list_sessions(&r)))?;
+        let recs: Vec<crate::records::SessionRecord> = list.iter().map(Into::into).collect();
+        Ok(crate::records::to_json(&recs))
     })
 }

@@ -130,56 +130,77 @@ fn refuse(root: &Path, rel: &RelPath, reason: &'static str) -> Error {
     }
 }
 
-/// A path's components as byte ranges of its bytes: split once, then walked without
-/// building a string per prefix.
+/// A path's components, read from its bytes as a walk needs them: counting them is one
+/// pass the compiler vectorizes, and a walk that starts below a directory it already holds
+/// reads only the components after it. Nothing is split up front, so checking each ancestor
+/// of a path thousands of directories deep costs no work per component per ancestor.
 pub(super) struct Comps<'a> {
     bytes: &'a [u8],
-    spans: Vec<(usize, usize)>,
 }
 
 impl<'a> Comps<'a> {
+    /// The components of `rel` (normal: no empty, `.` or `..` component).
     pub(super) fn of(rel: &'a RelPath) -> Comps<'a> {
-        let bytes = rel.as_bytes();
-        // A plain loop: in a deep path separators come every few bytes, where a memchr
-        // call per separator costs more than it saves.
-        let mut spans = Vec::new();
-        let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
-            if b == b'/' {
-                if i > start {
-                    spans.push((start, i));
-                }
-                start = i + 1;
+        Comps {
+            bytes: rel.as_bytes(),
+        }
+    }
+
+    /// Where the parent directories end in the bytes (0 for a top-level name): a walk to
+    /// the parent goes through the components ending there or before.
+    pub(super) fn parent_end(&self) -> usize {
+        memchr::memrchr(b'/', self.bytes).unwrap_or(0)
+    }
+
+    /// Where the whole path ends: a walk through every component.
+    pub(super) fn whole_end(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The components from the `k`-th on, which starts at byte `off` (0 for the first, one
+    /// past a separator otherwise), up to those ending at `limit`: each with its index and
+    /// where it ends in the bytes.
+    pub(super) fn from(
+        &self,
+        k: usize,
+        off: usize,
+        limit: usize,
+    ) -> impl Iterator<Item = (usize, &'a [u8], usize)> {
+        let bytes = self.bytes.get(..limit).unwrap_or(self.bytes);
+        let (mut i, mut pos) = (k, off);
+        std::iter::from_fn(move || {
+            if pos >= bytes.len() {
+                return None;
             }
-        }
-        if bytes.len() > start {
-            spans.push((start, bytes.len()));
-        }
-        Comps { bytes, spans }
+            let rest = bytes.get(pos..).unwrap_or_default();
+            let end = rest
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(bytes.len(), |j| pos + j);
+            let item = (i, bytes.get(pos..end).unwrap_or_default(), end);
+            i += 1;
+            pos = end + 1;
+            Some(item)
+        })
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    /// Component `i` (0-based).
-    pub(super) fn comp(&self, i: usize) -> &'a [u8] {
-        self.spans
-            .get(i)
-            .map_or(&[][..], |&(a, b)| &self.bytes[a..b])
-    }
-
-    /// Where the first `k` components end in the bytes.
-    fn end(&self, k: usize) -> usize {
-        match k.checked_sub(1).and_then(|i| self.spans.get(i)) {
-            Some(&(_, b)) => b,
-            None => 0,
+    /// The last component.
+    pub(super) fn last(&self) -> &'a [u8] {
+        match memchr::memrchr(b'/', self.bytes) {
+            Some(j) => self.bytes.get(j + 1..).unwrap_or_default(),
+            None => self.bytes,
         }
     }
 
-    /// The full path of the first `k` components below `root`, for messages.
-    pub(super) fn full(&self, root: &Path, k: usize) -> PathBuf {
-        root.join(std::ffi::OsStr::from_bytes(&self.bytes[..self.end(k)]))
+    /// The path up to byte `end` (a component's end) below `root`, for messages.
+    pub(super) fn full_to(&self, root: &Path, end: usize) -> PathBuf {
+        let b = self.bytes.get(..end).unwrap_or(self.bytes);
+        root.join(std::ffi::OsStr::from_bytes(b))
+    }
+
+    /// The prefix of the bytes up to `end`.
+    pub(super) fn upto(&self, end: usize) -> &'a [u8] {
+        self.bytes.get(..end).unwrap_or(self.bytes)
     }
 }
 
@@ -256,6 +277,15 @@ pub(crate) fn check_sets(
     )
 }
 
+/// Whether any component of `bytes` could be a `.git` alias: one pass over the bytes (which
+/// the compiler vectorizes) rules out most paths, so checking every ancestor of a deep path
+/// does not cost a call per component per ancestor.
+fn may_alias_dotgit(bytes: &[u8]) -> bool {
+    memchr::memchr3(b'.', b'g', b'G', bytes).is_some()
+        || memchr::memchr(b'\\', bytes).is_some()
+        || !bytes.is_ascii()
+}
+
 fn check_links(
     root: &Path,
     rel: &RelPath,
@@ -263,11 +293,17 @@ fn check_links(
     replaced: Links<'_>,
 ) -> Result<ProjectPath> {
     let c = Comps::of(rel);
-    let Some(n) = c.len().checked_sub(1) else {
+    if rel.as_bytes().is_empty() {
         return Err(refuse(root, rel, "path is empty"));
-    };
-    if let Some(why) = (0..=n).find_map(|i| dotgit_alias(c.comp(i))) {
-        return Err(refuse(root, rel, why));
+    }
+    let limit = c.parent_end();
+    if may_alias_dotgit(rel.as_bytes()) {
+        if let Some(why) = c
+            .from(0, 0, c.whole_end())
+            .find_map(|(_, comp, _)| dotgit_alias(comp))
+        {
+            return Err(refuse(root, rel, why));
+        }
     }
     if planned.any_ancestor(rel) {
         return Err(refuse(
@@ -276,10 +312,9 @@ fn check_links(
             "path goes through a symlink created by the same patch",
         ));
     }
-    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
-    for i in k..n {
-        let comp = c.comp(i);
-        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full(root, i + 1), e))?;
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    for (i, comp, end) in c.from(k, off, limit) {
+        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full_to(root, end), e))?;
         // A directory, the usual case, costs one call: opened without following (a symlink
         // fails to open), then what fails is looked at.
         let opened = match openat_dir(dir.as_fd(), &name) {
@@ -287,7 +322,7 @@ fn check_links(
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
             Err(open_err) => match fstatat(dir.as_fd(), &name) {
                 Err(e) if is_missing(&e) => break,
-                Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
+                Err(e) => return Err(Error::io("inspect", c.full_to(root, end), e)),
                 Ok(st) => match st.st_mode & libc::S_IFMT {
                     libc::S_IFLNK => {
                         if replaced.has(rel, i + 1) {
@@ -296,7 +331,7 @@ fn check_links(
                         return Err(refuse(root, rel, "path goes through a symlink"));
                     }
                     libc::S_IFDIR => {
-                        return Err(Error::io("open directory", c.full(root, i + 1), open_err))
+                        return Err(Error::io("open directory", c.full_to(root, end), open_err))
                     }
                     // A file where a directory is needed: not a containment problem; the
                     // planner reports it.
@@ -328,7 +363,17 @@ struct DirNode {
     children: HashMap<Box<[u8]>, usize>,
     /// When it was last used (for closing the least recently used).
     used: u64,
+    /// Kept open while the scope lasts (see [`PIN_EVERY`]).
+    pinned: bool,
 }
+
+/// Every this many levels down a walk (at first), a directory is kept open instead of
+/// taking its turn to be closed: going back up a chain deeper than [`MAX_OPEN`] (removing a
+/// deep path's directories bottom-up) then reopens only the levels below the nearest kept
+/// one, not the whole chain from the root each time. When half of `MAX_OPEN` are kept, the
+/// spacing doubles (every other one is let go), so a chain of any depth keeps at most that
+/// many, and going up it reopens each level about twice.
+const PIN_EVERY: usize = 32;
 
 /// Directory descriptors opened during one phase of an apply (planning, or writing), as a
 /// tree of the directories below the root. Each was reached component by component with
@@ -352,6 +397,12 @@ struct DirCache {
     /// The nodes of the last walk's directories, from the top, and their path's bytes.
     cursor: Vec<usize>,
     cursor_path: Vec<u8>,
+    /// Where each of the cursor's components ends in `cursor_path`.
+    cursor_ends: Vec<usize>,
+    /// The nodes below the root kept open, with their depth (see [`PIN_EVERY`]).
+    pins: Vec<(usize, usize)>,
+    /// The current spacing of kept nodes.
+    pin_every: usize,
 }
 
 thread_local! {
@@ -375,12 +426,16 @@ impl DirScope {
                 fd: Some(Rc::new(fd)),
                 children: HashMap::new(),
                 used: 0,
+                pinned: true,
             }],
             lru: VecDeque::new(),
             clock: 0,
             open: 0,
             cursor: Vec::new(),
             cursor_path: Vec::new(),
+            cursor_ends: Vec::new(),
+            pins: Vec::new(),
+            pin_every: PIN_EVERY,
         };
         let prev = CACHE.with(|c| c.borrow_mut().replace(cache));
         Ok(DirScope { prev })
@@ -425,7 +480,7 @@ impl DirCache {
                 break;
             };
             if let Some(node) = self.nodes.get_mut(k) {
-                if node.used == t && node.fd.take().is_some() {
+                if node.used == t && !node.pinned && node.fd.take().is_some() {
                     self.open -= 1;
                 }
             }
@@ -438,45 +493,74 @@ impl DirCache {
         }
     }
 
-    /// The deepest open directory among the first `n` components of `c`: how many
-    /// components it covers, its descriptor and node.
-    fn start(&mut self, c: &Comps<'_>, n: usize) -> (usize, Rc<OwnedFd>, usize) {
-        // The part of the last walk this path shares.
-        let common = common_prefix(&self.cursor_path, &c.bytes[..c.end(n)]);
-        let upto = n.min(self.cursor.len());
-        let mut k = c.spans[..upto].partition_point(|&(_, e)| e <= common);
-        if k > 0 && c.end(k) == common && self.cursor_path.get(common).is_some_and(|&b| b != b'/') {
+    /// How many of the components of `c` ending at `limit` or before the last walk
+    /// (`cursor`) covers: one comparison of bytes, then a binary search of the cursor's
+    /// component ends.
+    fn shared(&self, c: &Comps<'_>, limit: usize) -> usize {
+        let common = common_prefix(&self.cursor_path, c.upto(limit));
+        let mut k = self.cursor_ends.partition_point(|&e| e <= common);
+        // A component of this path that merely starts with the walk's is not shared.
+        if k > 0
+            && self.cursor_ends.get(k - 1) == Some(&common)
+            && common < limit
+            && c.upto(limit).get(common) != Some(&b'/')
+        {
             k -= 1;
         }
+        k
+    }
+
+    /// Keeps the first `k` components of the cursor.
+    fn truncate_cursor(&mut self, k: usize) {
         self.cursor.truncate(k);
-        self.cursor_path.truncate(c.end(k));
+        self.cursor_ends.truncate(k);
+        let end = self.cursor_ends.last().copied().unwrap_or(0);
+        self.cursor_path.truncate(end);
+    }
+
+    /// Extends the cursor by the directory `name`, node `node`.
+    fn push_cursor(&mut self, node: usize, name: &[u8]) {
+        if !self.cursor_path.is_empty() {
+            self.cursor_path.push(b'/');
+        }
+        self.cursor_path.extend_from_slice(name);
+        self.cursor.push(node);
+        self.cursor_ends.push(self.cursor_path.len());
+    }
+
+    /// Where the component after the cursor starts in a path that shares it.
+    fn cursor_next(&self) -> usize {
+        self.cursor_ends.last().map_or(0, |e| e + 1)
+    }
+
+    /// The deepest open directory among the components of `c` ending at `limit` or
+    /// before: how many components it covers, where the next one starts, its descriptor
+    /// and node.
+    fn start(&mut self, c: &Comps<'_>, limit: usize) -> (usize, usize, Rc<OwnedFd>, usize) {
+        let k = self.shared(c, limit);
+        self.truncate_cursor(k);
         // Further down the tree.
         let mut node = self.cursor.last().copied().unwrap_or(0);
-        for i in k..n {
-            let Some(&next) = self.nodes.get(node).and_then(|d| d.children.get(c.comp(i))) else {
+        for (_, comp, _) in c.from(k, self.cursor_next(), limit) {
+            let Some(&next) = self.nodes.get(node).and_then(|d| d.children.get(comp)) else {
                 break;
             };
-            if !self.cursor_path.is_empty() {
-                self.cursor_path.push(b'/');
-            }
-            self.cursor_path.extend_from_slice(c.comp(i));
-            self.cursor.push(next);
+            self.push_cursor(next, comp);
             node = next;
         }
         // The deepest one still open.
-        while let Some(&k) = self.cursor.last() {
-            if let Some(fd) = self.nodes.get(k).and_then(|d| d.fd.clone()) {
-                self.touch(k);
-                return (self.cursor.len(), fd, k);
+        while let Some(&top) = self.cursor.last() {
+            if let Some(fd) = self.nodes.get(top).and_then(|d| d.fd.clone()) {
+                self.touch(top);
+                return (self.cursor.len(), self.cursor_next(), fd, top);
             }
-            self.cursor.pop();
+            self.truncate_cursor(self.cursor.len() - 1);
         }
-        self.cursor_path.clear();
         let root = self.nodes.first().and_then(|d| d.fd.clone());
         match root {
-            Some(fd) => (0, fd, 0),
+            Some(fd) => (0, 0, fd, 0),
             // Node 0 always holds the root; never reached.
-            None => (0, Rc::new(self.reopen_root()), 0),
+            None => (0, 0, Rc::new(self.reopen_root()), 0),
         }
     }
 
@@ -485,6 +569,35 @@ impl DirCache {
         match open_root(&self.root) {
             Ok(fd) => fd,
             Err(_) => std::process::abort(),
+        }
+    }
+
+    /// Keeps node `k`, `depth` levels down, open; at half of [`MAX_OPEN`] kept, doubles the
+    /// spacing and lets go of those off it.
+    fn pin(&mut self, k: usize, depth: usize) {
+        self.pins
+            .retain(|&(n, _)| self.nodes.get(n).is_some_and(|d| d.pinned));
+        if self.pins.len() >= MAX_OPEN / 2 {
+            self.pin_every *= 2;
+            let every = self.pin_every;
+            let (keep, drop): (Vec<_>, Vec<_>) =
+                self.pins.iter().partition(|&&(_, dp)| dp % every == 0);
+            self.pins = keep;
+            for (n, _) in drop {
+                if let Some(d) = self.nodes.get_mut(n) {
+                    d.pinned = false;
+                    if d.fd.take().is_some() {
+                        self.open -= 1;
+                    }
+                }
+            }
+            if !depth.is_multiple_of(every) {
+                return;
+            }
+        }
+        if let Some(d) = self.nodes.get_mut(k).filter(|d| !d.pinned) {
+            d.pinned = true;
+            self.pins.push((k, depth));
         }
     }
 
@@ -499,6 +612,7 @@ impl DirCache {
                     fd: None,
                     children: HashMap::new(),
                     used: 0,
+                    pinned: false,
                 });
                 if let Some(d) = self.nodes.get_mut(parent) {
                     d.children.insert(name.into(), k);
@@ -513,11 +627,11 @@ impl DirCache {
         }
         self.touch(k);
         if self.cursor.last().copied().unwrap_or(0) == parent {
-            if !self.cursor_path.is_empty() {
-                self.cursor_path.push(b'/');
+            self.push_cursor(k, name);
+            let depth = self.cursor.len();
+            if depth.is_multiple_of(self.pin_every) {
+                self.pin(k, depth);
             }
-            self.cursor_path.extend_from_slice(name);
-            self.cursor.push(k);
         }
         self.trim();
         k
@@ -526,12 +640,30 @@ impl DirCache {
     /// Forgets `rel` and everything below it.
     fn evict(&mut self, rel: &RelPath) {
         let c = Comps::of(rel);
-        let Some(last) = c.len().checked_sub(1) else {
+        if rel.as_bytes().is_empty() {
             return;
-        };
-        let mut node = 0;
-        for i in 0..last {
-            match self.nodes.get(node).and_then(|d| d.children.get(c.comp(i))) {
+        }
+        let limit = c.parent_end();
+        // The parent's node from the last walk where it covers it: removing a deep chain
+        // of directories bottom-up then costs one comparison per directory, not a lookup
+        // of each of its ancestors.
+        let k = self.shared(&c, limit);
+        let mut node = k
+            .checked_sub(1)
+            .and_then(|i| self.cursor.get(i))
+            .copied()
+            .unwrap_or(0);
+        let off = k
+            .checked_sub(1)
+            .and_then(|i| self.cursor_ends.get(i))
+            .map_or(0, |e| e + 1);
+        // Whether the cursor holds the whole parent.
+        let covers = k
+            .checked_sub(1)
+            .and_then(|i| self.cursor_ends.get(i))
+            .map_or(limit == 0, |&e| e == limit);
+        for (_, comp, _) in c.from(k, off, limit) {
+            match self.nodes.get(node).and_then(|d| d.children.get(comp)) {
                 Some(&k) => node = k,
                 // Every walk records each directory it passes, so nothing below an
                 // unknown directory is known: most calls (files) return here.
@@ -541,42 +673,49 @@ impl DirCache {
         let Some(gone) = self
             .nodes
             .get_mut(node)
-            .and_then(|d| d.children.remove(c.comp(last)))
+            .and_then(|d| d.children.remove(c.last()))
         else {
             return;
         };
         let mut stack = vec![gone];
-        while let Some(k) = stack.pop() {
-            if let Some(d) = self.nodes.get_mut(k) {
+        while let Some(below) = stack.pop() {
+            if let Some(d) = self.nodes.get_mut(below) {
                 if d.fd.take().is_some() {
                     self.open -= 1;
                 }
+                d.pinned = false;
                 stack.extend(d.children.drain().map(|(_, v)| v));
             }
         }
-        self.cursor.clear();
-        self.cursor_path.clear();
+        // The last walk stays valid above the removed directory; it only went through it
+        // if it covers the whole parent and holds that very node next.
+        if covers && self.cursor.get(k) == Some(&gone) {
+            self.truncate_cursor(k);
+        }
     }
 }
 
-/// Where a walk down the first `n` components of `c` starts: the deepest directory among
+/// Where a walk down the components of `c` ending at `limit` or before starts (`limit`:
+/// [`Comps::parent_end`] or [`Comps::whole_end`]): the deepest directory among
 /// them open in this thread's scope for `root` (or the root, opened afresh without a
-/// scope). Returns how many components that directory covers, its descriptor, and its node
+/// scope). Returns how many components that directory covers, where the next one starts in
+/// the bytes, its descriptor, and its node
 /// for [`remember`] (`None` without a scope).
 pub(super) fn walk_start(
     root: &Path,
     c: &Comps<'_>,
-    n: usize,
-) -> Result<(usize, Rc<OwnedFd>, Option<usize>)> {
+    limit: usize,
+) -> Result<(usize, usize, Rc<OwnedFd>, Option<usize>)> {
     let hit = CACHE.with(|cell| {
         let mut b = cell.borrow_mut();
         let d = b.as_mut().filter(|d| d.root == root)?;
-        let (k, fd, node) = d.start(c, n);
-        Some((k, fd, Some(node)))
+        let (k, off, fd, node) = d.start(c, limit);
+        Some((k, off, fd, Some(node)))
     });
     match hit {
         Some(x) => Ok(x),
         None => Ok((
+            0,
             0,
             Rc::new(open_root(root).map_err(|e| Error::io("open directory", root, e))?),
             None,

@@ -8,6 +8,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -20,8 +21,54 @@ use crate::error::{Error, Result};
 /// assert!(RelPath::new("/etc/passwd").is_err());
 /// assert_eq!(RelPath::new("a/./b").unwrap().as_bytes(), b"a/b");
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub struct RelPath(PathBuf);
+///
+/// Its bytes are shared: a clone, and a [`parent`](RelPath::parent) (a prefix of the same
+/// bytes), cost no copy, so listing every ancestor of a path thousands of directories deep
+/// costs time proportional to the path, not to its length times its depth.
+#[derive(Clone)]
+pub struct RelPath {
+    buf: Arc<[u8]>,
+    /// The path is `buf[..len]`.
+    len: usize,
+}
+
+impl RelPath {
+    fn from_normal(b: &[u8]) -> RelPath {
+        RelPath {
+            buf: Arc::from(b),
+            len: b.len(),
+        }
+    }
+
+    /// The same bytes, cut to their first `len` (a component boundary).
+    fn prefix(&self, len: usize) -> RelPath {
+        RelPath {
+            buf: Arc::clone(&self.buf),
+            len,
+        }
+    }
+}
+
+impl PartialEq for RelPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RelPath {}
+
+impl std::hash::Hash for RelPath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As the `PathBuf` it replaces hashed: equal paths hash alike whatever their buffer.
+        self.as_path().hash(state);
+    }
+}
+
+impl std::fmt::Debug for RelPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_path(), f)
+    }
+}
 
 /// `Path`'s order (component by component), computed on the bytes: every `RelPath` is
 /// normal (no empty component, no leading or trailing `/`), so at the first byte where two
@@ -78,7 +125,7 @@ impl RelPath {
                 reason: "path is empty",
             });
         }
-        Ok(RelPath(out))
+        Ok(RelPath::from_normal(out.as_os_str().as_bytes()))
     }
 
     /// Builds a `RelPath` from raw bytes with `/` separators (as stored in a git index or a
@@ -90,34 +137,35 @@ impl RelPath {
             && b.split(|&c| c == b'/')
                 .all(|c| !c.is_empty() && c != b"." && c != b"..");
         if normal {
-            return Ok(RelPath(PathBuf::from(OsStr::from_bytes(b))));
+            return Ok(RelPath::from_normal(b));
         }
         RelPath::new(Path::new(OsStr::from_bytes(b)))
     }
 
     /// The path as a `Path`.
     pub fn as_path(&self) -> &Path {
-        &self.0
+        Path::new(OsStr::from_bytes(self.as_bytes()))
     }
 
     /// The path as raw bytes, `/`-separated.
     pub fn as_bytes(&self) -> &[u8] {
-        self.0.as_os_str().as_bytes()
+        self.buf.get(..self.len).unwrap_or(&self.buf)
     }
 
     /// Appends one more relative path.
     pub fn join(&self, other: &RelPath) -> RelPath {
-        RelPath(self.0.join(&other.0))
+        let (a, b) = (self.as_bytes(), other.as_bytes());
+        let mut out = Vec::with_capacity(a.len() + 1 + b.len());
+        out.extend_from_slice(a);
+        out.push(b'/');
+        out.extend_from_slice(b);
+        RelPath::from_normal(&out)
     }
 
-    /// The parent directory, or `None` for a top-level name.
+    /// The parent directory, or `None` for a top-level name. Shares this path's bytes.
     pub fn parent(&self) -> Option<RelPath> {
-        let p = self.0.parent()?;
-        if p.as_os_str().is_empty() {
-            None
-        } else {
-            Some(RelPath(p.to_path_buf()))
-        }
+        let end = memchr::memrchr(b'/', self.as_bytes())?;
+        Some(self.prefix(end))
     }
 }
 
@@ -131,7 +179,14 @@ impl RelPath {
 
     /// The number of components.
     pub(crate) fn depth(&self) -> usize {
-        self.components_bytes().count()
+        // A normal path: one more component than separators, counted in a loop the
+        // compiler vectorizes (a deep path's ancestors are each measured).
+        let b = self.as_bytes();
+        if b.is_empty() {
+            0
+        } else {
+            1 + b.iter().filter(|&&c| c == b'/').count()
+        }
     }
 
     /// The ancestor made of the first `n` components (`1 <= n <= depth`), or `None`.
@@ -157,24 +212,19 @@ impl RelPath {
                 None => return None,
             }
         };
-        Some(RelPath(PathBuf::from(OsStr::from_bytes(&b[..end]))))
+        Some(self.prefix(end))
     }
 
     /// The shallowest proper ancestor for which `f` is true. The ancestors are built in one
     /// buffer, one component at a time, so asking about all of them costs time proportional
     /// to the path (plus what `f` costs), not to its length times its depth.
     pub(crate) fn find_ancestor(&self, mut f: impl FnMut(&RelPath) -> bool) -> Option<RelPath> {
-        let cs: Vec<&[u8]> = self.components_bytes().collect();
-        let mut buf = RelPath(PathBuf::with_capacity(self.as_bytes().len()));
-        for (i, c) in cs.iter().take(cs.len().saturating_sub(1)).enumerate() {
-            // Appended as bytes (a component of a RelPath is a valid one).
-            let s = buf.0.as_mut_os_string();
-            if i > 0 {
-                s.push("/");
-            }
-            s.push(OsStr::from_bytes(c));
-            if f(&buf) {
-                return Some(buf);
+        // Each ancestor is a prefix of these very bytes: nothing is copied.
+        let b = self.as_bytes();
+        for (i, _) in b.iter().enumerate().filter(|&(_, &c)| c == b'/') {
+            let a = self.prefix(i);
+            if f(&a) {
+                return Some(a);
             }
         }
         None
@@ -275,13 +325,13 @@ impl RelPathSet {
 
 impl AsRef<Path> for RelPath {
     fn as_ref(&self) -> &Path {
-        &self.0
+        self.as_path()
     }
 }
 
 impl std::fmt::Display for RelPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0.display())
+        write!(f, "{}", self.as_path().display())
     }
 }
 

@@ -6,6 +6,8 @@
 //! - [`parse`]: git-style and traditional unified patch text into that model.
 //! - [`write`](mod@write): the patch of one file change, as `git diff --binary` writes it;
 //!   [`large`]: the same for two large text files, read in chunks instead of held whole.
+//! - [`stat`]: per-file summaries (change kind, lines in and out) and `--stat`'s drawing;
+//!   [`select`]: part of a patch (some files, some hunks) and the rest as a patch of its own.
 //! - Crate-private: `bytes` (the common head and tail of two byte strings), `line_diff` (the
 //!   writer's line diff), `place` (finding where a hunk applies), `merge3` (the 3-way line
 //!   merge).
@@ -31,4 +33,6 @@ pub(crate) mod merge3;
 pub mod model;
 pub mod parse;
 pub(crate) mod place;
+pub mod select;
+pub mod stat;
 pub mod write;

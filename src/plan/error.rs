@@ -78,6 +78,19 @@ pub enum SandboxError {
         /// The status the operation would lead to.
         to: Status,
     },
+    /// A failure that is not a sandbox-level one: a panic inside an operation, or a custom
+    /// strategy's unanticipated exception ([`StrategyFailure::unexpected`]). In `commit_all`
+    /// it becomes [`SandboxError::AtomicCommit`] (a sandbox-level failure becomes a failed
+    /// [`CommitResult`](crate::plan::CommitResult) instead).
+    ///
+    /// [`StrategyFailure::unexpected`]: crate::plan::custom::StrategyFailure::unexpected
+    #[error("sandbox{}: unexpected failure: {reason}", Ctx(sandbox_id))]
+    Unexpected {
+        /// The sandbox concerned, when there is one.
+        sandbox_id: Option<String>,
+        /// What went wrong.
+        reason: String,
+    },
     /// `commit_all` failed; the sandboxes it had committed were rolled back in LIFO order.
     #[error(
         "atomic commit of plan {plan_id} failed: {reason} (rolled back: [{}]; rollback failed: [{}])",
@@ -127,6 +140,7 @@ impl SandboxError {
         "rollback",
         "state",
         "atomic_commit",
+        "unexpected",
     ];
 
     /// A short stable name of the variant, one of [`SandboxError::KINDS`].
@@ -138,6 +152,7 @@ impl SandboxError {
             SandboxError::Rollback { .. } => "rollback",
             SandboxError::State { .. } => "state",
             SandboxError::AtomicCommit { .. } => "atomic_commit",
+            SandboxError::Unexpected { .. } => "unexpected",
         }
     }
 
@@ -157,6 +172,12 @@ impl SandboxError {
             reason: format!("{what}: {e}"),
             source: Some(Box::new(e)),
         }
+    }
+
+    /// Whether the failure is a sandbox-level one (every variant but
+    /// [`SandboxError::Unexpected`]): what `commit_all` reports as a failed result.
+    pub fn is_sandbox_level(&self) -> bool {
+        !matches!(self, SandboxError::Unexpected { .. })
     }
 
     /// The same error with the sandbox id filled in where it was unknown.
@@ -221,6 +242,10 @@ mod tests {
                 rolled_back_ids: vec!["a".into()],
                 failed_rollback_ids: vec![],
                 failed_sandbox_id: None,
+            },
+            SandboxError::Unexpected {
+                sandbox_id: None,
+                reason: "x".into(),
             },
         ];
         let kinds: Vec<&str> = all.iter().map(|e| e.kind()).collect();

@@ -506,9 +506,15 @@ impl PlanManager {
     /// 2. The order (rollbackable strategies first, `transaction_rollback` and `none` last;
     ///    creation order within) goes into the plan's journal, durably, before the first
     ///    commit.
-    /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order,
-    ///    and the error is [`SandboxError::AtomicCommit`] with `rolled_back_ids` and
-    ///    `failed_rollback_ids`. The applies of `copy_on_write` and `overlay` commits share
+    /// 3. Each commits. When one fails, the committed ones are rolled back in LIFO order.
+    ///    A sandbox-level failure (a conflict, a refused lock, a custom strategy's own
+    ///    sandbox error: every [`SandboxError`] but [`SandboxError::Unexpected`]) then
+    ///    returns `Ok` with the one failed [`CommitResult`] (`success == false`, `error` the
+    ///    reason, `metadata["rolled_back_ids"]` the ids undone, comma-separated). A failed
+    ///    check (step 1) is such a failure too, with nothing to undo. Any other failure (a
+    ///    panic, a custom strategy's unanticipated exception, commits that could not be made
+    ///    durable), and any failure whose rollback did not undo every committed sandbox, is
+    ///    [`SandboxError::AtomicCommit`] with `rolled_back_ids` and `failed_rollback_ids`. The applies of `copy_on_write` and `overlay` commits share
     ///    their last sync: one per filesystem once all have written (see
     ///    [`crate::plan::batch`]); `commit_all` returns after it, so what it reports
     ///    committed is durable. An `overlay` commit reuses the diff of its check while the
@@ -517,6 +523,27 @@ impl PlanManager {
     ///    rolls the plan back (see [`crate::plan::journal`]).
     pub fn commit_all(&self, plan_id: &str) -> Result<Vec<CommitResult>, SandboxError> {
         self.commit_all_with(plan_id, &CommitAllOptions::default())
+    }
+
+    /// [`PlanManager::commit_all`], each [`CommitResult`]'s `metadata` carrying what
+    /// produced the work — the command, its directory, exit status and times — under the
+    /// `provenance.*` keys ([`Provenance::to_metadata`]; read back with
+    /// [`Provenance::from_metadata`]).
+    ///
+    /// [`Provenance::to_metadata`]: crate::session::provenance::Provenance::to_metadata
+    /// [`Provenance::from_metadata`]: crate::session::provenance::Provenance::from_metadata
+    pub fn commit_all_as(
+        &self,
+        plan_id: &str,
+        provenance: &crate::session::provenance::Provenance,
+    ) -> Result<Vec<CommitResult>, SandboxError> {
+        self.commit_all_with(
+            plan_id,
+            &CommitAllOptions {
+                provenance: provenance.clone(),
+                ..CommitAllOptions::default()
+            },
+        )
     }
 
     /// [`PlanManager::commit_all`] with test hooks.
@@ -549,12 +576,16 @@ impl PlanManager {
                 }
             };
         if let Some((s, e)) = check_all(&todo) {
-            return Err(atomic(
-                format!("check failed, nothing written: {e}"),
-                Some(s.sandbox_id()),
-                vec![],
-                vec![],
-            ));
+            let reason = format!("check failed, nothing written: {e}");
+            if e.is_sandbox_level() {
+                return Ok(vec![CommitResult::failed(
+                    plan_id,
+                    s.sandbox_id(),
+                    reason,
+                    &[],
+                )]);
+            }
+            return Err(atomic(reason, Some(s.sandbox_id()), vec![], vec![]));
         }
         let order: Vec<String> = todo.iter().map(|s| s.sandbox_id().to_string()).collect();
         CommitJournal {
@@ -605,8 +636,14 @@ impl PlanManager {
             }
         }
         // Undoes every committed sandbox newest first, then drops the journal.
-        let abort = |mut reason: String, failed_id: Option<&str>| {
+        // A sandbox-level failure whose rollback undid everything is reported as the one
+        // failed result (the documented algorithm); anything else raises.
+        let abort = |mut reason: String, failed_id: Option<&str>, sandbox_level: bool| {
             let (undone, failed) = self.roll_back_lifo(plan_id, &order);
+            if let (true, true, Some(id)) = (sandbox_level, failed.is_empty(), failed_id) {
+                CommitJournal::remove(&plan_dir)?;
+                return Ok(vec![CommitResult::failed(plan_id, id, reason, &undone)]);
+            }
             let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
             for (id, why) in &failed {
                 reason.push_str(&format!("; rollback of {id} failed: {why}"));
@@ -619,17 +656,28 @@ impl PlanManager {
             // failure there leaves them at INTENT, which the undo's recovery completes
             // first.
             let _ = batch.finish();
-            return abort(e.to_string(), Some(todo[i].sandbox_id()));
+            let sandbox_level = e.is_sandbox_level();
+            return abort(e.to_string(), Some(todo[i].sandbox_id()), sandbox_level);
         }
         if let Err(e) = batch.finish() {
-            // Not durable: undo the plan as for a failed commit.
-            return abort(format!("the commits could not be made durable: {e}"), None);
+            // Not durable: undo the plan, and raise (no one sandbox's commit failed).
+            return abort(
+                format!("the commits could not be made durable: {e}"),
+                None,
+                false,
+            );
         }
         CommitJournal::remove(&plan_dir)?;
         // The batch's applies left the undo store unpruned: once for the plan, not once per
         // sandbox (each prune reads every record's summary). A failure only leaves records
         // for the next prune.
         let _ = self.env.undo.prune();
+        // What the caller says produced the work goes with each result (`provenance.*`).
+        let provenance = opts.provenance.to_metadata();
+        for r in &mut results {
+            r.metadata
+                .extend(provenance.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         Ok(results)
     }
 
@@ -964,6 +1012,8 @@ pub struct CommitAllOptions {
     pub fail_at: Option<usize>,
     /// The process aborts before the commit at this position.
     pub crash_before: Option<usize>,
+    /// What produced the work, into each result's metadata.
+    pub provenance: crate::session::provenance::Provenance,
 }
 
 /// Removes the directory of `plan`'s plan when no sandbox is left in it (its lock file too:
@@ -1137,7 +1187,10 @@ fn commit_group(
             .zip(members)
             .map(|(h, s)| {
                 h.join().unwrap_or_else(|_| {
-                    let e = SandboxError::sandbox(Some(s.sandbox_id()), "the commit panicked");
+                    let e = SandboxError::Unexpected {
+                        sandbox_id: Some(s.sandbox_id().to_string()),
+                        reason: "the commit panicked".into(),
+                    };
                     (Err(e), CommitBatch::default())
                 })
             })
@@ -1157,10 +1210,10 @@ fn commit_caught(
         s.commit_batched(Some(message), batch)
     }))
     .unwrap_or_else(|_| {
-        Err(SandboxError::sandbox(
-            Some(s.sandbox_id()),
-            "the commit panicked",
-        ))
+        Err(SandboxError::Unexpected {
+            sandbox_id: Some(s.sandbox_id().to_string()),
+            reason: "the commit panicked".into(),
+        })
     })
 }
 

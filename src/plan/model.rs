@@ -153,6 +153,34 @@ pub struct CommitResult {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl CommitResult {
+    /// The one failed result [`PlanManager::commit_all`](crate::plan::PlanManager::commit_all)
+    /// returns for a sandbox-level failure of `sandbox_id`, after the sandboxes in
+    /// `rolled_back` were undone: `success == false`, `error` the reason, `metadata` holding
+    /// `plan_id` and `rolled_back_ids` (comma-separated, in the order they were undone).
+    pub fn failed(
+        plan_id: &str,
+        sandbox_id: &str,
+        reason: String,
+        rolled_back: &[String],
+    ) -> CommitResult {
+        let mut metadata = BTreeMap::new();
+        metadata.insert("plan_id".to_string(), plan_id.to_string());
+        metadata.insert("rolled_back_ids".to_string(), rolled_back.join(","));
+        CommitResult {
+            sandbox_id: sandbox_id.to_string(),
+            success: false,
+            commit_ref: None,
+            changed_files: Vec::new(),
+            added_files: Vec::new(),
+            deleted_files: Vec::new(),
+            error: Some(reason),
+            timestamp: SystemTime::now(),
+            metadata,
+        }
+    }
+}
+
 /// What happened to one path in a sandbox's diff.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -34,7 +34,8 @@
 //! has none), the phase, then a `post_execute` checkpoint on success; on failure — an error,
 //! or a panic, which is caught — every sandbox is rolled back to its `pre_execute`
 //! checkpoint. Apply: a `pre_apply` checkpoint, then `commit_all` (atomic: a failure leaves
-//! every original as it was); on failure the sandboxes are rolled back to `pre_apply`. With
+//! every original as it was); on failure — an error, or the failed result of a sandbox-level
+//! failure — the sandboxes are rolled back to `pre_apply`. With
 //! no checkpoint manager the hooks are skipped: the phase runs, and Apply is `commit_all`.
 
 use std::fmt;
@@ -171,7 +172,23 @@ impl<'a> PhaseRunner<'a> {
     pub fn apply(&self, plan_id: &str) -> Result<Vec<CommitResult>, PhaseError> {
         let taken = self.checkpoint_all(plan_id, Phase::PreApply, "apply")?;
         match catch_unwind(AssertUnwindSafe(|| self.plans.commit_all(plan_id))) {
-            Ok(Ok(r)) => Ok(r),
+            Ok(Ok(r)) => match r.iter().find(|r| !r.success) {
+                // `commit_all`'s sandbox-level failure (it rolled the plan back already):
+                // the phase failed, as a commit error of that sandbox.
+                Some(failed) => {
+                    let reason = failed.error.clone().unwrap_or_default();
+                    let e = SandboxError::Commit {
+                        sandbox_id: failed.sandbox_id.clone(),
+                        reason: reason.clone(),
+                        files: Vec::new(),
+                        source: None,
+                    };
+                    let mut err = failure("apply", reason, false, Some(e));
+                    self.roll_back(&taken, &mut err);
+                    Err(err)
+                }
+                None => Ok(r),
+            },
             Ok(Err(e)) => {
                 let mut err = failure("apply", e.to_string(), false, Some(e));
                 self.roll_back(&taken, &mut err);

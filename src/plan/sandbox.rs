@@ -119,6 +119,13 @@ pub trait Sandbox: Send + Sync {
         self.strategy().is_rollbackable()
     }
 
+    /// The sandbox's own directory under its plan's directory (where its `state.json` is),
+    /// when it has one: a checkpoint manager over another root takes the lock of the plan
+    /// this directory is in, so its checkpoints serialize with the plan's operations.
+    fn home(&self) -> Option<&Path> {
+        None
+    }
+
     /// How [`crate::plan::checkpoint::CheckpointManager`] checkpoints this sandbox: by its
     /// files (the default: its diff against base, deduplicated), natively (a database's
     /// savepoints), or not at all (`none`).

@@ -7,8 +7,8 @@
 //!   [`SandboxResult`](crate::SandboxResult), routing).
 //! - [`scoped`]: [`ScopedSandbox`](crate::ScopedSandbox), pointing an engine's tools at a
 //!   sandbox for a scope; [`confine`]: Landlock confinement of the tools it runs.
-//! - [`pending`]: the pending store; [`recover`]: liveness, prune, crash recovery, the reaper;
-//!   [`layout`]: the names on disk.
+//! - [`pending`]: the pending store ([`pending_select`]: accepting part of a pending patch); [`recover`]: liveness, prune, crash recovery, the reaper;
+//!   [`layout`]: the names on disk; [`provenance`]: what produced a piece of work.
 //!
 //! ```
 //! use patchbox::{Options, SandboxManager};
@@ -32,6 +32,8 @@ pub mod layout;
 pub mod manager;
 pub mod overlay;
 pub mod pending;
+pub mod pending_select;
+pub mod provenance;
 pub mod recover;
 pub mod remote;
 pub mod scoped;

@@ -20,6 +20,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::oid::{from_hex, to_hex};
 use crate::session::layout;
+use crate::session::provenance::Provenance;
 use crate::tree::snapshot::NodeKind;
 
 /// Name of the pending directory inside a session.
@@ -45,16 +46,29 @@ pub struct PendingMeta {
     /// True when its manager ended (dropped, unwinding included) with the sandbox neither
     /// completed nor discarded: the work was kept as a crash would have kept it.
     pub abandoned: bool,
+    /// What produced it, as far as its producer said (empty for recovered work).
+    pub provenance: Provenance,
+    /// The pending patch this one is the rest of, after a partial apply took the other part.
+    pub split_from: Option<String>,
 }
 
 impl PendingMeta {
     fn encode(&self) -> Vec<u8> {
         let hex = to_hex(self.project.as_os_str().as_bytes());
-        format!(
+        let mut out = format!(
             "session={}\ndelegation={}\nproject_hex={}\ncreated={}\nrecovered={}\nabandoned={}\n",
             self.session, self.delegation, hex, self.created, self.recovered, self.abandoned
-        )
-        .into_bytes()
+        );
+        if !self.provenance.is_empty() {
+            // One line of JSON: serde_json escapes newlines.
+            if let Ok(j) = serde_json::to_string(&self.provenance) {
+                out.push_str(&format!("provenance={j}\n"));
+            }
+        }
+        if let Some(s) = &self.split_from {
+            out.push_str(&format!("split_from={s}\n"));
+        }
+        out.into_bytes()
     }
 
     fn decode(text: &str) -> PendingMeta {
@@ -74,6 +88,8 @@ impl PendingMeta {
                 "created" => m.created = v.parse().unwrap_or(0),
                 "recovered" => m.recovered = v == "true",
                 "abandoned" => m.abandoned = v == "true",
+                "provenance" => m.provenance = serde_json::from_str(v).unwrap_or_default(),
+                "split_from" => m.split_from = Some(v.to_string()),
                 _ => {}
             }
         }
@@ -441,5 +457,36 @@ impl PendingEntry {
     /// The delegation id part of the entry's id.
     pub fn delegation(&self) -> &str {
         self.id.rsplit('/').next().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The meta file is line-based: a provenance whose command holds newlines and `=` still
+    /// reads back whole, and an old meta without the new lines reads as before.
+    #[test]
+    fn meta_round_trips_provenance_and_split() {
+        let m = PendingMeta {
+            session: "S".into(),
+            delegation: "d1".into(),
+            project: PathBuf::from("/p"),
+            created: 7,
+            provenance: Provenance {
+                command: vec!["sh".into(), "-c".into(), "a=1\necho $a".into()],
+                cwd: Some("/w".into()),
+                exit_status: Some(130),
+                started_ms: Some(1),
+                ended_ms: Some(2),
+            },
+            split_from: Some("S/d1".into()),
+            ..PendingMeta::default()
+        };
+        let text = String::from_utf8(m.encode()).unwrap();
+        assert_eq!(PendingMeta::decode(&text), m);
+        let old = "session=S\ndelegation=d1\nproject_hex=2f70\ncreated=7\nrecovered=true\n";
+        let o = PendingMeta::decode(old);
+        assert!(o.recovered && o.provenance.is_empty() && o.split_from.is_none());
     }
 }

@@ -501,6 +501,7 @@ fn store_recovered(c: &Ctx<'_>, d: &diff::TreeDiff) -> Result<Option<PathBuf>> {
             .unwrap_or(0),
         recovered: true,
         abandoned: false,
+        ..PendingMeta::default()
     };
     // Stored already (by the session itself, or by a recovery interrupted before it removed
     // the sandbox): once is enough.

@@ -310,3 +310,39 @@ pub fn prune_once_released(root: &Path) -> patchbox::session::recover::PruneRepo
     }
     panic!("a session under {} stayed live", root.display());
 }
+
+/// `commit_all`'s outcome with a sandbox-level failure — returned as the one failed
+/// [`CommitResult`](patchbox::plan::CommitResult), as the plan executors' documentation says —
+/// read as the [`SandboxError::AtomicCommit`](patchbox::plan::SandboxError::AtomicCommit) the
+/// other failures raise, so one assertion covers both (the failed result's own shape is
+/// checked by `plan_core`'s `a_sandbox_level_failure_is_the_one_failed_result`).
+pub fn as_failure(
+    r: Result<Vec<patchbox::plan::CommitResult>, patchbox::plan::SandboxError>,
+) -> Result<Vec<patchbox::plan::CommitResult>, patchbox::plan::SandboxError> {
+    let results = r?;
+    let Some(f) = results.iter().find(|r| !r.success) else {
+        return Ok(results);
+    };
+    assert_eq!(
+        results.len(),
+        1,
+        "a failure is the one failed result: {results:?}"
+    );
+    let plan_id = f.metadata.get("plan_id").cloned().unwrap_or_default();
+    let undone = f
+        .metadata
+        .get("rolled_back_ids")
+        .cloned()
+        .unwrap_or_default();
+    Err(patchbox::plan::SandboxError::AtomicCommit {
+        plan_id,
+        reason: f.error.clone().unwrap_or_default(),
+        rolled_back_ids: undone
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+        failed_rollback_ids: Vec::new(),
+        failed_sandbox_id: Some(f.sandbox_id.clone()),
+    })
+}

@@ -335,9 +335,11 @@ TEST(PhaseRunner, ConflictingApplyIsRolledBackAndTheOriginalUntouched) {
     try {
       std::rethrow_if_nested(e);
       ADD_FAILURE() << "nothing nested";
-    } catch (const plan::AtomicCommitError& inner) {
+    } catch (const plan::SandboxCommitError& inner) {
+      // commit_all's failed result (the conflict, refused before anything was written).
       EXPECT_EQ(e.reason(), inner.what());
-      EXPECT_TRUE(inner.rolled_back_ids().empty());  // refused before anything was written
+      EXPECT_EQ(inner.sandbox_id(), f.a->sandbox_id());
+      EXPECT_NE(e.reason().find("nothing written"), std::string::npos) << e.reason();
     }
   }
   EXPECT_EQ(read_file(f.project / "a.txt"), "the user's own edit\n");

@@ -6,7 +6,7 @@
 # then runs the consumer's two programs (patchbox::patchbox and patchbox::entropic_compat) in
 # a fresh directory under $TMPDIR (or /tmp), with HOME there too. (Not in the build tree: a
 # project inside a git work tree is snapshotted by git's rules, and build/ is ignored.) Inputs: PATCHBOX_BINARY_DIR PATCHBOX_SOURCE_DIR
-# CONSUMER_SOURCE_DIR GENERATOR CXX_COMPILER SANITIZE CARGO_TARGET_DIR CARGO MODE WORK_DIR.
+# CONSUMER_SOURCE_DIR GENERATOR CXX_COMPILER SANITIZE CARGO_TARGET_DIR CARGO CLI MODE WORK_DIR.
 cmake_minimum_required(VERSION 3.16)
 
 function(run what)
@@ -37,6 +37,17 @@ set(configure_args
 
 if(MODE STREQUAL "install")
   set(prefix "${WORK_DIR}/prefix")
+  # With PATCHBOX_CLI: the program, its completions and its man pages.
+  set(CLI_FILES "")
+  if(CLI)
+    set(CLI_FILES
+      bin/patchbox
+      share/bash-completion/completions/patchbox
+      share/zsh/site-functions/_patchbox
+      share/fish/vendor_completions.d/patchbox.fish
+      share/man/man1/patchbox.1
+      share/man/man1/patchbox-pending-apply.1)
+  endif()
   run("cmake --install" "${CMAKE_COMMAND}" --install "${PATCHBOX_BINARY_DIR}" --prefix "${prefix}")
   foreach(f
       include/patchbox/sandbox.hpp
@@ -47,7 +58,8 @@ if(MODE STREQUAL "install")
       lib*/cmake/patchbox/patchboxConfig.cmake
       lib*/cmake/patchbox/patchboxConfigVersion.cmake
       lib*/pkgconfig/patchbox.pc
-      share/patchbox/tsan.supp)
+      share/patchbox/tsan.supp
+      ${CLI_FILES})
     file(GLOB found "${prefix}/${f}")
     if(NOT found)
       message(FATAL_ERROR "not installed: ${f}")

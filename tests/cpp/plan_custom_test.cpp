@@ -1,7 +1,8 @@
 // <patchbox/plan.hpp> custom strategies: a C++ in-memory key-value strategy registered with
 // SandboxManager::register_strategy() and driven through create/write/diff/commit_all/rollback
-// beside a copy_on_write sandbox; a throwing commit() inside commit_all (AtomicCommitError, the
-// other sandbox rolled back); exceptions that are not std::exception; registration refusals.
+// beside a copy_on_write sandbox; a throwing commit() inside commit_all (the other sandbox
+// rolled back; AtomicCommitError for an unexpected exception, the one failed result for a
+// plan::SandboxCommitError); exceptions that are not std::exception; registration refusals.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -63,6 +64,7 @@ class KvStrategy : public plan::CustomStrategy {
   std::optional<std::string> commit(const plan::SandboxRef& sb,
                                     const std::optional<std::string>&) override {
     if (fail_commit) throw std::runtime_error("kv store is read-only");
+    if (refuse_commit) throw plan::SandboxCommitError("quota exceeded", sb.sandbox_id);
     std::lock_guard<std::mutex> l(mu);
     undo[sb.sandbox_id] = published;
     for (const auto& [k, v] : staged.at(sb.sandbox_id)) published[k] = v;
@@ -97,6 +99,7 @@ class KvStrategy : public plan::CustomStrategy {
   std::map<std::string, fs::path> originals;
   std::map<std::string, std::string> published;
   std::atomic<bool> fail_commit{false};
+  std::atomic<bool> refuse_commit{false};  ///< commit() throws plan::SandboxCommitError
   int cleanups = 0;
 };
 
@@ -163,6 +166,7 @@ TEST(PlanCustom, AThrowingCommitRollsBackTheOthers) {
   Fixture f;
   auto cow = f.mgr.get_or_create_sandbox("p", "files", f.files, plan::strategy::copy_on_write);
   auto sb = f.mgr.get_or_create_sandbox("p", "cache", f.cache, "kv");
+  EXPECT_TRUE(std::dynamic_pointer_cast<plan::CustomSandbox>(sb));  // the custom class
   cow->write("a.txt", "two\n");
   sb->write("k", "v");
   f.kv->fail_commit = true;
@@ -178,8 +182,29 @@ TEST(PlanCustom, AThrowingCommitRollsBackTheOthers) {
   EXPECT_EQ(read_file(f.files / "a.txt"), "one\n");
   EXPECT_TRUE(f.kv->published.empty());
   EXPECT_EQ(sb->status(), Status::Active);
-  // Alone, the throwing commit is a SandboxCommitError.
-  EXPECT_THROW(sb->commit(), plan::SandboxCommitError);
+  // Alone, a commit throwing what is not a plan::SandboxError is a plan::SandboxError of the
+  // base class (not a sandbox-level commit failure).
+  try {
+    sb->commit();
+    ADD_FAILURE() << "commit succeeded";
+  } catch (const plan::SandboxCommitError&) {
+    ADD_FAILURE() << "an unexpected exception is not a SandboxCommitError";
+  } catch (const plan::SandboxError& e) {
+    EXPECT_NE(std::string(e.what()).find("kv store is read-only"), std::string::npos) << e.what();
+  }
+  // A commit throwing plan::SandboxCommitError is a sandbox-level failure: commit_all rolls
+  // the others back and returns the one failed result.
+  f.kv->fail_commit = false;
+  f.kv->refuse_commit = true;
+  std::vector<plan::CommitResult> failed = f.mgr.commit_all("p");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_FALSE(failed[0].success);
+  EXPECT_EQ(failed[0].sandbox_id, sb->sandbox_id());
+  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), cow->sandbox_id());
+  ASSERT_TRUE(failed[0].error);
+  EXPECT_NE(failed[0].error->find("quota exceeded"), std::string::npos) << *failed[0].error;
+  EXPECT_EQ(read_file(f.files / "a.txt"), "one\n");
+  f.kv->refuse_commit = false;
   f.kv->fail_commit = false;
   EXPECT_EQ(f.mgr.commit_all("p").size(), 2u);
   EXPECT_EQ(f.kv->published.at("k"), "v");

@@ -85,7 +85,8 @@ TEST(PlanStatus, StrategyAndErrorNamesAgreeWithTheLibrary) {
   // Each kind has its class in the glue; a kind added in Rust fails here until it has one.
   EXPECT_EQ(plan::library_plan_error_kinds(),
             (std::vector<std::string>{"plan_sandbox", "plan_creation", "plan_commit",
-                                      "plan_rollback", "plan_state", "plan_atomic_commit"}));
+                                      "plan_rollback", "plan_state", "plan_atomic_commit",
+                                      "plan_unexpected"}));
   EXPECT_STREQ(patchbox::to_string(patchbox::ErrorKind::Plan), "plan");
 }
 
@@ -204,6 +205,27 @@ TEST(PlanManager, CommitAllCommitsEverySandbox) {
   EXPECT_TRUE(mgr.list_sandboxes("p").empty());
 }
 
+TEST(PlanManager, CommitAllCarriesTheCallersProvenance) {
+  Fixture f;
+  auto mgr = plan::SandboxManager::open(f.root.path());
+  auto app = mgr.get_or_create_sandbox("p", "app", f.app, plan::strategy::copy_on_write);
+  write_file(app->get_path("main.c"), "int main() { return 4; }\n");
+  patchbox::Provenance prov;
+  prov.command = {"agent", "fix \"it\""};
+  prov.cwd = f.app;
+  prov.exit_status = 0;
+  prov.ended_ms = 42;
+  auto results = mgr.commit_all("p", prov);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& m = results[0].metadata;
+  EXPECT_EQ(m.at("provenance.command"), "[\"agent\",\"fix \\\"it\\\"\"]");
+  EXPECT_EQ(m.at("provenance.cwd"), f.app.string());
+  EXPECT_EQ(m.at("provenance.exit_status"), "0");
+  EXPECT_EQ(m.at("provenance.ended_ms"), "42");
+  EXPECT_EQ(m.count("provenance.started_ms"), 0u);
+  EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 4; }\n");
+}
+
 TEST(PlanManager, CommitAllWithAConflictWritesNothing) {
   Fixture f;
   auto mgr = plan::SandboxManager::open(f.root.path());
@@ -215,13 +237,15 @@ TEST(PlanManager, CommitAllWithAConflictWritesNothing) {
   write_file(f.docs / "README.md", "# three\n");
 
   EXPECT_THROW(docs->check_commit(), plan::SandboxCommitError);
-  auto e = thrown<plan::AtomicCommitError>([&] { mgr.commit_all("p"); });
-  ASSERT_TRUE(e);
+  // A conflict is a sandbox-level failure: commit_all returns the one failed result.
+  std::vector<plan::CommitResult> failed = mgr.commit_all("p");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_FALSE(failed[0].success);
+  EXPECT_EQ(failed[0].sandbox_id, docs->sandbox_id());
+  ASSERT_TRUE(failed[0].error);
+  EXPECT_NE(failed[0].error->find("nothing written"), std::string::npos) << *failed[0].error;
   // The pre-check refused the plan: nothing was committed, so nothing was rolled back.
-  EXPECT_TRUE(e->rolled_back_ids().empty());
-  EXPECT_TRUE(e->failed_rollback_ids().empty());
-  EXPECT_EQ(e->sandbox_id(), docs->sandbox_id());
-  EXPECT_NE(std::string(e->what()).find("nothing written"), std::string::npos) << e->what();
+  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), "");
   EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 0; }\n");
   EXPECT_EQ(read_file(f.docs / "README.md"), "# three\n");
   EXPECT_EQ(app->status(), Status::Active);
@@ -241,26 +265,26 @@ TEST(PlanManager, AFailedCommitRollsBackTheCommittedOnes) {
   auto docs = mgr.get_or_create_sandbox("p", "docs", f.docs, plan::strategy::copy_on_write);
   write_file(app->get_path("main.c"), "int main() { return 3; }\n");
   write_file(docs->get_path("README.md"), "# two\n");
-  // The second commit fails after the first went in: the first is undone.
-  auto e = thrown<plan::AtomicCommitError>([&] { mgr.commit_all_failing_at("p", 1); });
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->rolled_back_ids(), std::vector<std::string>{app->sandbox_id()});
-  EXPECT_TRUE(e->failed_rollback_ids().empty());
-  EXPECT_EQ(e->sandbox_id(), docs->sandbox_id());
-  EXPECT_NE(std::string(e->what()).find("injected failure"), std::string::npos) << e->what();
+  // The second commit fails after the first went in: the first is undone, and the failure
+  // (a sandbox-level one) is the one failed result.
+  std::vector<plan::CommitResult> failed = mgr.commit_all_failing_at("p", 1);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_FALSE(failed[0].success);
+  EXPECT_EQ(failed[0].sandbox_id, docs->sandbox_id());
+  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), app->sandbox_id());
+  EXPECT_EQ(failed[0].metadata.at("plan_id"), "p");
+  ASSERT_TRUE(failed[0].error);
+  EXPECT_NE(failed[0].error->find("injected failure"), std::string::npos) << *failed[0].error;
   EXPECT_EQ(read_file(f.app / "main.c"), "int main() { return 0; }\n");
   EXPECT_EQ(read_file(f.docs / "README.md"), "# one\n");
   // Compensation, not abandonment: the undone sandbox keeps its changes and is active again.
   EXPECT_EQ(app->status(), Status::Active);
   EXPECT_EQ(docs->status(), Status::Active);
-  // Caught as the base classes too.
-  try {
-    mgr.commit_all_failing_at("p", 0);
-    ADD_FAILURE() << "no exception";
-  } catch (const plan::SandboxError& base) {
-    EXPECT_NE(dynamic_cast<const plan::AtomicCommitError*>(&base), nullptr);
-    EXPECT_EQ(base.kind(), patchbox::ErrorKind::Plan);
-  }
+  // A failure at the first commit: nothing to undo.
+  failed = mgr.commit_all_failing_at("p", 0);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].sandbox_id, app->sandbox_id());
+  EXPECT_EQ(failed[0].metadata.at("rolled_back_ids"), "");
 }
 
 TEST(PlanErrors, StateErrorOnACleanedUpSandbox) {

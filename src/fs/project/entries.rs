@@ -81,15 +81,15 @@ impl Entry {
 /// parent directory does not exist.
 fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
     let c = Comps::of(rel);
-    let Some(n) = c.len().checked_sub(1) else {
+    if rel.as_bytes().is_empty() {
         return Err(refuse(root, rel, "path is empty"));
-    };
+    }
+    let limit = c.parent_end();
     // Start below the deepest directory already open in this scope.
-    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
-    for i in k..n {
-        let comp = c.comp(i);
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    for (_, comp, end) in c.from(k, off, limit) {
         let name =
-            cstring(comp).map_err(|e| Error::io("open directory", c.full(root, i + 1), e))?;
+            cstring(comp).map_err(|e| Error::io("open directory", c.full_to(root, end), e))?;
         match openat_dir(dir.as_fd(), &name) {
             Ok(d) => {
                 let d = Rc::new(d);
@@ -102,10 +102,10 @@ fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)
                 return Err(refuse(root, rel, "path goes through a symlink"))
             }
             Err(e) if is_missing(&e) => return Ok(None),
-            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+            Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         }
     }
-    let name = cstring(c.comp(n)).map_err(|e| Error::io("open", c.full(root, n + 1), e))?;
+    let name = cstring(c.last()).map_err(|e| Error::io("open", root.join(rel.as_path()), e))?;
     Ok(Some((dir, name)))
 }
 
@@ -115,15 +115,17 @@ fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)
 /// when nothing is, or when every parent is a directory). Below that entry nothing exists.
 pub(crate) fn probe_parents(root: &Path, rel: &RelPath) -> Result<(usize, Option<libc::mode_t>)> {
     let c = Comps::of(rel);
-    let n = c.len().saturating_sub(1);
-    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
-    for i in k..n {
-        let comp = c.comp(i);
-        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full(root, i + 1), e))?;
+    let limit = c.parent_end();
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
+    // Every parent is a directory when the walk gets through them all.
+    let mut n = k;
+    for (i, comp, end) in c.from(k, off, limit) {
+        n = i + 1;
+        let name = cstring(comp).map_err(|e| Error::io("inspect", c.full_to(root, end), e))?;
         let st = match fstatat(dir.as_fd(), &name) {
             Ok(st) => st,
             Err(e) if is_missing(&e) => return Ok((i, None)),
-            Err(e) => return Err(Error::io("inspect", c.full(root, i + 1), e)),
+            Err(e) => return Err(Error::io("inspect", c.full_to(root, end), e)),
         };
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Ok((i, Some(st.st_mode)));
@@ -139,7 +141,7 @@ pub(crate) fn probe_parents(root: &Path, rel: &RelPath) -> Result<(usize, Option
                 return Ok((i, Some(libc::S_IFLNK)))
             }
             Err(e) if is_missing(&e) => return Ok((i, None)),
-            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+            Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         }
     }
     Ok((n, None))
@@ -630,14 +632,13 @@ pub(crate) fn make_dirs(
 ) -> Result<()> {
     let (root, rel) = (&p.root, &p.rel);
     let c = Comps::of(rel);
-    let n = c.len();
-    let (k, mut dir, mut node) = walk_start(root, &c, n)?;
+    let limit = c.whole_end();
+    let (k, off, mut dir, mut node) = walk_start(root, &c, limit)?;
     // Once a directory is created, nothing is below it: no lookup first.
     let mut making = false;
-    for i in k..n {
-        let comp = c.comp(i);
+    for (i, comp, end) in c.from(k, off, limit) {
         let name =
-            cstring(comp).map_err(|e| Error::io("create directory", c.full(root, i + 1), e))?;
+            cstring(comp).map_err(|e| Error::io("create directory", c.full_to(root, end), e))?;
         if !making {
             match openat_dir(dir.as_fd(), &name) {
                 Ok(d) => {
@@ -653,27 +654,27 @@ pub(crate) fn make_dirs(
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                     return Err(Error::ApplyFailed(format!(
                         "{} is not a directory",
-                        String::from_utf8_lossy(&c.bytes[..c.end(i + 1)])
+                        String::from_utf8_lossy(c.upto(end))
                     )))
                 }
-                Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+                Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
             }
         }
         // SAFETY: valid fd and name.
         rc(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) })
-            .map_err(|e| Error::io("create directory", c.full(root, i + 1), e))?;
+            .map_err(|e| Error::io("create directory", c.full_to(root, end), e))?;
         // Opened without following: a symlink swapped in since the mkdirat is refused.
         let d = match openat_dir(dir.as_fd(), &name) {
             Ok(d) => Rc::new(d),
             Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
                 return Err(refuse(root, rel, "path goes through a symlink"))
             }
-            Err(e) => return Err(Error::io("open directory", c.full(root, i + 1), e)),
+            Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         };
         if let Some(perm) = perm(i + 1) {
             // SAFETY: valid fd.
             rc(unsafe { libc::fchmod(d.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
-                .map_err(|e| Error::io("set mode", c.full(root, i + 1), e))?;
+                .map_err(|e| Error::io("set mode", c.full_to(root, end), e))?;
         }
         node = remember(root, node, comp, &d);
         dir = d;

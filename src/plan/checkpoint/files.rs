@@ -55,13 +55,25 @@ pub fn restore(
     store: &Store,
     target: &BTreeMap<String, PathState>,
 ) -> Result<usize, SandboxError> {
+    let root = sb.get_path(Path::new(""))?;
+    restore_at(sb, store, target, &root)
+}
+
+/// [`restore`] into `root`, a tree holding what the sandbox holds now (the sandbox itself, or
+/// a copy of it: [`materialize`]).
+fn restore_at(
+    sb: &dyn Sandbox,
+    store: &Store,
+    target: &BTreeMap<String, PathState>,
+    root: &Path,
+) -> Result<usize, SandboxError> {
+    let root = root.to_path_buf();
     let current: BTreeMap<String, _> = sb
         .changes()?
         .into_iter()
         .map(|e| (e.path.clone(), e))
         .collect();
     let paths: BTreeSet<&String> = current.keys().chain(target.keys()).collect();
-    let root = sb.get_path(Path::new(""))?;
     let mut removals = Vec::new();
     let mut writes = Vec::new();
     for p in paths {
@@ -131,6 +143,51 @@ pub fn restore(
         write_node(&p, &data, mode)?;
     }
     Ok(n)
+}
+
+/// Writes into `dest` (a directory that must not exist yet; made private, 0700) the whole tree
+/// the sandbox whose directory is `tree` had at the checkpoint whose changes are `target`: a
+/// copy of the sandbox now (files, modes, symlinks as links), then the paths where it and
+/// the checkpoint differ. On failure nothing of `dest` is left.
+pub fn materialize(
+    sb: &dyn Sandbox,
+    store: &Store,
+    target: &BTreeMap<String, PathState>,
+    tree: &Path,
+    dest: &Path,
+) -> Result<(), SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dest)
+        .map_err(|e| io("create directory", dest, e))?;
+    let made = copy_dir(tree, dest).and_then(|()| restore_at(sb, store, target, dest));
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(dest);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Copies the tree `from` into the existing directory `to`: files with their permissions,
+/// symlinks as links (never followed), directories recursively.
+fn copy_dir(from: &Path, to: &Path) -> Result<(), SandboxError> {
+    let entries = std::fs::read_dir(from).map_err(|e| io("read directory", from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io("read directory", from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| io("inspect", &src, e))?;
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| io("read symlink", &src, e))?;
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| io("create symlink", &dst, e))?;
+        } else if kind.is_dir() {
+            std::fs::create_dir(&dst).map_err(|e| io("create directory", &dst, e))?;
+            copy_dir(&src, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).map_err(|e| io("copy", &src, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses to write `p` through a symlink: every existing directory between the sandbox

@@ -27,6 +27,7 @@
 //! (savepoints); `none` refuses (its writes went to the original).
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -117,6 +118,9 @@ struct Known {
 /// called.
 pub struct CheckpointManager {
     plans_dir: PathBuf,
+    /// Set by [`CheckpointManager::temporary`]: the manager's own folder under the system
+    /// temp folder, where its checkpoints are (removed with them).
+    temp_root: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Known>>,
     /// checkpoint id → sandbox id, for the checkpoints made here.
     made: Mutex<Vec<(String, String)>>,
@@ -131,6 +135,7 @@ impl CheckpointManager {
     pub fn new(root: impl AsRef<Path>) -> CheckpointManager {
         CheckpointManager {
             plans_dir: root.as_ref().join(PLANS_DIR),
+            temp_root: None,
             sandboxes: Mutex::new(HashMap::new()),
             made: Mutex::new(Vec::new()),
             keep: AtomicBool::new(false),
@@ -162,6 +167,37 @@ impl CheckpointManager {
         let mut m = CheckpointManager::new(root);
         m.remote = Some(RemoteCheckpoints::new(objects));
         m
+    }
+
+    /// A checkpoint manager whose checkpoints live in a folder of its own under the system
+    /// temp folder (`$TMPDIR/patchbox-checkpoints-<ULID>`), as the plan executors'
+    /// documentation places them: deleting a checkpoint removes its folders once empty,
+    /// [`CheckpointManager::cleanup`] removes every checkpoint it made, and dropping it removes
+    /// the folder (unless [`CheckpointManager::keep`] was called). Checkpoints and rollbacks
+    /// take the lock of the sandbox's own plan, wherever its manager's root is.
+    pub fn temporary() -> Result<CheckpointManager, SandboxError> {
+        let dir =
+            std::env::temp_dir().join(format!("patchbox-checkpoints-{}", crate::id::next_string()));
+        // Private (0700): the folder holds the sandbox's content, in a shared temp folder.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                SandboxError::from_lower(
+                    None,
+                    "create checkpoint folder",
+                    crate::Error::io("create directory", &dir, e),
+                )
+            })?;
+        let mut m = CheckpointManager::new(&dir);
+        m.plans_dir = dir.clone();
+        m.temp_root = Some(dir);
+        Ok(m)
+    }
+
+    /// Where the checkpoints are: the root's plans folder, or the temporary folder.
+    pub fn storage_dir(&self) -> &Path {
+        &self.plans_dir
     }
 
     /// Keeps the checkpoints on disk when the manager is dropped.
@@ -202,6 +238,17 @@ impl CheckpointManager {
         phase: &str,
         metadata: BTreeMap<String, String>,
     ) -> Result<Checkpoint, SandboxError> {
+        if let Some(ctx) = sandbox.context() {
+            if ctx.plan_id != plan_id {
+                return Err(SandboxError::sandbox(
+                    Some(sandbox.sandbox_id()),
+                    format!(
+                        "refused checkpoint: plan_id {plan_id:?} is not the sandbox's plan {:?}",
+                        ctx.plan_id
+                    ),
+                ));
+            }
+        }
         let (store, op) = self.known(sandbox)?;
         let _plan = self.lock_plan_of(sandbox)?;
         let _op = op.lock();
@@ -406,9 +453,56 @@ impl CheckpointManager {
         Ok(true)
     }
 
+    /// Writes into `dest` (a directory that must not exist yet) the whole tree the sandbox had
+    /// at `checkpoint`, leaving the sandbox as it is: what the plan executors' documentation
+    /// calls the snapshot directory, made on demand (a checkpoint itself records only what
+    /// changed). `Ok(false)` when the checkpoint no longer exists. Only checkpoints of files
+    /// (`copy_on_write`, `overlay`) have a tree to write; a strategy's native checkpoint (a
+    /// `git_worktree` commit, SQLite savepoints, a custom strategy's own) is refused with
+    /// [`SandboxError`].
+    pub fn materialize(&self, checkpoint: &Checkpoint, dest: &Path) -> Result<bool, SandboxError> {
+        let (sb, store, op) = {
+            let map = self.sandboxes.lock();
+            let Some(k) = map.get(&checkpoint.sandbox_id) else {
+                return Err(SandboxError::sandbox(
+                    Some(&checkpoint.sandbox_id),
+                    "this checkpoint manager does not know the sandbox: attach it first",
+                ));
+            };
+            (k.sandbox.clone(), k.store.clone(), k.op.clone())
+        };
+        let _plan = self.lock_plan_of(&sb)?;
+        let _op = op.lock();
+        let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
+            return Ok(false);
+        };
+        if m.kind == "native" {
+            return Err(SandboxError::sandbox(
+                Some(sb.sandbox_id()),
+                format!(
+                    "checkpoint {}: strategy {} checkpoints natively; there is no tree to write",
+                    m.checkpoint_id,
+                    sb.strategy()
+                ),
+            ));
+        }
+        let ctx = sb.context().ok_or_else(|| SandboxError::State {
+            sandbox_id: Some(sb.sandbox_id().to_string()),
+            from: sb.status(),
+            to: Status::Active,
+        })?;
+        let target = store.full(&m.checkpoint_id)?;
+        files::materialize(sb.as_ref(), &store, &target, &ctx.sandbox_path, dest)
+            .map_err(|e| e.for_sandbox(sb.sandbox_id()))?;
+        Ok(true)
+    }
+
     /// The lock of `sb`'s plan (see [`crate::plan::lock`]): checkpoints and rollbacks to
     /// them change the sandbox, so they serialize with the plan's other operations.
     fn lock_plan_of(&self, sb: &Arc<dyn Sandbox>) -> Result<PlanGuard, SandboxError> {
+        if let Some(plan_dir) = sb.home().and_then(Path::parent) {
+            return PlanGuard::acquire(plan_dir);
+        }
         let ctx = sb.context().ok_or_else(|| SandboxError::State {
             sandbox_id: Some(sb.sandbox_id().to_string()),
             from: sb.status(),
@@ -471,10 +565,67 @@ impl CheckpointManager {
                 if m.kind == "native" {
                     sb.release_native_checkpoint(checkpoint_id)?;
                 }
-                return store.remove(checkpoint_id);
+                let removed = store.remove(checkpoint_id)?;
+                self.made.lock().retain(|(id, _)| id != checkpoint_id);
+                self.prune_folders(&store);
+                return Ok(removed);
             }
         }
         Ok(false)
+    }
+
+    /// In a temporary manager, removes the store of a sandbox once it holds no checkpoint,
+    /// and its then empty folders up to the temporary folder (a manager over a root leaves
+    /// the sandbox's folders to the sandbox: another manager may share them).
+    fn prune_folders(&self, store: &Store) {
+        let Some(top) = &self.temp_root else { return };
+        if !store.list().map(|l| l.is_empty()).unwrap_or(false) {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(store.dir());
+        let mut dir = store.dir().parent();
+        while let Some(d) = dir {
+            if d == top.as_path() || !d.starts_with(top) || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+
+    /// Removes every checkpoint this manager made (their folders too, in a temporary
+    /// manager); returns how many were removed. The first error is returned after trying
+    /// them all.
+    pub fn cleanup(&self) -> Result<usize, SandboxError> {
+        let made: Vec<String> = self.made.lock().iter().map(|(id, _)| id.clone()).collect();
+        let mut n = 0;
+        let mut first = None;
+        for id in made {
+            match self.delete_checkpoint(&id) {
+                Ok(true) => n += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        // Stores of sandboxes cleaned up meanwhile (their checkpoints no longer list).
+        if self.temp_root.is_some() {
+            let stores: Vec<Arc<Store>> = self
+                .sandboxes
+                .lock()
+                .values()
+                .filter(|k| k.sandbox.status() == Status::CleanedUp)
+                .map(|k| k.store.clone())
+                .collect();
+            for st in stores {
+                let _ = std::fs::remove_dir_all(st.dir());
+                self.prune_folders(&st);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// Bytes the checkpoints of a sandbox take on disk.
@@ -495,6 +646,9 @@ impl Drop for CheckpointManager {
         let made = std::mem::take(&mut *self.made.lock());
         for (id, _) in made {
             let _ = self.delete_local(&id);
+        }
+        if let Some(top) = &self.temp_root {
+            let _ = std::fs::remove_dir_all(top);
         }
     }
 }

@@ -31,7 +31,7 @@ pub struct BuiltInAdapter {
 }
 
 fn failure(e: SandboxError) -> StrategyFailure {
-    StrategyFailure(e.to_string())
+    StrategyFailure::new(e.to_string())
 }
 
 impl BuiltInAdapter {
@@ -64,7 +64,7 @@ impl BuiltInAdapter {
             .lock()
             .get(&r.sandbox_id)
             .cloned()
-            .ok_or_else(|| StrategyFailure(format!("no sandbox {} here", r.sandbox_id)))
+            .ok_or_else(|| StrategyFailure::new(format!("no sandbox {} here", r.sandbox_id)))
     }
 }
 
@@ -135,10 +135,10 @@ impl StrategyProtocol for BuiltInAdapter {
             .lock()
             .get(&(r.sandbox_id.clone(), checkpoint_id.to_string()))
             .cloned()
-            .ok_or_else(|| StrategyFailure(format!("no checkpoint {checkpoint_id}")))?;
+            .ok_or_else(|| StrategyFailure::new(format!("no checkpoint {checkpoint_id}")))?;
         match self.checkpoints.rollback_to(&cp).map_err(failure)? {
             true => Ok(()),
-            false => Err(StrategyFailure(format!(
+            false => Err(StrategyFailure::new(format!(
                 "checkpoint {checkpoint_id} no longer exists"
             ))),
         }

@@ -244,9 +244,9 @@ impl NativeModule {
         a: Option<&[u8]>,
         b: &[u8],
     ) -> OpResult<(i32, Vec<u8>)> {
-        let f = f.ok_or_else(|| StrategyFailure(format!("{}: no {op}", self.name)))?;
+        let f = f.ok_or_else(|| StrategyFailure::new(format!("{}: no {op}", self.name)))?;
         let json = serde_json::to_vec(sandbox)
-            .map_err(|e| StrategyFailure(format!("encode sandbox: {e}")))?;
+            .map_err(|e| StrategyFailure::new(format!("encode sandbox: {e}")))?;
         let mut out: Vec<u8> = Vec::new();
         let (ap, al) = a.map_or((std::ptr::null(), 0), |a| (a.as_ptr(), a.len()));
         // SAFETY: every pointer is valid for its length during the call; `out` is the buffer
@@ -271,7 +271,7 @@ impl NativeModule {
         if rc == 0 {
             Ok(out)
         } else {
-            Err(StrategyFailure(format!(
+            Err(StrategyFailure::new(format!(
                 "{op} failed ({rc}): {}",
                 String::from_utf8_lossy(&out)
             )))
@@ -322,7 +322,7 @@ impl StrategyProtocol for NativeModule {
             return Ok(BTreeMap::new());
         }
         serde_json::from_slice(&out)
-            .map_err(|e| StrategyFailure(format!("create: bad metadata JSON: {e}")))
+            .map_err(|e| StrategyFailure::new(format!("create: bad metadata JSON: {e}")))
     }
 
     fn read(&self, sandbox: &SandboxRef, path: &str) -> OpResult<Option<Vec<u8>>> {
@@ -342,11 +342,11 @@ impl StrategyProtocol for NativeModule {
         let r = self.call("diff", self.vt.diff, sandbox, None, &[])?;
         let out = self.ok("diff", r)?;
         let w: WireDiff = serde_json::from_slice(&out)
-            .map_err(|e| StrategyFailure(format!("diff: bad JSON: {e}")))?;
+            .map_err(|e| StrategyFailure::new(format!("diff: bad JSON: {e}")))?;
         let mut entries = Vec::with_capacity(w.entries.len());
         for e in w.entries {
             let Some(operation) = DiffOp::from_name(&e.operation) else {
-                return Err(StrategyFailure(format!(
+                return Err(StrategyFailure::new(format!(
                     "diff: unknown operation {:?} for {}",
                     e.operation, e.path
                 )));

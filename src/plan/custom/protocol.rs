@@ -81,19 +81,48 @@ pub fn summarize(entries: &[DiffEntry]) -> String {
 /// What a strategy's operation reports when it fails: its own words. The library wraps it in
 /// the plan error of the step (a failed `commit` is a
 /// [`SandboxError::Commit`](crate::plan::SandboxError::Commit), …).
+///
+/// `unexpected` tells a failure the strategy anticipated (its own sandbox error: a conflict, a
+/// refused lock) from one it did not (a bug, an exception of another kind): `commit_all`
+/// returns a failed result for the first and raises
+/// [`SandboxError::AtomicCommit`](crate::plan::SandboxError::AtomicCommit) for the second,
+/// as the plan executors' documentation says.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct StrategyFailure(pub String);
+#[error("{message}")]
+pub struct StrategyFailure {
+    /// The strategy's words.
+    pub message: String,
+    /// Whether the failure is not a sandbox-level one (see the type's docs).
+    pub unexpected: bool,
+}
+
+impl StrategyFailure {
+    /// A sandbox-level failure: the strategy refused or could not do the operation.
+    pub fn new(message: impl Into<String>) -> StrategyFailure {
+        StrategyFailure {
+            message: message.into(),
+            unexpected: false,
+        }
+    }
+
+    /// A failure that is not a sandbox-level one (an unanticipated exception).
+    pub fn unexpected(message: impl Into<String>) -> StrategyFailure {
+        StrategyFailure {
+            message: message.into(),
+            unexpected: true,
+        }
+    }
+}
 
 impl From<String> for StrategyFailure {
     fn from(s: String) -> Self {
-        StrategyFailure(s)
+        StrategyFailure::new(s)
     }
 }
 
 impl From<&str> for StrategyFailure {
     fn from(s: &str) -> Self {
-        StrategyFailure(s.to_string())
+        StrategyFailure::new(s)
     }
 }
 

@@ -150,6 +150,10 @@ fn patch_of(entries: &[DiffEntry]) -> Vec<u8> {
 }
 
 impl Sandbox for CustomSandbox {
+    fn home(&self) -> Option<&Path> {
+        Some(self.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.lc.id()
     }
@@ -290,20 +294,34 @@ impl Sandbox for CustomSandbox {
         };
         self.lc.check(from, target)?;
         let sref = self.sref(&st)?;
-        let commit_err = |reason: String| SandboxError::Commit {
-            sandbox_id: self.lc.id().to_string(),
-            reason,
-            files: Vec::new(),
-            source: None,
+        // An unanticipated failure stays one (`commit_all` raises for it rather than
+        // reporting a failed commit).
+        let commit_err = |reason: String, unexpected: bool| {
+            if unexpected {
+                SandboxError::Unexpected {
+                    sandbox_id: Some(self.lc.id().to_string()),
+                    reason,
+                }
+            } else {
+                SandboxError::Commit {
+                    sandbox_id: self.lc.id().to_string(),
+                    reason,
+                    files: Vec::new(),
+                    source: None,
+                }
+            }
         };
-        let view = self
-            .proto
-            .diff(&sref)
-            .map_err(|f| commit_err(format!("strategy {}: {}", self.name, fail("diff", f))))?;
+        let view = self.proto.diff(&sref).map_err(|f| {
+            let unexpected = f.unexpected;
+            commit_err(
+                format!("strategy {}: {}", self.name, fail("diff", f)),
+                unexpected,
+            )
+        })?;
         let commit_ref = self
             .proto
             .commit(&sref, message)
-            .map_err(|f| commit_err(format!("strategy {}: {f}", self.name)))?;
+            .map_err(|f| commit_err(format!("strategy {}: {f}", self.name), f.unexpected))?;
         if from == Status::Created {
             self.lc.advance(&mut st, Status::Active)?;
         }

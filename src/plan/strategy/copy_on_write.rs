@@ -397,6 +397,10 @@ impl CopyOnWrite {
 }
 
 impl Sandbox for CopyOnWrite {
+    fn home(&self) -> Option<&Path> {
+        Some(self.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.lc.id()
     }

@@ -42,6 +42,10 @@ impl NoSandbox {
 }
 
 impl Sandbox for NoSandbox {
+    fn home(&self) -> Option<&Path> {
+        Some(self.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.lc.id()
     }

@@ -445,6 +445,10 @@ impl Drop for Overlay {
 }
 
 impl Sandbox for Overlay {
+    fn home(&self) -> Option<&Path> {
+        Some(self.cow.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.id()
     }

@@ -8,6 +8,7 @@ use super::SandboxManager;
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::session::pending;
+use crate::session::provenance::Provenance;
 
 /// Where [`SandboxManager::deliver_pending_patch`] put a pending patch.
 #[derive(Debug)]
@@ -39,12 +40,24 @@ impl SandboxManager {
     /// of the store keeps the patch locally ([`Delivery::Kept`]); an error is returned only
     /// when it could be kept nowhere.
     pub fn deliver_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<Delivery> {
+        self.deliver_pending_patch_with(delegation_id, patch, &Provenance::default())
+    }
+
+    /// [`deliver_pending_patch`](Self::deliver_pending_patch) with what produced the work
+    /// (command, directory, exit status, times), kept in the local meta or the store's record
+    /// and, when the store fails, in the patch kept locally.
+    pub fn deliver_pending_patch_with(
+        &self,
+        delegation_id: &str,
+        patch: &[u8],
+        provenance: &Provenance,
+    ) -> Result<Delivery> {
         let Some(remote) = &self.remote else {
             return self
-                .write_pending_patch(delegation_id, patch)
+                .write_pending_patch_with(delegation_id, patch, provenance)
                 .map(Delivery::Local);
         };
-        let (meta, touched, sbase) = self.pending_parts(delegation_id, false)?;
+        let (meta, touched, sbase) = self.pending_parts(delegation_id, false, provenance)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),
@@ -58,7 +71,7 @@ impl SandboxManager {
                 url: remote.url(),
             }),
             Err(error @ Error::Store(_)) => {
-                let path = self.write_pending_patch(delegation_id, patch)?;
+                let path = self.write_pending_patch_with(delegation_id, patch, provenance)?;
                 Ok(Delivery::Kept { path, error })
             }
             Err(e) => Err(e),

@@ -35,6 +35,7 @@ use crate::session::delegation::{
 };
 use crate::session::layout;
 use crate::session::pending::{self, PendingMeta};
+use crate::session::provenance::Provenance;
 use crate::session::recover;
 use crate::tree::base::{Base, BaseSrc};
 use crate::tree::diff::{self, Manifest, ManifestEntry};
@@ -553,16 +554,29 @@ impl SandboxManager {
     /// the same id gets the next free name (`<id>.2.patch`, …): none is ever overwritten. When the delegation was finalized by this manager,
     /// the base versions of the files it touched are kept beside it for 3-way merging.
     pub fn write_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<PathBuf> {
-        self.write_pending_inner(delegation_id, patch, false)
+        self.write_pending_inner(delegation_id, patch, false, &Provenance::default())
     }
 
-    /// What a pending patch of `id` is stored with: its meta, the paths its last finalize
-    /// touched, and the session base their pre-images are read from (none before the first
-    /// snapshot).
+    /// [`write_pending_patch`](Self::write_pending_patch) with what produced the work (the
+    /// command, its directory, exit status and times), kept beside the patch for review and
+    /// shown by `patchbox pending show` and in its JSON.
+    pub fn write_pending_patch_with(
+        &self,
+        delegation_id: &str,
+        patch: &[u8],
+        provenance: &Provenance,
+    ) -> Result<PathBuf> {
+        self.write_pending_inner(delegation_id, patch, false, provenance)
+    }
+
+    /// What a pending patch of `id` is stored with: its meta (with `provenance`), the paths
+    /// its last finalize touched, and the session base their pre-images are read from (none
+    /// before the first snapshot).
     fn pending_parts(
         &self,
         id: &str,
         abandoned: bool,
+        provenance: &Provenance,
     ) -> Result<(PendingMeta, Vec<RelPath>, Option<Arc<SessionBase>>)> {
         layout::validate_delegation_id(id)?;
         let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
@@ -576,12 +590,20 @@ impl SandboxManager {
             created: now_secs(),
             recovered: false,
             abandoned,
+            provenance: provenance.clone(),
+            split_from: None,
         };
         Ok((meta, touched, self.base.lock().clone()))
     }
 
-    fn write_pending_inner(&self, id: &str, patch: &[u8], abandoned: bool) -> Result<PathBuf> {
-        let (meta, touched, sbase) = self.pending_parts(id, abandoned)?;
+    fn write_pending_inner(
+        &self,
+        id: &str,
+        patch: &[u8],
+        abandoned: bool,
+        provenance: &Provenance,
+    ) -> Result<PathBuf> {
+        let (meta, touched, sbase) = self.pending_parts(id, abandoned, provenance)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),

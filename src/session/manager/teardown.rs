@@ -67,7 +67,12 @@ impl SandboxManager {
                     &res.patch,
                 )?;
                 if !res.patch.is_empty() && stored.is_none() {
-                    self.write_pending_inner(&info.delegation_id, &res.patch, true)?;
+                    self.write_pending_inner(
+                        &info.delegation_id,
+                        &res.patch,
+                        true,
+                        &Default::default(),
+                    )?;
                 }
                 Ok(())
             }));

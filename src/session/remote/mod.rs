@@ -141,6 +141,8 @@ impl RemotePending {
             created: meta.created,
             recovered: meta.recovered,
             abandoned: meta.abandoned,
+            provenance: meta.provenance.clone(),
+            split_from: meta.split_from.clone(),
             patch_key: patch_key.to_string(),
             patch_oid,
             patch_bytes: patch.len() as u64,

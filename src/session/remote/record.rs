@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::git::oid::{from_hex, to_hex};
+use crate::session::provenance::Provenance;
 use crate::store::{Key, StoreError, StoreResult};
 
 /// Format version of a record; a reader refuses newer ones rather than misread them.
@@ -56,6 +57,13 @@ pub struct Record {
     /// Kept when its manager ended with the sandbox still open.
     #[serde(default)]
     pub abandoned: bool,
+    /// What produced the patch (command, directory, exit status, times); empty when unknown
+    /// (and in records written before it was kept).
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// The pending patch it is the rest of, after a partial apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_from: Option<String>,
     /// The key of the patch object.
     pub patch_key: String,
     /// git blob id of the patch bytes.

@@ -162,6 +162,10 @@ impl GitWorktree {
 }
 
 impl Sandbox for GitWorktree {
+    fn home(&self) -> Option<&Path> {
+        Some(self.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.lc.id()
     }

@@ -521,6 +521,10 @@ fn run_statement(
 }
 
 impl Sandbox for SqliteSandbox {
+    fn home(&self) -> Option<&Path> {
+        Some(self.lc.dir())
+    }
+
     fn sandbox_id(&self) -> &str {
         self.lc.id()
     }

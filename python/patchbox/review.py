@@ -1,0 +1,55 @@
+"""Review and accept: the pending store's records as Python data, and accepting part of a
+pending patch.
+
+The records are the JSON documents ``patchbox ... --json`` prints and the C++ API returns
+(``docs/json.md``): the same field names, whichever face a consumer uses. ``pending_records``
+lists every pending patch (ids, project, origin, times, the command that produced it, and the
+files with their change kind and line counts); ``apply_pending_selected`` applies some files
+(``only``, ``exclude``) or hunks (``hunks=["a.py:1,3"]``) and keeps the rest pending as a new
+entry that applies later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
+
+from ._native import (
+    PartialApply,
+    apply_pending_selected,
+    pending_record_json,
+    pending_records_json,
+    sessions_json,
+)
+
+__all__ = [
+    "PartialApply",
+    "apply_pending_selected",
+    "pending_record",
+    "pending_records",
+    "session_records",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def pending_records(root: Optional[PathLike] = None) -> List[Dict[str, Any]]:
+    """Every pending patch's record under ``root``, oldest session first (what
+    ``patchbox pending list --json`` prints)."""
+    records: List[Dict[str, Any]] = json.loads(pending_records_json(root))
+    return records
+
+
+def pending_record(id: str, *, root: Optional[PathLike] = None) -> Dict[str, Any]:
+    """The record of pending patch ``id``, its ``patch`` text included (what
+    ``patchbox pending show --json`` prints). An unknown id raises ``PatchboxError``
+    (kind ``"pending"``)."""
+    record: Dict[str, Any] = json.loads(pending_record_json(id, root=root))
+    return record
+
+
+def session_records(root: Optional[PathLike] = None) -> List[Dict[str, Any]]:
+    """The sessions under ``root`` (what ``patchbox sessions --json`` prints)."""
+    records: List[Dict[str, Any]] = json.loads(sessions_json(root))
+    return records
