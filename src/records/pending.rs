@@ -9,8 +9,8 @@ use crate::patch::parse::parse_patch;
 use crate::patch::stat::{file_stats, FileStat};
 use crate::session::pending::PendingEntry;
 use crate::session::provenance::Provenance;
-use crate::session::remote::RemoteEntry;
 use crate::session::recover::{PruneReport, SessionStatus};
+use crate::session::remote::RemoteEntry;
 
 /// One pending patch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -110,8 +110,12 @@ impl PendingRecord {
             provenance: r.provenance.clone(),
             files,
             patch_file: format!("{url}/{}", r.patch_key),
-            preimages: (!r.preimages.is_empty())
-                .then(|| format!("{url}/{}", crate::session::remote::preimages::OBJECTS_PREFIX)),
+            preimages: (!r.preimages.is_empty()).then(|| {
+                format!(
+                    "{url}/{}",
+                    crate::session::remote::preimages::OBJECTS_PREFIX
+                )
+            }),
             patch: with_patch.then(|| String::from_utf8_lossy(patch).into_owned()),
         }
     }
