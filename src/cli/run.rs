@@ -1,6 +1,6 @@
 //! `patchbox run`: snapshot the project, run a command in a sandbox of it, deliver the patch
-//! of what it changed (stdout, a file or the pending store, with the command's provenance),
-//! and leave the sandbox's removal to a detached reaper.
+//! of what it changed (stdout, a file, or the pending store — local or an object store —
+//! with the command's provenance), and leave the sandbox's removal to a detached reaper.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
