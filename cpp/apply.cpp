@@ -153,6 +153,15 @@ ApplyReport apply_pending(const std::filesystem::path& root, const std::string& 
   });
 }
 
+ApplyReport apply_stored(const std::string& store_url, const std::string& id,
+                         const std::filesystem::path& project, const std::filesystem::path& root,
+                         const ApplyOptions& options) {
+  return call([&] {
+    return report_of(
+        bridge::apply_stored(store_url, id, bytes(project), bytes(root), options_in(options)));
+  });
+}
+
 PartialApply apply_pending_selected(const std::filesystem::path& root, const std::string& id,
                                     const Selection& selection, const ApplyOptions& options,
                                     const std::optional<std::filesystem::path>& project) {

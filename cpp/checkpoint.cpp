@@ -132,6 +132,36 @@ CheckpointManager CheckpointManager::open(const std::filesystem::path& root) {
   });
 }
 
+CheckpointManager CheckpointManager::open_with_store(const std::filesystem::path& root,
+                                                     const std::string& store_url) {
+  return call([&] {
+    return CheckpointManager(
+        std::make_unique<Impl>(pb::plan_checkpoints_with_store(bytes(root), store_url)));
+  });
+}
+
+std::vector<Checkpoint> CheckpointManager::list_stored() const {
+  return call([&] {
+    std::vector<Checkpoint> out;
+    for (const auto& c : impl().cps->list_stored()) out.push_back(checkpoint_of(c));
+    return out;
+  });
+}
+
+std::optional<Checkpoint> CheckpointManager::restore_from_store(
+    const std::shared_ptr<Sandbox>& sandbox, const std::string& checkpoint_id) {
+  const pb::PlanSandbox& rs = library_sandbox(sandbox);
+  return call([&]() -> std::optional<Checkpoint> {
+    auto c = impl().cps->restore_from_store(rs, checkpoint_id);
+    if (c.checkpoint_id.empty()) return std::nullopt;
+    return checkpoint_of(c);
+  });
+}
+
+std::size_t CheckpointManager::prune_store(std::uint64_t grace_seconds) {
+  return call([&] { return impl().cps->prune_store(grace_seconds); });
+}
+
 CheckpointManager CheckpointManager::open() {
   // The bridge reads an empty root as "a folder of its own under the system temp folder".
   return call([&] {

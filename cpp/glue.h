@@ -42,6 +42,7 @@ inline constexpr KindName kKinds[] = {
     {ErrorKind::ApplyFailed, "apply_failed"},
     {ErrorKind::Pending, "pending"},
     {ErrorKind::Callback, "callback"},
+    {ErrorKind::Store, "store"},
     {ErrorKind::Internal, "internal"},
     {ErrorKind::Plan, "plan"},
 };

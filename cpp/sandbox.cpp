@@ -122,7 +122,8 @@ SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const O
     std::uint8_t isolation = 0;
     if (options.isolation) isolation = static_cast<std::uint8_t>(*options.isolation) + 1;
     auto mgr = bridge::new_manager(bytes(project_dir), bytes(options.root), std::move(sink),
-                                   options.prune_on_start, options.git_repo, isolation);
+                                   options.prune_on_start, options.git_repo, isolation,
+                                   options.store);
     return std::make_unique<Impl>(std::move(mgr));
   });
 }
@@ -152,6 +153,22 @@ std::filesystem::path SandboxManager::write_pending_patch(const std::string& del
                                                           const std::string& patch) {
   return call([&] {
     return path_of(impl().mgr->write_pending_patch(bytes(delegation_id), bytes(patch)));
+  });
+}
+
+PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegation_id,
+                                                      const std::string& patch) {
+  return call([&] {
+    auto d = impl().mgr->deliver_pending_patch(bytes(delegation_id), bytes(patch));
+    PendingDelivery out;
+    out.place = d.place == 1   ? PendingDelivery::Place::Stored
+                : d.place == 2 ? PendingDelivery::Place::Kept
+                               : PendingDelivery::Place::Local;
+    out.path = path_of(d.path);
+    out.id = std::string(d.id);
+    out.url = std::string(d.url);
+    out.error = std::string(d.error);
+    return out;
   });
 }
 

@@ -54,6 +54,46 @@ void drop_pending(const std::filesystem::path& root, const std::string& id) {
   call([&] { bridge::drop_pending(bytes(root), id); });
 }
 
+std::vector<StoredPatch> list_stored(const std::string& store_url) {
+  return call([&] {
+    std::vector<StoredPatch> out;
+    for (const auto& e : bridge::list_stored(store_url)) {
+      StoredPatch p;
+      p.id = std::string(e.id);
+      p.session = std::string(e.session);
+      p.delegation = std::string(e.delegation);
+      p.name = std::string(e.name);
+      p.host = std::string(e.host);
+      p.project = path_of(e.project);
+      p.created = e.created;
+      p.recovered = e.recovered;
+      p.abandoned = e.abandoned;
+      p.files = e.files;
+      p.patch_bytes = e.patch_bytes;
+      out.push_back(std::move(p));
+    }
+    return out;
+  });
+}
+
+std::string read_stored(const std::string& store_url, const std::string& id) {
+  return call([&] { return glue::str_of(bridge::read_stored(store_url, id)); });
+}
+
+void drop_stored(const std::string& store_url, const std::string& id) {
+  call([&] { bridge::drop_stored(store_url, id); });
+}
+
+PushReport push_pending(const std::filesystem::path& root, const std::string& store_url) {
+  return call([&] {
+    auto r = bridge::push_pending(bytes(root), store_url);
+    PushReport out;
+    for (const auto& p : r.pushed) out.pushed.emplace_back(std::string(p.local_id), std::string(p.outcome));
+    for (const auto& p : r.failed) out.failed.emplace_back(std::string(p.local_id), std::string(p.outcome));
+    return out;
+  });
+}
+
 std::string pending_records_json(const std::filesystem::path& root) {
   return call([&] { return std::string(bridge::pending_records_json(bytes(root))); });
 }

@@ -98,6 +98,10 @@ pub enum Error {
     /// A callback supplied by the caller failed or panicked.
     #[error("callback failed: {0}")]
     Callback(String),
+    /// An object store (a pending store or checkpoints beyond this machine) failed: its URL,
+    /// the operation and the key or path are in the message.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 impl Error {
@@ -124,6 +128,7 @@ impl Error {
         "apply_failed",
         "pending",
         "callback",
+        "store",
     ];
 
     /// A short stable name for the variant, used by the CLI and the C++ bridge; one of
@@ -141,6 +146,7 @@ impl Error {
             Error::ApplyFailed(_) => "apply_failed",
             Error::Pending { .. } => "pending",
             Error::Callback(_) => "callback",
+            Error::Store(_) => "store",
         }
     }
 }
@@ -194,6 +200,10 @@ mod tests {
                 reason: "r".into(),
             },
             Error::Callback("r".into()),
+            Error::Store(crate::store::StoreError::Key {
+                key: "k".into(),
+                reason: "r",
+            }),
         ];
         for e in &all {
             match e {
@@ -207,7 +217,8 @@ mod tests {
                 | Error::PatchParse { .. }
                 | Error::ApplyFailed(_)
                 | Error::Pending { .. }
-                | Error::Callback(_) => {}
+                | Error::Callback(_)
+                | Error::Store(_) => {}
             }
         }
         all

@@ -59,6 +59,7 @@ pub mod patch;
 pub mod plan;
 pub mod records;
 pub mod session;
+pub mod store;
 pub mod tree;
 
 pub use error::{Error, Result};
@@ -66,7 +67,7 @@ pub use fs::RelPath;
 pub use session::delegation::{
     Completion, DecideFn, Decision, Isolation, IsolationMode, Routed, SandboxInfo, SandboxResult,
 };
-pub use session::manager::{Options, SandboxManager};
+pub use session::manager::{Delivery, Options, SandboxManager};
 pub use session::scoped::ScopedSandbox;
 
 #[cfg(test)]

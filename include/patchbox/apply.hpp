@@ -207,6 +207,18 @@ ApplyReport apply_pending(const std::filesystem::path& root, const std::string& 
                           const ApplyOptions& options = {},
                           const std::optional<std::filesystem::path>& project = std::nullopt);
 
+/// Applies pending patch @p id of the object store @p store_url (see
+/// `<patchbox/store.hpp>`, list_stored()) onto @p project — the caller's own copy of the
+/// project — merging 3-way against the pre-images stored with it unless @p options names
+/// others, with an undo record under @p root (empty: the default root). Once applied for real
+/// it is removed from the store; conflicts and refusals keep it.
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Store, and as
+///   apply_patch().
+ApplyReport apply_stored(const std::string& store_url, const std::string& id,
+                         const std::filesystem::path& project,
+                         const std::filesystem::path& root = {},
+                         const ApplyOptions& options = {});
+
 /// Which parts of a pending patch to accept (what `patchbox pending apply` takes as
 /// `--only`, `--exclude` and `--hunks`). An empty selection takes everything.
 struct Selection {

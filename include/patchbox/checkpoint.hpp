@@ -28,12 +28,14 @@
 #ifndef PATCHBOX_CHECKPOINT_HPP
 #define PATCHBOX_CHECKPOINT_HPP
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +82,13 @@ class CheckpointManager {
   /// The checkpoint manager of the sandboxes under @p root (the root the SandboxManager was
   /// opened with; nothing is read or made until the first checkpoint).
   static CheckpointManager open(const std::filesystem::path& root);
+  /// open(), with file checkpoints also written to the object store @p store_url
+  /// (`s3://bucket/prefix` with the AWS variables, or a directory of the same layout), so
+  /// another machine's manager can restore_from_store() them. Stored checkpoints outlive the
+  /// manager; delete_checkpoint() and prune_store() remove them.
+  /// @throws SandboxError for a store URL that is not understood.
+  static CheckpointManager open_with_store(const std::filesystem::path& root,
+                                           const std::string& store_url);
   /// A checkpoint manager keeping its checkpoints in a folder of its own under the system temp
   /// folder (`$TMPDIR/patchbox-checkpoints-<ULID>`), as the plan executors' documentation
   /// places them; destroying it removes the folder with every checkpoint (unless keep()).
@@ -132,6 +141,21 @@ class CheckpointManager {
   bool delete_checkpoint(const std::string& checkpoint_id);
   /// Keeps the checkpoints on disk when the manager is destroyed.
   void keep();
+  /// The checkpoints in the object store (open_with_store()), of every plan and sandbox,
+  /// oldest first (their snapshot_path is empty).
+  /// @throws SandboxError without a store, or when the store fails.
+  std::vector<Checkpoint> list_stored() const;
+  /// Makes @p sandbox — of a copy of the same project state, on any machine — what the
+  /// stored checkpoint @p checkpoint_id recorded; the checkpoint is kept locally too.
+  /// @returns it, or std::nullopt when the store has no such checkpoint.
+  /// @throws SandboxError without a store, for a committed sandbox or one that cannot
+  ///   restore files, or when the store fails.
+  std::optional<Checkpoint> restore_from_store(const std::shared_ptr<Sandbox>& sandbox,
+                                               const std::string& checkpoint_id);
+  /// Removes the store's objects no stored checkpoint refers to and older than
+  /// @p grace_seconds (younger ones may belong to an upload running elsewhere).
+  /// @returns how many went.
+  std::size_t prune_store(std::uint64_t grace_seconds = 3600);
   /// Bytes the checkpoints of a sandbox take on disk (0 for a sandbox it does not know).
   std::uint64_t disk_bytes(const std::string& sandbox_id) const;
 

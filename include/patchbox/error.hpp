@@ -30,6 +30,8 @@ enum class ErrorKind {
                    ///< it was (rolled back).
   Pending,         ///< A pending patch id that matches nothing, or more than one patch.
   Callback,        ///< A callback supplied by the caller failed.
+  Store,           ///< An object store (`s3://…` or a store directory) failed or holds
+                   ///< something damaged; the message names the store, operation and key.
   Internal,        ///< A bug or resource exhaustion inside the library (e.g. a Rust panic).
   Plan,            ///< A plan-layer error: patchbox::plan::SandboxError or a subclass of it
                    ///< (`<patchbox/plan.hpp>`; the Rust `patchbox::plan::SandboxError`, a

@@ -86,6 +86,28 @@ struct Options {
   /// How sandboxes are isolated. Empty: `$PATCHBOX_ISOLATION` (`copy`, `overlay`, `auto`) if
   /// set, else Isolation::Auto (an overlay where one can be mounted, else copies).
   std::optional<Isolation> isolation;
+  /// Where SandboxManager::deliver_pending_patch() stores pending patches: an object store
+  /// shared with other machines, `s3://bucket/prefix` (endpoint, region and credentials from
+  /// the AWS variables: `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+  /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`) or a directory of the same layout. Empty: the
+  /// local pending store under the root, and no network is touched.
+  std::string store;
+};
+
+/// Where SandboxManager::deliver_pending_patch() put a pending patch.
+struct PendingDelivery {
+  /// Which store took it.
+  enum class Place {
+    Local,   ///< The local pending store (no Options::store): #path is the patch file.
+    Stored,  ///< The object store: #id there, in #url.
+    Kept,    ///< The object store failed (#error); kept locally at #path, to be pushed later
+             ///< (patchbox::push_pending(), `patchbox pending push --store URL`).
+  };
+  Place place = Place::Local;          ///< Which store took it.
+  std::filesystem::path path;          ///< The local patch file (Local, Kept).
+  std::string id;                      ///< Its id in the object store (Stored).
+  std::string url;                     ///< The object store's URL (Stored).
+  std::string error;                   ///< Why the object store failed (Kept).
 };
 
 /// A delegation's sandbox, as handed to the engine.
@@ -197,6 +219,15 @@ class SandboxManager {
   /// @throws Error ErrorKind::InvalidId, ErrorKind::Io, …
   std::filesystem::path write_pending_patch(const std::string& delegation_id,
                                             const std::string& patch);
+
+  /// Stores @p patch as a pending patch of @p delegation_id where Options::store says, with
+  /// the base versions of the files it touched (for a 3-way apply on another machine).
+  /// Without a store this is write_pending_patch(). A failure of the store keeps the patch
+  /// locally (PendingDelivery::Place::Kept); Error is thrown only when it could be kept
+  /// nowhere.
+  /// @throws Error ErrorKind::InvalidId, ErrorKind::Io, …
+  PendingDelivery deliver_pending_patch(const std::string& delegation_id,
+                                        const std::string& patch);
 
   /// write_pending_patch() with what produced the work — the command, its directory, exit
   /// status and times — kept beside the patch for review: `patchbox pending show` prints it,

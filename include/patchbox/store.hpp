@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "patchbox/error.hpp"
@@ -58,6 +59,50 @@ std::string read_pending(const std::filesystem::path& root, const std::string& i
 /// when nothing else is left in it.
 /// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Io.
 void drop_pending(const std::filesystem::path& root, const std::string& id);
+
+/// A pending patch in an object store shared by many machines (`s3://bucket/prefix`, or a
+/// directory of the same layout; endpoint and credentials from the AWS variables). Stored by
+/// SandboxManager::deliver_pending_patch() with Options::store, or by push_pending().
+struct StoredPatch {
+  std::string id;                 ///< `<session-id>/<name>`, unique in the store.
+  std::string session;            ///< The session that produced it.
+  std::string delegation;         ///< The delegation that produced it.
+  std::string name;               ///< Its name in the session (`<id>`, `<id>.2`, …).
+  std::string host;               ///< The machine that stored it.
+  std::filesystem::path project;  ///< The project it was made from, on that machine.
+  std::uint64_t created = 0;      ///< When it was stored (seconds since the epoch).
+  bool recovered = false;         ///< Recovered from a session that died before finishing.
+  bool abandoned = false;         ///< Kept when its manager ended with the sandbox open.
+  std::uint64_t files = 0;        ///< Files it touches.
+  std::uint64_t patch_bytes = 0;  ///< Size of the patch.
+};
+
+/// Every pending patch in the object store @p store_url, by session then name.
+/// @throws Error ErrorKind::Store (unreachable, refused, damaged).
+std::vector<StoredPatch> list_stored(const std::string& store_url);
+
+/// The bytes of pending patch @p id in the object store (checked against its record).
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Store.
+std::string read_stored(const std::string& store_url, const std::string& id);
+
+/// Removes pending patch @p id from the object store (its record, then its patch; shared
+/// pre-images stay for other patches).
+/// @throws Error ErrorKind::Pending, ErrorKind::Store.
+void drop_stored(const std::string& store_url, const std::string& id);
+
+/// What push_pending() did.
+struct PushReport {
+  /// (local id, id in the store) of each pending patch sent and removed locally.
+  std::vector<std::pair<std::string, std::string>> pushed;
+  /// (local id, error) of each pending patch that stays local.
+  std::vector<std::pair<std::string, std::string>> failed;
+};
+
+/// Sends every local pending patch under @p root (empty: the default root) to the object
+/// store, with its pre-images, removing each locally once stored; for work kept locally when
+/// the store failed. Sending one twice stores it once.
+/// @throws Error ErrorKind::Io (the root cannot be read), ErrorKind::Store (a bad URL).
+PushReport push_pending(const std::filesystem::path& root, const std::string& store_url);
 
 /// A session found under the root.
 struct SessionStatus {

@@ -464,10 +464,13 @@ class CheckpointManager:
     """Checkpoints of the sandboxes under one root, stored as what changed against each
     sandbox's base. A context manager: leaving ``with`` closes it (see ``close``).
     """
-    def __init__(self, root: Union[None, _Path, SandboxManager] = None) -> None:
+    def __init__(self, root: Union[None, _Path, SandboxManager] = None, *, store: Optional[str] = None) -> None:
         """The checkpoints of the sandboxes under ``root``: a ``SandboxManager`` (its root) or a
         directory; without one, a folder of the manager's own under the system temp folder
-        (removed with its checkpoints by ``close``).
+        (removed with its checkpoints by ``close``). With ``store`` (``s3://bucket/prefix``, or a
+        directory) file checkpoints are written there too, for ``restore_from_store`` on another
+        machine; a manager with a store and no ``root`` keeps its local copies under the default
+        root (``$PATCHBOX_ROOT``, else ``$HOME/.entropic/sandbox``).
         """
     @property
     def storage_dir(self) -> str:
@@ -476,6 +479,16 @@ class CheckpointManager:
         """Removes every checkpoint this manager made (with their folders under the temp
         folder); returns how many.
         """
+    def list_stored(self) -> List[SandboxCheckpoint]:
+        """The checkpoints in the object store, of every plan and sandbox, oldest first
+        (``SandboxError`` without a store)."""
+    def restore_from_store(self, sandbox: Sandbox, checkpoint_id: str) -> Optional[SandboxCheckpoint]:
+        """Makes ``sandbox`` (of a copy of the same project state, on any machine) what the stored
+        checkpoint recorded; returns it, now kept locally too, or ``None`` when the store lacks it.
+        """
+    def prune_store(self, grace_seconds: float = 3600.0) -> int:
+        """Removes the store's objects no stored checkpoint refers to and older than
+        ``grace_seconds``; returns how many went."""
     def create_checkpoint(self, sandbox: Sandbox, plan_id: str, phase: str, metadata: Optional[Dict[str, str]] = None) -> SandboxCheckpoint:
         """Records the state of ``sandbox`` now, at ``phase``, with ``metadata``; returns the
         checkpoint. A ``none`` sandbox cannot be checkpointed, and a ``plan_id`` that is not the
@@ -666,11 +679,14 @@ class SessionManager:
         progress: Optional[Callable[[int, int, int], object]] = None,
         isolation: Optional[Literal["copy", "overlay", "auto"]] = None,
         git_repo: bool = True,
+        store: Optional[str] = None,
     ) -> None:
         """Starts a session for ``project_dir`` under ``root`` (default: ``$PATCHBOX_ROOT``, else
         ``~/.entropic/sandbox``) and, unless ``prune_on_start`` is false, recovers dead sessions
         there on a background thread. ``isolation`` is ``"copy"``, ``"overlay"`` or ``"auto"``
-        (default: ``$PATCHBOX_ISOLATION``, else ``"auto"``). Failures raise ``PatchboxError``.
+        (default: ``$PATCHBOX_ISOLATION``, else ``"auto"``). ``store`` (``s3://bucket/prefix`` or a
+        directory) is where ``deliver_pending_patch`` stores pending patches for other
+        machines. Failures raise ``PatchboxError``.
         """
     def isolation_mode(self) -> Optional[str]:
         """What sandboxes are made as (``"copy"``, ``"kernel-overlay"``, ``"fuse-overlay"``) once
@@ -702,6 +718,11 @@ class SessionManager:
     def discard_sandbox(self, info: SandboxInfo) -> None:
         """Removes a sandbox. Idempotent; a path that is not a sandbox of this session is refused
         (``PatchboxError``, ``kind == "containment"``) and nothing is removed.
+        """
+    def deliver_pending_patch(self, delegation_id: str, patch: _Patch) -> PendingDelivery:
+        """Stores ``patch`` as a pending patch of ``delegation_id`` in the session's ``store``
+        (with the base versions of the files it touched), or locally without one; a store that
+        fails keeps it locally (``place == "kept"``).
         """
     def write_pending_patch(
         self,
@@ -1001,6 +1022,80 @@ def apply_pending(
     """
 def drop_pending(id: str, *, root: Optional[_Path] = None) -> None:
     """Removes the pending patch ``id`` (its meta and pre-images too)."""
+
+@final
+class StoredPatch:
+    """One pending patch in an object store (``s3://bucket/prefix``, or a directory of the
+    same layout), shared by every machine that holds the URL."""
+    id: str
+    """``<session-id>/<name>``, unique in the store."""
+    session: str
+    """The session that produced it."""
+    delegation: str
+    """The delegation that produced it."""
+    name: str
+    """Its name in the session (``<id>``, ``<id>.2``, ...)."""
+    host: str
+    """The machine that stored it."""
+    project: pathlib.Path
+    """The project it was made from, on that machine."""
+    created: int
+    """When it was stored, seconds since the Unix epoch."""
+    recovered: bool
+    """Recovered from a session that died before finishing."""
+    abandoned: bool
+    """Its manager ended with the sandbox neither completed nor discarded."""
+    files: int
+    """Files it touches."""
+    patch_bytes: int
+    """Size of the patch in bytes."""
+
+@final
+class PendingDelivery:
+    """Where ``SessionManager.deliver_pending_patch`` put a pending patch."""
+    place: Literal["local", "stored", "kept"]
+    """``"local"`` (no store), ``"stored"`` (in the object store), ``"kept"`` (the store
+    failed: kept in the local pending store until ``push_pending``)."""
+    path: Optional[pathlib.Path]
+    """The local patch file (``"local"``, ``"kept"``)."""
+    id: Optional[str]
+    """Its id in the object store (``"stored"``)."""
+    url: Optional[str]
+    """The object store's URL (``"stored"``)."""
+    error: Optional[str]
+    """Why the store failed (``"kept"``)."""
+
+def list_stored(store: str) -> List[StoredPatch]:
+    """Every pending patch in the object store ``store``; endpoint and credentials come from
+    the AWS variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...). A store that fails
+    raises ``PatchboxError`` (kind ``"store"``).
+    """
+def read_stored(id: str, *, store: str) -> bytes:
+    """The bytes of the stored pending patch ``id`` (``PatchboxError`` kind ``"pending"`` when
+    unknown).
+    """
+def apply_stored(
+    id: str,
+    project: _Path,
+    *,
+    store: str,
+    root: Optional[_Path] = None,
+    check: bool = False,
+    conflict_markers: bool = False,
+) -> ApplyReport:
+    """Applies the stored pending patch ``id`` onto ``project`` (your own copy), merging 3-way
+    against its stored pre-images, with an undo record under ``root``. Applied for real (not
+    ``check``), it leaves the store; a conflict keeps it.
+    """
+def drop_stored(id: str, *, store: str) -> None:
+    """Removes the stored pending patch ``id``."""
+def push_pending(
+    store: str, *, root: Optional[_Path] = None
+) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:
+    """Sends every local pending patch under ``root`` to ``store``, removing each locally once
+    stored; returns ``(pushed, failed)``: (local id, id in the store) pairs, and (local id,
+    error) pairs for those that stay local.
+    """
 
 class PartialApply:
     """What ``apply_pending_selected`` did."""

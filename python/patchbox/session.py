@@ -4,7 +4,9 @@ What: ``SessionManager`` (one per engine session: ``create_sandbox``, ``finalize
 ``discard_sandbox``, ``write_pending_patch``, ``complete_sandbox`` with a decision callable),
 ``ScopedSandbox`` (points an engine's tools at a sandbox for a ``with`` block), ``apply_patch``
 and ``UndoStore`` (atomic, undoable applies), and the pending store (``list_pending``,
-``read_pending``, ``apply_pending``, ``drop_pending``).
+``read_pending``, ``apply_pending``, ``drop_pending``) — also in an object store shared by
+many machines (``SessionManager(store=...)``, ``list_stored``, ``read_stored``,
+``apply_stored``, ``drop_stored``, ``push_pending``).
 
 Why: the same vocabulary as the Rust ``patchbox::SandboxManager`` and the C++
 ``patchbox::SandboxManager``, so a Python engine swaps its sandbox layer for this one.
@@ -28,6 +30,7 @@ from ._native import (
     FileStatus,
     HunkConflict,
     Outcome,
+    PendingDelivery,
     PendingPatch,
     PruneReport,
     RecoveryReport,
@@ -36,16 +39,22 @@ from ._native import (
     SandboxResult,
     SessionManager,
     SessionStatus,
+    StoredPatch,
     UndoRecord,
     UndoReport,
     UndoStore,
     apply_patch,
     apply_pending,
+    apply_stored,
     drop_pending,
+    drop_stored,
     list_pending,
     list_sessions,
+    list_stored,
     prune_sessions,
+    push_pending,
     read_pending,
+    read_stored,
     recover_project,
     undo_apply,
 )
@@ -58,6 +67,7 @@ __all__ = [
     "FileStatus",
     "HunkConflict",
     "Outcome",
+    "PendingDelivery",
     "PendingPatch",
     "PruneReport",
     "RecoveryReport",
@@ -67,16 +77,22 @@ __all__ = [
     "ScopedSandbox",
     "SessionManager",
     "SessionStatus",
+    "StoredPatch",
     "UndoRecord",
     "UndoReport",
     "UndoStore",
     "apply_patch",
     "apply_pending",
+    "apply_stored",
     "drop_pending",
+    "drop_stored",
     "list_pending",
     "list_sessions",
+    "list_stored",
     "prune_sessions",
+    "push_pending",
     "read_pending",
+    "read_stored",
     "recover_project",
     "undo_apply",
 ]

@@ -20,7 +20,7 @@ use patchbox::plan::SandboxError;
 
 use crate::errors::plan_err;
 use crate::plan::SandboxManager;
-use crate::plan_model::{datetime, path_str, record};
+use crate::plan_model::{datetime, default_root, path_str, record};
 use crate::sandbox::Sandbox;
 
 /// A Rust checkpoint as the `SandboxCheckpoint` record (`patchbox._records`).
@@ -86,20 +86,69 @@ impl CheckpointManager {
 impl CheckpointManager {
     /// The checkpoints of the sandboxes under `root`: a `SandboxManager` (its root) or a
     /// directory; without one, a folder of the manager's own under the system temp folder
-    /// (removed, with every checkpoint in it, by `close()`).
+    /// (removed, with every checkpoint in it, by `close()`). `store` (`s3://bucket/prefix`,
+    /// or a directory): file checkpoints are written there too, for `restore_from_store` on
+    /// another machine; a manager with a store and no `root` keeps its local copies under the
+    /// default root (`$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`).
     #[new]
-    #[pyo3(signature = (root=None))]
-    fn py_new(py: Python<'_>, root: Option<&Bound<'_, PyAny>>) -> PyResult<CheckpointManager> {
-        let inner = match root {
-            None => py.detach(RsCheckpoints::temporary).map_err(plan_err)?,
-            Some(r) => RsCheckpoints::new(match r.cast::<SandboxManager>() {
+    #[pyo3(signature = (root=None, *, store=None))]
+    fn py_new(
+        py: Python<'_>,
+        root: Option<&Bound<'_, PyAny>>,
+        store: Option<String>,
+    ) -> PyResult<CheckpointManager> {
+        let root: Option<PathBuf> = match root {
+            None => None,
+            Some(r) => Some(match r.cast::<SandboxManager>() {
                 Ok(m) => PathBuf::from(m.get().root_path()?),
                 Err(_) => r.extract::<PathBuf>()?,
             }),
         };
+        let inner = match (root, store) {
+            (None, None) => py.detach(RsCheckpoints::temporary).map_err(plan_err)?,
+            (Some(root), None) => RsCheckpoints::new(root),
+            (root, Some(url)) => {
+                let url = patchbox::store::StoreUrl::parse(&url)
+                    .map_err(|e| crate::errors::lib_err(patchbox::Error::from(e)))?;
+                let root = match root {
+                    Some(r) => r,
+                    None => default_root()?,
+                };
+                RsCheckpoints::with_store(root, &url).map_err(plan_err)?
+            }
+        };
         Ok(CheckpointManager {
             inner: RwLock::new(Some(inner)),
         })
+    }
+
+    /// The checkpoints in the manager's object store, of every plan and sandbox, oldest
+    /// first. Raises `SandboxError` without a store.
+    fn list_stored(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let cps = py.detach(|| self.with(|m| m.list_stored()))?;
+        wrap(py, cps)
+    }
+
+    /// Makes `sandbox` what the stored checkpoint `checkpoint_id` recorded (a sandbox of a
+    /// copy of the same project state, on any machine); returns the checkpoint, now kept
+    /// locally too, or `None` when the store has no such checkpoint.
+    fn restore_from_store(
+        &self,
+        py: Python<'_>,
+        sandbox: &Sandbox,
+        checkpoint_id: String,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let sb = sandbox.inner.clone();
+        let cp = py.detach(|| self.with(|m| m.restore_from_store(&sb, &checkpoint_id)))?;
+        cp.map(|c| checkpoint_record(py, c)).transpose()
+    }
+
+    /// Removes the store's objects no stored checkpoint refers to and older than
+    /// `grace_seconds`; returns how many went.
+    #[pyo3(signature = (grace_seconds=3600.0))]
+    fn prune_store(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<usize> {
+        let grace = std::time::Duration::from_secs_f64(grace_seconds.max(0.0));
+        py.detach(|| self.with(|m| m.prune_store(grace)))
     }
 
     /// Where the checkpoints are stored (the root's `plans` folder, or the temporary folder).

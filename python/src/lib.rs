@@ -35,6 +35,7 @@ mod report;
 mod review;
 mod session;
 mod sessions;
+mod stored;
 
 /// The compiled module: registers each layer's classes and functions.
 #[pymodule]
@@ -49,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     report::register(m)?;
     apply::register(m)?;
     pending::register(m)?;
+    stored::register(m)?;
     review::register(m)?;
     Ok(())
 }

@@ -103,9 +103,10 @@ impl SessionManager {
     ///
     /// `isolation` is `"copy"`, `"overlay"` or `"auto"` (default: `$PATCHBOX_ISOLATION`, else
     /// `"auto"`); `git_repo=False` makes sandboxes of a git project without their private
-    /// `.git`.
+    /// `.git`. `store` (`s3://bucket/prefix`, or a directory) is where
+    /// `deliver_pending_patch` stores pending patches, shared with other machines.
     #[new]
-    #[pyo3(signature = (project_dir, root=None, *, prune_on_start=true, confine=true, writable_dirs=Vec::new(), progress=None, isolation=None, git_repo=true))]
+    #[pyo3(signature = (project_dir, root=None, *, prune_on_start=true, confine=true, writable_dirs=Vec::new(), progress=None, isolation=None, git_repo=true, store=None))]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of a Python constructor
     fn new(
         py: Python<'_>,
@@ -117,7 +118,15 @@ impl SessionManager {
         progress: Option<Py<PyAny>>,
         isolation: Option<String>,
         git_repo: bool,
+        store: Option<String>,
     ) -> PyResult<Self> {
+        let store = match store {
+            Some(url) => Some(
+                patchbox::store::StoreUrl::parse(&url)
+                    .map_err(|e| lib_err(patchbox::Error::from(e)))?,
+            ),
+            None => None,
+        };
         let isolation = match isolation {
             None => Isolation::default(),
             Some(name) => Isolation::from_name(&name).ok_or_else(|| {
@@ -134,6 +143,7 @@ impl SessionManager {
             writable_dirs,
             isolation,
             no_git_repo: !git_repo,
+            store,
         };
         let mgr = py
             .detach(|| SandboxManager::with_options(&project_dir, options))
@@ -243,6 +253,22 @@ impl SessionManager {
             ended_ms,
         };
         py.detach(move || mgr.write_pending_patch_with(delegation_id, &patch, &provenance))
+            .map_err(lib_err)
+    }
+
+    /// Stores `patch` as a pending patch of `delegation_id` where the session's `store`
+    /// says (with the base versions of the files it touched); without a store, in the local
+    /// pending store. A failure of the store keeps it locally (`place == "kept"`).
+    fn deliver_pending_patch(
+        &self,
+        py: Python<'_>,
+        delegation_id: &str,
+        patch: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::stored::PendingDelivery> {
+        let mgr = self.get()?;
+        let patch = patch_bytes(patch)?;
+        py.detach(move || mgr.deliver_pending_patch(delegation_id, &patch))
+            .map(crate::stored::PendingDelivery::from)
             .map_err(lib_err)
     }
 

@@ -5,7 +5,7 @@
 //! | 0 | done (applied, already applied, listed, committed …) |
 //! | 1 | refused or conflicts: the patch does not apply, a commit or undo was refused, nothing to undo (nothing written) |
 //! | 2 | an error: bad input (the command line, an id, a malformed or empty patch, an unknown pending patch) or a failure (I/O, an unreadable repository …) |
-//! | 74 | `run`: the patch could not be delivered where asked; the work is kept (stderr says where) |
+//! | 74 | `run`: the patch could not be delivered where asked (a failing object store included); the work is kept (stderr says where). `pending push`: some stay local |
 //! | 126 / 127 | `run`: CMD was found but cannot be executed / CMD cannot be found (as shells say) |
 //!
 //! `run` otherwise exits with CMD's own status (128 + the signal when it was killed).

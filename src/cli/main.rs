@@ -13,6 +13,7 @@ mod exit;
 mod pager;
 mod pending;
 mod plan;
+mod remote;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -72,6 +73,11 @@ enum Cmd {
         /// Store the patch in the pending store instead of printing it.
         #[arg(long)]
         pending: bool,
+        /// With --pending: store it in this object store (`s3://bucket/prefix`, or a
+        /// directory) instead of the local one. When the store fails, the patch is kept
+        /// locally and the exit status is 74; `pending push --store URL` uploads it later.
+        #[arg(long, value_name = "URL", requires = "pending")]
+        store: Option<String>,
         /// Write the patch to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -144,10 +150,17 @@ enum Cmd {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Pending patches: list, show, drop, apply (all, or some files or hunks).
+    /// Pending patches: list, show, drop, apply (all, or some files or hunks), locally or in
+    /// an object store (--store); push what was kept locally.
     Pending {
         #[command(subcommand)]
         cmd: pending::PendingCmd,
+        /// The object store (`s3://bucket/prefix`, or a directory) instead of the local
+        /// pending store. Endpoint and credentials come from the AWS variables
+        /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+        /// AWS_ALLOW_HTTP).
+        #[arg(long, global = true, value_name = "URL")]
+        store: Option<String>,
     },
     /// Plan sandboxes under the root: list, diff, commit, roll back, clean up.
     Plan {
@@ -268,6 +281,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             root,
             id,
             pending,
+            store,
             out,
             no_confine,
             allow_write,
@@ -279,6 +293,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             &id,
             run::Deliver {
                 to_pending: pending,
+                store,
                 out,
                 json,
             },
@@ -349,7 +364,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Pending { cmd } => pending::run(cmd, view),
+        Cmd::Pending { cmd, store } => pending::run(cmd, store, view),
         Cmd::Completions { shell } => completions::completions(shell),
         Cmd::Man { out_dir } => completions::man(out_dir),
         Cmd::Sessions { cmd, root, json } => {
@@ -416,7 +431,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
-fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
+pub(crate) fn project_or_cwd(project: Option<PathBuf>) -> Result<PathBuf, Error> {
     match project {
         Some(p) => Ok(p),
         None => std::env::current_dir().map_err(|e| Error::io("read current directory", ".", e)),

@@ -1,6 +1,8 @@
 //! `patchbox pending …`: list, show (the patch, or `--stat`, with its provenance), drop and
 //! apply pending patches — all of one, or a selection of files and hunks (`--only`,
-//! `--exclude`, `--hunks`), the rest kept pending.
+//! `--exclude`, `--hunks`), the rest kept pending. With `--store URL` they act on the
+//! pending store in an object store instead (see `remote.rs`), where `push`, `gc` and `usage`
+//! work too.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,7 +63,8 @@ pub enum PendingCmd {
         /// The sandbox root.
         #[arg(long)]
         root: Option<PathBuf>,
-        /// The project (default: the one the patch was made from).
+        /// The project (default: the one the patch was made from; with --store, the current
+        /// directory).
         #[arg(long)]
         project: Option<PathBuf>,
         /// Report what would happen; write nothing, keep the pending patch.
@@ -86,11 +89,36 @@ pub enum PendingCmd {
         /// The pending patch.
         id: String,
     },
+    /// Upload the local pending patches (all, or ID) to the --store, removing each locally
+    /// once it is stored. Exit 74 when some stay local.
+    Push {
+        /// The sandbox root.
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// The local pending patch (default: all of them).
+        id: Option<String>,
+    },
+    /// In the --store: remove patch and pre-image objects no pending patch refers to and
+    /// older than --grace (an upload cut short leaves such objects).
+    Gc {
+        /// Seconds an unreferenced object is spared (it may belong to an upload running).
+        #[arg(long, default_value_t = 3600)]
+        grace: u64,
+    },
+    /// In the --store: bytes of records, patches and pre-images (and without sharing).
+    Usage,
 }
 
-/// Runs a `pending` subcommand.
-pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
+/// Runs a `pending` subcommand, on the object store `store` when given.
+pub fn run(cmd: PendingCmd, store: Option<String>, view: View) -> Result<ExitCode, Error> {
+    if let Some(url) = store {
+        return crate::remote::run(&url, cmd, view);
+    }
     match cmd {
+        PendingCmd::Push { .. } | PendingCmd::Gc { .. } | PendingCmd::Usage => {
+            eprintln!("patchbox pending: this command needs --store URL");
+            Ok(ExitCode::from(exit::BAD_INPUT))
+        }
         PendingCmd::List { root, json } => {
             let recs = records::pending_records(&root_or_default(root)?)?;
             if json {
@@ -127,20 +155,13 @@ pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
                 print!("{}", records::to_json(&rec));
                 return Ok(ExitCode::SUCCESS);
             }
-            let on = view.color.enabled();
-            let mut text = header(&rec, on).into_bytes();
             if stat {
-                text.extend_from_slice(diffstat(&rec.files, 80, on).as_bytes());
+                show(&rec, None, view);
             } else {
                 let patch = std::fs::read(&e.patch_path)
                     .map_err(|err| Error::io("read pending patch", &e.patch_path, err))?;
-                if on {
-                    text.extend(color::color_patch(&patch));
-                } else {
-                    text.extend(patch);
-                }
+                show(&rec, Some(&patch), view);
             }
-            pager::page(&text, view.no_pager);
             Ok(ExitCode::SUCCESS)
         }
         PendingCmd::Drop { root, id } => {
@@ -159,19 +180,7 @@ pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
             id,
         } => {
             let root = root_or_default(root)?;
-            let hunks = hunks
-                .iter()
-                .map(|h| HunkPick::parse(h))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::Pending {
-                    id: id.clone(),
-                    reason: e.to_string(),
-                })?;
-            let sel = Selection {
-                only,
-                exclude,
-                hunks,
-            };
+            let sel = selection(&id, only, exclude, hunks)?;
             let opts = ApplyOptions {
                 check,
                 conflict_markers,
@@ -202,6 +211,41 @@ pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
             })
         }
     }
+}
+
+/// The `--only`, `--exclude` and `--hunks` of `pending apply ID` as a selection.
+pub fn selection(
+    id: &str,
+    only: Vec<String>,
+    exclude: Vec<String>,
+    hunks: Vec<String>,
+) -> Result<Selection, Error> {
+    let hunks = hunks
+        .iter()
+        .map(|h| HunkPick::parse(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Pending {
+            id: id.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(Selection {
+        only,
+        exclude,
+        hunks,
+    })
+}
+
+/// Shows a pending patch as `pending show` does: its header, then `patch` (coloured on a
+/// terminal) or, when `patch` is `None` (`--stat`), a summary per file; through the pager.
+pub fn show(rec: &PendingRecord, patch: Option<&[u8]>, view: View) {
+    let on = view.color.enabled();
+    let mut text = header(rec, on).into_bytes();
+    match patch {
+        None => text.extend_from_slice(diffstat(&rec.files, 80, on).as_bytes()),
+        Some(p) if on => text.extend(color::color_patch(p)),
+        Some(p) => text.extend_from_slice(p),
+    }
+    pager::page(&text, view.no_pager);
 }
 
 /// The lines above a pending patch, as `git show` puts a commit's above its diff: the id,

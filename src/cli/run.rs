@@ -1,6 +1,6 @@
 //! `patchbox run`: snapshot the project, run a command in a sandbox of it, deliver the patch
-//! of what it changed (stdout, a file or the pending store, with the command's provenance),
-//! and leave the sandbox's removal to a detached reaper.
+//! of what it changed (stdout, a file, or the pending store — local or an object store —
+//! with the command's provenance), and leave the sandbox's removal to a detached reaper.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -63,6 +63,8 @@ pub struct Confine {
 pub struct Deliver {
     /// `--pending`.
     pub to_pending: bool,
+    /// `--store URL`: with `--pending`, the object store to put the patch in.
+    pub store: Option<String>,
     /// `--out FILE`.
     pub out: Option<PathBuf>,
     /// `--json`.
@@ -80,6 +82,7 @@ pub fn run(
 ) -> Result<ExitCode, Error> {
     let Deliver {
         to_pending,
+        store,
         out,
         json,
     } = deliver;
@@ -104,10 +107,15 @@ pub fn run(
         ..Provenance::default()
     };
     let project = project_or_cwd(project)?;
+    let store = match store {
+        Some(url) => Some(patchbox::store::StoreUrl::parse(&url)?),
+        None => None,
+    };
     let mgr = SandboxManager::with_options(
         &project,
         Options {
             root,
+            store,
             progress: progress_bar(),
             no_confine: confine.off,
             writable_dirs: confine.writable,
@@ -162,16 +170,37 @@ pub fn run(
     provenance.exit_status = Some(code);
     let res = mgr.finalize_sandbox(&sb)?;
     let mut pending_id = None;
+    // Stored in the object store (`--store`), or kept locally because it failed.
+    let mut stored = false;
+    let mut kept = false;
     let delivered = if to_pending {
         if res.patch.is_empty() {
             eprintln!("patchbox: no changes; nothing stored");
             Ok(())
         } else {
-            mgr.write_pending_patch_with(id, &res.patch, &provenance)
-                .map(|p| {
-                    let full = format!("{}/{}", mgr.session_id(), pending_name(&p));
-                    eprintln!("{full}");
-                    pending_id = Some(full);
+            mgr.deliver_pending_patch_with(id, &res.patch, &provenance)
+                .map(|d| match d {
+                    patchbox::Delivery::Local(p) => {
+                        let full = format!("{}/{}", mgr.session_id(), pending_name(&p));
+                        eprintln!("{full}");
+                        pending_id = Some(full);
+                    }
+                    patchbox::Delivery::Stored { id, url } => {
+                        eprintln!("{id} (in {url})");
+                        stored = true;
+                        pending_id = Some(id);
+                    }
+                    patchbox::Delivery::Kept { path, error } => {
+                        kept = true;
+                        let full = format!("{}/{}", mgr.session_id(), pending_name(&path));
+                        eprintln!("patchbox: the store failed: {error}");
+                        eprintln!(
+                            "patchbox: kept as pending patch {full} ({}); `patchbox pending \
+                             push --store URL` uploads it",
+                            path.display()
+                        );
+                        pending_id = Some(full);
+                    }
                 })
         }
     } else if let Some(out) = &out {
@@ -206,6 +235,8 @@ pub fn run(
                 .into_owned(),
             delivered: if res.patch.is_empty() {
                 "none"
+            } else if stored {
+                "stored"
             } else if to_pending {
                 "pending"
             } else {
@@ -228,6 +259,9 @@ pub fn run(
     match spawn_reaper(mgr.root(), mgr.session_id()) {
         Ok(()) => mgr.leave_cleanup_to_reaper(),
         Err(_) => drop(mgr),
+    }
+    if kept {
+        return Ok(ExitCode::from(exit::UNDELIVERED));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

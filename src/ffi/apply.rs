@@ -132,6 +132,13 @@ mod bridge {
             project: &[u8],
             options: &FfiApplyOptions,
         ) -> Result<FfiApplyReport>;
+        fn apply_stored(
+            store: &str,
+            id: &str,
+            project: &[u8],
+            root: &[u8],
+            options: &FfiApplyOptions,
+        ) -> Result<FfiApplyReport>;
         fn apply_pending_selected(
             root: &[u8],
             id: &str,
@@ -282,6 +289,25 @@ fn apply_pending(
             project.as_deref(),
             &apply_options_in(options),
         ))?;
+        Ok(apply_report_out(r))
+    })
+}
+
+/// [`crate::session::remote::RemotePending::apply`] of the pending patch `id` in the object
+/// store `store` onto `project`, with its undo record under `root` (empty: the default).
+fn apply_stored(
+    store: &str,
+    id: &str,
+    project: &[u8],
+    root: &[u8],
+    options: &bridge::FfiApplyOptions,
+) -> Result<bridge::FfiApplyReport, String> {
+    guarded(|| {
+        let root = core(super::store::root_from(root))?;
+        let s = core(super::store::remote_of(store))?;
+        std::fs::create_dir_all(&root)
+            .map_err(|e| super::encode(&crate::Error::io("create root", &root, e)))?;
+        let r = core(s.apply(id, &path_from(project), &root, &apply_options_in(options)))?;
         Ok(apply_report_out(r))
     })
 }

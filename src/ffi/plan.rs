@@ -314,6 +314,16 @@ mod bridge {
         type PlanCheckpoints;
 
         fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>>;
+        /// `CheckpointManager::with_store`; `store` is a store URL.
+        fn plan_checkpoints_with_store(root: &[u8], store: &str) -> Result<Box<PlanCheckpoints>>;
+        fn list_stored(self: &PlanCheckpoints) -> Result<Vec<FfiCheckpoint>>;
+        /// `restore_from_store`; an empty `checkpoint_id` in the result: the store lacks it.
+        fn restore_from_store(
+            self: &PlanCheckpoints,
+            sandbox: &PlanSandbox,
+            checkpoint_id: &str,
+        ) -> Result<FfiCheckpoint>;
+        fn prune_store(self: &PlanCheckpoints, grace_seconds: u64) -> Result<usize>;
         fn keep(self: &PlanCheckpoints) -> Result<()>;
         fn attach(self: &PlanCheckpoints, sandbox: &PlanSandbox) -> Result<()>;
         fn create_checkpoint(
@@ -1105,6 +1115,55 @@ fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, String> {
         };
         Ok(Box::new(PlanCheckpoints { inner: Some(inner) }))
     })
+}
+
+fn plan_checkpoints_with_store(root: &[u8], store: &str) -> Result<Box<PlanCheckpoints>, String> {
+    guarded(|| {
+        let url = crate::store::StoreUrl::parse(store)
+            .map_err(|e| encode(&SandboxError::from_lower(None, "store URL", e.into())))?;
+        Ok(Box::new(PlanCheckpoints {
+            inner: Some(plan(CheckpointManager::with_store(path_from(root), &url))?),
+        }))
+    })
+}
+
+impl PlanCheckpoints {
+    fn list_stored(&self) -> Result<Vec<bridge::FfiCheckpoint>, String> {
+        guarded(|| {
+            let list = plan(self.get()?.list_stored())?;
+            Ok(list.into_iter().map(checkpoint_out).collect())
+        })
+    }
+
+    fn restore_from_store(
+        &self,
+        sandbox: &PlanSandbox,
+        checkpoint_id: &str,
+    ) -> Result<bridge::FfiCheckpoint, String> {
+        guarded(
+            || match plan(self.get()?.restore_from_store(sandbox.sb()?, checkpoint_id))? {
+                Some(c) => Ok(checkpoint_out(c)),
+                None => Ok(bridge::FfiCheckpoint {
+                    checkpoint_id: String::new(),
+                    sandbox_id: String::new(),
+                    plan_id: String::new(),
+                    phase: String::new(),
+                    created_at_ms: 0,
+                    metadata: Vec::new(),
+                    snapshot_path: Vec::new(),
+                }),
+            },
+        )
+    }
+
+    fn prune_store(&self, grace_seconds: u64) -> Result<usize, String> {
+        guarded(|| {
+            plan(
+                self.get()?
+                    .prune_store(std::time::Duration::from_secs(grace_seconds)),
+            )
+        })
+    }
 }
 
 impl PlanCheckpoints {

@@ -68,6 +68,16 @@ mod bridge {
         Unchanged,
     }
 
+    /// `Delivery` across the bridge: `place` 0 local (`path`), 1 stored (`id` in `url`),
+    /// 2 kept locally (`path`) because the store failed (`error`).
+    struct FfiDelivery {
+        place: u8,
+        path: Vec<u8>,
+        id: String,
+        url: String,
+        error: String,
+    }
+
     /// `Completion` across the bridge; `pending_path` is set when `routed` is `Pending`.
     struct FfiCompletion {
         result: FfiResult,
@@ -98,6 +108,7 @@ mod bridge {
             prune_on_start: bool,
             git_repo: bool,
             isolation: u8,
+            store: &str,
         ) -> Result<Box<Manager>>;
         fn project_dir(self: &Manager) -> Vec<u8>;
         fn session_base(self: &Manager) -> Vec<u8>;
@@ -117,6 +128,11 @@ mod bridge {
             delegation_id: &[u8],
             patch: &[u8],
         ) -> Result<Vec<u8>>;
+        fn deliver_pending_patch(
+            self: &Manager,
+            delegation_id: &[u8],
+            patch: &[u8],
+        ) -> Result<FfiDelivery>;
         fn write_pending_patch_with(
             self: &Manager,
             delegation_id: &[u8],
@@ -204,8 +220,15 @@ fn new_manager(
     prune_on_start: bool,
     git_repo: bool,
     isolation: u8,
+    store: &str,
 ) -> Result<Box<Manager>, String> {
     guarded(|| {
+        let store = match store {
+            "" => None,
+            url => Some(core(
+                crate::store::StoreUrl::parse(url).map_err(crate::Error::from),
+            )?),
+        };
         let progress: Option<Arc<ProgressFn>> = if progress.is_null() {
             None
         } else {
@@ -226,6 +249,7 @@ fn new_manager(
                 3 => Isolation::Auto,
                 _ => Isolation::default(),
             },
+            store,
             ..Options::default()
         };
         let mgr = core(SandboxManager::with_options(
@@ -315,6 +339,40 @@ impl Manager {
                     .write_pending_patch(&id_from(delegation_id), patch),
             )?;
             Ok(p.into_os_string().into_vec())
+        })
+    }
+
+    fn deliver_pending_patch(
+        &self,
+        delegation_id: &[u8],
+        patch: &[u8],
+    ) -> Result<bridge::FfiDelivery, String> {
+        guarded(|| {
+            let d = core(
+                self.get()?
+                    .deliver_pending_patch(&id_from(delegation_id), patch),
+            )?;
+            let mut out = bridge::FfiDelivery {
+                place: 0,
+                path: Vec::new(),
+                id: String::new(),
+                url: String::new(),
+                error: String::new(),
+            };
+            match d {
+                crate::Delivery::Local(p) => out.path = p.into_os_string().into_vec(),
+                crate::Delivery::Stored { id, url } => {
+                    out.place = 1;
+                    out.id = id;
+                    out.url = url;
+                }
+                crate::Delivery::Kept { path, error } => {
+                    out.place = 2;
+                    out.path = path.into_os_string().into_vec();
+                    out.error = error.to_string();
+                }
+            }
+            Ok(out)
         })
     }
 

@@ -50,12 +50,44 @@ mod bridge {
         bytes: Vec<u8>,
     }
 
+    /// `remote::RemoteEntry` across the bridge.
+    struct FfiStored {
+        id: String,
+        session: String,
+        delegation: String,
+        name: String,
+        host: String,
+        project: Vec<u8>,
+        created: u64,
+        recovered: bool,
+        abandoned: bool,
+        files: u64,
+        patch_bytes: u64,
+    }
+
+    /// One line of `remote::push::PushReport`: the local id, and the id in the store (or
+    /// the error that kept it local).
+    struct FfiPushed {
+        local_id: String,
+        outcome: String,
+    }
+
+    /// `remote::push::PushReport` across the bridge.
+    struct FfiPushReport {
+        pushed: Vec<FfiPushed>,
+        failed: Vec<FfiPushed>,
+    }
+
     extern "Rust" {
         fn list_pending(root: &[u8]) -> Result<Vec<FfiPending>>;
         fn read_pending(root: &[u8], id: &str) -> Result<Vec<u8>>;
         fn drop_pending(root: &[u8], id: &str) -> Result<()>;
         fn list_sessions(root: &[u8]) -> Result<Vec<FfiSession>>;
         fn prune_sessions(root: &[u8]) -> Result<FfiPruneReport>;
+        fn list_stored(store: &str) -> Result<Vec<FfiStored>>;
+        fn read_stored(store: &str, id: &str) -> Result<Vec<u8>>;
+        fn drop_stored(store: &str, id: &str) -> Result<()>;
+        fn push_pending(root: &[u8], store: &str) -> Result<FfiPushReport>;
         fn pending_records_json(root: &[u8]) -> Result<String>;
         fn pending_record_json(root: &[u8], id: &str) -> Result<String>;
         fn sessions_json(root: &[u8]) -> Result<String>;
@@ -134,6 +166,69 @@ fn prune_sessions(root: &[u8]) -> Result<bridge::FfiPruneReport, String> {
             errors: r.errors,
             deferred: r.deferred,
             shared_layers_removed: r.shared_layers_removed,
+        })
+    })
+}
+
+/// The pending store in the object store `url`.
+pub(super) fn remote_of(url: &str) -> crate::Result<crate::session::remote::RemotePending> {
+    crate::session::remote::RemotePending::open(&crate::store::StoreUrl::parse(url)?)
+}
+
+fn list_stored(store: &str) -> Result<Vec<bridge::FfiStored>, String> {
+    guarded(|| {
+        let list = core(remote_of(store).and_then(|s| s.list()))?;
+        Ok(list
+            .into_iter()
+            .map(|e| {
+                let project = e.record.project_bytes();
+                let r = e.record;
+                bridge::FfiStored {
+                    id: e.id,
+                    session: r.session,
+                    delegation: r.delegation,
+                    name: r.name,
+                    host: r.host,
+                    project,
+                    created: r.created,
+                    recovered: r.recovered,
+                    abandoned: r.abandoned,
+                    files: r.files,
+                    patch_bytes: r.patch_bytes,
+                }
+            })
+            .collect())
+    })
+}
+
+fn read_stored(store: &str, id: &str) -> Result<Vec<u8>, String> {
+    guarded(|| core(remote_of(store).and_then(|s| s.read(id))))
+}
+
+fn drop_stored(store: &str, id: &str) -> Result<(), String> {
+    guarded(|| core(remote_of(store).and_then(|s| s.drop_pending(id))))
+}
+
+fn push_pending(root: &[u8], store: &str) -> Result<bridge::FfiPushReport, String> {
+    guarded(|| {
+        let r = core(root_from(root).and_then(|root| {
+            let s = remote_of(store)?;
+            crate::session::remote::push::push(&root, &s, None)
+        }))?;
+        Ok(bridge::FfiPushReport {
+            pushed: r
+                .pushed
+                .into_iter()
+                .map(|(local_id, outcome)| bridge::FfiPushed { local_id, outcome })
+                .collect(),
+            failed: r
+                .failed
+                .into_iter()
+                .map(|(local_id, e)| bridge::FfiPushed {
+                    local_id,
+                    outcome: e.to_string(),
+                })
+                .collect(),
         })
     })
 }

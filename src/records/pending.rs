@@ -10,6 +10,7 @@ use crate::patch::stat::{file_stats, FileStat};
 use crate::session::pending::PendingEntry;
 use crate::session::provenance::Provenance;
 use crate::session::recover::{PruneReport, SessionStatus};
+use crate::session::remote::RemoteEntry;
 
 /// One pending patch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,6 +75,49 @@ impl PendingRecord {
             preimages: e.preimages.as_deref().map(path_str),
             patch: with_patch.then(|| String::from_utf8_lossy(&bytes).into_owned()),
         })
+    }
+}
+
+impl PendingRecord {
+    /// The record of `e`, a pending patch in the object store at `url`, whose patch is
+    /// `patch` (read and checked by [`RemotePending::patch_of`](crate::session::remote::RemotePending::patch_of)).
+    /// Its `patch_file` is the patch object's address in the store and `preimages`, when it
+    /// has some, the store's shared pre-image objects; `project` is the path on the machine
+    /// that made it.
+    pub fn of_stored(url: &str, e: &RemoteEntry, patch: &[u8], with_patch: bool) -> PendingRecord {
+        let r = &e.record;
+        let files = parse_patch(patch)
+            .map(|p| file_stats(&p))
+            .unwrap_or_default();
+        let origin = if r.split_from.is_some() {
+            "split"
+        } else if r.recovered {
+            "recovered"
+        } else if r.abandoned {
+            "abandoned"
+        } else {
+            "delegation"
+        };
+        let url = url.trim_end_matches('/');
+        PendingRecord {
+            id: e.id.clone(),
+            session: r.session.clone(),
+            delegation: r.name.clone(),
+            project: String::from_utf8_lossy(&r.project_bytes()).into_owned(),
+            origin,
+            created_ms: r.created.saturating_mul(1000),
+            split_from: r.split_from.clone(),
+            provenance: r.provenance.clone(),
+            files,
+            patch_file: format!("{url}/{}", r.patch_key),
+            preimages: (!r.preimages.is_empty()).then(|| {
+                format!(
+                    "{url}/{}",
+                    crate::session::remote::preimages::OBJECTS_PREFIX
+                )
+            }),
+            patch: with_patch.then(|| String::from_utf8_lossy(patch).into_owned()),
+        }
     }
 }
 

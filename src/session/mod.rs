@@ -35,5 +35,6 @@ pub mod pending;
 pub mod pending_select;
 pub mod provenance;
 pub mod recover;
+pub mod remote;
 pub mod scoped;
 pub mod shared_lower;

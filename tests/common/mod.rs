@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod overlay;
+pub mod weed;
 
 use std::collections::BTreeMap;
 use std::fs;

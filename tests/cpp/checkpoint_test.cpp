@@ -379,4 +379,44 @@ TEST(PhaseRunner, WithoutCheckpointManagerTheHooksAreSkipped) {
   EXPECT_TRUE(cm.list_checkpoints(f.a->sandbox_id()).empty());
 }
 
+// Checkpoints in an object store (a store directory here: the layout a bucket holds) are
+// restored into a sandbox under another root, over another copy of the project.
+TEST(Checkpoint, StoredCheckpointsAreRestoredUnderAnotherRoot) {
+  Fixture a;
+  Fixture b;
+  TempDir store{"patchbox-ckpt-store"};
+  std::string checkpoint_id;
+  {
+    auto plans = plan::SandboxManager::open(a.root.path());
+    auto sb = plans.get_or_create_sandbox("p", "r", a.project.path(), plan::strategy::copy_on_write);
+    auto cm = plan::CheckpointManager::open_with_store(a.root.path(), store.path().string());
+    write_file(sb->get_path("a.txt"), "two\n");
+    fs::remove(sb->get_path("gone.txt"));
+    write_file(sb->get_path("new/added.txt"), "added\n");
+    checkpoint_id = cm.create_checkpoint(sb, "p", plan::Phase::PostExecute).checkpoint_id;
+    plans.cleanup_all("p");
+  }
+  auto plans = plan::SandboxManager::open(b.root.path());
+  auto sb = plans.get_or_create_sandbox("p", "r", b.project.path(), plan::strategy::copy_on_write);
+  auto cm = plan::CheckpointManager::open_with_store(b.root.path(), store.path().string());
+  auto stored = cm.list_stored();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].checkpoint_id, checkpoint_id);
+  auto restored = cm.restore_from_store(sb, checkpoint_id);
+  ASSERT_TRUE(restored.has_value());
+  EXPECT_EQ(read_file(sb->get_path("a.txt")), "two\n");
+  EXPECT_FALSE(fs::exists(sb->get_path("gone.txt")));
+  EXPECT_EQ(read_file(sb->get_path("new/added.txt")), "added\n");
+  EXPECT_TRUE(is_exec(sb->get_path("bin/run.sh")));
+  EXPECT_EQ(read_file(b.project / "a.txt"), "one\n");  // the original untouched
+
+  EXPECT_TRUE(cm.delete_checkpoint(checkpoint_id));
+  EXPECT_TRUE(cm.list_stored().empty());
+  EXPECT_FALSE(cm.restore_from_store(sb, checkpoint_id).has_value());
+  EXPECT_GE(cm.prune_store(0), 1u);
+  auto plain = plan::CheckpointManager::open(b.root.path());
+  EXPECT_TRUE(thrown<plan::SandboxError>([&] { plain.list_stored(); }).has_value());
+  plans.cleanup_all("p");
+}
+
 }  // namespace

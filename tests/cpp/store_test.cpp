@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -142,6 +143,82 @@ TEST_F(Store, RecordedAppliesAreListedUndoneAndDropped) {
   EXPECT_TRUE(patchbox::list_applies(root.path()).empty());
   EXPECT_PB_ERROR(patchbox::undo_last_apply(root.path(), project.path()), ErrorKind::Pending);
   EXPECT_EQ(read_file(project / "a.txt"), "one\ntwo\n");
+}
+
+// Pending patches in an object store shared by machines (here a store directory, the same
+// layout as in a bucket): delivered by one manager, listed, read, applied onto another copy
+// of the project and dropped by anyone holding the URL.
+TEST_F(Store, PendingPatchesInAnObjectStoreAreSharedAcrossRoots) {
+  TempDir shared{"pb-store-shared"};
+  TempDir other_root{"pb-store-root2"};
+  TempDir copy{"pb-store-copy"};
+  write_file(copy / "a.txt", "one\n");
+  const std::string url = shared.path().string();
+  Options o = options();
+  o.store = url;
+  SandboxManager mgr(project.path(), o);
+  for (const char* line : {"two\n", "three\n"}) {
+    auto sb = mgr.create_sandbox("d1");
+    write_file(sb.path / "a.txt", read_file(sb.path / "a.txt") + line);
+    auto res = mgr.finalize_sandbox(sb);
+    auto d = mgr.deliver_pending_patch("d1", res.patch);
+    EXPECT_EQ(d.place, patchbox::PendingDelivery::Place::Stored);
+    EXPECT_EQ(d.url, url);
+    mgr.discard_sandbox(sb);
+  }
+  EXPECT_TRUE(patchbox::list_pending(root.path()).empty());  // nothing local
+
+  auto list = patchbox::list_stored(url);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, mgr.session_id() + "/d1");
+  EXPECT_EQ(list[1].id, mgr.session_id() + "/d1.2");  // same id: kept beside the first
+  EXPECT_EQ(list[1].delegation, "d1");
+  EXPECT_EQ(list[0].files, 1u);
+  EXPECT_EQ(list[0].project, mgr.project_dir());
+  EXPECT_TRUE(contains(patchbox::read_stored(url, list[0].id), "+two\n"));
+
+  // Applied onto another copy of the project, with its undo record in another root.
+  EXPECT_TRUE(patchbox::apply_stored(url, list[0].id, copy.path(), other_root.path()).ok());
+  EXPECT_EQ(read_file(copy / "a.txt"), "one\ntwo\n");
+  EXPECT_EQ(read_file(project / "a.txt"), "one\n");
+  EXPECT_EQ(patchbox::list_stored(url).size(), 1u);
+  patchbox::drop_stored(url, list[1].id);
+  EXPECT_TRUE(patchbox::list_stored(url).empty());
+  EXPECT_PB_ERROR(patchbox::read_stored(url, list[1].id), ErrorKind::Pending);
+  EXPECT_PB_ERROR(patchbox::list_stored("gs://bucket/x"), ErrorKind::Store);
+}
+
+// A store that cannot be reached keeps the work locally; push_pending() sends it later.
+TEST_F(Store, AnUnreachableStoreKeepsThePatchLocallyUntilPushed) {
+  // Nothing listens on port 9 of the loopback address (discard is not run here).
+  ::setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9", 1);
+  ::setenv("AWS_ALLOW_HTTP", "true", 1);
+  ::setenv("AWS_ACCESS_KEY_ID", "k", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "s", 1);
+  Options o = options();
+  o.store = "s3://fleet/x";
+  SandboxManager mgr(project.path(), o);
+  auto sb = mgr.create_sandbox("d1");
+  write_file(sb.path / "a.txt", "changed\n");
+  auto d = mgr.deliver_pending_patch("d1", mgr.finalize_sandbox(sb).patch);
+  for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_ACCESS_KEY_ID",
+                        "AWS_SECRET_ACCESS_KEY"}) {
+    ::unsetenv(v);
+  }
+  EXPECT_EQ(d.place, patchbox::PendingDelivery::Place::Kept);
+  EXPECT_FALSE(d.error.empty());
+  EXPECT_TRUE(fs::exists(d.path));
+  ASSERT_EQ(patchbox::list_pending(root.path()).size(), 1u);
+
+  TempDir shared{"pb-store-shared"};
+  patchbox::PushReport r = patchbox::push_pending(root.path(), shared.path().string());
+  ASSERT_EQ(r.pushed.size(), 1u);
+  EXPECT_TRUE(r.failed.empty());
+  EXPECT_EQ(r.pushed[0].first, mgr.session_id() + "/d1");
+  EXPECT_TRUE(patchbox::list_pending(root.path()).empty());
+  auto stored = patchbox::list_stored(shared.path().string());
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(contains(patchbox::read_stored(shared.path().string(), stored[0].id), "+changed"));
 }
 
 }  // namespace

@@ -42,7 +42,10 @@ use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
 
 pub mod files;
+pub mod remote;
 pub mod store;
+
+use remote::RemoteCheckpoints;
 
 use store::{Manifest, Store};
 
@@ -122,6 +125,8 @@ pub struct CheckpointManager {
     /// checkpoint id → sandbox id, for the checkpoints made here.
     made: Mutex<Vec<(String, String)>>,
     keep: AtomicBool,
+    /// The object store checkpoints are also written to ([`CheckpointManager::with_store`]).
+    remote: Option<RemoteCheckpoints>,
 }
 
 impl CheckpointManager {
@@ -134,7 +139,34 @@ impl CheckpointManager {
             sandboxes: Mutex::new(HashMap::new()),
             made: Mutex::new(Vec::new()),
             keep: AtomicBool::new(false),
+            remote: None,
         }
+    }
+
+    /// A checkpoint manager whose file checkpoints are also written to the object store
+    /// `url` (`s3://bucket/prefix`, or a directory), so another machine's manager can
+    /// restore a sandbox from them ([`CheckpointManager::restore_from_store`]). Nothing is
+    /// sent before the first checkpoint. Checkpoints in the store outlive this manager (its
+    /// drop removes only the local copies); [`CheckpointManager::delete_checkpoint`] and
+    /// [`CheckpointManager::prune_store`] remove them.
+    pub fn with_store(
+        root: impl AsRef<Path>,
+        url: &crate::store::StoreUrl,
+    ) -> Result<CheckpointManager, SandboxError> {
+        let mut m = CheckpointManager::new(root);
+        m.remote = Some(RemoteCheckpoints::open(url)?);
+        Ok(m)
+    }
+
+    /// [`CheckpointManager::with_store`] with a store already open (an
+    /// [`S3Objects`](crate::store::S3Objects) configured in code, say).
+    pub fn with_objects(
+        root: impl AsRef<Path>,
+        objects: Arc<dyn crate::store::Objects>,
+    ) -> CheckpointManager {
+        let mut m = CheckpointManager::new(root);
+        m.remote = Some(RemoteCheckpoints::new(objects));
+        m
     }
 
     /// A checkpoint manager whose checkpoints live in a folder of its own under the system
@@ -261,8 +293,121 @@ impl CheckpointManager {
         let path = store.write(&m)?;
         self.made
             .lock()
-            .push((id, sandbox.sandbox_id().to_string()));
+            .push((id.clone(), sandbox.sandbox_id().to_string()));
+        if let (Some(remote), "files") = (&self.remote, kind) {
+            // The local checkpoint stands whatever the store does: a failure says so, and
+            // `publish_checkpoint` sends it later.
+            remote.publish(&store, &m, store.full(&id)?).map_err(|e| {
+                SandboxError::sandbox(
+                    Some(sandbox.sandbox_id()),
+                    format!(
+                        "checkpoint {id} is kept locally, but storing it in {} failed: {e}",
+                        remote.url()
+                    ),
+                )
+            })?;
+        }
         Ok(Checkpoint::from_manifest(&m, path))
+    }
+
+    /// Writes a local checkpoint to the object store (again): for one whose upload failed.
+    /// Refused without a store, or for a native (database) checkpoint, which lives in its
+    /// database.
+    pub fn publish_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), SandboxError> {
+        let remote = self.remote_or_refuse()?;
+        let store = match self.sandboxes.lock().get(&checkpoint.sandbox_id) {
+            Some(k) => k.store.clone(),
+            None => {
+                return Err(SandboxError::sandbox(
+                    Some(&checkpoint.sandbox_id),
+                    "this checkpoint manager does not know the sandbox: attach it first",
+                ))
+            }
+        };
+        let m = store.read(&checkpoint.checkpoint_id)?.ok_or_else(|| {
+            SandboxError::sandbox(
+                Some(&checkpoint.sandbox_id),
+                format!("no checkpoint {}", checkpoint.checkpoint_id),
+            )
+        })?;
+        if m.kind != "files" {
+            return Err(SandboxError::sandbox(
+                Some(&checkpoint.sandbox_id),
+                "a native checkpoint lives in its database and cannot be stored elsewhere",
+            ));
+        }
+        remote.publish(&store, &m, store.full(&m.checkpoint_id)?)
+    }
+
+    fn remote_or_refuse(&self) -> Result<&RemoteCheckpoints, SandboxError> {
+        self.remote.as_ref().ok_or_else(|| {
+            SandboxError::sandbox(None, "this checkpoint manager has no object store")
+        })
+    }
+
+    /// The checkpoints in the object store, of every plan and sandbox, oldest first (their
+    /// `snapshot_path` is empty: they have no local manifest).
+    pub fn list_stored(&self) -> Result<Vec<Checkpoint>, SandboxError> {
+        Ok(self
+            .remote_or_refuse()?
+            .list()?
+            .iter()
+            .map(|m| Checkpoint::from_manifest(m, PathBuf::new()))
+            .collect())
+    }
+
+    /// Makes `sandbox` exactly what the sandbox of stored checkpoint `checkpoint_id` was at
+    /// that checkpoint — on this machine, from the object store. The sandbox must have the
+    /// same base (a sandbox of a copy of the same project state); its files then match the
+    /// checkpoint's, and the checkpoint is kept locally too, so a later
+    /// [`CheckpointManager::rollback_to`] works without the store. `Ok(None)` when the store
+    /// has no such checkpoint. Refused on a committed sandbox, as rollback is.
+    pub fn restore_from_store(
+        &self,
+        sandbox: &Arc<dyn Sandbox>,
+        checkpoint_id: &str,
+    ) -> Result<Option<Checkpoint>, SandboxError> {
+        let remote = self.remote_or_refuse()?;
+        let (store, op) = self.known(sandbox)?;
+        let _plan = self.lock_plan_of(sandbox)?;
+        let _op = op.lock();
+        if sandbox.status() == Status::Committed {
+            return Err(SandboxError::State {
+                sandbox_id: Some(sandbox.sandbox_id().to_string()),
+                from: Status::Committed,
+                to: Status::Active,
+            });
+        }
+        if sandbox.checkpoint_support() != CheckpointSupport::Files {
+            return Err(SandboxError::sandbox(
+                Some(sandbox.sandbox_id()),
+                format!(
+                    "strategy {} cannot restore a file checkpoint",
+                    sandbox.strategy()
+                ),
+            ));
+        }
+        let Some(m) = remote.read(checkpoint_id)? else {
+            return Ok(None);
+        };
+        remote.fetch_into(&m, &store)?;
+        files::restore(sandbox.as_ref(), &store, &m.changes)?;
+        let local = Manifest {
+            sandbox_id: sandbox.sandbox_id().to_string(),
+            ..m
+        };
+        let path = match store.read(checkpoint_id)? {
+            Some(_) => store.manifest_path(checkpoint_id),
+            None => store.write(&local)?,
+        };
+        Ok(Some(Checkpoint::from_manifest(&local, path)))
+    }
+
+    /// Removes the object store's checkpoint objects that no stored checkpoint refers to any
+    /// more and that are older than `grace` (younger ones may belong to an upload running
+    /// elsewhere); returns how many went.
+    pub fn prune_store(&self, grace: Duration) -> Result<usize, SandboxError> {
+        self.remote_or_refuse()?.prune(grace)
     }
 
     /// Makes the checkpoint's sandbox exactly what it was at the checkpoint (contents, modes,
@@ -386,9 +531,19 @@ impl CheckpointManager {
             .collect())
     }
 
-    /// Removes a checkpoint (and the objects no other checkpoint uses). `Ok(false)` when it
-    /// was not there.
+    /// Removes a checkpoint (and the objects no other checkpoint uses), here and in the
+    /// object store if there is one. `Ok(false)` when it was in neither.
     pub fn delete_checkpoint(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
+        let local = self.delete_local(checkpoint_id)?;
+        let stored = match &self.remote {
+            Some(r) => r.remove(checkpoint_id)?,
+            None => false,
+        };
+        Ok(local || stored)
+    }
+
+    /// [`CheckpointManager::delete_checkpoint`] of the local copy only.
+    fn delete_local(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
         let known: Vec<Known> = self
             .sandboxes
             .lock()
@@ -490,7 +645,7 @@ impl Drop for CheckpointManager {
         }
         let made = std::mem::take(&mut *self.made.lock());
         for (id, _) in made {
-            let _ = self.delete_checkpoint(&id);
+            let _ = self.delete_local(&id);
         }
         if let Some(top) = &self.temp_root {
             let _ = std::fs::remove_dir_all(top);

@@ -44,10 +44,13 @@ use crate::tree::snapshot::{self, Node, NodeKind, ProgressFn, StatKey};
 
 mod build;
 mod chain;
+mod deliver;
 mod git_view;
 mod overlay;
 mod shared_lower;
 mod teardown;
+
+pub use deliver::Delivery;
 
 use crate::session::delegation::{Isolation, IsolationMode};
 
@@ -75,6 +78,11 @@ pub struct Options {
     /// the snapshot (see [`Isolation`]); the default is `$PATCHBOX_ISOLATION`, else
     /// [`Isolation::Auto`] (an overlay where one can be mounted, else copies).
     pub isolation: Isolation,
+    /// Where [`SandboxManager::deliver_pending_patch`] stores pending patches: an object
+    /// store (`s3://bucket/prefix`, or a directory of the same layout) shared with other
+    /// machines. `None` (the default): the local pending store under the root, and no
+    /// network is touched.
+    pub store: Option<crate::store::StoreUrl>,
 }
 
 impl std::fmt::Debug for Options {
@@ -87,6 +95,7 @@ impl std::fmt::Debug for Options {
             .field("writable_dirs", &self.writable_dirs)
             .field("no_git_repo", &self.no_git_repo)
             .field("isolation", &self.isolation)
+            .field("store", &self.store)
             .finish()
     }
 }
@@ -181,6 +190,8 @@ pub struct SandboxManager {
     /// The shared layer under `.lower/`, held while the manager lives (overlay isolation of
     /// a git project; see [`crate::session::shared_lower`]).
     shared_lower: Mutex<Option<crate::session::shared_lower::SharedLayer>>,
+    /// The object store pending patches are delivered to ([`Options::store`]).
+    remote: Option<crate::session::remote::RemotePending>,
 }
 
 impl SandboxManager {
@@ -206,6 +217,11 @@ impl SandboxManager {
             Some(r) => r,
             None => layout::default_root()?,
         };
+        // Opened before the session exists: a bad URL is refused with nothing made.
+        let remote = match &options.store {
+            Some(url) => Some(crate::session::remote::RemotePending::open(url)?),
+            None => None,
+        };
         let s = layout::create_session(&root, &project)?;
         let root = s.dir.parent().map(Path::to_path_buf).unwrap_or(root);
         let mgr = SandboxManager {
@@ -229,6 +245,7 @@ impl SandboxManager {
             decided: Mutex::new(None),
             lower: Mutex::new(None),
             shared_lower: Mutex::new(None),
+            remote,
         };
         if !options.no_prune_on_start {
             // Off the caller's path and bounded: an engine starts at once, whatever crashed
@@ -552,19 +569,20 @@ impl SandboxManager {
         self.write_pending_inner(delegation_id, patch, false, provenance)
     }
 
-    fn write_pending_inner(
+    /// What a pending patch of `id` is stored with: its meta (with `provenance`), the paths
+    /// its last finalize touched, and the session base their pre-images are read from (none
+    /// before the first snapshot).
+    fn pending_parts(
         &self,
         id: &str,
-        patch: &[u8],
         abandoned: bool,
         provenance: &Provenance,
-    ) -> Result<PathBuf> {
+    ) -> Result<(PendingMeta, Vec<RelPath>, Option<Arc<SessionBase>>)> {
         layout::validate_delegation_id(id)?;
         let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
             Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
             _ => Vec::new(),
         };
-        let sbase = self.base.lock().clone();
         let meta = PendingMeta {
             session: self.session_id.clone(),
             delegation: id.to_string(),
@@ -575,6 +593,17 @@ impl SandboxManager {
             provenance: provenance.clone(),
             split_from: None,
         };
+        Ok((meta, touched, self.base.lock().clone()))
+    }
+
+    fn write_pending_inner(
+        &self,
+        id: &str,
+        patch: &[u8],
+        abandoned: bool,
+        provenance: &Provenance,
+    ) -> Result<PathBuf> {
+        let (meta, touched, sbase) = self.pending_parts(id, abandoned, provenance)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),
