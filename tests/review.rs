@@ -505,6 +505,58 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
 }
 
 #[test]
+fn a_reader_that_leaves_ends_a_report_quietly_as_git() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let (_tmp, project, root) = setup();
+    // A patch much larger than a pipe's buffer, so the report meets the closed pipe.
+    let out = bin()
+        .arg("run")
+        .arg("--project")
+        .arg(&project)
+        .arg("--root")
+        .arg(&root)
+        .args(["--id", "big", "--pending", "--json", "--"])
+        .args(["sh", "-c", "seq 1 200000 > big.txt"])
+        .output()
+        .unwrap();
+    let id = json(out)["pending_id"].as_str().unwrap().to_string();
+    for args in [vec!["show", "--json", &id], vec!["show", &id]] {
+        let mut child = bin()
+            .arg("pending")
+            .args(&args)
+            .arg("--root")
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader leaves before reading a byte
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {stderr}"
+        );
+    }
+    // A stdout that cannot be written is an error on stderr, not a panic.
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = bin()
+        .args(["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No space left"), "{stderr}");
+}
+
+#[test]
 fn plan_list_diff_and_commit_speak_json_and_commits_carry_provenance() {
     use patchbox::plan::{PlanManager, Strategy};
     use patchbox::session::provenance::Provenance;

@@ -2,6 +2,7 @@
 //! generated from the command definitions by `clap_complete` and `clap_mangen`, so they
 //! never drift from `--help`. The CMake package installs them (see `docs/cli.md`).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,7 +14,14 @@ use crate::Cli;
 /// Prints the completion script for `shell` on stdout.
 pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode, Error> {
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "patchbox", &mut std::io::stdout());
+    // Into memory first: clap_complete panics on a write error (a full disk, a closed
+    // stdout), and an error belongs on stderr with a status.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "patchbox", &mut script);
+    std::io::stdout()
+        .lock()
+        .write_all(&script)
+        .map_err(|e| Error::io("write completion script", "<stdout>", e))?;
     Ok(ExitCode::SUCCESS)
 }
 

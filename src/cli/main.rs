@@ -15,6 +15,7 @@ mod pending;
 mod plan;
 mod remote;
 mod run;
+mod sigpipe;
 
 use clap::{Parser, Subcommand};
 use patchbox::apply::store::UndoStore;
@@ -227,6 +228,9 @@ fn main() -> ExitCode {
             });
         }
     };
+    if sigpipe::reports_only(&cli) {
+        sigpipe::end_quietly_on_closed_stdout();
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
