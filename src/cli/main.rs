@@ -228,7 +228,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    if sigpipe::reports_only(&cli) {
+    if sigpipe::ends_at_closed_stdout(&cli) {
         sigpipe::end_quietly_on_closed_stdout();
     }
     match dispatch(cli) {

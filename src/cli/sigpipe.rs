@@ -1,29 +1,19 @@
-//! A reader that goes away (`patchbox pending show ID | head`) ends a report quietly, as it
-//! ends git's, instead of a panic and a backtrace.
+//! A reader that goes away (`patchbox pending show ID | head`) ends the command quietly, as it
+//! ends git, instead of a panic and a backtrace.
 //!
 //! Why: Rust starts every program with SIGPIPE ignored, so a write to a closed pipe returns
-//! `EPIPE` and `println!` panics on it. Only the commands that write nothing but their report
-//! get the default disposition back (the kernel then ends the process on that write, status
-//! 141 in a shell, as for git): `run` must see the closed pipe to keep its patch pending
-//! (exit 74), and the commands that change a project, a plan or a store keep reporting errors
-//! themselves rather than being killed at a write.
+//! `EPIPE` and `println!` panics on it. Every command but `run` gets the default disposition
+//! back: the kernel then ends the process at that write (status 141 in a shell), as for git.
+//! Being ended there is never worse than the kill -9 every changing command already survives
+//! (applies, undos, commits and pending writes are crash-atomic), and most print only once
+//! their work is done. `run` keeps SIGPIPE ignored: its stdout is where the patch is
+//! delivered, and it must see the closed pipe to keep the patch pending (exit 74).
 
-use crate::{Cli, Cmd, SessionsCmd};
+use crate::{Cli, Cmd};
 
-/// Whether `cli` only reads and reports (lists, shows, diffs, help texts).
-pub fn reports_only(cli: &Cli) -> bool {
-    use crate::pending::PendingCmd as P;
-    use crate::plan::PlanCmd as Pl;
-    match &cli.cmd {
-        Cmd::Pending { cmd, .. } => matches!(cmd, P::List { .. } | P::Show { .. } | P::Usage),
-        Cmd::Plan { cmd, .. } => matches!(cmd, Pl::List { .. } | Pl::Diff { .. }),
-        Cmd::Sessions { cmd, .. } => matches!(cmd, None | Some(SessionsCmd::List)),
-        Cmd::Apply {
-            list_undo, check, ..
-        } => *list_undo || *check,
-        Cmd::Completions { .. } | Cmd::Man { .. } => true,
-        Cmd::Run { .. } | Cmd::Recover { .. } => false,
-    }
+/// Whether `cli` should end quietly at a write to a closed stdout: every command but `run`.
+pub fn ends_at_closed_stdout(cli: &Cli) -> bool {
+    !matches!(cli.cmd, Cmd::Run { .. })
 }
 
 /// Restores the default SIGPIPE disposition for this process.
