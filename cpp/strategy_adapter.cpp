@@ -63,7 +63,9 @@ DiffEntry entry_of(const pb::FfiDiffEntry& e) {
   DiffEntry out;
   out.path = std::string(e.path);
   const std::string_view op(e.operation.data(), e.operation.size());
-  out.operation = op == "added" ? DiffOp::Added : op == "deleted" ? DiffOp::Deleted : DiffOp::Modified;
+  out.operation = op == "added"     ? DiffOp::Added
+                  : op == "deleted" ? DiffOp::Deleted
+                                    : DiffOp::Modified;
   if (e.has_before) out.before = str_of(e.before);
   if (e.has_after) out.after = str_of(e.after);
   return out;

@@ -514,7 +514,8 @@ struct ResourceSandbox {
 
 // ---- the manager -----------------------------------------------------------------------------
 
-class SandboxStrategyRegistry;  // <patchbox/strategy_registry.hpp>
+/// The registry of custom strategies (declared in `<patchbox/strategy_registry.hpp>`).
+class SandboxStrategyRegistry;
 
 /// One plan executor's sandboxes, under one root (`<root>/plans`).
 ///
