@@ -145,7 +145,14 @@ void safe_restore(const fs::path& backup, const fs::path& original) {
   if (bst.st_dev != pst.st_dev) {
     // A rename cannot cross filesystems: the backup is copied next to the original first.
     source = parent / ("." + name.string() + ".restore-" + tag);
-    backup_directory(backup, source);
+    try {
+      backup_directory(backup, source);
+    } catch (...) {
+      // A partial copy is not left beside the original (the original was not touched).
+      std::error_code ignored;
+      fs::remove_all(source, ignored);
+      throw;
+    }
   }
   fs::path aside;
   if (lexists(original)) {
