@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <patchbox/plan.hpp>
@@ -161,6 +162,35 @@ TEST(StrategyRegistry, AClassLackingOperationsRaisesProtocolMismatchErrorNamingT
     EXPECT_EQ(root.kind(), patchbox::ErrorKind::Plan);
   }
   EXPECT_FALSE(registry.has_custom_strategy("bad"));
+}
+
+/// A host strategy lacking `diff` (and so abstract).
+class LacksDiff : public plan::SandboxStrategyProtocol {
+ public:
+  std::map<std::string, std::string> create(const plan::SandboxRef&, const fs::path&) override {
+    return {};
+  }
+  std::optional<std::string> read(const plan::SandboxRef&, const std::string&) override {
+    return std::nullopt;
+  }
+  void write(const plan::SandboxRef&, const std::string&, const std::string&) override {}
+  std::optional<std::string> commit(const plan::SandboxRef&,
+                                    const std::optional<std::string>&) override {
+    return std::nullopt;
+  }
+  void rollback(const plan::SandboxRef&, bool) override {}
+  void checkpoint(const plan::SandboxRef&, const std::string&) override {}
+  void restore_checkpoint(const plan::SandboxRef&, const std::string&) override {}
+  void cleanup(const plan::SandboxRef&) override {}
+};
+
+TEST(StrategyRegistry, AHostClassLackingAnOperationCannotEvenBeMade) {
+  // The protocol's C++ name, and its check for host objects: at compile time.
+  static_assert(std::is_same_v<plan::SandboxStrategyProtocol, plan::CustomStrategy>);
+  static_assert(std::is_abstract_v<LacksDiff>);
+  static_assert(!std::is_constructible_v<LacksDiff>);
+  static_assert(std::is_constructible_v<MemoryStrategy>);
+  SUCCEED();
 }
 
 // ---- Factory integration ----------------------------------------------------------------------
