@@ -102,6 +102,7 @@ mod cpp {
         cxx_build::bridges([
             "src/ffi/apply.rs",
             "src/ffi/error.rs",
+            "src/ffi/fs_utils.rs",
             "src/ffi/plan.rs",
             "src/ffi/sandbox.rs",
             "src/ffi/store.rs",

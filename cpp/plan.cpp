@@ -77,6 +77,8 @@ std::vector<std::string> split_list(std::string_view s) {
   if (kind == "commit") throw SandboxCommitError(message, id, split_list(fields[1]));
   if (kind == "rollback") throw SandboxRollbackError(message, id, split_list(fields[1]));
   if (kind == "state") throw SandboxStateError(message, id);
+  // A registry's (cpp/strategy_registry.cpp): the missing operations in the files field.
+  if (kind == "protocol_mismatch") throw ProtocolMismatchError(message, split_list(fields[1]));
   if (kind == "atomic_commit") {
     throw AtomicCommitError(message, id, split_list(fields[2]), split_list(fields[3]));
   }
@@ -449,6 +451,14 @@ SandboxManager::Impl& SandboxManager::impl() const {
 
 SandboxManager SandboxManager::open(const std::filesystem::path& root) {
   return call([&] { return SandboxManager(std::make_unique<Impl>(pb::plan_open(bytes(root)))); });
+}
+
+SandboxManager SandboxManager::open(const std::filesystem::path& root,
+                                    const SandboxStrategyRegistry& registry) {
+  return call([&] {
+    return SandboxManager(
+        std::make_unique<Impl>(pb::plan_open_with_registry(bytes(root), *registry.impl_->reg)));
+  });
 }
 
 const std::filesystem::path& SandboxManager::root() const { return impl().root; }

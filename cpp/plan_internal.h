@@ -1,5 +1,6 @@
 // Private to the library (not installed): what cpp/plan.cpp shares with the other glue files
-// of the plan bridge (cpp/checkpoint.cpp). Defined at the end of cpp/plan.cpp.
+// of the plan bridge (cpp/checkpoint.cpp, cpp/strategy_registry.cpp). The functions are defined
+// at the end of cpp/plan.cpp.
 #ifndef PATCHBOX_CPP_PLAN_INTERNAL_H
 #define PATCHBOX_CPP_PLAN_INTERNAL_H
 
@@ -8,11 +9,19 @@
 #include <string>
 
 #include "patchbox/plan.hpp"
+#include "patchbox/strategy_registry.hpp"
 #include "patchbox/src/ffi/plan.rs.h"
 #include "rust/cxx.h"
 
 namespace patchbox {
 namespace plan {
+
+/// The Rust registry behind a SandboxStrategyRegistry (cpp/strategy_registry.cpp), shared by
+/// its copies.
+struct SandboxStrategyRegistry::Impl {
+  rust::Box<bridge::plan::PlanRegistry> reg;  ///< The Rust half.
+};
+
 namespace internal {
 
 /// Throws the exception a plan bridge error stands for (a SandboxError subclass for

@@ -472,6 +472,11 @@ class CustomStrategy {
   CustomStrategy& operator=(const CustomStrategy&) = default;
 };
 
+/// The plan executors' documented name of CustomStrategy (their nine-method
+/// `SandboxStrategyProtocol`; in C++ an abstract class, so a strategy lacking an operation
+/// does not compile).
+using SandboxStrategyProtocol = CustomStrategy;
+
 // ---- boundaries ------------------------------------------------------------------------------
 
 /// A resource of a plan, for the boundary functions of SandboxManager.
@@ -509,6 +514,9 @@ struct ResourceSandbox {
 
 // ---- the manager -----------------------------------------------------------------------------
 
+/// The registry of custom strategies (declared in `<patchbox/strategy_registry.hpp>`).
+class SandboxStrategyRegistry;
+
 /// One plan executor's sandboxes, under one root (`<root>/plans`).
 ///
 /// Thread-safe: one manager may be used from any number of threads; concurrent first calls of
@@ -523,6 +531,12 @@ class SandboxManager {
   /// Opens the manager of @p root (empty: `$PATCHBOX_ROOT`, else `$HOME/.entropic/sandbox`).
   /// @throws SandboxError when the root cannot be made or read.
   static SandboxManager open(const std::filesystem::path& root);
+  /// Opens the manager of @p root (empty: as open(root)) whose custom strategies are those of
+  /// @p registry (shared: strategies registered there later are seen too, and
+  /// register_strategy() registers into it). Include `<patchbox/strategy_registry.hpp>`.
+  /// @throws SandboxError when the root cannot be made or read.
+  static SandboxManager open(const std::filesystem::path& root,
+                             const SandboxStrategyRegistry& registry);
   /// Closes the manager (see the class notes: sandboxes without work are cleaned up).
   ~SandboxManager();
   /// Move-only.

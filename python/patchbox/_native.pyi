@@ -8,8 +8,8 @@ from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Seque
 __version__: str
 
 # The exceptions the module raises are defined in Python: patchbox/errors.py; the records
-# SandboxContext, CommitResult, SandboxRef and SandboxCheckpoint (frozen dataclasses) in
-# patchbox/_records.py.
+# SandboxContext, CommitResult, SandboxRef (frozen dataclasses) and SandboxCheckpoint (a frozen
+# Pydantic model) in patchbox/_records.py.
 from ._records import CommitResult, SandboxCheckpoint, SandboxContext, SandboxRef
 
 # ---------------------------------------------------------------- plan layer (plan.rs, checkpoint.rs, custom.rs)

@@ -1,22 +1,24 @@
 """The plan layer's records as the plan executors' documentation defines them: frozen
-dataclasses (``SandboxContext``, ``CommitResult``, ``SandboxRef``) and the frozen model
-``SandboxCheckpoint``.
+dataclasses (``SandboxContext``, ``CommitResult``, ``SandboxRef``) and the frozen Pydantic
+model ``SandboxCheckpoint``.
 
-Why plain Python: the documentation makes them dataclasses, so ``dataclasses.asdict``,
-``dataclasses.replace`` and ``FrozenInstanceError`` work on them, and metadata is kept as
-given (``{"attempt": 3}`` stays an ``int``). The compiled core builds its results with these
-very classes (it imports them from here). This module imports nothing of patchbox, so the
-core can import it at any time (``CommitResult.to_record`` reaches the core only when
-called).
+Why plain Python: the documentation makes the first three dataclasses, so
+``dataclasses.asdict``, ``dataclasses.replace`` and ``FrozenInstanceError`` work on them, and
+metadata is kept as given (``{"attempt": 3}`` stays an ``int``); it makes the checkpoint a
+``pydantic.BaseModel`` (Pydantic is a dependency of the package for it). The compiled core
+builds its results with these very classes (it imports them from here). This module imports
+nothing of patchbox, so the core can import it at any time (``CommitResult.to_record``
+reaches the core only when called).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Type, TypeVar
+from typing import Any, Dict, List, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["SandboxContext", "CommitResult", "SandboxRef", "SandboxCheckpoint"]
 
@@ -84,97 +86,27 @@ class SandboxRef:
     metadata: Dict[str, object] = field(default_factory=dict)
 
 
-_M = TypeVar("_M", bound="SandboxCheckpoint")
-
-
-@dataclass(frozen=True)
-class SandboxCheckpoint:
+class SandboxCheckpoint(BaseModel):
     """A point-in-time state of a sandbox, as ``CheckpointManager.create_checkpoint`` took it.
 
-    A frozen model with the Pydantic surface the documentation implies — ``model_dump()``,
-    ``model_dump_json()``, ``model_validate()``, ``model_validate_json()``, ``model_copy()``
-    and ``model_fields`` — without depending on Pydantic. ``rollback_to`` needs only
-    ``checkpoint_id`` and ``sandbox_id``, so a checkpoint read back with ``model_validate``
-    rolls back like the original.
+    The documentation's frozen Pydantic model: a ``pydantic.BaseModel`` with
+    ``model_config = ConfigDict(frozen=True)``, so ``model_dump()``, ``model_dump_json()``,
+    ``model_validate()``, ``model_validate_json()`` and ``model_copy()`` are Pydantic's own,
+    assigning a field raises ``pydantic.ValidationError``, and a checkpoint nests in a user's
+    own Pydantic models. Unknown fields are refused (``extra="forbid"``), as is metadata that
+    is not text. ``rollback_to`` needs only ``checkpoint_id`` and ``sandbox_id``, so a
+    checkpoint read back with ``model_validate`` rolls back like the original.
 
     ``snapshot_path`` is the checkpoint's manifest: a checkpoint records what changed against
     the sandbox's base, not a full copy of it.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     checkpoint_id: str
     sandbox_id: str
     plan_id: str
     phase: str
-    created_at: datetime = field(default_factory=_now)
-    metadata: Dict[str, str] = field(default_factory=dict)
+    created_at: datetime = Field(default_factory=_now)
+    metadata: Dict[str, str] = Field(default_factory=dict)
     snapshot_path: str = ""
-
-    #: Field name → its type's name, in declaration order (Pydantic's ``model_fields`` keys).
-    model_fields: ClassVar[Dict[str, str]] = {
-        "checkpoint_id": "str",
-        "sandbox_id": "str",
-        "plan_id": "str",
-        "phase": "str",
-        "created_at": "datetime",
-        "metadata": "dict[str, str]",
-        "snapshot_path": "str",
-    }
-    model_config: ClassVar[Mapping[str, object]] = {"frozen": True}
-
-    def __post_init__(self) -> None:
-        for name in ("checkpoint_id", "sandbox_id", "plan_id", "phase", "snapshot_path"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"SandboxCheckpoint.{name} must be a str, not {type(getattr(self, name)).__name__}")
-        if not isinstance(self.created_at, datetime):
-            raise ValueError("SandboxCheckpoint.created_at must be a datetime")
-        meta = self.metadata
-        if not isinstance(meta, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
-            raise ValueError("SandboxCheckpoint.metadata must be a dict[str, str]")
-        object.__setattr__(self, "metadata", dict(meta))
-
-    def model_dump(self, *, mode: str = "python") -> Dict[str, Any]:
-        """The fields as a dict (``mode="json"``: ``created_at`` as an ISO 8601 string)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["metadata"] = dict(self.metadata)
-        if mode == "json":
-            out["created_at"] = self.created_at.isoformat()
-        elif mode != "python":
-            raise ValueError(f"mode must be 'python' or 'json', not {mode!r}")
-        return out
-
-    def model_dump_json(self, *, indent: Optional[int] = None) -> str:
-        """The fields as JSON (``created_at`` in ISO 8601)."""
-        return json.dumps(self.model_dump(mode="json"), indent=indent)
-
-    @classmethod
-    def model_validate(cls: Type[_M], obj: Any) -> _M:
-        """A checkpoint from a dict (as ``model_dump`` gives, ``created_at`` a ``datetime`` or
-        an ISO 8601 string) or from another checkpoint; ``ValueError`` names what is wrong."""
-        if isinstance(obj, cls):
-            return obj
-        if isinstance(obj, SandboxCheckpoint):
-            obj = obj.model_dump()
-        if not isinstance(obj, Mapping):
-            raise ValueError(f"cannot validate a SandboxCheckpoint from {type(obj).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(obj) - set(names))
-        if unknown:
-            raise ValueError(f"SandboxCheckpoint: unknown fields {unknown}")
-        missing = [n for n in ("checkpoint_id", "sandbox_id", "plan_id", "phase") if n not in obj]
-        if missing:
-            raise ValueError(f"SandboxCheckpoint: missing fields {missing}")
-        data = dict(obj)
-        created = data.get("created_at")
-        if isinstance(created, str):
-            data["created_at"] = datetime.fromisoformat(created)
-        return cls(**data)
-
-    @classmethod
-    def model_validate_json(cls: Type[_M], text: str) -> _M:
-        """``model_validate`` of a JSON document."""
-        return cls.model_validate(json.loads(text))
-
-    def model_copy(self: _M, *, update: Optional[Mapping[str, Any]] = None) -> _M:
-        """A copy, with ``update``'s fields replaced (validated again)."""
-        return type(self).model_validate({**self.model_dump(), **dict(update or {})})
-

@@ -3,7 +3,7 @@
 ``CheckpointManager(root)`` (a directory or a ``SandboxManager``; without one, a folder of its
 own under the system temp folder, removed with its checkpoints on ``close()``) records a
 sandbox's state at a phase — ``PRE_EXECUTE``, ``POST_EXECUTE``, ``PRE_APPLY`` or any name —
-as a ``SandboxCheckpoint`` (a frozen record with ``model_dump``/``model_validate``; a
+as a ``SandboxCheckpoint`` (a frozen Pydantic model: ``model_dump``, ``model_validate``; a
 ``plan_id`` that is not the sandbox's is refused); ``rollback_to(cp)`` makes the sandbox
 exactly what it was then; ``cleanup()`` removes every checkpoint the manager made.
 A checkpoint stores what changed against the sandbox's base, content-addressed: it costs what

@@ -6,7 +6,6 @@ leaves there is seen."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -69,29 +68,92 @@ def test_checkpoint_fields_and_types(tmpdir_env, sandbox):
 
 
 def test_checkpoint_is_a_frozen_model(tmpdir_env, sandbox):
-    """"A frozen Pydantic model": assignment raises, model_dump / model_dump_json /
-    model_validate round-trip, and a validated copy rolls back like the original."""
+    """"A frozen Pydantic model": a ``pydantic.BaseModel`` whose ``model_config`` is frozen;
+    assigning a field raises Pydantic's ``ValidationError``."""
+    import pydantic
+
+    from patchbox.plan.checkpoint import CheckpointManager, SandboxCheckpoint
+
+    assert issubclass(SandboxCheckpoint, pydantic.BaseModel)
+    assert SandboxCheckpoint.model_config.get("frozen") is True
+    with CheckpointManager() as mgr:
+        cp = mgr.create_checkpoint(sandbox, PLAN, "pre_execute", {})
+        assert isinstance(cp, pydantic.BaseModel)
+        with pytest.raises(pydantic.ValidationError, match="frozen"):
+            cp.phase = "post_execute"  # type: ignore[misc]
+        assert cp.phase == "pre_execute"
+        assert list(SandboxCheckpoint.model_fields) == [
+            "checkpoint_id", "sandbox_id", "plan_id", "phase", "created_at", "metadata", "snapshot_path"
+        ]
+
+
+def test_checkpoint_model_dump_and_validate_round_trip(tmpdir_env, sandbox):
+    """``model_dump`` / ``model_dump_json`` / ``model_validate`` round-trip, invalid input is
+    a ``ValidationError`` (a ``ValueError``), and a validated copy rolls back like the
+    original."""
+    import pydantic
+
     from patchbox.plan.checkpoint import CheckpointManager, SandboxCheckpoint
 
     with CheckpointManager() as mgr:
-        cp = mgr.create_checkpoint(sandbox, PLAN, "pre_execute", {})
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            cp.phase = "post_execute"  # type: ignore[misc]
+        cp = mgr.create_checkpoint(sandbox, PLAN, "pre_execute", {"reason": "start"})
         dumped = cp.model_dump()
         assert list(dumped) == ["checkpoint_id", "sandbox_id", "plan_id", "phase", "created_at", "metadata", "snapshot_path"]
-        assert dumped["created_at"] == cp.created_at
+        assert dumped["created_at"] == cp.created_at and dumped["metadata"] == {"reason": "start"}
         as_json = json.loads(cp.model_dump_json())
         assert as_json["checkpoint_id"] == cp.checkpoint_id and isinstance(as_json["created_at"], str)
+        assert datetime.fromisoformat(as_json["created_at"].replace("Z", "+00:00")) == cp.created_at
         again = SandboxCheckpoint.model_validate(as_json)
         assert again == cp and SandboxCheckpoint.model_validate(dumped) == cp
         assert SandboxCheckpoint.model_validate_json(cp.model_dump_json()) == cp
-        with pytest.raises(ValueError):
+        assert cp.model_copy(update={"phase": "post_execute"}).phase == "post_execute"
+        with pytest.raises(pydantic.ValidationError):
             SandboxCheckpoint.model_validate({"checkpoint_id": "x"})
         with pytest.raises(ValueError):
             SandboxCheckpoint.model_validate({**dumped, "metadata": {"n": 1}})
+        with pytest.raises(ValueError):
+            SandboxCheckpoint.model_validate({**dumped, "extra_field": "x"})
         Path(sandbox.get_path("notes.txt")).write_text("later\n")
         assert mgr.rollback_to(again)
         assert Path(sandbox.get_path("notes.txt")).read_text() == "one\n"
+
+
+@pytest.mark.parametrize("protocol", range(2, 6))
+def test_checkpoint_pickles_and_rolls_back_after(tmpdir_env, sandbox, protocol):
+    """A checkpoint crosses ``pickle`` (a worker process, a queue) unchanged, and the copy
+    rolls back like the original."""
+    import pickle
+
+    from patchbox.plan.checkpoint import CheckpointManager, SandboxCheckpoint
+
+    with CheckpointManager() as mgr:
+        cp = mgr.create_checkpoint(sandbox, PLAN, "post_execute", {"status": "success"})
+        back = pickle.loads(pickle.dumps(cp, protocol=protocol))
+        assert type(back) is SandboxCheckpoint and back == cp
+        assert back.metadata == {"status": "success"} and back.created_at == cp.created_at
+        Path(sandbox.get_path("notes.txt")).write_text("later\n")
+        assert mgr.rollback_to(back)
+        assert Path(sandbox.get_path("notes.txt")).read_text() == "one\n"
+
+
+def test_checkpoint_nests_in_a_users_pydantic_model(tmpdir_env, sandbox):
+    """Being a real Pydantic model, a checkpoint is a field type of a user's own model (a
+    plan's record of its checkpoints), serialized and validated with it."""
+    from typing import List as _List
+
+    import pydantic
+
+    from patchbox.plan.checkpoint import CheckpointManager, SandboxCheckpoint
+
+    class PlanRecord(pydantic.BaseModel):
+        plan_id: str
+        checkpoints: _List[SandboxCheckpoint]
+
+    with CheckpointManager() as mgr:
+        cp = mgr.create_checkpoint(sandbox, PLAN, "pre_apply", {})
+        record = PlanRecord(plan_id=PLAN, checkpoints=[cp])
+        back = PlanRecord.model_validate_json(record.model_dump_json())
+        assert back.checkpoints == [cp] and isinstance(back.checkpoints[0], SandboxCheckpoint)
 
 
 # ------------------------------------------------------------------ CheckpointManager API

@@ -103,4 +103,7 @@ def test_metadata() -> None:
     meta = importlib.metadata.metadata("patchbox")
     assert meta["Name"] == "patchbox"
     assert meta["Requires-Python"] == ">=3.9"
+    # The one runtime dependency: SandboxCheckpoint is a Pydantic model.
+    runtime = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+    assert runtime == ["pydantic>=2,<3"]
     assert meta["Version"] == patchbox.__version__

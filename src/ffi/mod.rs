@@ -4,7 +4,8 @@
 //! (the [`SandboxManager`](crate::SandboxManager) and its callbacks), [`apply`] for
 //! `<patchbox/apply.hpp>` (`apply_patch`, `undo_apply`, `apply_pending`), [`store`] for
 //! `<patchbox/store.hpp>` (pending patches and sessions under the root), [`plan`] for
-//! `<patchbox/plan.hpp>` (the plan-sandbox layer, [`crate::plan`]), and [`error`] for
+//! `<patchbox/plan.hpp>` (the plan-sandbox layer, [`crate::plan`]), [`fs_utils`] for
+//! `<patchbox/fs_utils.hpp>` (the patch between two trees), and [`error`] for
 //! `<patchbox/error.hpp>` (the error kind names). The C++ glue is in `cpp/`; `build.rs`
 //! compiles both into this crate, so the Rust staticlib is the whole C++ library. Rules every
 //! bridge keeps:
@@ -32,6 +33,7 @@ use crate::error::Error;
 
 pub mod apply;
 pub mod error;
+pub mod fs_utils;
 pub mod plan;
 pub mod sandbox;
 pub mod store;

@@ -14,7 +14,10 @@
 //! C++ `patchbox::plan::CustomStrategy` in it, held by the opaque C++ `CustomStrategyHandle`
 //! (`cpp/custom_strategy.h`). The Rust side (`CppStrategy`, a [`StrategyProtocol`]) calls the
 //! handle's `noexcept` methods, which catch everything the strategy throws and return it as an
-//! error string; those calls run inside the bridge functions' `catch_unwind`.
+//! error string; those calls run inside the bridge functions' `catch_unwind`. A C++
+//! `SandboxStrategyRegistry` is a shared [`StrategyRegistry`] of its own (with the module
+//! allow-list), which a manager opened over it uses instead (`registry.rs`); a C++
+//! `BuiltInSandboxStrategyAdapter` is a [`crate::plan::custom::BuiltInAdapter`] (`adapter.rs`).
 //! Times cross as milliseconds since the Unix epoch.
 //!
 //! Errors keep the rules of [`super`], with the plan error's kind and details:
@@ -47,6 +50,11 @@ use crate::plan::{
     CommitResult, DiffOp, PlanManager, Resource, ResourceKind, ResourceRegistry, Sandbox,
     SandboxContext, SandboxDiff, SandboxError, Status, Strategy,
 };
+
+mod adapter;
+mod registry;
+use adapter::{plan_adapter_new, PlanAdapter};
+use registry::{plan_open_with_registry, plan_registry_new, PlanRegistry};
 
 #[cxx::bridge(namespace = "patchbox::bridge::plan")]
 mod bridge {
@@ -283,6 +291,64 @@ mod bridge {
         ) -> Result<()>;
         fn has_custom_strategy(self: &PlanMgr, name: &str) -> bool;
         fn close(self: &mut PlanMgr);
+
+        // The strategy registry with its module allow-list (`registry.rs`).
+        type PlanRegistry;
+        fn plan_registry_new() -> Box<PlanRegistry>;
+        /// A manager whose custom strategies are those of `registry` (shared, not copied).
+        fn plan_open_with_registry(root: &[u8], registry: &PlanRegistry) -> Result<Box<PlanMgr>>;
+        fn allow_module_prefix(self: &PlanRegistry, prefix: &[u8]) -> Result<()>;
+        /// The allowed prefixes, each followed by a NUL byte (paths hold none).
+        fn allowed_prefixes(self: &PlanRegistry) -> Vec<u8>;
+        fn register_module(
+            self: &PlanRegistry,
+            name: &str,
+            module: &[u8],
+            class_name: &str,
+        ) -> Result<()>;
+        fn register_strategy(
+            self: &PlanRegistry,
+            name: &str,
+            strategy: UniquePtr<CustomStrategyHandle>,
+        ) -> Result<()>;
+        fn has_custom_strategy(self: &PlanRegistry, name: &str) -> bool;
+        fn names(self: &PlanRegistry) -> Vec<String>;
+
+        // A built-in strategy behind the protocol (`adapter.rs`).
+        type PlanAdapter;
+        fn plan_adapter_new(root: &[u8], strategy: &str) -> Result<Box<PlanAdapter>>;
+        fn strategy_name(self: &PlanAdapter) -> String;
+        fn create(
+            self: &PlanAdapter,
+            plan_id: &str,
+            resource_id: &str,
+            original: &[u8],
+        ) -> Result<FfiSandboxRef>;
+        fn read(
+            self: &PlanAdapter,
+            r: &FfiSandboxRef,
+            path: &str,
+            found: &mut bool,
+        ) -> Result<Vec<u8>>;
+        fn write(
+            self: &PlanAdapter,
+            r: &FfiSandboxRef,
+            path: &str,
+            data: &[u8],
+        ) -> Result<FfiDiffEntry>;
+        fn diff(self: &PlanAdapter, r: &FfiSandboxRef) -> Result<FfiDiffView>;
+        fn commit(
+            self: &PlanAdapter,
+            r: &FfiSandboxRef,
+            has_message: bool,
+            message: &str,
+            has_ref: &mut bool,
+        ) -> Result<String>;
+        fn rollback(self: &PlanAdapter, r: &FfiSandboxRef, after_commit: bool) -> Result<()>;
+        fn checkpoint(self: &PlanAdapter, r: &FfiSandboxRef, id: &str) -> Result<()>;
+        fn restore_checkpoint(self: &PlanAdapter, r: &FfiSandboxRef, id: &str) -> Result<()>;
+        fn cleanup(self: &PlanAdapter, r: &FfiSandboxRef) -> Result<()>;
+        fn is_rollbackable(self: &PlanAdapter) -> bool;
 
         fn len(self: &PlanSandboxList) -> usize;
         fn get(self: &PlanSandboxList, i: usize) -> Box<PlanSandbox>;

@@ -6,6 +6,7 @@
 //! - [`snapshot`]: copying them in parallel (`FICLONE` or `copy_file_range`), with stat keys.
 //! - [`base`]: the session's base, as copies in `base/` or blobs of the user's object store.
 //! - [`diff`]: what a sandbox changed, driven by the stat manifest taken when it was made.
+//! - [`dir_diff`]: the patch between any two directories, compared by content.
 //!
 //! ```
 //! use patchbox::tree::select::select_project;
@@ -21,6 +22,7 @@
 
 pub mod base;
 pub mod diff;
+pub mod dir_diff;
 pub mod overlay_diff;
 pub mod select;
 pub mod snapshot;

@@ -53,6 +53,9 @@ if(MODE STREQUAL "install")
       include/patchbox/sandbox.hpp
       include/patchbox/plan.hpp
       include/patchbox/checkpoint.hpp
+      include/patchbox/strategy_registry.hpp
+      include/patchbox/strategy_adapter.hpp
+      include/patchbox/fs_utils.hpp
       include/patchbox/compat/entropic/core/sandbox.h
       lib*/libpatchbox.a
       lib*/cmake/patchbox/patchboxConfig.cmake
