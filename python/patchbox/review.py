@@ -21,6 +21,7 @@ from ._native import (
     pending_record_json,
     pending_records_json,
     sessions_json,
+    stored_record_json,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "pending_record",
     "pending_records",
     "session_records",
+    "stored_record",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -46,6 +48,15 @@ def pending_record(id: str, *, root: Optional[PathLike] = None) -> Dict[str, Any
     ``patchbox pending show --json`` prints). An unknown id raises ``PatchboxError``
     (kind ``"pending"``)."""
     record: Dict[str, Any] = json.loads(pending_record_json(id, root=root))
+    return record
+
+
+def stored_record(id: str, *, store: str) -> Dict[str, Any]:
+    """The record of pending patch ``id`` in the object store ``store`` (``s3://bucket/prefix``
+    or a directory), its ``patch`` text and ``provenance`` included (what ``patchbox pending
+    show --json --store URL`` prints). An unknown id raises ``PatchboxError`` (kind
+    ``"pending"``); a store that cannot be read, kind ``"store"``."""
+    record: Dict[str, Any] = json.loads(stored_record_json(id, store=store))
     return record
 
 
