@@ -4,10 +4,10 @@
 //! other plan sandbox.
 
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
-use patchbox::plan::checkpoint::{Checkpoint, CheckpointManager};
+use patchbox::plan::checkpoint::CheckpointManager;
 use patchbox::plan::{PlanManager, SandboxError, Strategy};
+use patchbox::records::CheckpointRecord;
 use patchbox::store::StoreUrl;
 
 /// Opens the checkpoints kept in the store `url`, with `root` for the local copies a restore
@@ -18,35 +18,17 @@ fn open(root: &Path, url: &str) -> Result<CheckpointManager, SandboxError> {
     CheckpointManager::with_store(root, &url)
 }
 
-fn created_ms(c: &Checkpoint) -> u128 {
-    c.created_at
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
 /// `plan checkpoints --store URL`: every stored checkpoint, oldest first — one line each (id,
 /// plan, sandbox, phase, creation time in milliseconds since the epoch, metadata), or a JSON
 /// array of the same fields.
 pub fn list(root: &Path, url: &str, json: bool) -> Result<(), SandboxError> {
     let stored = open(root, url)?.list_stored()?;
+    let recs: Vec<CheckpointRecord> = stored.iter().map(Into::into).collect();
     if json {
-        let recs: Vec<serde_json::Value> = stored
-            .iter()
-            .map(|c| {
-                serde_json::json!({
-                    "checkpoint_id": c.checkpoint_id,
-                    "plan_id": c.plan_id,
-                    "sandbox_id": c.sandbox_id,
-                    "phase": c.phase,
-                    "created_ms": created_ms(c),
-                    "metadata": c.metadata,
-                })
-            })
-            .collect();
         print!("{}", patchbox::records::to_json(&recs));
         return Ok(());
     }
-    for c in &stored {
+    for c in &recs {
         let meta: Vec<String> = c.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
             "{}\t{}\t{}\t{}\t{}\t{}",
@@ -54,7 +36,7 @@ pub fn list(root: &Path, url: &str, json: bool) -> Result<(), SandboxError> {
             c.plan_id,
             c.sandbox_id,
             c.phase,
-            created_ms(c),
+            c.created_ms,
             meta.join(",")
         );
     }
