@@ -6,7 +6,8 @@ The records are the JSON documents ``patchbox ... --json`` prints and the C++ AP
 lists every pending patch (ids, project, origin, times, the command that produced it, and the
 files with their change kind and line counts); ``apply_pending_selected`` applies some files
 (``only``, ``exclude``) or hunks (``hunks=["a.py:1,3"]``) and keeps the rest pending as a new
-entry that applies later.
+entry that applies later. ``stored_record`` reads one pending patch's record in an object store
+(``pending show --json --store URL``).
 """
 
 from __future__ import annotations
