@@ -156,19 +156,50 @@ std::filesystem::path SandboxManager::write_pending_patch(const std::string& del
   });
 }
 
+namespace {
+
+// The provenance as the bridge carries it (an absent value has its `has_*` flag false).
+bridge::FfiProvenance provenance_in(const Provenance& provenance) {
+  bridge::FfiProvenance p;
+  for (const auto& w : provenance.command) p.command.push_back(rust::String(w));
+  p.has_cwd = provenance.cwd.has_value();
+  if (provenance.cwd) p.cwd = glue::to_vec(provenance.cwd->native());
+  p.has_exit_status = provenance.exit_status.has_value();
+  p.exit_status = provenance.exit_status.value_or(0);
+  p.has_started = provenance.started_ms.has_value();
+  p.started_ms = provenance.started_ms.value_or(0);
+  p.has_ended = provenance.ended_ms.has_value();
+  p.ended_ms = provenance.ended_ms.value_or(0);
+  return p;
+}
+
+PendingDelivery delivery_of(const bridge::FfiDelivery& d) {
+  PendingDelivery out;
+  out.place = d.place == 1   ? PendingDelivery::Place::Stored
+              : d.place == 2 ? PendingDelivery::Place::Kept
+                             : PendingDelivery::Place::Local;
+  out.path = path_of(d.path);
+  out.id = std::string(d.id);
+  out.url = std::string(d.url);
+  out.error = std::string(d.error);
+  return out;
+}
+
+}  // namespace
+
 PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegation_id,
                                                       const std::string& patch) {
   return call([&] {
-    auto d = impl().mgr->deliver_pending_patch(bytes(delegation_id), bytes(patch));
-    PendingDelivery out;
-    out.place = d.place == 1   ? PendingDelivery::Place::Stored
-                : d.place == 2 ? PendingDelivery::Place::Kept
-                               : PendingDelivery::Place::Local;
-    out.path = path_of(d.path);
-    out.id = std::string(d.id);
-    out.url = std::string(d.url);
-    out.error = std::string(d.error);
-    return out;
+    return delivery_of(impl().mgr->deliver_pending_patch(bytes(delegation_id), bytes(patch)));
+  });
+}
+
+PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegation_id,
+                                                      const std::string& patch,
+                                                      const Provenance& provenance) {
+  return call([&] {
+    return delivery_of(impl().mgr->deliver_pending_patch_with(bytes(delegation_id), bytes(patch),
+                                                              provenance_in(provenance)));
   });
 }
 
@@ -176,18 +207,8 @@ std::filesystem::path SandboxManager::write_pending_patch(const std::string& del
                                                           const std::string& patch,
                                                           const Provenance& provenance) {
   return call([&] {
-    bridge::FfiProvenance p;
-    for (const auto& w : provenance.command) p.command.push_back(rust::String(w));
-    p.has_cwd = provenance.cwd.has_value();
-    if (provenance.cwd) p.cwd = glue::to_vec(provenance.cwd->native());
-    p.has_exit_status = provenance.exit_status.has_value();
-    p.exit_status = provenance.exit_status.value_or(0);
-    p.has_started = provenance.started_ms.has_value();
-    p.started_ms = provenance.started_ms.value_or(0);
-    p.has_ended = provenance.ended_ms.has_value();
-    p.ended_ms = provenance.ended_ms.value_or(0);
-    return path_of(
-        impl().mgr->write_pending_patch_with(bytes(delegation_id), bytes(patch), p));
+    return path_of(impl().mgr->write_pending_patch_with(bytes(delegation_id), bytes(patch),
+                                                        provenance_in(provenance)));
   });
 }
 

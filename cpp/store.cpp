@@ -102,6 +102,10 @@ std::string pending_record_json(const std::filesystem::path& root, const std::st
   return call([&] { return std::string(bridge::pending_record_json(bytes(root), id)); });
 }
 
+std::string stored_record_json(const std::string& store_url, const std::string& id) {
+  return call([&] { return std::string(bridge::stored_record_json(store_url, id)); });
+}
+
 std::string sessions_json(const std::filesystem::path& root) {
   return call([&] { return std::string(bridge::sessions_json(bytes(root))); });
 }

@@ -229,6 +229,15 @@ class SandboxManager {
   PendingDelivery deliver_pending_patch(const std::string& delegation_id,
                                         const std::string& patch);
 
+  /// deliver_pending_patch() with what produced the work — the command, its directory, exit
+  /// status and times — kept in the store's record (or beside the patch kept locally):
+  /// `patchbox pending show --store URL` prints it, and stored_record_json()
+  /// (`<patchbox/store.hpp>`) carries it as `provenance`.
+  /// @throws Error as deliver_pending_patch().
+  PendingDelivery deliver_pending_patch(const std::string& delegation_id,
+                                        const std::string& patch,
+                                        const Provenance& provenance);
+
   /// write_pending_patch() with what produced the work — the command, its directory, exit
   /// status and times — kept beside the patch for review: `patchbox pending show` prints it,
   /// and pending_records_json() (`<patchbox/store.hpp>`) carries it as `provenance`.

@@ -145,6 +145,12 @@ std::string pending_records_json(const std::filesystem::path& root);
 /// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Io.
 std::string pending_record_json(const std::filesystem::path& root, const std::string& id);
 
+/// One pending patch's record in the object store @p store_url as JSON, its patch text
+/// included, as `patchbox pending show --json --store URL` prints it (its `provenance` is
+/// what SandboxManager::deliver_pending_patch() was given).
+/// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Store.
+std::string stored_record_json(const std::string& store_url, const std::string& id);
+
 /// The sessions under the root as JSON, as `patchbox sessions --json` prints them.
 /// @throws Error (ErrorKind::Io).
 std::string sessions_json(const std::filesystem::path& root);

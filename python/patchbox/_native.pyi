@@ -719,10 +719,22 @@ class SessionManager:
         """Removes a sandbox. Idempotent; a path that is not a sandbox of this session is refused
         (``PatchboxError``, ``kind == "containment"``) and nothing is removed.
         """
-    def deliver_pending_patch(self, delegation_id: str, patch: _Patch) -> PendingDelivery:
+    def deliver_pending_patch(
+        self,
+        delegation_id: str,
+        patch: _Patch,
+        *,
+        command: Optional[Sequence[str]] = None,
+        cwd: Optional[_Path] = None,
+        exit_status: Optional[int] = None,
+        started_ms: Optional[int] = None,
+        ended_ms: Optional[int] = None,
+    ) -> PendingDelivery:
         """Stores ``patch`` as a pending patch of ``delegation_id`` in the session's ``store``
         (with the base versions of the files it touched), or locally without one; a store that
-        fails keeps it locally (``place == "kept"``).
+        fails keeps it locally (``place == "kept"``). The keyword arguments are its provenance,
+        as for ``write_pending_patch``: kept in the store's record, shown by ``patchbox pending
+        show --store URL`` and ``stored_record()``.
         """
     def write_pending_patch(
         self,
@@ -1135,6 +1147,9 @@ def pending_records_json(root: Optional[_Path] = None) -> str:
 def pending_record_json(id: str, *, root: Optional[_Path] = None) -> str:
     """One pending patch's record, its patch text included, as ``pending show --json``
     prints it."""
+def stored_record_json(id: str, *, store: str) -> str:
+    """One pending patch's record in the object store ``store``, its patch text included, as
+    ``pending show --json --store URL`` prints it."""
 def sessions_json(root: Optional[_Path] = None) -> str:
     """The sessions under ``root`` as the JSON array ``patchbox sessions --json`` prints."""
 

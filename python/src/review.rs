@@ -39,6 +39,21 @@ fn pending_record_json(py: Python<'_>, id: &str, root: Option<PathBuf>) -> PyRes
     .map_err(lib_err)
 }
 
+/// One pending patch's record in the object store `store`, its patch text included, as
+/// `pending show --json --store URL` prints it.
+#[pyfunction]
+#[pyo3(signature = (id, *, store))]
+fn stored_record_json(py: Python<'_>, id: &str, store: &str) -> PyResult<String> {
+    py.detach(|| {
+        let s = crate::stored::open(store)?;
+        let e = s.find(id)?;
+        let patch = s.patch_of(&e)?;
+        Ok(records::PendingRecord::of_stored(store, &e, &patch, true))
+    })
+    .map(|v: records::PendingRecord| records::to_json(&v))
+    .map_err(lib_err)
+}
+
 /// The sessions under `root` as the JSON array `sessions --json` prints.
 #[pyfunction]
 #[pyo3(signature = (root=None))]
@@ -141,6 +156,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartialApply>()?;
     m.add_function(wrap_pyfunction!(pending_records_json, m)?)?;
     m.add_function(wrap_pyfunction!(pending_record_json, m)?)?;
+    m.add_function(wrap_pyfunction!(stored_record_json, m)?)?;
     m.add_function(wrap_pyfunction!(sessions_json, m)?)?;
     m.add_function(wrap_pyfunction!(apply_pending_selected, m)?)?;
     Ok(())

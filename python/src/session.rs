@@ -78,6 +78,24 @@ fn progress_fn(cb: Py<PyAny>) -> Arc<ProgressFn> {
 
 /// Reads the decision callable's answer: a `Decision`, or `True` (accept) / `False`
 /// (reject); anything else is a `TypeError`.
+/// The provenance the keyword arguments of `write_pending_patch` and
+/// `deliver_pending_patch` give (every part optional).
+fn provenance_of(
+    command: Option<Vec<String>>,
+    cwd: Option<PathBuf>,
+    exit_status: Option<i32>,
+    started_ms: Option<u64>,
+    ended_ms: Option<u64>,
+) -> patchbox::session::provenance::Provenance {
+    patchbox::session::provenance::Provenance {
+        command: command.unwrap_or_default(),
+        cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
+        exit_status,
+        started_ms,
+        ended_ms,
+    }
+}
+
 fn decision_of(v: &Bound<'_, PyAny>) -> PyResult<RsDecision> {
     if let Ok(d) = v.extract::<Decision>() {
         return Ok(d.into());
@@ -245,29 +263,33 @@ impl SessionManager {
     ) -> PyResult<PathBuf> {
         let mgr = self.get()?;
         let patch = patch_bytes(patch)?;
-        let provenance = patchbox::session::provenance::Provenance {
-            command: command.unwrap_or_default(),
-            cwd: cwd.map(|c| c.to_string_lossy().into_owned()),
-            exit_status,
-            started_ms,
-            ended_ms,
-        };
+        let provenance = provenance_of(command, cwd, exit_status, started_ms, ended_ms);
         py.detach(move || mgr.write_pending_patch_with(delegation_id, &patch, &provenance))
             .map_err(lib_err)
     }
 
     /// Stores `patch` as a pending patch of `delegation_id` where the session's `store`
     /// says (with the base versions of the files it touched); without a store, in the local
-    /// pending store. A failure of the store keeps it locally (`place == "kept"`).
+    /// pending store. A failure of the store keeps it locally (`place == "kept"`). The
+    /// keyword arguments are its provenance, as for `write_pending_patch`, kept in the
+    /// store's record.
+    #[pyo3(signature = (delegation_id, patch, *, command=None, cwd=None, exit_status=None, started_ms=None, ended_ms=None))]
+    #[allow(clippy::too_many_arguments)]
     fn deliver_pending_patch(
         &self,
         py: Python<'_>,
         delegation_id: &str,
         patch: &Bound<'_, PyAny>,
+        command: Option<Vec<String>>,
+        cwd: Option<PathBuf>,
+        exit_status: Option<i32>,
+        started_ms: Option<u64>,
+        ended_ms: Option<u64>,
     ) -> PyResult<crate::stored::PendingDelivery> {
         let mgr = self.get()?;
         let patch = patch_bytes(patch)?;
-        py.detach(move || mgr.deliver_pending_patch(delegation_id, &patch))
+        let provenance = provenance_of(command, cwd, exit_status, started_ms, ended_ms);
+        py.detach(move || mgr.deliver_pending_patch_with(delegation_id, &patch, &provenance))
             .map(crate::stored::PendingDelivery::from)
             .map_err(lib_err)
     }

@@ -24,7 +24,8 @@ use crate::report::ApplyReport;
 use patchbox::session::remote::{push, RemoteEntry, RemotePending};
 use patchbox::store::StoreUrl;
 
-fn open(store: &str) -> patchbox::Result<RemotePending> {
+/// The pending store in the object store `store` (a URL or a directory).
+pub(crate) fn open(store: &str) -> patchbox::Result<RemotePending> {
     RemotePending::open(&StoreUrl::parse(store)?)
 }
 

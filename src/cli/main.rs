@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod apply;
+mod checkpoint;
 mod color;
 mod completions;
 mod exit;
@@ -163,7 +164,8 @@ enum Cmd {
         #[arg(long, global = true, value_name = "URL")]
         store: Option<String>,
     },
-    /// Plan sandboxes under the root: list, diff, commit, roll back, clean up.
+    /// Plan sandboxes under the root: list, diff, commit, roll back, clean up; checkpoints
+    /// kept in an object store: list, restore.
     Plan {
         #[command(subcommand)]
         cmd: plan::PlanCmd,

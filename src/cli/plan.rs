@@ -1,5 +1,6 @@
 //! `patchbox plan …`: the plan executors' sandboxes under a root — list plans and their
-//! sandboxes, commit or roll back a plan, clean up.
+//! sandboxes, commit or roll back a plan, clean up; list and restore checkpoints kept in an
+//! object store (`checkpoints`, `restore`: see `checkpoint.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use patchbox::patch::stat::diffstat;
 use patchbox::plan::{PlanManager, SandboxError, Status};
 use patchbox::records::{self, PlanDiffRecord};
 
-use crate::{color, pager, View};
+use crate::{checkpoint, color, pager, View};
 
 /// The `plan` subcommands.
 #[derive(Subcommand)]
@@ -65,6 +66,39 @@ pub enum PlanCmd {
     /// Remove sandboxes whose work is over (committed, rolled back, errored) and the remains
     /// of interrupted creations.
     CleanAbandoned,
+    /// List the plan checkpoints kept in an object store: id, plan, sandbox, phase, creation
+    /// time (ms since the epoch), metadata.
+    Checkpoints {
+        /// The object store (`s3://bucket/prefix`, or a directory); endpoint and credentials
+        /// from the AWS variables.
+        #[arg(long, value_name = "URL")]
+        store: String,
+        /// Print the checkpoints as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore a checkpoint kept in an object store into a sandbox of this machine's copy of
+    /// the project (made if needed); `plan diff` and `plan commit` then see its changes.
+    Restore {
+        /// The object store (`s3://bucket/prefix`, or a directory).
+        #[arg(long, value_name = "URL")]
+        store: String,
+        /// The checkpoint id (`plan checkpoints` lists them).
+        checkpoint: String,
+        /// This machine's copy of the project, at the base the checkpoint was taken from.
+        #[arg(long, value_name = "DIR")]
+        project: PathBuf,
+        /// The plan to restore into (default: the checkpoint's own).
+        #[arg(long)]
+        plan: Option<String>,
+        /// The sandbox's resource id (default: the project directory's name).
+        #[arg(long)]
+        resource: Option<String>,
+        /// The strategy of a sandbox made for it.
+        #[arg(long, default_value = "copy_on_write",
+              value_parser = ["copy_on_write", "overlay", "git_worktree"])]
+        strategy: String,
+    },
 }
 
 /// Runs a `plan` subcommand over `root`.
@@ -211,6 +245,26 @@ pub fn run(root: PathBuf, cmd: PlanCmd, view: View) -> Result<ExitCode, SandboxE
                 None => println!("plan {plan}: nothing to recover"),
             }
         }
+        PlanCmd::Checkpoints { store, json } => checkpoint::list(&root, &store, json)?,
+        PlanCmd::Restore {
+            store,
+            checkpoint,
+            project,
+            plan,
+            resource,
+            strategy,
+        } => checkpoint::restore(
+            &root,
+            &mgr,
+            checkpoint::Restore {
+                url: &store,
+                checkpoint: &checkpoint,
+                project,
+                plan,
+                resource,
+                strategy: &strategy,
+            },
+        )?,
         PlanCmd::CleanAbandoned => {
             let n = mgr.cleanup_abandoned()?;
             println!("{n} abandoned sandbox(es) removed");

@@ -139,6 +139,12 @@ mod bridge {
             patch: &[u8],
             provenance: &FfiProvenance,
         ) -> Result<Vec<u8>>;
+        fn deliver_pending_patch_with(
+            self: &Manager,
+            delegation_id: &[u8],
+            patch: &[u8],
+            provenance: &FfiProvenance,
+        ) -> Result<FfiDelivery>;
         fn complete_sandbox(
             self: &Manager,
             info: &FfiInfo,
@@ -211,6 +217,44 @@ fn result_out(r: SandboxResult) -> bridge::FfiResult {
         base_dir: r.base_dir.into_os_string().into_vec(),
         head_dir: r.head_dir.into_os_string().into_vec(),
     }
+}
+
+/// The provenance the C++ side passed (an absent value has its `has_*` flag false).
+fn provenance_in(p: &bridge::FfiProvenance) -> crate::session::provenance::Provenance {
+    crate::session::provenance::Provenance {
+        command: p.command.clone(),
+        cwd: p
+            .has_cwd
+            .then(|| String::from_utf8_lossy(&p.cwd).into_owned()),
+        exit_status: p.has_exit_status.then_some(p.exit_status),
+        started_ms: p.has_started.then_some(p.started_ms),
+        ended_ms: p.has_ended.then_some(p.ended_ms),
+    }
+}
+
+/// Where a delivery went, as the bridge carries it (`place`: 0 local, 1 stored, 2 kept).
+fn delivery_out(d: crate::Delivery) -> bridge::FfiDelivery {
+    let mut out = bridge::FfiDelivery {
+        place: 0,
+        path: Vec::new(),
+        id: String::new(),
+        url: String::new(),
+        error: String::new(),
+    };
+    match d {
+        crate::Delivery::Local(p) => out.path = p.into_os_string().into_vec(),
+        crate::Delivery::Stored { id, url } => {
+            out.place = 1;
+            out.id = id;
+            out.url = url;
+        }
+        crate::Delivery::Kept { path, error } => {
+            out.place = 2;
+            out.path = path.into_os_string().into_vec();
+            out.error = error.to_string();
+        }
+    }
+    out
 }
 
 fn new_manager(
@@ -352,27 +396,7 @@ impl Manager {
                 self.get()?
                     .deliver_pending_patch(&id_from(delegation_id), patch),
             )?;
-            let mut out = bridge::FfiDelivery {
-                place: 0,
-                path: Vec::new(),
-                id: String::new(),
-                url: String::new(),
-                error: String::new(),
-            };
-            match d {
-                crate::Delivery::Local(p) => out.path = p.into_os_string().into_vec(),
-                crate::Delivery::Stored { id, url } => {
-                    out.place = 1;
-                    out.id = id;
-                    out.url = url;
-                }
-                crate::Delivery::Kept { path, error } => {
-                    out.place = 2;
-                    out.path = path.into_os_string().into_vec();
-                    out.error = error.to_string();
-                }
-            }
-            Ok(out)
+            Ok(delivery_out(d))
         })
     }
 
@@ -382,15 +406,7 @@ impl Manager {
         patch: &[u8],
         p: &bridge::FfiProvenance,
     ) -> Result<Vec<u8>, String> {
-        let provenance = crate::session::provenance::Provenance {
-            command: p.command.clone(),
-            cwd: p
-                .has_cwd
-                .then(|| String::from_utf8_lossy(&p.cwd).into_owned()),
-            exit_status: p.has_exit_status.then_some(p.exit_status),
-            started_ms: p.has_started.then_some(p.started_ms),
-            ended_ms: p.has_ended.then_some(p.ended_ms),
-        };
+        let provenance = provenance_in(p);
         guarded(|| {
             let p = core(self.get()?.write_pending_patch_with(
                 &id_from(delegation_id),
@@ -398,6 +414,23 @@ impl Manager {
                 &provenance,
             ))?;
             Ok(p.into_os_string().into_vec())
+        })
+    }
+
+    fn deliver_pending_patch_with(
+        &self,
+        delegation_id: &[u8],
+        patch: &[u8],
+        p: &bridge::FfiProvenance,
+    ) -> Result<bridge::FfiDelivery, String> {
+        let provenance = provenance_in(p);
+        guarded(|| {
+            let d = core(self.get()?.deliver_pending_patch_with(
+                &id_from(delegation_id),
+                patch,
+                &provenance,
+            ))?;
+            Ok(delivery_out(d))
         })
     }
 

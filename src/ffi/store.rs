@@ -90,6 +90,7 @@ mod bridge {
         fn push_pending(root: &[u8], store: &str) -> Result<FfiPushReport>;
         fn pending_records_json(root: &[u8]) -> Result<String>;
         fn pending_record_json(root: &[u8], id: &str) -> Result<String>;
+        fn stored_record_json(store: &str, id: &str) -> Result<String>;
         fn sessions_json(root: &[u8]) -> Result<String>;
     }
 }
@@ -247,6 +248,21 @@ fn pending_record_json(root: &[u8], id: &str) -> Result<String, String> {
         let rec = core(root_from(root).and_then(|r| {
             let e = pending::find(&r, id)?;
             crate::records::PendingRecord::of(&e, true)
+        }))?;
+        Ok(crate::records::to_json(&rec))
+    })
+}
+
+/// One pending patch's record in the object store, its patch text included, as `pending show
+/// --json --store URL` prints it.
+fn stored_record_json(store: &str, id: &str) -> Result<String, String> {
+    guarded(|| {
+        let rec = core(remote_of(store).and_then(|s| {
+            let e = s.find(id)?;
+            let patch = s.patch_of(&e)?;
+            Ok(crate::records::PendingRecord::of_stored(
+                store, &e, &patch, true,
+            ))
         }))?;
         Ok(crate::records::to_json(&rec))
     })

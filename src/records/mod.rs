@@ -14,13 +14,16 @@
 //!   [`UndoEntryRecord`]);
 //! - [`plan`]: plan sandboxes and their diffs ([`PlanRecord`], [`PlanDiffRecord`], built by
 //!   [`plan_records`] and [`plan_diff_records`]); a plan's commit is reported by the
-//!   library's own [`crate::plan::CommitResult`]s.
+//!   library's own [`crate::plan::CommitResult`]s;
+//! - [`checkpoint`]: plan checkpoints kept in an object store ([`CheckpointRecord`]).
 
 pub mod apply;
+pub mod checkpoint;
 pub mod pending;
 pub mod plan;
 
 pub use apply::{ApplyRecord, ConflictRecord, FileResultRecord, UndoEntryRecord, UndoRecord};
+pub use checkpoint::CheckpointRecord;
 pub use pending::{pending_records, PendingRecord, PruneRecord, RunRecord, SessionRecord};
 pub use plan::{plan_diff_records, plan_records, PlanDiffRecord, PlanRecord, PlanSandboxRecord};
 
