@@ -370,7 +370,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Pending { cmd, store } => pending::run(cmd, store, view),
+        Cmd::Pending { cmd, store } => match store {
+            Some(url) => remote::run(&url, cmd, view),
+            None => pending::run(cmd, view),
+        },
         Cmd::Completions { shell } => completions::completions(shell),
         Cmd::Man { out_dir } => completions::man(out_dir),
         Cmd::Sessions { cmd, root, json } => {

@@ -109,11 +109,8 @@ pub enum PendingCmd {
     Usage,
 }
 
-/// Runs a `pending` subcommand, on the object store `store` when given.
-pub fn run(cmd: PendingCmd, store: Option<String>, view: View) -> Result<ExitCode, Error> {
-    if let Some(url) = store {
-        return crate::remote::run(&url, cmd, view);
-    }
+/// Runs a `pending` subcommand on the local pending store (`remote::run` serves `--store`).
+pub fn run(cmd: PendingCmd, view: View) -> Result<ExitCode, Error> {
     match cmd {
         PendingCmd::Push { .. } | PendingCmd::Gc { .. } | PendingCmd::Usage => {
             eprintln!("patchbox pending: this command needs --store URL");
