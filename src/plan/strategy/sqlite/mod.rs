@@ -91,8 +91,11 @@
 //! last `Arc`) closes the connection, which also rolls the transaction back.
 
 mod changeset;
+mod encode;
 mod ffi_changeset;
 mod live;
+mod rowid_apply;
+mod rowlog;
 mod session;
 mod unkeyed;
 mod value;
@@ -336,7 +339,7 @@ impl SqliteSandbox {
         let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         let mut live = self.live(&st)?;
-        let Some(l) = live.as_ref() else {
+        let Some(l) = live.as_mut() else {
             return Err(self.sandbox_err("no transaction is open"));
         };
         let r = f(l.conn());
@@ -348,13 +351,22 @@ impl SqliteSandbox {
             self.fail(&mut st, reason)?;
             return Err(self.sandbox_err(reason));
         }
-        let unrecorded = l.unrecorded_tables();
+        let unrecorded = match l.sync() {
+            Ok(()) => l
+                .unrecorded_tables()
+                .into_iter()
+                .map(|(t, why)| format!("{t}, which has no PRIMARY KEY: {why}"))
+                .collect::<Vec<_>>(),
+            Err(e) => vec![format!(
+                "the tables without a PRIMARY KEY, whose record could not be kept: {e}"
+            )],
+        };
         if !unrecorded.is_empty() {
             let reason = format!(
-                "the actor wrote to {}, which has no PRIMARY KEY, and this SQLite ({}) cannot \
-                 record such tables (3.44 or later can); its transaction was rolled back, \
-                 nothing was committed",
-                unrecorded.join(", "),
+                "the actor wrote to {}; this SQLite ({}) records such tables with triggers, \
+                 which could not record this; its transaction was rolled back, nothing was \
+                 committed",
+                unrecorded.join("; "),
                 rusqlite::version()
             );
             if let Some(l) = live.take() {

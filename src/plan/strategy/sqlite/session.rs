@@ -14,7 +14,8 @@
 //!
 //! An older SQLite (a system `libsqlite3` shared with the host program, see the
 //! `bundled-sqlite` feature) refuses the option; the session then notes the tables without a
-//! key that the transaction writes ([`super::unkeyed`]) so the sandbox can refuse them.
+//! key that the transaction writes ([`super::unkeyed`]), which TEMP triggers record instead
+//! ([`super::rowlog`]); the sandbox refuses a write to one they could not record.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -88,9 +89,15 @@ impl<'conn> RowSession<'conn> {
         Ok(session)
     }
 
-    /// The tables without a `PRIMARY KEY` the transaction wrote to that this SQLite cannot
-    /// record (always empty where it can: SQLite 3.44 or later).
-    pub(super) fn unrecorded_tables(&self) -> Vec<String> {
+    /// Whether this SQLite's session records tables without a `PRIMARY KEY` (3.44 or later);
+    /// where it does not, `rowlog` records them.
+    pub(super) fn records_unkeyed(&self) -> bool {
+        self.unkeyed.is_none()
+    }
+
+    /// The tables without a `PRIMARY KEY` the transaction wrote to, where this SQLite's
+    /// session cannot record them (always empty where it can: SQLite 3.44 or later).
+    pub(super) fn unkeyed_written(&self) -> Vec<String> {
         self.unkeyed
             .as_ref()
             .map(|u| u.written())

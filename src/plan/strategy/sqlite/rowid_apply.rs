@@ -1,0 +1,141 @@
+//! Applying the changes of tables without a `PRIMARY KEY` (keyed by rowid) where SQLite's
+//! `sqlite3changeset_apply` cannot: before 3.44 it takes such a table's rowid column for a
+//! missing one and skips the table's rows (with only a log line). Same rules as SQLite's
+//! apply with a handler that aborts at the first conflict: a delete or update needs the row
+//! as the change's old side has it (else "changed since", or "deleted since" when it is
+//! gone), an insert needs its rowid free (else "a row with this key was inserted since"), and
+//! a failing constraint is a conflict too. Values compare as SQLite's session compares them:
+//! storage class and value, no collation.
+
+use rusqlite::Connection;
+
+use super::changeset::RowChange;
+use super::ffi_changeset::ConflictKind;
+use super::rowlog;
+use super::value::SqlValue;
+use crate::plan::model::DiffOp;
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The recorded (not hidden) columns of `table`, in order.
+fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    conn.prepare("SELECT name FROM pragma_table_xinfo(?1, 'main') WHERE hidden = 0 ORDER BY cid")?
+        .query_map([table], |r| r.get(0))?
+        .collect()
+}
+
+/// Applies `rows` (all of tables without a key, their first column the rowid) inside the
+/// caller's transaction, stopping at the first conflict: `Ok(Some((row, kind)))`. The caller
+/// checked the tables' shapes and rolls back on a conflict.
+pub(super) fn apply<'r>(
+    conn: &Connection,
+    rows: &'r [RowChange],
+) -> rusqlite::Result<Option<(&'r RowChange, ConflictKind)>> {
+    let mut shapes: std::collections::BTreeMap<&str, (Vec<String>, &'static str)> =
+        Default::default();
+    for r in rows {
+        if !shapes.contains_key(r.table.as_str()) {
+            let rowid = rowlog::rowid_name(conn, &r.table)?.unwrap_or("rowid");
+            shapes.insert(&r.table, (columns(conn, &r.table)?, rowid));
+        }
+        let (cols, rowid) = &shapes[r.table.as_str()];
+        if let Some(kind) = apply_one(conn, r, cols, rowid)? {
+            return Ok(Some((r, kind)));
+        }
+    }
+    Ok(None)
+}
+
+fn apply_one(
+    conn: &Connection,
+    r: &RowChange,
+    cols: &[String],
+    rowid: &str,
+) -> rusqlite::Result<Option<ConflictKind>> {
+    let side = if r.op == DiffOp::Added {
+        &r.new
+    } else {
+        &r.old
+    };
+    let Some(Some(rid)) = side.first() else {
+        return Ok(Some(ConflictKind::NotFound));
+    };
+    let table = format!("main.{}", quote(&r.table));
+    let names: Vec<String> = cols.iter().map(|c| quote(c)).collect();
+    let current: Option<Vec<SqlValue>> = {
+        let sql = format!(
+            "SELECT {} FROM {table} WHERE {rowid} = ?1",
+            names.join(", ")
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let mut found = stmt.query([rid])?;
+        match found.next()? {
+            Some(row) => Some(
+                (0..cols.len())
+                    .map(|i| row.get_ref(i).map(SqlValue::from))
+                    .collect::<rusqlite::Result<_>>()?,
+            ),
+            None => None,
+        }
+    };
+    // The row as the change's old side has it: every column it holds (after the rowid).
+    let matches = |now: &[SqlValue]| {
+        r.old
+            .iter()
+            .skip(1)
+            .zip(now)
+            .all(|(want, is)| want.as_ref().is_none_or(|w| w == is))
+    };
+    let (sql, params): (String, Vec<&SqlValue>) = match (r.op, &current) {
+        (DiffOp::Added, Some(_)) => return Ok(Some(ConflictKind::Conflict)),
+        (DiffOp::Added, None) => {
+            let marks: Vec<String> = (1..=cols.len() + 1).map(|i| format!("?{i}")).collect();
+            let values: Vec<&SqlValue> = r
+                .new
+                .iter()
+                .map(|v| v.as_ref().unwrap_or(&SqlValue::Null))
+                .collect();
+            (
+                format!(
+                    "INSERT INTO {table}({rowid}, {}) VALUES ({})",
+                    names.join(", "),
+                    marks.join(", ")
+                ),
+                values,
+            )
+        }
+        (_, None) => return Ok(Some(ConflictKind::NotFound)),
+        (_, Some(now)) if !matches(now) => return Ok(Some(ConflictKind::Data)),
+        (DiffOp::Deleted, Some(_)) => {
+            (format!("DELETE FROM {table} WHERE {rowid} = ?1"), vec![rid])
+        }
+        (DiffOp::Modified, Some(_)) => {
+            let mut params = vec![rid];
+            let mut sets = Vec::new();
+            for (name, v) in names.iter().zip(r.new.iter().skip(1)) {
+                if let Some(v) = v {
+                    params.push(v);
+                    sets.push(format!("{name} = ?{}", params.len()));
+                }
+            }
+            if sets.is_empty() {
+                return Ok(None);
+            }
+            (
+                format!("UPDATE {table} SET {} WHERE {rowid} = ?1", sets.join(", ")),
+                params,
+            )
+        }
+    };
+    match conn.execute(&sql, rusqlite::params_from_iter(params)) {
+        Ok(_) => Ok(None),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            Ok(Some(ConflictKind::Constraint))
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,449 @@
+//! The rows of tables without a `PRIMARY KEY`, recorded by TEMP triggers where SQLite's
+//! session cannot (SQLite before 3.44, e.g. a system `libsqlite3` shared with the host
+//! program; see the `bundled-sqlite` feature).
+//!
+//! SQLite's session records such a table only with `SQLITE_SESSION_OBJCONFIG_ROWID` (3.44),
+//! and its preupdate hook, the only other place every row change passes, is taken by the
+//! session itself (one per connection). So the sandbox's own connection gets, per table
+//! without a key, TEMP triggers (visible to that connection only, gone with it) that keep in
+//! a TEMP table the row as it was before the transaction, the first time the transaction
+//! touches each rowid: the old row before an `UPDATE` or `DELETE`; "absent" after an
+//! `INSERT` that took a new rowid; and, before an `INSERT` or `UPDATE`, every row a `REPLACE`
+//! could remove (the same rowid, or the same values in a `UNIQUE` index), since those
+//! removals fire no delete trigger. The changes are then what the session computes too: the
+//! logged row against the row as it is now (added, deleted, or the changed columns), keyed by
+//! rowid, encoded as SQLite 3.44 encodes them (`encode`): the diff, the committed changeset
+//! and its inverse are the same on every SQLite. Logging a row that turns out unchanged costs
+//! nothing but a lookup: it yields no change. The log is part of the transaction, so
+//! `ROLLBACK TO` a savepoint forgets what it undid.
+//!
+//! The triggers are made when the transaction begins, before `BEGIN` (reading the schema in
+//! a short read transaction of its own, so the sandbox holds no lock until its actor's first
+//! statement), and, for a table that appears later, after the call that made it. A table the
+//! actor creates and writes in one call is "created": every row it holds is added (this
+//! transaction made it; checked against the committed database, which does not have it). A
+//! table written before it could be recorded otherwise (another connection created it between
+//! the transaction's start and its first read, its columns changed, it cannot have triggers)
+//! is reported by [`RowLog::unrecorded`] and the sandbox refuses the transaction, as
+//! before: nothing is committed unrecorded.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{ffi, Connection, OpenFlags};
+
+use super::changeset::RowChange;
+use super::value::SqlValue;
+use crate::plan::model::DiffOp;
+
+/// Prefix of the TEMP tables and triggers this module makes.
+const PREFIX: &str = "patchbox_rowlog_";
+
+/// A table watched by triggers.
+struct Watched {
+    /// Names the log table (`patchbox_rowlog_<id>`) and its triggers.
+    id: usize,
+    /// The table's name now (a rename carries the triggers along).
+    table: String,
+    /// The recorded columns (not hidden), in order.
+    columns: Vec<String>,
+    /// How the rowid is named in SQL (`rowid`, unless a column is called that).
+    rowid: &'static str,
+    /// Dropped in the transaction (its triggers went with it): not recorded, as SQLite's
+    /// session records no `DROP TABLE` either.
+    gone: bool,
+}
+
+/// The trigger-kept record of one connection's transaction.
+pub(super) struct RowLog {
+    db: PathBuf,
+    watched: Vec<Watched>,
+    /// Tables this transaction made and wrote before they had triggers: all rows are added.
+    created: BTreeSet<String>,
+    /// Tables without a key that cannot be recorded, and why.
+    unrecordable: BTreeMap<String, String>,
+    /// `PRAGMA schema_version` at the last sync, and how many written tables it knew.
+    synced: Option<(i64, usize)>,
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The tables of `main` without a declared `PRIMARY KEY` (rowid tables; a `WITHOUT ROWID`
+/// one always has a key), with their recorded columns. `sqlite_stat1` is left out: the
+/// session records it on every SQLite.
+fn unkeyed_tables(conn: &Connection) -> rusqlite::Result<Vec<(String, Vec<String>)>> {
+    let mut names = conn.prepare(
+        "SELECT name FROM main.sqlite_master WHERE type = 'table' AND rootpage > 0 \
+         AND name NOT LIKE 'sqlite%' ORDER BY name",
+    )?;
+    let names: Vec<String> = names
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut cols =
+        conn.prepare("SELECT name, pk, hidden FROM pragma_table_xinfo(?1, 'main') ORDER BY cid")?;
+    let mut out = Vec::new();
+    for name in names {
+        let mut keyed = false;
+        let mut columns = Vec::new();
+        let mut rows = cols.query([&name])?;
+        while let Some(r) = rows.next()? {
+            keyed |= r.get::<_, i64>(1)? > 0;
+            if r.get::<_, i64>(2)? == 0 {
+                columns.push(r.get::<_, String>(0)?);
+            }
+        }
+        if !keyed && !columns.is_empty() {
+            out.push((name, columns));
+        }
+    }
+    Ok(out)
+}
+
+/// The rowid's name in `table`: the first of SQLite's three not taken by a column.
+pub(super) fn rowid_name(conn: &Connection, table: &str) -> rusqlite::Result<Option<&'static str>> {
+    let taken: Vec<String> = conn
+        .prepare("SELECT lower(name) FROM pragma_table_xinfo(?1, 'main')")?
+        .query_map([table], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(["rowid", "_rowid_", "oid"]
+        .into_iter()
+        .find(|n| !taken.iter().any(|t| t == n)))
+}
+
+/// Per `UNIQUE` index of `table`, the condition matching the rows a `REPLACE` of the row
+/// `NEW` would remove. Expression columns are left out (matching more rows only logs more).
+fn unique_matches(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_index_list(?1, 'main') WHERE \"unique\" = 1")?
+        .query_map([table], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out = Vec::new();
+    let mut cols = conn.prepare(
+        "SELECT name, coll FROM pragma_index_xinfo(?1, 'main') WHERE key = 1 AND cid >= 0 \
+         ORDER BY seqno",
+    )?;
+    for idx in indexes {
+        let terms: Vec<String> = cols
+            .query_map([&idx], |r| {
+                let (c, coll) = (r.get::<_, String>(0)?, r.get::<_, String>(1)?);
+                Ok(format!(
+                    "{} = NEW.{} COLLATE {}",
+                    quote(&c),
+                    quote(&c),
+                    quote(&coll)
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if !terms.is_empty() {
+            out.push(terms.join(" AND "));
+        }
+    }
+    Ok(out)
+}
+
+/// Makes the log table and the triggers of `table` (one batch: all or none).
+fn install(
+    conn: &Connection,
+    id: usize,
+    table: &str,
+    columns: &[String],
+) -> Result<&'static str, String> {
+    let err = |e: rusqlite::Error| e.to_string();
+    let rowid = rowid_name(conn, table)
+        .map_err(err)?
+        .ok_or("its columns take every name of the rowid")?;
+    let log = quote(&format!("{PREFIX}{id}"));
+    let t = format!("main.{}", quote(table));
+    let vals: Vec<String> = (0..columns.len()).map(|i| format!("v{i}")).collect();
+    let cols: Vec<String> = columns.iter().map(|c| quote(c)).collect();
+    let cols = cols.join(", ");
+    let old: Vec<String> = columns
+        .iter()
+        .map(|c| format!("OLD.{}", quote(c)))
+        .collect();
+    let old = old.join(", ");
+    let image = |cond: &str| {
+        format!("INSERT OR IGNORE INTO {log} SELECT {rowid}, 1, {cols} FROM {t} WHERE {cond};")
+    };
+    let mut replaced = image(&format!("{rowid} = NEW.{rowid}"));
+    for m in unique_matches(conn, table).map_err(err)? {
+        replaced.push_str(&image(&m));
+    }
+    let absent = format!("INSERT OR IGNORE INTO {log}(rid, present) VALUES (NEW.{rowid}, 0);");
+    let before = format!("INSERT OR IGNORE INTO {log} VALUES (OLD.{rowid}, 1, {old});");
+    let trig = |suffix: &str| quote(&format!("{PREFIX}{id}_{suffix}"));
+    let sql = format!(
+        "SAVEPOINT patchbox_rowlog;
+         CREATE TEMP TABLE {log}(rid INTEGER PRIMARY KEY, present INTEGER NOT NULL, {vals});
+         CREATE TEMP TRIGGER {bi} BEFORE INSERT ON {t} BEGIN {replaced} END;
+         CREATE TEMP TRIGGER {ai} AFTER INSERT ON {t} BEGIN {absent} END;
+         CREATE TEMP TRIGGER {bu} BEFORE UPDATE ON {t} BEGIN {before} {replaced} END;
+         CREATE TEMP TRIGGER {au} AFTER UPDATE ON {t} BEGIN {absent} END;
+         CREATE TEMP TRIGGER {bd} BEFORE DELETE ON {t} BEGIN {before} END;
+         RELEASE patchbox_rowlog;",
+        vals = vals.join(", "),
+        bi = trig("bi"),
+        ai = trig("ai"),
+        bu = trig("bu"),
+        au = trig("au"),
+        bd = trig("bd"),
+    );
+    if let Err(e) = conn.execute_batch(&sql) {
+        let _ = conn.execute_batch("ROLLBACK TO patchbox_rowlog; RELEASE patchbox_rowlog;");
+        return Err(e.to_string());
+    }
+    Ok(rowid)
+}
+
+/// Whether `db`'s committed state (what other connections read) has a table `name`.
+fn committed_has(db: &Path, name: &str) -> rusqlite::Result<bool> {
+    let c = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    c.query_row(
+        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// Whether `conn` has begun reading or writing in its transaction (`sqlite3_txn_state`).
+fn in_snapshot(conn: &Connection) -> bool {
+    // SAFETY: a live connection handle and a NUL-terminated schema name.
+    unsafe { ffi::sqlite3_txn_state(conn.handle(), c"main".as_ptr()) != ffi::SQLITE_TXN_NONE }
+}
+
+impl RowLog {
+    /// Triggers on every table of `conn`'s `main` without a key. Call outside a transaction,
+    /// just before `BEGIN`: the schema is read in a short read transaction of its own.
+    pub(super) fn begin(conn: &Connection, db: &Path) -> rusqlite::Result<RowLog> {
+        let mut log = RowLog {
+            db: db.to_path_buf(),
+            watched: Vec::new(),
+            created: BTreeSet::new(),
+            unrecordable: BTreeMap::new(),
+            synced: None,
+        };
+        for (table, columns) in unkeyed_tables(conn)? {
+            log.watch(conn, table, columns);
+        }
+        Ok(log)
+    }
+
+    fn watch(&mut self, conn: &Connection, table: String, columns: Vec<String>) {
+        let id = self.watched.iter().map(|w| w.id + 1).max().unwrap_or(0);
+        match install(conn, id, &table, &columns) {
+            Ok(rowid) => self.watched.push(Watched {
+                id,
+                table,
+                columns,
+                rowid,
+                gone: false,
+            }),
+            Err(why) => {
+                self.unrecordable
+                    .insert(table, format!("it cannot have triggers: {why}"));
+            }
+        }
+    }
+
+    /// Catches up with the schema after the actor's statements: follows renames and drops,
+    /// watches new tables, and sorts out those written before they could be watched
+    /// (`written`: the tables without a key the transaction changed, from the session's
+    /// table filter). Reads nothing while the transaction has not begun reading.
+    pub(super) fn sync(&mut self, conn: &Connection, written: &[String]) -> rusqlite::Result<()> {
+        if !in_snapshot(conn) {
+            return Ok(());
+        }
+        let version: i64 = conn.query_row("PRAGMA main.schema_version", [], |r| r.get(0))?;
+        if self.synced == Some((version, written.len())) {
+            return Ok(());
+        }
+        let mut on: BTreeMap<usize, String> = BTreeMap::new();
+        let mut stmt = conn.prepare(
+            "SELECT name, tbl_name FROM temp.sqlite_master WHERE type = 'trigger' \
+             AND name GLOB 'patchbox_rowlog_*_bd'",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let name: String = r.get(0)?;
+            let id = name[PREFIX.len()..name.len() - 3].parse::<usize>();
+            if let Ok(id) = id {
+                on.insert(id, r.get(1)?);
+            }
+        }
+        for w in &mut self.watched {
+            match on.get(&w.id) {
+                Some(t) if !w.gone => w.table = t.clone(),
+                _ => w.gone = true,
+            }
+        }
+        for (table, columns) in unkeyed_tables(conn)? {
+            if self.created.contains(&table) || self.unrecordable.contains_key(&table) {
+                continue;
+            }
+            if let Some(w) = self.watched.iter().find(|w| !w.gone && w.table == table) {
+                if w.columns != columns {
+                    self.unrecordable
+                        .insert(table, "its columns changed in the transaction".into());
+                }
+                continue;
+            }
+            if !written.contains(&table) {
+                self.watch(conn, table, columns);
+                continue;
+            }
+            match committed_has(&self.db, &table) {
+                Ok(false) => {
+                    self.created.insert(table);
+                }
+                Ok(true) => {
+                    self.unrecordable.insert(
+                        table,
+                        "it was written before it could be recorded (another connection \
+                         made it after the transaction began)"
+                            .into(),
+                    );
+                }
+                Err(e) => {
+                    self.unrecordable.insert(
+                        table,
+                        format!("the committed database could not be read to check it: {e}"),
+                    );
+                }
+            }
+        }
+        let version: i64 = conn.query_row("PRAGMA main.schema_version", [], |r| r.get(0))?;
+        self.synced = Some((version, written.len()));
+        Ok(())
+    }
+
+    /// The tables of `written` this record cannot vouch for, each with why.
+    pub(super) fn unrecorded(&self, written: &[String]) -> Vec<(String, String)> {
+        written
+            .iter()
+            .filter_map(|t| Some((t.clone(), self.unrecordable.get(t)?.clone())))
+            .collect()
+    }
+
+    /// The changes recorded so far, table by table, keyed by rowid as SQLite 3.44's session
+    /// keys them (`pk` led by the rowid; an update holds the key and the changed columns).
+    pub(super) fn rows(&self, conn: &Connection) -> rusqlite::Result<Vec<RowChange>> {
+        let mut out = Vec::new();
+        if !in_snapshot(conn) {
+            return Ok(out);
+        }
+        for w in self.watched.iter().filter(|w| !w.gone) {
+            self.watched_rows(conn, w, &mut out)?;
+        }
+        for t in &self.created {
+            created_rows(conn, t, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn watched_rows(
+        &self,
+        conn: &Connection,
+        w: &Watched,
+        out: &mut Vec<RowChange>,
+    ) -> rusqlite::Result<()> {
+        let n = w.columns.len();
+        let vals: Vec<String> = (0..n).map(|i| format!("l.v{i}")).collect();
+        let cols: Vec<String> = w
+            .columns
+            .iter()
+            .map(|c| format!("t.{}", quote(c)))
+            .collect();
+        let sql = format!(
+            "SELECT l.rid, l.present, t.{rowid} IS NOT NULL, {vals}, {cols} \
+             FROM temp.{log} AS l LEFT JOIN main.{table} AS t ON t.{rowid} = l.rid \
+             ORDER BY l.rid",
+            rowid = w.rowid,
+            vals = vals.join(", "),
+            cols = cols.join(", "),
+            log = quote(&format!("{PREFIX}{}", w.id)),
+            table = quote(&w.table),
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        let mut pk = vec![false; n + 1];
+        pk[0] = true;
+        while let Some(r) = rows.next()? {
+            let rid = Some(SqlValue::Integer(r.get(0)?));
+            let (was, is) = (r.get::<_, i64>(1)? != 0, r.get::<_, bool>(2)?);
+            let side = |from: usize| -> rusqlite::Result<Vec<SqlValue>> {
+                (from..from + n)
+                    .map(|i| r.get_ref(i).map(SqlValue::from))
+                    .collect()
+            };
+            let (before, after) = (side(3)?, side(3 + n)?);
+            let whole = |vals: Vec<SqlValue>| {
+                std::iter::once(rid.clone())
+                    .chain(vals.into_iter().map(Some))
+                    .collect::<Vec<_>>()
+            };
+            let (op, old, new) = match (was, is) {
+                (false, true) => (DiffOp::Added, vec![None; n + 1], whole(after)),
+                (true, false) => (DiffOp::Deleted, whole(before), vec![None; n + 1]),
+                (true, true) if before != after => {
+                    let mut old = vec![rid.clone()];
+                    let mut new = vec![rid.clone()];
+                    for (b, a) in before.into_iter().zip(after) {
+                        let changed = b != a;
+                        old.push(changed.then_some(b));
+                        new.push(changed.then_some(a));
+                    }
+                    (DiffOp::Modified, old, new)
+                }
+                _ => continue,
+            };
+            out.push(RowChange {
+                table: w.table.clone(),
+                op,
+                pk: pk.clone(),
+                old,
+                new,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Every row of `table` as added (a table this transaction made).
+fn created_rows(conn: &Connection, table: &str, out: &mut Vec<RowChange>) -> rusqlite::Result<()> {
+    let Some((_, columns)) = unkeyed_tables(conn)?.into_iter().find(|(t, _)| t == table) else {
+        return Ok(());
+    };
+    let Some(rowid) = rowid_name(conn, table)? else {
+        return Ok(());
+    };
+    let n = columns.len();
+    let cols: Vec<String> = columns.iter().map(|c| quote(c)).collect();
+    let sql = format!(
+        "SELECT {rowid}, {} FROM main.{} ORDER BY {rowid}",
+        cols.join(", "),
+        quote(table)
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let mut pk = vec![false; n + 1];
+    pk[0] = true;
+    while let Some(r) = rows.next()? {
+        let new = (0..=n)
+            .map(|i| r.get_ref(i).map(|v| Some(SqlValue::from(v))))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        out.push(RowChange {
+            table: table.to_string(),
+            op: DiffOp::Added,
+            pk: pk.clone(),
+            old: vec![None; n + 1],
+            new,
+        });
+    }
+    Ok(())
+}
