@@ -39,7 +39,7 @@ PATCHBOX_ISOLATION=overlay PATCHBOX_SHARED_LOWER_MIN=1 cargo test --all-features
 # The SQLite strategy once more against the system's libsqlite3 (what the Python extension and
 # PATCHBOX_SYSTEM_SQLITE link) instead of the bundled SQLite.
 echo "== Rust SQLite tests, system libsqlite3"
-cargo test --no-default-features -q --test plan_sqlite
+cargo test --no-default-features -q --test plan_sqlite --test plan_sqlite_unkeyed
 
 if [[ -f CMakeLists.txt ]]; then
   echo "== C++ tests"

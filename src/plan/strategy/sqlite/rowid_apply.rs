@@ -4,7 +4,7 @@
 //! apply with a handler that aborts at the first conflict: a delete or update needs the row
 //! as the change's old side has it (else "changed since", or "deleted since" when it is
 //! gone), an insert needs its rowid free (else "a row with this key was inserted since"), and
-//! a failing constraint is a conflict too. Values compare as SQLite's session compares them:
+//! a failing constraint is a conflict once retrying it after the other rows does not help. Values compare as SQLite's session compares them:
 //! storage class and value, no collation.
 
 use rusqlite::Connection;
@@ -40,12 +40,29 @@ pub(super) fn apply<'r>(
             let rowid = rowlog::rowid_name(conn, &r.table)?.unwrap_or("rowid");
             shapes.insert(&r.table, (columns(conn, &r.table)?, rowid));
         }
-        let (cols, rowid) = &shapes[r.table.as_str()];
-        if let Some(kind) = apply_one(conn, r, cols, rowid)? {
-            return Ok(Some((r, kind)));
-        }
     }
-    Ok(None)
+    // A row a constraint refuses is tried again after the others, as long as that makes
+    // progress (SQLite's apply does the same): undoing a move of a `UNIQUE` value needs the
+    // row that holds it now out of the way first.
+    let mut pending: Vec<&RowChange> = rows.iter().collect();
+    loop {
+        let mut refused = Vec::new();
+        for r in &pending {
+            let (cols, rowid) = &shapes[r.table.as_str()];
+            match apply_one(conn, r, cols, rowid)? {
+                None => {}
+                Some(ConflictKind::Constraint) => refused.push(*r),
+                Some(kind) => return Ok(Some((r, kind))),
+            }
+        }
+        if refused.is_empty() {
+            return Ok(None);
+        }
+        if refused.len() == pending.len() {
+            return Ok(Some((refused[0], ConflictKind::Constraint)));
+        }
+        pending = refused;
+    }
 }
 
 fn apply_one(
