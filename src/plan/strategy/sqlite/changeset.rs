@@ -64,7 +64,7 @@ fn op_of(op: Option<ChangeOp>) -> Option<DiffOp> {
 }
 
 /// Table, operation, key flags and both sides of the change the iterator is on.
-fn read_item(item: &Change<'_>) -> rusqlite::Result<Option<RowChange>> {
+pub(super) fn read_item(item: &Change<'_>) -> rusqlite::Result<Option<RowChange>> {
     let op = item.op()?;
     let Some(kind) = op_of(op.op) else {
         return Ok(None);

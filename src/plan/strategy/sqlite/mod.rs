@@ -63,12 +63,21 @@
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
 //! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
 //! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
-//! and are undone like any other. That takes SQLite 3.44 or later (the bundled one is); on
-//! an older system SQLite (built without the `bundled-sqlite` feature) a write to such a
-//! table is refused: the call that wrote fails naming the table, the sandbox becomes
-//! `Errored` and its transaction is rolled back, so nothing unrecorded is committed. Only the
-//! `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are not
-//! undone.
+//! and are undone like any other, on every SQLite. SQLite 3.44 or later (the bundled one)
+//! records them in the session itself; an older system SQLite (built without the
+//! `bundled-sqlite` feature, e.g. Debian 12's 3.40.1, which the Python extension shares with
+//! Python's `sqlite3`) cannot, so the sandbox's connection gets TEMP triggers on those tables
+//! that log each touched row as it was before the transaction (`rowlog`); the changes are
+//! computed from that log as the session computes them, written into the changeset in the
+//! very format 3.44 gives, and their undo is applied in SQL (`rowid_apply`) where the old
+//! `sqlite3changeset_apply` would skip them. Triggers rather than another session option
+//! because 3.40's session API has no way to key a table by rowid, and its preupdate hook is
+//! the session's own. The one thing they cannot record is refused as before: a write to such
+//! a table that the triggers did not see (its columns changed in the transaction, or another
+//! connection made it after the transaction began) fails naming the table, the sandbox
+//! becomes `Errored` and its transaction is rolled back, so nothing unrecorded is committed.
+//! Only the `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are
+//! not undone.
 //!
 //! **check_commit** can check nothing without committing except that the transaction is
 //! still open; `commit_all` commits this strategy after the rollbackable ones (it counts as

@@ -156,3 +156,108 @@ fn apply_one(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::strategy::sqlite::changeset::{self, ROWID_SESSIONS};
+    use crate::plan::strategy::sqlite::ffi_changeset::{self as ffi_cs, ConflictAction};
+    use crate::plan::strategy::sqlite::session::RowSession;
+
+    fn dump(conn: &Connection) -> Vec<String> {
+        conn.prepare("SELECT rowid, quote(at), quote(msg) FROM log ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| {
+                Ok(format!(
+                    "{}|{}|{}",
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?
+                ))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// A committed changeset of moves, replaces and updates on `log(at, msg UNIQUE)`, and
+    /// the rows before it.
+    fn committed(dir: &std::path::Path) -> (Vec<u8>, Vec<String>) {
+        let db = dir.join("a.db");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE log(at INTEGER, msg TEXT UNIQUE);
+             INSERT INTO log VALUES (1, 'boot'), (2, 'ready'), (3, 'idle');",
+        )
+        .unwrap();
+        let before = dump(&conn);
+        let mut session = RowSession::new(&conn).unwrap();
+        let log = crate::plan::strategy::sqlite::rowlog::RowLog::begin(&conn, &db).unwrap();
+        conn.execute_batch(
+            "BEGIN;
+             INSERT OR REPLACE INTO log(at, msg) VALUES (9, 'idle');
+             UPDATE log SET rowid = 50 WHERE at = 2;
+             UPDATE log SET msg = 'ready2', at = NULL WHERE at = 1;
+             INSERT INTO log VALUES (7, 'new');",
+        )
+        .unwrap();
+        let cs = if rusqlite::version_number() >= ROWID_SESSIONS {
+            session.changeset().unwrap()
+        } else {
+            crate::plan::strategy::sqlite::encode::encode(&log.rows(&conn).unwrap())
+        };
+        conn.execute_batch("COMMIT").unwrap();
+        drop(session);
+        (cs, before)
+    }
+
+    /// The oracle is `sqlite3changeset_apply` of SQLite 3.44 or later (the bundled SQLite):
+    /// the rows it leaves, and the first conflict it reports, are this module's too.
+    #[test]
+    fn undoes_as_sqlite_applies_and_stops_at_the_same_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cs, before) = committed(dir.path());
+        let inverse = changeset::invert(&cs).unwrap();
+        let rows = changeset::decode(&inverse).unwrap();
+        let copy = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::copy(dir.path().join("a.db"), &p).unwrap();
+            Connection::open(p).unwrap()
+        };
+        let ours = copy("ours.db");
+        ours.execute_batch("BEGIN").unwrap();
+        assert!(apply(&ours, &rows).unwrap().is_none());
+        ours.execute_batch("COMMIT").unwrap();
+        assert_eq!(dump(&ours), before);
+
+        // Another writer changed a row since: a conflict, nothing applied once rolled back.
+        let ours = copy("ours2.db");
+        ours.execute("UPDATE log SET at = 70 WHERE at = 7", [])
+            .unwrap();
+        let changed = dump(&ours);
+        ours.execute_batch("BEGIN").unwrap();
+        let (row, kind) = apply(&ours, &rows).unwrap().expect("a conflict");
+        ours.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(dump(&ours), changed);
+        if rusqlite::version_number() < ROWID_SESSIONS {
+            assert_eq!(kind, ConflictKind::Data);
+            return;
+        }
+        let theirs = copy("theirs.db");
+        theirs.execute_batch("BEGIN").unwrap();
+        ffi_cs::apply(&theirs, &inverse, |_, _| ConflictAction::Abort).unwrap();
+        theirs.execute_batch("COMMIT").unwrap();
+        assert_eq!(dump(&theirs), before);
+        let theirs = copy("theirs2.db");
+        theirs
+            .execute("UPDATE log SET at = 70 WHERE at = 7", [])
+            .unwrap();
+        let mut seen = Vec::new();
+        let _ = ffi_cs::apply(&theirs, &inverse, |k, item| {
+            let path = changeset::read_item(item).unwrap().unwrap().path();
+            seen.push((path, k));
+            ConflictAction::Abort
+        });
+        assert_eq!(seen.first(), Some(&(row.path(), kind)));
+    }
+}
