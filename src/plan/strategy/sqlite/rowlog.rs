@@ -76,7 +76,7 @@ fn quote(name: &str) -> String {
 fn unkeyed_tables(conn: &Connection) -> rusqlite::Result<Vec<(String, Vec<String>)>> {
     let mut names = conn.prepare(
         "SELECT name FROM main.sqlite_master WHERE type = 'table' AND rootpage > 0 \
-         AND name NOT LIKE 'sqlite%' ORDER BY name",
+         AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
     )?;
     let names: Vec<String> = names
         .query_map([], |r| r.get(0))?
