@@ -315,3 +315,89 @@ fn a_reopened_sandbox_undoes_its_commit() {
     assert_eq!(table(&db, "log"), before);
     mgr.cleanup_all("p").unwrap();
 }
+
+/// What the triggers cannot see on an old SQLite — a table without a key whose columns the
+/// transaction changed — is never committed unrecorded: either the write is refused (the
+/// sandbox is `Errored`, nothing lands, the lock is free; SQLite before 3.44) or it shows in
+/// the diff and the undo restores it (3.44 or later).
+#[test]
+fn writes_are_recorded_or_refused_never_committed_unrecorded() {
+    let f = fixture(LOG);
+    let before = table(&f.db, "log");
+    let sb = sandbox(&f);
+    let other = Connection::open(&f.db).unwrap();
+    other
+        .execute_batch("CREATE TABLE late(x); INSERT INTO late VALUES ('theirs');")
+        .unwrap();
+    let sql = sb.as_sqlite().unwrap();
+    let wrote = sql
+        .execute("UPDATE log SET msg = 'up' WHERE at = 1", &[])
+        .and_then(|_| sql.execute("ALTER TABLE log ADD COLUMN extra", &[]))
+        .and_then(|_| sql.execute("UPDATE log SET extra = 'x' WHERE at = 2", &[]))
+        .and_then(|_| sql.execute("INSERT INTO late VALUES ('ours')", &[]));
+    match wrote {
+        Err(e) => {
+            assert!(rusqlite::version_number() < 3_044_000, "{e}");
+            assert!(e.to_string().contains("PRIMARY KEY"), "{e}");
+            assert_eq!(sb.status(), Status::Errored);
+            assert!(sb.commit(None).is_err());
+            // Rolled back at once: the lock is free and nothing landed.
+            other
+                .execute("INSERT INTO late VALUES ('free')", [])
+                .unwrap();
+            assert_eq!(table(&f.db, "log"), before);
+            assert_eq!(table(&f.db, "late"), ["1|theirs:text", "2|free:text"]);
+        }
+        Ok(_) => {
+            let d = paths(&*sb);
+            assert!(d.contains(&p("late/2", DiffOp::Added)), "{d:?}");
+            assert!(d.contains(&p("log/1", DiffOp::Modified)), "{d:?}");
+            sb.commit(None).unwrap();
+            assert_eq!(table(&f.db, "late"), ["1|theirs:text", "2|ours:text"]);
+            sb.rollback().unwrap();
+            assert_eq!(table(&f.db, "late"), ["1|theirs:text"]);
+            let c = Connection::open(&f.db).unwrap();
+            let msgs: Vec<String> = c
+                .prepare("SELECT msg FROM log ORDER BY rowid")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(msgs, ["boot", "ready", "idle"]);
+        }
+    }
+}
+
+/// A table another connection made after the sandbox began, written in the actor's first
+/// call (before the sandbox could watch it): its rows as committed are what the diff and the
+/// undo compare with, on every SQLite.
+#[test]
+fn a_table_made_by_another_connection_after_the_sandbox_began_is_recorded() {
+    let f = fixture(LOG);
+    let sb = sandbox(&f);
+    Connection::open(&f.db)
+        .unwrap()
+        .execute_batch("CREATE TABLE late(x); INSERT INTO late VALUES ('theirs'), ('kept');")
+        .unwrap();
+    sb.as_sqlite()
+        .unwrap()
+        .with_connection(|c| {
+            c.execute_batch(
+                "INSERT INTO late VALUES ('ours'); UPDATE late SET x = 'THEIRS' WHERE x = 'theirs';",
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        paths(&*sb),
+        [p("late/1", DiffOp::Modified), p("late/3", DiffOp::Added)]
+    );
+    sb.commit(None).unwrap();
+    assert_eq!(
+        table(&f.db, "late"),
+        ["1|THEIRS:text", "2|kept:text", "3|ours:text"]
+    );
+    sb.rollback().unwrap();
+    assert_eq!(table(&f.db, "late"), ["1|theirs:text", "2|kept:text"]);
+}

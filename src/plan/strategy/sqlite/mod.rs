@@ -72,10 +72,11 @@
 //! very format 3.44 gives, and their undo is applied in SQL (`rowid_apply`) where the old
 //! `sqlite3changeset_apply` would skip them. Triggers rather than another session option
 //! because 3.40's session API has no way to key a table by rowid, and its preupdate hook is
-//! the session's own. The one thing they cannot record is refused as before: a write to such
-//! a table that the triggers did not see (its columns changed in the transaction, or another
-//! connection made it after the transaction began) fails naming the table, the sandbox
-//! becomes `Errored` and its transaction is rolled back, so nothing unrecorded is committed.
+//! the session's own. A table written before it had triggers (made in the transaction, or by
+//! another connection after it began) is caught up from the committed database. What they
+//! cannot record is refused as before: a write to such a table whose columns changed in the
+//! transaction fails naming the table, the sandbox becomes `Errored` and its transaction is
+//! rolled back, so nothing unrecorded is committed.
 //! Only the `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are
 //! not undone.
 //!

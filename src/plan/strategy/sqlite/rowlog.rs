@@ -19,15 +19,19 @@
 //!
 //! The triggers are made when the transaction begins, before `BEGIN` (reading the schema in
 //! a short read transaction of its own, so the sandbox holds no lock until its actor's first
-//! statement), and, for a table that appears later, after the call that made it. A table the
-//! actor creates and writes in one call is "created": every row it holds is added (this
-//! transaction made it; checked against the committed database, which does not have it). A
-//! table written before it could be recorded otherwise (another connection created it between
-//! the transaction's start and its first read, its columns changed, it cannot have triggers)
-//! is reported by [`RowLog::unrecorded`] and the sandbox refuses the transaction, as
-//! before: nothing is committed unrecorded.
+//! statement), and, for a table that appears later, after the call that made it appear. A
+//! table the actor wrote before it had triggers (made and written in one call, or made by
+//! another connection after the transaction began and written in the actor's first call) is
+//! caught up from the committed database, which is the table as it was before the
+//! transaction (the transaction holds the write lock, so nothing was committed since its
+//! snapshot): its committed rows are logged as they are there, and every other row it holds
+//! now as absent before; a table this transaction made is not in the committed database, so
+//! all its rows are added. What cannot be caught up (the table's columns changed in the
+//! transaction, the committed database could not be read, the table cannot have triggers) is
+//! reported by [`RowLog::unrecorded`] once written, and the sandbox refuses the transaction:
+//! nothing is committed unrecorded.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{ffi, Connection, OpenFlags};
@@ -58,8 +62,6 @@ struct Watched {
 pub(super) struct RowLog {
     db: PathBuf,
     watched: Vec<Watched>,
-    /// Tables this transaction made and wrote before they had triggers: all rows are added.
-    created: BTreeSet<String>,
     /// Tables without a key that cannot be recorded, and why.
     unrecordable: BTreeMap<String, String>,
     /// `PRAGMA schema_version` at the last sync, and how many written tables it knew.
@@ -210,18 +212,56 @@ fn install(
     Ok(rowid)
 }
 
-/// Whether `db`'s committed state (what other connections read) has a table `name`.
-fn committed_has(db: &Path, name: &str) -> rusqlite::Result<bool> {
-    let c = Connection::open_with_flags(
-        db,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    c.query_row(
-        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?1",
-        [name],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
+/// The rows of `table` in `db`'s committed state (what other connections read): `None`
+/// when it has no such table; refused when its columns are not `columns`.
+fn committed_rows(
+    db: &Path,
+    table: &str,
+    columns: &[String],
+    rowid: &str,
+) -> Result<Option<Vec<Vec<SqlValue>>>, String> {
+    let read = || -> rusqlite::Result<Option<Vec<Vec<SqlValue>>>> {
+        let c = Connection::open_with_flags(
+            db,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        let theirs: Vec<String> = c
+            .prepare(
+                "SELECT name FROM pragma_table_xinfo(?1, 'main') WHERE hidden = 0 ORDER BY cid",
+            )?
+            .query_map([table], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if theirs.is_empty() {
+            return Ok(None);
+        }
+        if theirs != columns {
+            return Err(rusqlite::Error::InvalidColumnName(
+                "the committed table has other columns".into(),
+            ));
+        }
+        let cols: Vec<String> = columns.iter().map(|c| quote(c)).collect();
+        let sql = format!(
+            "SELECT {rowid}, {} FROM main.{}",
+            cols.join(", "),
+            quote(table)
+        );
+        let mut stmt = c.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(
+                (0..=columns.len())
+                    .map(|i| r.get_ref(i).map(SqlValue::from))
+                    .collect::<rusqlite::Result<_>>()?,
+            );
+        }
+        Ok(Some(out))
+    };
+    read().map_err(|e| {
+        format!(
+            "it was written before it had triggers, and its committed rows could not be read: {e}"
+        )
+    })
 }
 
 /// Whether `conn` has begun reading or writing in its transaction (`sqlite3_txn_state`).
@@ -237,7 +277,6 @@ impl RowLog {
         let mut log = RowLog {
             db: db.to_path_buf(),
             watched: Vec::new(),
-            created: BTreeSet::new(),
             unrecordable: BTreeMap::new(),
             synced: None,
         };
@@ -262,6 +301,51 @@ impl RowLog {
                     .insert(table, format!("it cannot have triggers: {why}"));
             }
         }
+    }
+
+    /// Watches `table`, written before it had triggers: its log is filled from the committed
+    /// database (see the module docs) and the rows it holds beyond those are logged absent.
+    fn catch_up(
+        &mut self,
+        conn: &Connection,
+        table: &str,
+        columns: &[String],
+    ) -> Result<(), String> {
+        let rowid = rowid_name(conn, table)
+            .map_err(|e| e.to_string())?
+            .ok_or("its columns take every name of the rowid")?;
+        let before = committed_rows(&self.db, table, columns, rowid)?.unwrap_or_default();
+        let id = self.watched.iter().map(|w| w.id + 1).max().unwrap_or(0);
+        install(conn, id, table, columns)?;
+        let log = quote(&format!("{PREFIX}{id}"));
+        let fill = || -> rusqlite::Result<()> {
+            let marks: Vec<String> = (0..columns.len()).map(|i| format!("?{}", i + 2)).collect();
+            let mut put = conn.prepare(&format!(
+                "INSERT INTO temp.{log} VALUES (?1, 1, {})",
+                marks.join(", ")
+            ))?;
+            for row in &before {
+                put.execute(rusqlite::params_from_iter(row))?;
+            }
+            conn.execute(
+                &format!(
+                    "INSERT INTO temp.{log}(rid, present) SELECT {rowid}, 0 FROM main.{} \
+                     WHERE {rowid} NOT IN (SELECT rid FROM temp.{log})",
+                    quote(table)
+                ),
+                [],
+            )?;
+            Ok(())
+        };
+        fill().map_err(|e| format!("its log could not be filled: {e}"))?;
+        self.watched.push(Watched {
+            id,
+            table: table.to_string(),
+            columns: columns.to_vec(),
+            rowid,
+            gone: false,
+        });
+        Ok(())
     }
 
     /// Catches up with the schema after the actor's statements: follows renames and drops,
@@ -296,7 +380,7 @@ impl RowLog {
             }
         }
         for (table, columns) in unkeyed_tables(conn)? {
-            if self.created.contains(&table) || self.unrecordable.contains_key(&table) {
+            if self.unrecordable.contains_key(&table) {
                 continue;
             }
             if let Some(w) = self.watched.iter().find(|w| !w.gone && w.table == table) {
@@ -310,24 +394,8 @@ impl RowLog {
                 self.watch(conn, table, columns);
                 continue;
             }
-            match committed_has(&self.db, &table) {
-                Ok(false) => {
-                    self.created.insert(table);
-                }
-                Ok(true) => {
-                    self.unrecordable.insert(
-                        table,
-                        "it was written before it could be recorded (another connection \
-                         made it after the transaction began)"
-                            .into(),
-                    );
-                }
-                Err(e) => {
-                    self.unrecordable.insert(
-                        table,
-                        format!("the committed database could not be read to check it: {e}"),
-                    );
-                }
+            if let Err(why) = self.catch_up(conn, &table, &columns) {
+                self.unrecordable.insert(table, why);
             }
         }
         let version: i64 = conn.query_row("PRAGMA main.schema_version", [], |r| r.get(0))?;
@@ -352,9 +420,6 @@ impl RowLog {
         }
         for w in self.watched.iter().filter(|w| !w.gone) {
             self.watched_rows(conn, w, &mut out)?;
-        }
-        for t in &self.created {
-            created_rows(conn, t, &mut out)?;
         }
         Ok(out)
     }
@@ -425,40 +490,6 @@ impl RowLog {
         }
         Ok(())
     }
-}
-
-/// Every row of `table` as added (a table this transaction made).
-fn created_rows(conn: &Connection, table: &str, out: &mut Vec<RowChange>) -> rusqlite::Result<()> {
-    let Some((_, columns)) = unkeyed_tables(conn)?.into_iter().find(|(t, _)| t == table) else {
-        return Ok(());
-    };
-    let Some(rowid) = rowid_name(conn, table)? else {
-        return Ok(());
-    };
-    let n = columns.len();
-    let cols: Vec<String> = columns.iter().map(|c| quote(c)).collect();
-    let sql = format!(
-        "SELECT {rowid}, {} FROM main.{} ORDER BY {rowid}",
-        cols.join(", "),
-        quote(table)
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query([])?;
-    let mut pk = vec![false; n + 1];
-    pk[0] = true;
-    while let Some(r) = rows.next()? {
-        let new = (0..=n)
-            .map(|i| r.get_ref(i).map(|v| Some(SqlValue::from(v))))
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        out.push(RowChange {
-            table: table.to_string(),
-            op: DiffOp::Added,
-            pk: pk.clone(),
-            old: vec![None; n + 1],
-            new,
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
