@@ -281,9 +281,9 @@ fn log_lines(db: &Path) -> Vec<String> {
 
 /// SQLite's sessions skip a table without a `PRIMARY KEY` unless told to key it by rowid:
 /// before, such rows were committed but showed in no diff and survived the undo. Keying by
-/// rowid takes SQLite 3.44; built against an older system SQLite (`--no-default-features`,
-/// without `bundled-sqlite`), TEMP triggers record the rows instead: the same diff, commit
-/// and undo on both.
+/// rowid takes SQLite 3.44 (and is wrong past 128 rows); TEMP triggers record the rows
+/// instead, on the bundled SQLite and on an older system one (`--no-default-features`): the
+/// same diff, commit and undo on both.
 #[test]
 fn a_table_without_a_primary_key_shows_in_the_diff_and_is_undone() {
     let f = fixture();

@@ -51,9 +51,9 @@ def test_transaction_commit_and_undo(manager, db):
     manager.cleanup_all("plan-db")
 
 
-# The extension shares Python's SQLite (one SQLite per process). SQLite's session extension
-# records tables without a PRIMARY KEY from 3.44 on; before (Debian 12 has 3.40.1), the
-# sandbox records them with TEMP triggers: the diff, the commit and the undo are the same.
+# The extension shares Python's SQLite (one SQLite per process): Debian 12's 3.40.1, whose
+# session cannot record tables without a PRIMARY KEY. The sandbox records them with TEMP
+# triggers: the diff, the commit and the undo are those of the bundled SQLite.
 def log_lines(db: Path) -> list[tuple[int, int, str]]:
     c = sqlite3.connect(db)
     try:

@@ -1,10 +1,10 @@
 //! Rows written back into SQLite's changeset format: the inverse of
 //! [`super::changeset::decode`].
 //!
-//! On an SQLite older than 3.44 the session cannot record a table without a `PRIMARY KEY`;
-//! `rowlog` records those rows itself and encodes them here exactly as SQLite 3.44's session
-//! would (a leftmost `_rowid_` key column), so the sandbox keeps one changeset per commit
-//! whatever SQLite recorded it: decoded, rendered and inverted by the same code. The format
+//! `rowlog` records the rows of tables without a `PRIMARY KEY` itself (the session does
+//! not) and encodes them here exactly as SQLite 3.44's session would (a leftmost `_rowid_`
+//! key column), so the sandbox keeps one changeset per commit: decoded, rendered and
+//! inverted by the same code, and applied by `sqlite3changeset_apply` from 3.44 on. The format
 //! is SQLite's documented one (`sqlite3session_changeset`): per table a header (`'T'`, the
 //! column count, one primary-key flag per column, the name), then per row the operation, the
 //! "indirect" flag and the records (a delete's old row, an insert's new row, an update's old

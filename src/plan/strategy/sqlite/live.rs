@@ -22,8 +22,8 @@ self_cell::self_cell!(
 /// A connection inside the sandbox's transaction, with its session.
 pub(super) struct Live {
     tracked: Tracked,
-    /// The triggers' record of the tables without a key, where the session cannot record
-    /// them (SQLite before 3.44).
+    /// The triggers' record of the tables without a key (`None` only if the session records
+    /// them itself).
     rowlog: Option<RowLog>,
 }
 
@@ -48,10 +48,9 @@ pub(super) fn connect(db: &Path) -> rusqlite::Result<Connection> {
 }
 
 impl Live {
-    /// A new connection to `db`, a session on all its tables (those made later too, and
-    /// those without a `PRIMARY KEY`, keyed by rowid), and `BEGIN`. Where the session cannot
-    /// record tables without a key, their triggers are made first, outside the transaction
-    /// (see `rowlog`).
+    /// A new connection to `db`, a session on all its tables (those made later too), the
+    /// triggers of those without a `PRIMARY KEY` (made outside the transaction, see
+    /// `rowlog`), and `BEGIN`.
     pub(super) fn begin(db: &Path) -> rusqlite::Result<Live> {
         let tracked = Tracked::try_new(connect(db)?, |conn| RowSession::new(conn))?;
         let rowlog = if tracked.borrow_dependent().records_unkeyed() {
@@ -84,7 +83,7 @@ impl Live {
     }
 
     /// The tables without a `PRIMARY KEY` written in the transaction that could not be
-    /// recorded, each with why (see `rowlog`; always empty on SQLite 3.44 or later).
+    /// recorded, each with why (see `rowlog`).
     pub(super) fn unrecorded_tables(&self) -> Vec<(String, String)> {
         match &self.rowlog {
             Some(log) => log.unrecorded(&self.tracked.borrow_dependent().unkeyed_written()),
@@ -92,8 +91,8 @@ impl Live {
         }
     }
 
-    /// The rows changed so far, as a changeset: the session's, then (SQLite before 3.44) the
-    /// triggers' rows of the tables without a key, encoded as SQLite 3.44 would.
+    /// The rows changed so far, as a changeset: the session's, then the triggers' rows of
+    /// the tables without a key, encoded as SQLite 3.44's session would.
     pub(super) fn changeset(&mut self) -> rusqlite::Result<Vec<u8>> {
         let mut cs = self
             .tracked

@@ -63,20 +63,21 @@
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
 //! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
 //! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
-//! and are undone like any other, on every SQLite. SQLite 3.44 or later (the bundled one)
-//! records them in the session itself; an older system SQLite (built without the
-//! `bundled-sqlite` feature, e.g. Debian 12's 3.40.1, which the Python extension shares with
-//! Python's `sqlite3`) cannot, so the sandbox's connection gets TEMP triggers on those tables
-//! that log each touched row as it was before the transaction (`rowlog`); the changes are
-//! computed from that log as the session computes them, written into the changeset in the
-//! very format 3.44 gives, and their undo is applied in SQL (`rowid_apply`) where the old
-//! `sqlite3changeset_apply` would skip them. Triggers rather than another session option
-//! because 3.40's session API has no way to key a table by rowid, and its preupdate hook is
-//! the session's own. A table written before it had triggers (made in the transaction, or by
-//! another connection after it began) is caught up from the committed database. What they
-//! cannot record is refused as before: a write to such a table whose columns changed in the
-//! transaction fails naming the table, the sandbox becomes `Errored` and its transaction is
-//! rolled back, so nothing unrecorded is committed.
+//! and are undone like any other, on every SQLite. The session records the tables with a
+//! key; the sandbox's connection gets TEMP triggers on those without one that log each
+//! touched row as it was before the transaction (`rowlog`); the changes are computed from
+//! that log as the session computes them and written into the changeset in the very format
+//! SQLite 3.44's session gives such tables, and on an SQLite older than 3.44 their undo is
+//! applied in SQL (`rowid_apply`), where `sqlite3changeset_apply` would skip them. Triggers,
+//! because an older system SQLite (built without the `bundled-sqlite` feature, e.g. Debian
+//! 12's 3.40.1, which the Python extension shares with Python's `sqlite3`) has no way to key
+//! a table by rowid in a session and the preupdate hook is the session's own; and on every
+//! SQLite, because its own rowid keying (`SQLITE_SESSION_OBJCONFIG_ROWID`, 3.44 to at least 3.54) files a row twice once the session holds more than 128 changes of such a table (its hash table regrows with another hash for rowid rows), which doubled the diff and made the undo refuse itself.
+//! A table written before it had triggers (made in the transaction, or by another connection
+//! after it began) is caught up from the committed database. What they cannot record is
+//! refused: a write to such a table whose columns changed in the transaction fails naming the
+//! table, the sandbox becomes `Errored` and its transaction is rolled back, so nothing
+//! unrecorded is committed.
 //! Only the `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are
 //! not undone.
 //!

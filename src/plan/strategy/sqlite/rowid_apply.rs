@@ -191,7 +191,7 @@ mod tests {
         )
         .unwrap();
         let before = dump(&conn);
-        let mut session = RowSession::new(&conn).unwrap();
+        let mut session = RowSession::keyed_by_rowid(&conn).unwrap();
         let log = crate::plan::strategy::sqlite::rowlog::RowLog::begin(&conn, &db).unwrap();
         conn.execute_batch(
             "BEGIN;
