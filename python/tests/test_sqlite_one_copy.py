@@ -169,3 +169,29 @@ def test_closing_a_sandbox_connection_keeps_python_locks(manager, db) -> None:
     py.close()
     assert writer_in_another_process(db) == "free"
     assert rows(db) == [(1, "ada"), (2, "alan"), (30, "from python")]
+
+
+def test_a_table_without_a_primary_key_with_python_writing_beside_the_sandbox(manager, db) -> None:
+    """On the system SQLite (3.40 on Debian 12: its session cannot record such a table) the
+    sandbox's triggers record it; Python's connection neither sees nor trips over them."""
+    py = connect(db)
+    py.executescript("CREATE TABLE log(at INTEGER, msg TEXT); INSERT INTO log VALUES (1, 'boot');")
+    sb = sandbox(manager, db)
+    sb.execute("INSERT INTO log VALUES (2, 'sandbox')")
+    sb.execute("UPDATE log SET msg = 'booted' WHERE at = 1")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        py.execute("INSERT INTO log VALUES (9, 'from python')")
+    assert py.execute("SELECT at, msg FROM log ORDER BY rowid").fetchall() == [(1, "boot")]
+    assert [e.path for e in sb.diff().entries] == ["log/1", "log/2"]
+    manager.commit_all("plan-db")
+    py.execute("INSERT INTO log VALUES (3, 'from python')")
+    assert py.execute("SELECT at, msg FROM log ORDER BY rowid").fetchall() == [
+        (1, "booted"), (2, "sandbox"), (3, "from python")]
+    sb.rollback()  # the undo leaves Python's row alone
+    assert py.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert py.execute("SELECT at, msg FROM log ORDER BY rowid").fetchall() == [
+        (1, "boot"), (3, "from python")]
+    # The triggers lived in the sandbox connection's TEMP schema: nothing of them is left.
+    assert py.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall() == []
+    py.close()
+    manager.cleanup_all("plan-db")

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 
 use super::ffi_changeset::{self, Change, ChangeOp, ChangesetIter, ConflictAction, ConflictKind};
 use super::value::SqlValue;
+use super::{encode, rowid_apply};
 use crate::plan::model::{DiffEntry, DiffOp, SandboxDiff};
 
 /// One row of a changeset.
@@ -63,7 +64,7 @@ fn op_of(op: Option<ChangeOp>) -> Option<DiffOp> {
 }
 
 /// Table, operation, key flags and both sides of the change the iterator is on.
-fn read_item(item: &Change<'_>) -> rusqlite::Result<Option<RowChange>> {
+pub(super) fn read_item(item: &Change<'_>) -> rusqlite::Result<Option<RowChange>> {
     let op = item.op()?;
     let Some(kind) = op_of(op.op) else {
         return Ok(None);
@@ -207,9 +208,56 @@ pub fn apply_or_refuse(
     if changeset.is_empty() {
         return Ok(Ok(()));
     }
-    let gone = schema_mismatches(conn, &decode(changeset)?)?;
+    let rows = decode(changeset)?;
+    let gone = schema_mismatches(conn, &rows)?;
     if !gone.is_empty() {
         return Ok(Err(gone));
+    }
+    // Before 3.44 SQLite skips the rows of tables keyed by rowid: those are applied here.
+    if rusqlite::version_number() < ROWID_SESSIONS {
+        let mut by_rowid = Vec::new();
+        let mut keyed = Vec::new();
+        for r in rows {
+            if keyed_by_rowid(conn, &r)? {
+                by_rowid.push(r);
+            } else {
+                keyed.push(r);
+            }
+        }
+        if !by_rowid.is_empty() {
+            if let Some((row, kind)) = rowid_apply::apply(conn, &by_rowid)? {
+                return Ok(Err(vec![Conflict {
+                    path: row.path(),
+                    why: why(kind),
+                }]));
+            }
+            return apply_keyed(conn, &encode::encode(&keyed));
+        }
+    }
+    apply_keyed(conn, changeset)
+}
+
+/// The SQLite version from which sessions record tables without a `PRIMARY KEY`.
+pub(super) const ROWID_SESSIONS: i32 = 3_044_000;
+
+/// Whether `r`'s table has no declared `PRIMARY KEY` (the change is keyed by rowid).
+fn keyed_by_rowid(conn: &Connection, r: &RowChange) -> rusqlite::Result<bool> {
+    if r.table.eq_ignore_ascii_case("sqlite_stat1") {
+        return Ok(false);
+    }
+    let shape = table_shape(conn, &r.table)?;
+    let declared: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1, 'main') WHERE pk > 0",
+        [&r.table],
+        |row| row.get(0),
+    )?;
+    Ok(declared == 0 && shape.len() == r.pk.len())
+}
+
+/// `sqlite3changeset_apply`, all or nothing (see [`apply_or_refuse`]).
+fn apply_keyed(conn: &Connection, changeset: &[u8]) -> rusqlite::Result<Result<(), Vec<Conflict>>> {
+    if changeset.is_empty() {
+        return Ok(Ok(()));
     }
     let mut conflicts: Vec<Conflict> = Vec::new();
     let applied = ffi_changeset::apply(conn, changeset, |kind, item| {

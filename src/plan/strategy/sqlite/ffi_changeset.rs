@@ -464,7 +464,7 @@ mod tests {
         )
         .unwrap();
         let cs = {
-            let mut s = RowSession::new(&conn).unwrap();
+            let mut s = RowSession::keyed_by_rowid(&conn).unwrap();
             conn.execute_batch(sql).unwrap();
             s.changeset().unwrap()
         };

@@ -63,12 +63,23 @@
 //! (an update holds the key and the changed columns). `SandboxDiff::patch` is a readable
 //! summary per table, not a git patch. A table without a declared `PRIMARY KEY` is keyed by
 //! its rowid (`<table>/<rowid>`, the row's sides led by `_rowid_`): its rows show in the diff
-//! and are undone like any other. That takes SQLite 3.44 or later (the bundled one is); on
-//! an older system SQLite (built without the `bundled-sqlite` feature) a write to such a
-//! table is refused: the call that wrote fails naming the table, the sandbox becomes
-//! `Errored` and its transaction is rolled back, so nothing unrecorded is committed. Only the
-//! `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are not
-//! undone.
+//! and are undone like any other, on every SQLite. The session records the tables with a
+//! key; the sandbox's connection gets TEMP triggers on those without one that log each
+//! touched row as it was before the transaction (`rowlog`); the changes are computed from
+//! that log as the session computes them and written into the changeset in the very format
+//! SQLite 3.44's session gives such tables, and on an SQLite older than 3.44 their undo is
+//! applied in SQL (`rowid_apply`), where `sqlite3changeset_apply` would skip them. Triggers,
+//! because an older system SQLite (built without the `bundled-sqlite` feature, e.g. Debian
+//! 12's 3.40.1, which the Python extension shares with Python's `sqlite3`) has no way to key
+//! a table by rowid in a session and the preupdate hook is the session's own; and on every
+//! SQLite, because its own rowid keying (`SQLITE_SESSION_OBJCONFIG_ROWID`, 3.44 to at least 3.54) files a row twice once the session holds more than 128 changes of such a table (its hash table regrows with another hash for rowid rows), which doubled the diff and made the undo refuse itself.
+//! A table written before it had triggers (made in the transaction, or by another connection
+//! after it began) is caught up from the committed database. What they cannot record is
+//! refused: a write to such a table whose columns changed in the transaction fails naming the
+//! table, the sandbox becomes `Errored` and its transaction is rolled back, so nothing
+//! unrecorded is committed.
+//! Only the `main` database is recorded: changes to an `ATTACH`ed one show in no diff and are
+//! not undone.
 //!
 //! **check_commit** can check nothing without committing except that the transaction is
 //! still open; `commit_all` commits this strategy after the rollbackable ones (it counts as
@@ -91,8 +102,11 @@
 //! last `Arc`) closes the connection, which also rolls the transaction back.
 
 mod changeset;
+mod encode;
 mod ffi_changeset;
 mod live;
+mod rowid_apply;
+mod rowlog;
 mod session;
 mod unkeyed;
 mod value;
@@ -336,7 +350,7 @@ impl SqliteSandbox {
         let mut st = self.lc.lock_for_path()?;
         super::activate_for_path(&self.lc, &mut st)?;
         let mut live = self.live(&st)?;
-        let Some(l) = live.as_ref() else {
+        let Some(l) = live.as_mut() else {
             return Err(self.sandbox_err("no transaction is open"));
         };
         let r = f(l.conn());
@@ -348,13 +362,22 @@ impl SqliteSandbox {
             self.fail(&mut st, reason)?;
             return Err(self.sandbox_err(reason));
         }
-        let unrecorded = l.unrecorded_tables();
+        let unrecorded = match l.sync() {
+            Ok(()) => l
+                .unrecorded_tables()
+                .into_iter()
+                .map(|(t, why)| format!("{t}, which has no PRIMARY KEY: {why}"))
+                .collect::<Vec<_>>(),
+            Err(e) => vec![format!(
+                "the tables without a PRIMARY KEY, whose record could not be kept: {e}"
+            )],
+        };
         if !unrecorded.is_empty() {
             let reason = format!(
-                "the actor wrote to {}, which has no PRIMARY KEY, and this SQLite ({}) cannot \
-                 record such tables (3.44 or later can); its transaction was rolled back, \
-                 nothing was committed",
-                unrecorded.join(", "),
+                "the actor wrote to {}; this SQLite ({}) records such tables with triggers, \
+                 which could not record this; its transaction was rolled back, nothing was \
+                 committed",
+                unrecorded.join("; "),
                 rusqlite::version()
             );
             if let Some(l) = live.take() {

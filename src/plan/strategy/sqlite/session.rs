@@ -1,20 +1,16 @@
-//! A SQLite session that records every table of the `main` database, those without a
-//! declared `PRIMARY KEY` included.
+//! A SQLite session that records every table of the `main` database that declares a
+//! `PRIMARY KEY`, and notes the writes to those that do not.
 //!
 //! SQLite's session extension ignores a table without an explicit `PRIMARY KEY` unless the
-//! session is told to key it by rowid (`SQLITE_SESSION_OBJCONFIG_ROWID`, SQLite 3.44+): then
-//! it records such a table as if it had a leftmost column `_rowid_ INTEGER PRIMARY KEY`, and
-//! `sqlite3changeset_apply` and `sqlite3changeset_invert` handle those changesets. Without
-//! it, rows an actor wrote to such a table were committed but showed in no diff and were
-//! not undone: the user's database changed where the review did not show it. `rusqlite`'s
-//! `Session` does not expose that option (nor its handle), and it is only built with
-//! rusqlite's `session` feature, which runs bindgen (libclang) and is off here; so this is the
-//! session the strategy uses, over `rusqlite::ffi`: create, configure, attach, read the
-//! changeset, delete.
-//!
-//! An older SQLite (a system `libsqlite3` shared with the host program, see the
-//! `bundled-sqlite` feature) refuses the option; the session then notes the tables without a
-//! key that the transaction writes ([`super::unkeyed`]) so the sandbox can refuse them.
+//! session is told to key it by rowid (`SQLITE_SESSION_OBJCONFIG_ROWID`, SQLite 3.44+). That
+//! option is not used: older SQLites (a system `libsqlite3` shared with the host program, see
+//! the `bundled-sqlite` feature) lack it, and where it exists it is wrong past 128 changed
+//! rows (see the module docs of `super`). TEMP triggers record those tables instead
+//! ([`super::rowlog`]); this session notes, through its table filter, the ones the
+//! transaction writes ([`super::unkeyed`]), so the sandbox can refuse a write the triggers
+//! could not record. `rusqlite`'s `Session` is only built with rusqlite's `session` feature,
+//! which runs bindgen (libclang) and is off here; so this is the session the strategy uses,
+//! over `rusqlite::ffi`: create, configure, attach, read the changeset, delete.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -26,8 +22,8 @@ use rusqlite::Connection;
 use super::unkeyed::{self, Unkeyed};
 
 /// A session on every table of a connection's `main` database (tables made later too),
-/// keying tables without a `PRIMARY KEY` by rowid (or, on an SQLite older than 3.44, noting
-/// the writes to them). Borrows the connection it records.
+/// noting the writes to tables without a `PRIMARY KEY` (or, in tests, keying them by rowid).
+/// Borrows the connection it records.
 pub(super) struct RowSession<'conn> {
     s: *mut ffi::sqlite3_session,
     /// Where the table filter notes writes to tables without a key; `None` when this SQLite
@@ -45,8 +41,21 @@ fn check(rc: i32) -> rusqlite::Result<()> {
 }
 
 impl<'conn> RowSession<'conn> {
-    /// A session recording every change `conn` makes from now on.
+    /// A session recording every change `conn` makes from now on to tables with a
+    /// `PRIMARY KEY`, noting the tables without one it is asked to record (see the module
+    /// docs: `rowlog` records those).
     pub(super) fn new(conn: &'conn Connection) -> rusqlite::Result<RowSession<'conn>> {
+        Self::create(conn, false)
+    }
+
+    /// A session that keys tables without a `PRIMARY KEY` by rowid itself, where SQLite can
+    /// (3.44 or later): the oracle the tests hold `rowlog` to, on few rows.
+    #[cfg(test)]
+    pub(super) fn keyed_by_rowid(conn: &'conn Connection) -> rusqlite::Result<RowSession<'conn>> {
+        Self::create(conn, true)
+    }
+
+    fn create(conn: &'conn Connection, by_rowid: bool) -> rusqlite::Result<RowSession<'conn>> {
         let mut s: *mut ffi::sqlite3_session = ptr::null_mut();
         // SAFETY: a valid connection handle and a NUL-terminated database name; `s` is
         // written on success only.
@@ -57,18 +66,22 @@ impl<'conn> RowSession<'conn> {
             unkeyed: None,
             conn: PhantomData,
         };
-        let mut on: i32 = 1;
-        // SAFETY: a live session, before any table is attached (as the option requires),
-        // and a pointer to an int.
-        let rc = unsafe {
-            ffi::sqlite3session_object_config(
-                session.s,
-                ffi::SQLITE_SESSION_OBJCONFIG_ROWID,
-                (&mut on as *mut i32).cast::<c_void>(),
-            )
-        };
-        // SQLite before 3.44 answers SQLITE_MISUSE (an unknown option).
-        if rc != ffi::SQLITE_OK || on != 1 {
+        let mut on: i32 = i32::from(by_rowid);
+        if by_rowid {
+            // SAFETY: a live session, before any table is attached (as the option requires),
+            // and a pointer to an int. SQLite before 3.44 answers SQLITE_MISUSE.
+            let rc = unsafe {
+                ffi::sqlite3session_object_config(
+                    session.s,
+                    ffi::SQLITE_SESSION_OBJCONFIG_ROWID,
+                    (&mut on as *mut i32).cast::<c_void>(),
+                )
+            };
+            if rc != ffi::SQLITE_OK {
+                on = 0;
+            }
+        }
+        if on != 1 {
             // SAFETY: the handle of the connection this session borrows.
             let record = Unkeyed::new(unsafe { conn.handle() });
             let ctx: *const Unkeyed = &*record;
@@ -88,9 +101,15 @@ impl<'conn> RowSession<'conn> {
         Ok(session)
     }
 
-    /// The tables without a `PRIMARY KEY` the transaction wrote to that this SQLite cannot
-    /// record (always empty where it can: SQLite 3.44 or later).
-    pub(super) fn unrecorded_tables(&self) -> Vec<String> {
+    /// Whether this session records tables without a `PRIMARY KEY` itself (only the tests'
+    /// oracle does); where it does not, `rowlog` records them.
+    pub(super) fn records_unkeyed(&self) -> bool {
+        self.unkeyed.is_none()
+    }
+
+    /// The tables without a `PRIMARY KEY` the transaction wrote to (empty where the session
+    /// records them itself).
+    pub(super) fn unkeyed_written(&self) -> Vec<String> {
         self.unkeyed
             .as_ref()
             .map(|u| u.written())

@@ -1,14 +1,12 @@
-//! Writes to tables without a `PRIMARY KEY` on an SQLite that cannot record them.
+//! Writes to tables without a `PRIMARY KEY`, which the session does not record.
 //!
-//! SQLite's session extension records such a table only when the session is configured with
-//! `SQLITE_SESSION_OBJCONFIG_ROWID`, which SQLite 3.44 introduced. The bundled SQLite has it;
-//! a system `libsqlite3` shared with the host program (the Python extension's build, see the
-//! `bundled-sqlite` feature) may be older: Debian 12's is 3.40.1. There the session silently
-//! skips those tables, so rows written to them would be committed without showing in the diff
-//! and without being undone. Instead, the session's table filter — which SQLite calls the
-//! first time the transaction changes a table the session has not attached yet — notes each
-//! such table, and the sandbox refuses the transaction (see `SqliteSandbox::run`): the
-//! actor's writes to a table without a key are never committed unrecorded.
+//! The session is not configured to key such tables by rowid (see `session`): it silently
+//! skips them and TEMP triggers record them instead (`rowlog`). The session's table
+//! filter — which SQLite calls the first time the transaction changes a table the session has
+//! not attached yet — notes each such table written: `rowlog` learns from it which tables
+//! were written before it could watch them, and the sandbox refuses a transaction that wrote
+//! a table the triggers could not record (see `SqliteSandbox::run`): the actor's writes to a
+//! table without a key are never committed unrecorded.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
