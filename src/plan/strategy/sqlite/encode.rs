@@ -10,7 +10,7 @@
 //! "indirect" flag and the records (a delete's old row, an insert's new row, an update's old
 //! then new values, an unchanged column being "undefined").
 
-use super::changeset::RowChange;
+use super::row_change::RowChange;
 use super::value::SqlValue;
 use crate::plan::model::DiffOp;
 

@@ -105,6 +105,7 @@ mod changeset;
 mod encode;
 mod ffi_changeset;
 mod live;
+mod row_change;
 mod rowid_apply;
 mod rowlog;
 mod session;
@@ -117,7 +118,8 @@ use std::path::{Path, PathBuf};
 use parking_lot::{Mutex, MutexGuard};
 use sha1::Digest;
 
-pub use changeset::{Conflict, RowChange};
+pub use changeset::Conflict;
+pub use row_change::RowChange;
 pub use value::{Rows, SqlValue};
 
 use self::live::Live;

@@ -9,8 +9,8 @@
 
 use rusqlite::Connection;
 
-use super::changeset::RowChange;
 use super::ffi_changeset::ConflictKind;
+use super::row_change::RowChange;
 use super::rowlog;
 use super::value::SqlValue;
 use crate::plan::model::DiffOp;

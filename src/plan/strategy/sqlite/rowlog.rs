@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{ffi, Connection, OpenFlags};
 
-use super::changeset::RowChange;
+use super::row_change::RowChange;
 use super::value::SqlValue;
 use crate::plan::model::DiffOp;
 
