@@ -88,19 +88,7 @@ std::vector<std::string> split_list(std::string_view s) {
   throw SandboxError(message, id);
 }
 
-/// Runs @p f; a bridge error leaves as the matching exception class.
-template <class F>
-auto call(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const rust::Error& e) {
-    rethrow(e);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::Internal, e.what());
-  }
-}
+using internal::call;
 
 std::vector<std::string> strings_of(const rust::Vec<rust::String>& v) {
   std::vector<std::string> out;

@@ -28,6 +28,22 @@ namespace internal {
 /// `plan_<kind>`, patchbox::Error for the rest).
 [[noreturn]] void rethrow(const rust::Error& e);
 
+/// Runs @p f; a bridge error leaves as the matching exception class (rethrow), a
+/// patchbox::Error as it is, any other std::exception as an Internal patchbox::Error, so
+/// that no rust:: type and no foreign exception reaches the caller.
+template <class F>
+auto call(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const rust::Error& e) {
+    rethrow(e);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, e.what());
+  }
+}
+
 /// The Rust sandbox behind @p sb when it is the built-in implementation; null for a user's
 /// own Sandbox subclass.
 const bridge::plan::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept;

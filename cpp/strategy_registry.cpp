@@ -24,19 +24,7 @@ namespace {
 namespace pb = ::patchbox::bridge::plan;
 using glue::bytes;
 
-/// Runs @p f; a bridge error leaves as the matching exception class (as in cpp/plan.cpp).
-template <class F>
-auto call(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const rust::Error& e) {
-    internal::rethrow(e);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::Internal, e.what());
-  }
-}
+using internal::call;
 
 }  // namespace
 
