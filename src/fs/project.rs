@@ -481,6 +481,28 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// How many of `ends` (increasing) are at most `common`, searched from the last one
+/// outwards: a walk beside the last one (the next directory up or down a chain) shares
+/// nearly all of it, found in a few steps wherever the chain's end is, instead of a binary
+/// search over every level of it.
+fn ends_upto(ends: &[usize], common: usize) -> usize {
+    // Everything from `hi` on is past `common`.
+    let (mut hi, mut step) = (ends.len(), 1);
+    loop {
+        let lo = hi.saturating_sub(step);
+        let below = ends
+            .get(..lo)
+            .and_then(|b| b.last())
+            .is_none_or(|&e| e <= common);
+        if below {
+            let rest = ends.get(lo..hi).unwrap_or_default();
+            return lo + rest.partition_point(|&e| e <= common);
+        }
+        hi = lo - 1;
+        step *= 2;
+    }
+}
+
 impl DirCache {
     fn touch(&mut self, k: usize) {
         self.clock += 1;
@@ -527,7 +549,7 @@ impl DirCache {
         } else {
             common_prefix(&self.cursor_path, c.upto(limit))
         };
-        let mut k = self.cursor_ends.partition_point(|&e| e <= common);
+        let mut k = ends_upto(&self.cursor_ends, common);
         // A component of this path that merely starts with the walk's is not shared.
         if k > 0
             && self.cursor_ends.get(k - 1) == Some(&common)
@@ -1036,5 +1058,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(std::fs::read(root.join("stage/s2")).unwrap(), b"x");
+    }
+
+    /// Searching a walk's component ends from the last one finds what a binary search
+    /// over all of them finds, for every shared length.
+    #[test]
+    fn ends_upto_counts_like_a_binary_search() {
+        for n in 0..40usize {
+            let ends: Vec<usize> = (0..n).map(|i| 2 * i + 1).collect();
+            for common in 0..2 * n + 3 {
+                let want = ends.partition_point(|&e| e <= common);
+                assert_eq!(super::ends_upto(&ends, common), want, "{n} {common}");
+            }
+        }
     }
 }
