@@ -1629,10 +1629,8 @@ fn read_deep(root: &Path, rel: &str) -> std::io::Result<Vec<u8>> {
 
 #[test]
 fn a_path_4000_components_deep_applies() {
-    // Past PATH_MAX (4096 bytes on Linux): only a descriptor walk reaches it. Planning is
-    // linear in the depth; the write phase (apply/txn.rs) still checks each parent
-    // directory on its own, quadratic in the depth, so this test writes once and then
-    // only plans.
+    // Past PATH_MAX (4096 bytes on Linux): only a descriptor walk reaches it. The test
+    // writes once and then only plans.
     let depth = 4000;
     let deep = |name: &str| format!("{}{name}", "d/".repeat(depth - 1));
     let (f, g) = (deep("f"), deep("g"));

@@ -535,6 +535,51 @@ fn a_path_thousands_of_directories_deep_applies_and_undoes() {
     assert_eq!(exact_fingerprint(&project), before);
 }
 
+/// A change deep inside a deep existing tree, with new directories below its bottom and
+/// beside its middle, is undone to the project as it was, byte for byte: contents, modes
+/// and every directory's mtime. The record lists the 1,000 existing directories, and the
+/// created ones as two chains, each relative to the line before.
+#[test]
+fn a_change_deep_inside_a_deep_tree_undoes_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let chain = |n: usize| vec!["e"; n].join("/");
+    let bottom = chain(1000);
+    write(&project, &format!("{bottom}/old.txt"), b"old\n");
+    write(&project, &format!("{}/keep.txt", chain(500)), b"keep\n");
+    let below = format!("{bottom}/{}/f", vec!["n"; 1400].join("/"));
+    let beside = format!("{}/s/t/g", chain(500));
+    let old = format!("{bottom}/old.txt");
+    let patch = format!(
+        "diff --git a/{old} b/{old}\n--- a/{old}\n+++ b/{old}\n@@ -1 +1 @@\n-old\n+new\n\
+         diff --git a/{below} b/{below}\nnew file mode 100644\n--- /dev/null\n+++ b/{below}\n@@ -0,0 +1 @@\n+below\n\
+         diff --git a/{beside} b/{beside}\nnew file mode 100644\n--- /dev/null\n+++ b/{beside}\n@@ -0,0 +1 @@\n+beside\n"
+    );
+    // Directory mtimes a second in the past: an undo that left one as the apply set it
+    // would show.
+    let past = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for n in 1..=1000 {
+        let d = fs::File::open(project.join(chain(n))).unwrap();
+        d.set_modified(past).unwrap();
+    }
+    let before = exact_fingerprint(&project);
+    let undo = tmp.path().join("undo");
+    let opts = ApplyOptions {
+        undo_dir: Some(undo.clone()),
+        ..Default::default()
+    };
+    let r = apply_patch(&project, patch.as_bytes(), &opts).unwrap();
+    assert_eq!(r.outcome, Outcome::Applied, "{r}");
+    assert_eq!(fs::read(project.join(&old)).unwrap(), b"new\n");
+    assert_eq!(fs::read(project.join(&beside)).unwrap(), b"beside\n");
+    let record = fs::read_to_string(undo.join("record")).unwrap();
+    let lines = |kind: &str| record.lines().filter(|l| l.starts_with(kind)).count();
+    assert_eq!(lines("dir "), 1000);
+    assert_eq!(lines("mkdir "), 1400 + 2);
+    undo_apply(&project, &undo, false).unwrap();
+    assert_eq!(exact_fingerprint(&project), before);
+}
+
 /// A record of the earlier layout (every path in full, `patchbox-undo 2`) is still undone:
 /// the same apply's record, rewritten that way.
 #[test]

@@ -143,48 +143,92 @@ impl PathCoder {
         self.prev = Some(p.clone());
         field
     }
+}
 
-    /// The path of `field`, the next field of the list; `None` when it is not one. A path
-    /// below the one before costs copying it and reading the rest.
-    pub(crate) fn decode(&mut self, field: &str) -> Option<RelPath> {
-        let p = match field.strip_prefix('+') {
-            None => RelPath::from_bytes(&unhex(field)?).ok()?,
+/// Reads a list that [`PathCoder`] wrote, field by field; [`finish`](PathDecoder::finish)
+/// gives the paths. A path below the one before it (the next directory of a chain) is
+/// appended to the same bytes, and each path is a prefix of them (see [`RelPath`]'s
+/// shared bytes), so the directories of a chain thousands deep take memory and time
+/// proportional to the chain, not to its length times its depth; they also compare with
+/// each other by their lengths alone. Only a path that leaves the chain (a sibling, an
+/// unrelated path) starts new bytes.
+#[derive(Default)]
+pub(crate) struct PathDecoder {
+    /// The bytes of each chain, each a normal path.
+    chains: Vec<Vec<u8>>,
+    /// Each path read: its chain and its length there.
+    paths: Vec<(usize, usize)>,
+}
+
+impl PathDecoder {
+    /// Reads `field`, the next field of the list; `None` when it is not one.
+    pub(crate) fn push(&mut self, field: &str) -> Option<()> {
+        let at = match field.strip_prefix('+') {
+            None => self.start(RelPath::from_bytes(&unhex(field)?).ok()?.as_bytes()),
             Some(rel) => {
                 let (n, rest) = rel.split_once(':')?;
                 let n: usize = n.parse().ok()?;
                 let rest = unhex(rest)?;
-                let prev = self.prev.as_ref()?;
-                let q = prev.as_bytes();
-                if n == 0 || n > q.len() || q.get(n).is_some_and(|&c| c != b'/') {
+                let &(c, len) = self.paths.last()?;
+                let chain = self.chains.get_mut(c)?;
+                let q = chain.get(..len)?;
+                if n == 0 || n > q.len() || q.get(n).is_some_and(|&x| x != b'/') {
                     return None;
                 }
-                match (n == q.len(), rest.is_empty()) {
-                    (true, true) => prev.clone(),
-                    (true, false) => prev.join(&RelPath::from_bytes(&rest).ok()?),
-                    (false, _) => {
-                        let mut b = q[..n].to_vec();
-                        if !rest.is_empty() {
-                            b.push(b'/');
-                            b.extend_from_slice(&rest);
-                        }
-                        RelPath::from_bytes(&b).ok()?
+                if rest.is_empty() {
+                    // An ancestor of the path before.
+                    (c, n)
+                } else {
+                    let rest = RelPath::from_bytes(&rest).ok()?;
+                    if n == chain.len() {
+                        // Below the end of the chain: the chain grows.
+                        chain.push(b'/');
+                        chain.extend_from_slice(rest.as_bytes());
+                        (c, chain.len())
+                    } else {
+                        let mut b = chain.get(..n)?.to_vec();
+                        b.push(b'/');
+                        b.extend_from_slice(rest.as_bytes());
+                        self.start(&b)
                     }
                 }
             }
         };
-        self.prev = Some(p.clone());
-        Some(p)
+        self.paths.push(at);
+        Some(())
+    }
+
+    /// A new chain holding `b`, a normal path.
+    fn start(&mut self, b: &[u8]) -> (usize, usize) {
+        self.chains.push(b.to_vec());
+        (self.chains.len() - 1, b.len())
+    }
+
+    /// The paths read, in order.
+    pub(crate) fn finish(self) -> Option<Vec<RelPath>> {
+        let chains = self
+            .chains
+            .iter()
+            .map(|b| RelPath::from_bytes(b).ok())
+            .collect::<Option<Vec<_>>>()?;
+        self.paths
+            .iter()
+            .map(|&(c, len)| chains.get(c)?.prefix_at(len))
+            .collect()
     }
 }
 
 /// The length in bytes of the whole leading components `a` and `b` share (0: none).
 fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    // Two prefixes of the same bytes (the directories of a chain, listed in order): they
+    // share all of the shorter one, nothing to compare.
+    let same = a.as_ptr() == b.as_ptr();
     // Below the path before (a directory listed before what is below it): one comparison.
-    if b.len() > a.len() && b.starts_with(a) && b[a.len()] == b'/' {
+    if b.len() > a.len() && (same || b.starts_with(a)) && b[a.len()] == b'/' {
         return a.len();
     }
-    let n = a.len().min(b.len());
-    let mut c = 0;
+    let mut c = if same { n } else { 0 };
     while c + 64 <= n && a[c..c + 64] == b[c..c + 64] {
         c += 64;
     }
@@ -325,21 +369,30 @@ impl Begin {
         }
         let mut b = Begin::default();
         let mut ended = false;
-        let mut coder = PathCoder::default();
+        let mut paths = PathDecoder::default();
+        let mut infos = Vec::new();
         for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
             match f.as_slice() {
                 ["root", s, ns] => b.dirs.root_mtime = (s.parse().ok()?, ns.parse().ok()?),
-                ["dir", p, perm, s, ns] => b.dirs.dirs.push(DirInfo {
-                    rel: coder.decode(p)?,
-                    perm: u32::from_str_radix(perm, 8).ok()?,
-                    mtime: (s.parse().ok()?, ns.parse().ok()?),
-                }),
+                ["dir", p, perm, s, ns] => {
+                    paths.push(p)?;
+                    infos.push((
+                        u32::from_str_radix(perm, 8).ok()?,
+                        (s.parse().ok()?, ns.parse().ok()?),
+                    ));
+                }
                 ["record", p, c] => b.record = Some((path_from(unhex(p)?), *c == "1")),
                 ["end"] => ended = true,
                 _ => return None,
             }
         }
+        b.dirs.dirs = paths
+            .finish()?
+            .into_iter()
+            .zip(infos)
+            .map(|(rel, (perm, mtime))| DirInfo { rel, perm, mtime })
+            .collect();
         ended.then_some(b)
     }
 }
@@ -417,9 +470,14 @@ impl Intent {
         };
         // Collected, then made into sets at once (in path order already, they are sorted
         // in one pass, not looked up one by one).
-        let mut only = Vec::new();
-        let mut restore = Vec::new();
-        let (mut only_coder, mut restore_coder, mut final_coder) = Default::default();
+        let (mut only, mut restore, mut finals) = (
+            PathDecoder::default(),
+            PathDecoder::default(),
+            PathDecoder::default(),
+        );
+        let mut restore_info = Vec::new();
+        // Each final's mtime, and whether it names a directory (else the root).
+        let mut final_info = Vec::new();
         let mut prune_only = false;
         let mut ended = false;
         let rel = |s: &str| RelPath::from_bytes(&unhex(s)?).ok();
@@ -456,25 +514,19 @@ impl Intent {
                 }
                 ["prune", "emptied"] => prune_only = false,
                 ["prune", "only"] => prune_only = true,
-                ["only", p] => {
-                    only.push(PathCoder::decode(&mut only_coder, p)?);
-                }
+                ["only", p] => only.push(p)?,
                 ["restore", p, perm, s, ns] => {
-                    restore.push((
-                        PathCoder::decode(&mut restore_coder, p)?,
-                        (
-                            u32::from_str_radix(perm, 8).ok()?,
-                            (s.parse().ok()?, ns.parse().ok()?),
-                        ),
+                    restore.push(p)?;
+                    restore_info.push((
+                        u32::from_str_radix(perm, 8).ok()?,
+                        (s.parse().ok()?, ns.parse().ok()?),
                     ));
                 }
                 ["final", p, s, ns] => {
-                    let d = if *p == "-" {
-                        None
-                    } else {
-                        Some(PathCoder::decode(&mut final_coder, p)?)
-                    };
-                    it.finals.push((d, (s.parse().ok()?, ns.parse().ok()?)));
+                    if *p != "-" {
+                        finals.push(p)?;
+                    }
+                    final_info.push((*p != "-", (s.parse().ok()?, ns.parse().ok()?)));
                 }
                 ["marker", p] => it.marker = Some(path_from(unhex(p)?)),
                 ["end", n] => {
@@ -487,9 +539,14 @@ impl Intent {
             }
         }
         if prune_only {
-            it.prune = Prune::Only(sorted_paths(only));
+            it.prune = Prune::Only(sorted_paths(only.finish()?));
         }
-        it.restore = restore.into_iter().collect();
+        it.restore = restore.finish()?.into_iter().zip(restore_info).collect();
+        let mut dirs = finals.finish()?.into_iter();
+        for (named, mtime) in final_info {
+            let d = if named { Some(dirs.next()?) } else { None };
+            it.finals.push((d, mtime));
+        }
         ended.then_some(it)
     }
 }
@@ -630,16 +687,11 @@ mod tests {
             hex(b"ab/c"),
             "a shared byte is no shared component"
         );
-        let mut dec = PathCoder::default();
-        for (p, f) in paths.iter().zip(&fields) {
-            assert_eq!(dec.decode(f).as_ref(), Some(p), "{f}");
-        }
+        assert_eq!(decode(&fields).as_ref(), Some(&paths));
         // Nothing before, or past the path before, or not at a component: refused.
-        assert!(PathCoder::default().decode("+1:62").is_none());
-        let mut dec = PathCoder::default();
-        dec.decode(&hex(b"ab/c")).unwrap();
-        assert!(dec.clone_free_decode("+5:").is_none());
-        assert!(dec.clone_free_decode("+1:").is_none());
+        assert!(decode(&["+1:62"]).is_none());
+        assert!(decode(&[&hex(b"ab/c"), "+5:"]).is_none());
+        assert!(decode(&[&hex(b"ab/c"), "+1:"]).is_none());
         // A chain of 2,000 directories: each line holds one component.
         let mut enc = PathCoder::default();
         let mut p = RelPath::new("d").unwrap();
@@ -651,13 +703,38 @@ mod tests {
         assert!(total < 2000 * 16, "{total} bytes");
     }
 
-    impl PathCoder {
-        /// [`PathCoder::decode`] that leaves the coder as it was.
-        fn clone_free_decode(&mut self, field: &str) -> Option<RelPath> {
-            let prev = self.prev.clone();
-            let r = self.decode(field);
-            self.prev = prev;
-            r
+    fn decode(fields: &[impl AsRef<str>]) -> Option<Vec<RelPath>> {
+        let mut dec = PathDecoder::default();
+        for f in fields {
+            dec.push(f.as_ref())?;
         }
+        dec.finish()
+    }
+
+    /// A chain of directories read back shares one copy of its bytes, and the paths of a
+    /// list that leave the chain are read back as written.
+    #[test]
+    fn a_decoded_chain_is_one_buffer() {
+        let mut enc = PathCoder::default();
+        let mut chain = vec![RelPath::new("d").unwrap()];
+        for _ in 1..500 {
+            let next = chain[chain.len() - 1].join(&RelPath::new("d").unwrap());
+            chain.push(next);
+        }
+        let mut all = chain.clone();
+        all.push(RelPath::new("d/d/x").unwrap());
+        all.push(RelPath::new("d/d/x/y").unwrap());
+        all.push(RelPath::new("d/d").unwrap());
+        let fields: Vec<String> = all.iter().map(|p| enc.encode(p)).collect();
+        let back = decode(&fields).unwrap();
+        assert_eq!(back, all);
+        let first = back[0].as_bytes().as_ptr();
+        assert!(back[..500].iter().all(|p| p.as_bytes().as_ptr() == first));
+        assert_ne!(
+            back[500].as_bytes().as_ptr(),
+            first,
+            "a sibling starts new bytes"
+        );
+        assert!(back.windows(2).take(499).all(|w| w[0] < w[1]));
     }
 }

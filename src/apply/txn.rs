@@ -986,27 +986,33 @@ fn stage_rest(
     // 4. Remove directories that became empty (never an ancestor of something we place),
     //    deepest first. Each candidate carries whether it may go: with `Prune::Only`, only
     //    the directories named there (and those an op replaces) may.
+    //    Each depth is counted once: the directories of `Prune::Only`, in path order, are
+    //    each measured from the one before (a chain of nested directories then costs its
+    //    length once, not its length times its depth), and a parent is one level above.
     let mut candidates: BTreeMap<(usize, RelPath), bool> = BTreeMap::new();
-    let mut add = |d: RelPath, may_go: bool| {
-        *candidates.entry((d.depth(), d)).or_default() |= may_go;
+    let mut add = |depth: usize, d: RelPath, may_go: bool| {
+        *candidates.entry((depth, d)).or_default() |= may_go;
     };
     let emptied = matches!(prune, Prune::EmptiedParents);
     for r in &removed {
         if let Some(p) = r.parent() {
-            add(p, emptied);
+            add(r.depth().saturating_sub(1), p, emptied);
         }
     }
     for op in ops {
         if op.before_is_dir {
-            add(op.path.rel().clone(), true);
+            add(op.path.rel().depth(), op.path.rel().clone(), true);
         }
     }
     if let Prune::Only(set) = prune {
+        let mut before: Option<(&RelPath, usize)> = None;
         for d in set {
-            add(d.clone(), true);
+            let depth = before.map_or_else(|| d.depth(), |(q, qd)| d.depth_near(q, qd));
+            add(depth, d.clone(), true);
+            before = Some((d, depth));
         }
     }
-    while let Some(((_, d), may_go)) = candidates.pop_last() {
+    while let Some(((depth, d), may_go)) = candidates.pop_last() {
         if !may_go || keep(&d) {
             continue;
         }
@@ -1027,7 +1033,7 @@ fn stage_rest(
             )?;
             if emptied {
                 if let Some(pp) = d.parent() {
-                    *candidates.entry((pp.depth(), pp)).or_default() = true;
+                    *candidates.entry((depth.saturating_sub(1), pp)).or_default() = true;
                 }
             }
         }

@@ -308,14 +308,13 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
         let b = unhex(s).ok_or_else(|| bad(dir, "bad path"))?;
         RelPath::from_bytes(&b)
     };
-    let (mut dir_coder, mut mkdir_coder) = Default::default();
-    let coded = |coder: &mut journal::PathCoder, s: &str| -> Result<RelPath> {
-        coder.decode(s).ok_or_else(|| bad(dir, "bad path"))
-    };
-    // Collected, then made into a set and a map at once: in path order already, they are
-    // sorted in one pass instead of looked up one by one.
-    let mut mkdirs = Vec::new();
+    // Read as lists (a chain of directories shares one copy of its bytes), then made into
+    // a set and a map at once: in path order already, they are sorted in one pass instead
+    // of looked up one by one.
+    let mut mkdirs = journal::PathDecoder::default();
+    let (mut coded_dirs, mut coded_info) = (journal::PathDecoder::default(), Vec::new());
     let mut dirs = Vec::new();
+    let bad_path = || bad(dir, "bad path");
     let num = |s: &str| s.parse::<i64>().map_err(|_| bad(dir, "bad number"));
     let perm = |s: &str| u32::from_str_radix(s, 8).map_err(|_| bad(dir, "bad mode"));
     for line in lines {
@@ -350,17 +349,25 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
                 rec.entries.push((path(p)?, before, after));
             }
             ["mkdir", _] | ["rmdir", _, _, _, _] | ["dir", _, _, _, _] if !dirs_too => {}
-            ["mkdir", p] => mkdirs.push(coded(&mut mkdir_coder, p)?),
+            ["mkdir", p] => mkdirs.push(p).ok_or_else(bad_path)?,
             ["rmdir", p, m, s, ns] => dirs.push((path(p)?, (perm(m)?, (num(s)?, num(ns)?)))),
             ["dir", p, m, s, ns] => {
-                dirs.push((coded(&mut dir_coder, p)?, (perm(m)?, (num(s)?, num(ns)?))))
+                coded_dirs.push(p).ok_or_else(bad_path)?;
+                coded_info.push((perm(m)?, (num(s)?, num(ns)?)));
             }
             ["rootmtime", s, ns] => rec.root_mtime = Some((num(s)?, num(ns)?)),
             [""] => {}
             _ => return Err(bad(dir, "unknown line")),
         }
     }
-    rec.mkdirs = sorted_paths(mkdirs);
+    rec.mkdirs = sorted_paths(mkdirs.finish().ok_or_else(bad_path)?);
+    dirs.extend(
+        coded_dirs
+            .finish()
+            .ok_or_else(bad_path)?
+            .into_iter()
+            .zip(coded_info),
+    );
     rec.dirs = dirs.into_iter().collect();
     Ok(rec)
 }

@@ -136,6 +136,9 @@ fn refuse(root: &Path, rel: &RelPath, reason: &'static str) -> Error {
 /// of a path thousands of directories deep costs no work per component per ancestor.
 pub(super) struct Comps<'a> {
     bytes: &'a [u8],
+    /// The path itself: a walk's cursor keeps it (its bytes are shared, not copied) to
+    /// know the next path that shares its bytes without comparing them.
+    rel: &'a RelPath,
 }
 
 impl<'a> Comps<'a> {
@@ -143,6 +146,7 @@ impl<'a> Comps<'a> {
     pub(super) fn of(rel: &'a RelPath) -> Comps<'a> {
         Comps {
             bytes: rel.as_bytes(),
+            rel,
         }
     }
 
@@ -297,14 +301,18 @@ fn check_links(
         return Err(refuse(root, rel, "path is empty"));
     }
     let limit = c.parent_end();
-    if may_alias_dotgit(rel.as_bytes()) {
+    let named = names_checked(root, rel);
+    let rest = c.upto(c.whole_end()).get(named..).unwrap_or_default();
+    if may_alias_dotgit(rest) {
+        let off = if named == 0 { 0 } else { named + 1 };
         if let Some(why) = c
-            .from(0, 0, c.whole_end())
+            .from(0, off, c.whole_end())
             .find_map(|(_, comp, _)| dotgit_alias(comp))
         {
             return Err(refuse(root, rel, why));
         }
     }
+    names_pass(root, rel);
     if planned.any_ancestor(rel) {
         return Err(refuse(
             root,
@@ -397,6 +405,15 @@ struct DirCache {
     /// The nodes of the last walk's directories, from the top, and their path's bytes.
     cursor: Vec<usize>,
     cursor_path: Vec<u8>,
+    /// A path `cursor_path` is a prefix of (the last one walked), when known: a path that
+    /// is a prefix of the same bytes (the next directory up or down a chain) shares all of
+    /// the shorter of the two with the cursor, found without comparing bytes; the
+    /// directories of a chain thousands deep are then walked in time proportional to the
+    /// chain, not to its length times its depth.
+    cursor_src: Option<RelPath>,
+    /// The last path whose every name was found free of `.git` aliases (see
+    /// [`names_checked`]).
+    names_passed: Option<RelPath>,
     /// Where each of the cursor's components ends in `cursor_path`.
     cursor_ends: Vec<usize>,
     /// The nodes below the root kept open, with their depth (see [`PIN_EVERY`]).
@@ -433,6 +450,8 @@ impl DirScope {
             open: 0,
             cursor: Vec::new(),
             cursor_path: Vec::new(),
+            cursor_src: None,
+            names_passed: None,
             cursor_ends: Vec::new(),
             pins: Vec::new(),
             pin_every: PIN_EVERY,
@@ -460,6 +479,28 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
         i += 1;
     }
     i
+}
+
+/// How many of `ends` (increasing) are at most `common`, searched from the last one
+/// outwards: a walk beside the last one (the next directory up or down a chain) shares
+/// nearly all of it, found in a few steps wherever the chain's end is, instead of a binary
+/// search over every level of it.
+fn ends_upto(ends: &[usize], common: usize) -> usize {
+    // Everything from `hi` on is past `common`.
+    let (mut hi, mut step) = (ends.len(), 1);
+    loop {
+        let lo = hi.saturating_sub(step);
+        let below = ends
+            .get(..lo)
+            .and_then(|b| b.last())
+            .is_none_or(|&e| e <= common);
+        if below {
+            let rest = ends.get(lo..hi).unwrap_or_default();
+            return lo + rest.partition_point(|&e| e <= common);
+        }
+        hi = lo - 1;
+        step *= 2;
+    }
 }
 
 impl DirCache {
@@ -497,8 +538,18 @@ impl DirCache {
     /// (`cursor`) covers: one comparison of bytes, then a binary search of the cursor's
     /// component ends.
     fn shared(&self, c: &Comps<'_>, limit: usize) -> usize {
-        let common = common_prefix(&self.cursor_path, c.upto(limit));
-        let mut k = self.cursor_ends.partition_point(|&e| e <= common);
+        // Both prefixes of the same bytes (held alive by `cursor_src` and by `c`): they
+        // agree up to the shorter one's end.
+        let same = self
+            .cursor_src
+            .as_ref()
+            .is_some_and(|s| s.as_bytes().as_ptr() == c.bytes.as_ptr());
+        let common = if same {
+            self.cursor_path.len().min(limit.min(c.bytes.len()))
+        } else {
+            common_prefix(&self.cursor_path, c.upto(limit))
+        };
+        let mut k = ends_upto(&self.cursor_ends, common);
         // A component of this path that merely starts with the walk's is not shared.
         if k > 0
             && self.cursor_ends.get(k - 1) == Some(&common)
@@ -523,6 +574,17 @@ impl DirCache {
         if !self.cursor_path.is_empty() {
             self.cursor_path.push(b'/');
         }
+        // Still a prefix of the path it came from only if `name` is that path's next
+        // component (a walk of that path adds its own components).
+        let at = self.cursor_path.len();
+        let follows = self.cursor_src.as_ref().is_some_and(|s| {
+            let b = s.as_bytes();
+            b.get(at..at + name.len()) == Some(name)
+                && b.get(at + name.len()).is_none_or(|&x| x == b'/')
+        });
+        if !follows {
+            self.cursor_src = None;
+        }
         self.cursor_path.extend_from_slice(name);
         self.cursor.push(node);
         self.cursor_ends.push(self.cursor_path.len());
@@ -539,6 +601,8 @@ impl DirCache {
     fn start(&mut self, c: &Comps<'_>, limit: usize) -> (usize, usize, Rc<OwnedFd>, usize) {
         let k = self.shared(c, limit);
         self.truncate_cursor(k);
+        // The cursor is now a prefix of `c`, and grows along it.
+        self.cursor_src = Some(c.rel.clone());
         // Further down the tree.
         let mut node = self.cursor.last().copied().unwrap_or(0);
         for (_, comp, _) in c.from(k, self.cursor_next(), limit) {
@@ -693,6 +757,48 @@ impl DirCache {
             self.truncate_cursor(k);
         }
     }
+}
+
+/// How many leading bytes of `rel` (whole components) this thread's scope for `root` has
+/// already found free of `.git` aliases: all of them when `rel` is a prefix of the same
+/// bytes as the last path that passed (an ancestor of it, checked next when a deep chain
+/// of directories is walked bottom-up), none otherwise. Checking every directory of such
+/// a chain then reads each name once, not once per directory below it.
+fn names_checked(root: &Path, rel: &RelPath) -> usize {
+    CACHE.with(|cell| {
+        let b = cell.borrow();
+        let Some(passed) = b
+            .as_ref()
+            .filter(|d| d.root == root)
+            .and_then(|d| d.names_passed.as_ref())
+        else {
+            return 0;
+        };
+        let (p, r) = (passed.as_bytes(), rel.as_bytes());
+        // The same bytes (both held alive here): they agree up to the shorter end, which
+        // is the end of a component of both.
+        if p.as_ptr() == r.as_ptr() {
+            p.len().min(r.len())
+        } else {
+            0
+        }
+    })
+}
+
+/// Remembers that every name of `rel` is free of `.git` aliases (see [`names_checked`]),
+/// unless a longer path of the same bytes already passed.
+fn names_pass(root: &Path, rel: &RelPath) {
+    CACHE.with(|cell| {
+        if let Some(d) = cell.borrow_mut().as_mut().filter(|d| d.root == root) {
+            let longer = d.names_passed.as_ref().is_some_and(|p| {
+                p.as_bytes().as_ptr() == rel.as_bytes().as_ptr()
+                    && p.as_bytes().len() >= rel.as_bytes().len()
+            });
+            if !longer {
+                d.names_passed = Some(rel.clone());
+            }
+        }
+    });
 }
 
 /// Where a walk down the components of `c` ending at `limit` or before starts (`limit`:
@@ -952,5 +1058,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(std::fs::read(root.join("stage/s2")).unwrap(), b"x");
+    }
+
+    /// Searching a walk's component ends from the last one finds what a binary search
+    /// over all of them finds, for every shared length.
+    #[test]
+    fn ends_upto_counts_like_a_binary_search() {
+        for n in 0..40usize {
+            let ends: Vec<usize> = (0..n).map(|i| 2 * i + 1).collect();
+            for common in 0..2 * n + 3 {
+                let want = ends.partition_point(|&e| e <= common);
+                assert_eq!(super::ends_upto(&ends, common), want, "{n} {common}");
+            }
+        }
     }
 }
