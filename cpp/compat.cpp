@@ -1,4 +1,4 @@
-// entropic/core/sandbox.h (the reference engine's v2 API) on top of patchbox::SandboxManager:
+// entropic/core/sandbox.h (the reference engine's v2 API) on top of patchbox::session::Manager:
 // the same operations, exceptions turned into std::nullopt.
 #include <entropic/core/sandbox.h>
 
@@ -9,11 +9,11 @@
 namespace entropic {
 namespace {
 
-patchbox::SandboxInfo to_core(const SandboxInfo& i) {
-  return patchbox::SandboxInfo{i.path, i.delegation_id, i.base_dir};
+patchbox::session::SandboxInfo to_core(const SandboxInfo& i) {
+  return patchbox::session::SandboxInfo{i.path, i.delegation_id, i.base_dir};
 }
 
-SandboxInfo from_core(patchbox::SandboxInfo i) {
+SandboxInfo from_core(patchbox::session::SandboxInfo i) {
   return SandboxInfo{std::move(i.path), std::move(i.delegation_id), std::move(i.base_dir)};
 }
 
@@ -23,7 +23,7 @@ const std::filesystem::path kEmptyPath;
 
 struct SandboxManager::Impl {
   std::filesystem::path project_dir;           // as given
-  std::optional<patchbox::SandboxManager> mgr;  // empty when the constructor failed
+  std::optional<patchbox::session::Manager> mgr;  // empty when the constructor failed
 };
 
 SandboxManager::SandboxManager(const std::filesystem::path& project_dir) {
@@ -44,7 +44,7 @@ std::optional<SandboxInfo> SandboxManager::create_sandbox(const std::string& del
                                                           std::optional<SandboxInfo> chain_from) {
   if (!impl_ || !impl_->mgr) return std::nullopt;
   try {
-    std::optional<patchbox::SandboxInfo> chain;
+    std::optional<patchbox::session::SandboxInfo> chain;
     if (chain_from) chain = to_core(*chain_from);
     return from_core(impl_->mgr->create_sandbox(delegation_id, chain));
   } catch (...) {
@@ -55,7 +55,7 @@ std::optional<SandboxInfo> SandboxManager::create_sandbox(const std::string& del
 std::optional<SandboxResult> SandboxManager::finalize_sandbox(const SandboxInfo& info) {
   if (!impl_ || !impl_->mgr) return std::nullopt;
   try {
-    patchbox::SandboxResult r = impl_->mgr->finalize_sandbox(to_core(info));
+    patchbox::session::SandboxResult r = impl_->mgr->finalize_sandbox(to_core(info));
     return SandboxResult{std::move(r.patch), std::move(r.files_touched), std::move(r.base_dir),
                          std::move(r.head_dir)};
   } catch (...) {

@@ -1,4 +1,4 @@
-// The C++ glue of patchbox::SandboxManager over its cxx bridge (src/ffi/sandbox.rs): the
+// The C++ glue of patchbox::session::Manager over its cxx bridge (src/ffi/sandbox.rs): the
 // struct conversions, and the callback types the Rust side calls. The helpers shared with
 // apply.cpp (byte/path conversions, rust::Error -> patchbox::Error) are in glue.h.
 #include "patchbox/sandbox.hpp"
@@ -81,9 +81,9 @@ std::uint8_t Decider::decide(const FfiResult& result) const noexcept {
 
 }  // namespace bridge
 
-// ---- SandboxManager ------------------------------------------------------------------------
+// ---- session::Manager ------------------------------------------------------------------------
 
-struct SandboxManager::Impl {
+struct session::Manager::Impl {
   explicit Impl(rust::Box<bridge::Manager> m)
       : mgr(std::move(m)),
         project_dir(path_of(mgr->project_dir())),
@@ -100,8 +100,8 @@ struct SandboxManager::Impl {
   const std::string session_id;
 };
 
-const SandboxManager::Impl& SandboxManager::impl() const {
-  if (!impl_) throw Error(ErrorKind::Internal, "use of a moved-from patchbox::SandboxManager");
+const session::Manager::Impl& session::Manager::impl() const {
+  if (!impl_) throw Error(ErrorKind::Internal, "use of a moved-from patchbox::session::Manager");
   return *impl_;
 }
 
@@ -112,10 +112,10 @@ const std::string kEmptyString;
 
 }  // namespace
 
-SandboxManager::SandboxManager(const std::filesystem::path& project_dir)
-    : SandboxManager(project_dir, Options{}) {}
+session::Manager::Manager(const std::filesystem::path& project_dir)
+    : Manager(project_dir, Options{}) {}
 
-SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const Options& options) {
+session::Manager::Manager(const std::filesystem::path& project_dir, const Options& options) {
   impl_ = call([&] {
     std::unique_ptr<bridge::ProgressSink> sink;
     if (options.progress) sink = std::make_unique<bridge::ProgressSink>(options.progress);
@@ -128,11 +128,11 @@ SandboxManager::SandboxManager(const std::filesystem::path& project_dir, const O
   });
 }
 
-SandboxManager::~SandboxManager() = default;
-SandboxManager::SandboxManager(SandboxManager&& other) noexcept = default;
-SandboxManager& SandboxManager::operator=(SandboxManager&& other) noexcept = default;
+session::Manager::~Manager() = default;
+session::Manager::Manager(session::Manager&& other) noexcept = default;
+session::Manager& session::Manager::operator=(session::Manager&& other) noexcept = default;
 
-SandboxInfo SandboxManager::create_sandbox(const std::string& delegation_id,
+SandboxInfo session::Manager::create_sandbox(const std::string& delegation_id,
                                            const std::optional<SandboxInfo>& chain_from) {
   return call([&] {
     const Impl& im = impl();
@@ -141,15 +141,15 @@ SandboxInfo SandboxManager::create_sandbox(const std::string& delegation_id,
   });
 }
 
-SandboxResult SandboxManager::finalize_sandbox(const SandboxInfo& info) {
+SandboxResult session::Manager::finalize_sandbox(const SandboxInfo& info) {
   return call([&] { return result_in(impl().mgr->finalize_sandbox(info_in(info))); });
 }
 
-void SandboxManager::discard_sandbox(const SandboxInfo& info) {
+void session::Manager::discard_sandbox(const SandboxInfo& info) {
   call([&] { impl().mgr->discard_sandbox(info_in(info)); });
 }
 
-std::filesystem::path SandboxManager::write_pending_patch(const std::string& delegation_id,
+std::filesystem::path session::Manager::write_pending_patch(const std::string& delegation_id,
                                                           const std::string& patch) {
   return call([&] {
     return path_of(impl().mgr->write_pending_patch(bytes(delegation_id), bytes(patch)));
@@ -187,14 +187,14 @@ PendingDelivery delivery_of(const bridge::FfiDelivery& d) {
 
 }  // namespace
 
-PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegation_id,
+PendingDelivery session::Manager::deliver_pending_patch(const std::string& delegation_id,
                                                       const std::string& patch) {
   return call([&] {
     return delivery_of(impl().mgr->deliver_pending_patch(bytes(delegation_id), bytes(patch)));
   });
 }
 
-PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegation_id,
+PendingDelivery session::Manager::deliver_pending_patch(const std::string& delegation_id,
                                                       const std::string& patch,
                                                       const Provenance& provenance) {
   return call([&] {
@@ -203,7 +203,7 @@ PendingDelivery SandboxManager::deliver_pending_patch(const std::string& delegat
   });
 }
 
-std::filesystem::path SandboxManager::write_pending_patch(const std::string& delegation_id,
+std::filesystem::path session::Manager::write_pending_patch(const std::string& delegation_id,
                                                           const std::string& patch,
                                                           const Provenance& provenance) {
   return call([&] {
@@ -212,7 +212,7 @@ std::filesystem::path SandboxManager::write_pending_patch(const std::string& del
   });
 }
 
-Completion SandboxManager::complete_sandbox(const SandboxInfo& info,
+Completion session::Manager::complete_sandbox(const SandboxInfo& info,
                                             std::function<Decision(const SandboxResult&)> decide) {
   return call([&] {
     const Impl& im = impl();
@@ -239,15 +239,15 @@ Completion SandboxManager::complete_sandbox(const SandboxInfo& info,
   });
 }
 
-const std::filesystem::path& SandboxManager::project_dir() const {
+const std::filesystem::path& session::Manager::project_dir() const {
   return impl_ ? impl_->project_dir : kEmptyPath;
 }
 
-const std::filesystem::path& SandboxManager::session_base() const {
+const std::filesystem::path& session::Manager::session_base() const {
   return impl_ ? impl_->session_base : kEmptyPath;
 }
 
-std::optional<IsolationMode> SandboxManager::isolation_mode() const {
+std::optional<IsolationMode> session::Manager::isolation_mode() const {
   if (!impl_) return std::nullopt;
   switch (impl_->mgr->isolation_mode()) {
     case 1: return IsolationMode::Copy;
@@ -257,7 +257,7 @@ std::optional<IsolationMode> SandboxManager::isolation_mode() const {
   }
 }
 
-const std::string& SandboxManager::session_id() const {
+const std::string& session::Manager::session_id() const {
   return impl_ ? impl_->session_id : kEmptyString;
 }
 

@@ -1,6 +1,6 @@
 /// @file patchbox/provenance.hpp
 /// @brief What produced a piece of work — the command, its directory, exit status and times —
-/// as kept with a pending patch (SandboxManager::write_pending_patch()) and put in a plan
+/// as kept with a pending patch (session::Manager::write_pending_patch()) and put in a plan
 /// commit's CommitResult::metadata (plan::SandboxManager::commit_all()).
 #ifndef PATCHBOX_PROVENANCE_HPP
 #define PATCHBOX_PROVENANCE_HPP

@@ -4,21 +4,22 @@
 /// An engine session snapshots the user's project into `<root>/<session>/base/`; each delegated
 /// sub-agent works in its own copy `<root>/<session>/d-<id>/`; its work comes back as a
 /// git-style patch that `git apply` accepts, or waits in `pending/<id>.patch` for review. The
-/// user's project is never written by a SandboxManager.
+/// user's project is never written by a session::Manager.
 ///
 /// Applying a patch to the project, once the user consents, is the consumer side:
 /// patchbox::apply_patch() and patchbox::undo_apply() in `<patchbox/apply.hpp>` (include it
 /// where you apply). This header includes `<patchbox/error.hpp>`, home of patchbox::Error.
 ///
 /// Link the CMake target `patchbox::patchbox`. Every failure throws patchbox::Error. One
-/// SandboxManager may be used from any number of threads at once.
+/// session::Manager may be used from any number of threads at once.
 ///
 /// @code
-/// patchbox::SandboxManager mgr("/path/to/project");
+/// namespace session = patchbox::session;
+/// session::Manager mgr("/path/to/project");
 /// auto sb = mgr.create_sandbox("fix-tests");
 /// // ... the delegation edits files under sb.path ...
-/// auto done = mgr.complete_sandbox(sb, [](const patchbox::SandboxResult& r) {
-///   return r.files_touched.size() < 10 ? patchbox::Decision::Accept : patchbox::Decision::Reject;
+/// auto done = mgr.complete_sandbox(sb, [](const session::SandboxResult& r) {
+///   return r.files_touched.size() < 10 ? session::Decision::Accept : session::Decision::Reject;
 /// });
 /// @endcode
 #ifndef PATCHBOX_SANDBOX_HPP
@@ -45,26 +46,31 @@ struct Progress {
   std::uint64_t bytes_done = 0;   ///< Bytes copied so far.
 };
 
+/// The session family: one engine session snapshots the project once; each delegation gets
+/// its own sandbox, whose work comes back as a patch. Rust: `patchbox::session`; Python:
+/// `patchbox.session`. The plan family lives in patchbox::plan.
+namespace session {
+
 /// How a session's sandboxes are isolated (Options::isolation).
 enum class Isolation {
   /// Every sandbox is a copy of the session snapshot (reflinked where the filesystem can).
   Copy,
   /// Every sandbox is an overlay mount over one materialized copy of the snapshot: the
   /// kernel's OverlayFS when the process may mount, else `fuse-overlayfs` when installed and
-  /// `/dev/fuse` is usable, else a copy. SandboxManager::isolation_mode() says which.
+  /// `/dev/fuse` is usable, else a copy. Manager::isolation_mode() says which.
   Overlay,
   /// Overlay when it can be had, else copy.
   Auto,
 };
 
-/// The isolation a session's sandboxes got (SandboxManager::isolation_mode, SandboxInfo::mode).
+/// The isolation a session's sandboxes got (Manager::isolation_mode, SandboxInfo::mode).
 enum class IsolationMode {
   Copy,           ///< Copies of the snapshot.
   KernelOverlay,  ///< Kernel OverlayFS mounts.
   FuseOverlay,    ///< `fuse-overlayfs` mounts.
 };
 
-/// Settings for a SandboxManager.
+/// Settings for a Manager.
 struct Options {
   /// The sandbox root. Empty: `$PATCHBOX_ROOT` if set, else `$HOME/.entropic/sandbox`.
   std::filesystem::path root;
@@ -86,7 +92,7 @@ struct Options {
   /// How sandboxes are isolated. Empty: `$PATCHBOX_ISOLATION` (`copy`, `overlay`, `auto`) if
   /// set, else Isolation::Auto (an overlay where one can be mounted, else copies).
   std::optional<Isolation> isolation;
-  /// Where SandboxManager::deliver_pending_patch() stores pending patches: an object store
+  /// Where Manager::deliver_pending_patch() stores pending patches: an object store
   /// shared with other machines, `s3://bucket/prefix` (endpoint, region and credentials from
   /// the AWS variables: `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
   /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`) or a directory of the same layout. Empty: the
@@ -94,7 +100,7 @@ struct Options {
   std::string store;
 };
 
-/// Where SandboxManager::deliver_pending_patch() put a pending patch.
+/// Where Manager::deliver_pending_patch() put a pending patch.
 struct PendingDelivery {
   /// Which store took it.
   enum class Place {
@@ -150,7 +156,7 @@ enum class Decision {
   Reject,  ///< The patch goes to the pending store.
 };
 
-/// The outcome of SandboxManager::complete_sandbox.
+/// The outcome of Manager::complete_sandbox.
 struct Completion {
   /// Where a completed delegation's work went.
   enum class Routed {
@@ -177,23 +183,23 @@ struct Completion {
 /// Thread safety: every member function may be called from any number of threads at once
 /// on one manager. Move-only; a moved-from manager throws Error (ErrorKind::Internal) from
 /// every operation and returns empty paths.
-class SandboxManager {
+class Manager {
  public:
   /// A manager for @p project_dir with the default Options.
   /// @throws Error (e.g. ErrorKind::NotADirectory, ErrorKind::Io).
-  explicit SandboxManager(const std::filesystem::path& project_dir);
+  explicit Manager(const std::filesystem::path& project_dir);
   /// A manager for @p project_dir with explicit @p options.
   /// @throws Error (e.g. ErrorKind::NotADirectory, ErrorKind::Io).
-  SandboxManager(const std::filesystem::path& project_dir, const Options& options);
+  Manager(const std::filesystem::path& project_dir, const Options& options);
   /// Ends the session as described on the class. Never throws; a cleanup failure leaves
   /// files that the next prune recovers.
-  ~SandboxManager();
+  ~Manager();
   /// Takes over @p other's session.
-  SandboxManager(SandboxManager&& other) noexcept;
+  Manager(Manager&& other) noexcept;
   /// Ends this manager's session, then takes over @p other's.
-  SandboxManager& operator=(SandboxManager&& other) noexcept;
-  SandboxManager(const SandboxManager&) = delete;             ///< Not copyable.
-  SandboxManager& operator=(const SandboxManager&) = delete;  ///< Not copyable.
+  Manager& operator=(Manager&& other) noexcept;
+  Manager(const Manager&) = delete;             ///< Not copyable.
+  Manager& operator=(const Manager&) = delete;  ///< Not copyable.
 
   /// Creates the sandbox `d-<delegation_id>`: a copy of the base snapshot (taken by the first
   /// call), or of @p chain_from's current state. A chained sandbox keeps its predecessor's
@@ -269,6 +275,23 @@ class SandboxManager {
   const Impl& impl() const;  // throws Error on a moved-from manager
   std::unique_ptr<Impl> impl_;
 };
+
+}  // namespace session
+
+/// @name Names from before the family namespaces
+/// The session family under the names it had at `patchbox::` before it moved into
+/// patchbox::session; existing code keeps compiling. New code names `patchbox::session::…`.
+/// @{
+using SandboxManager = session::Manager;  ///< patchbox::session::Manager.
+using session::Completion;
+using session::Decision;
+using session::Isolation;
+using session::IsolationMode;
+using session::Options;
+using session::PendingDelivery;
+using session::SandboxInfo;
+using session::SandboxResult;
+/// @}
 
 /// RAII guard that points an engine's tools at a sandbox for a scope, and back.
 ///

@@ -62,7 +62,7 @@ void drop_pending(const std::filesystem::path& root, const std::string& id);
 
 /// A pending patch in an object store shared by many machines (`s3://bucket/prefix`, or a
 /// directory of the same layout; endpoint and credentials from the AWS variables). Stored by
-/// SandboxManager::deliver_pending_patch() with Options::store, or by push_pending().
+/// session::Manager::deliver_pending_patch() with Options::store, or by push_pending().
 struct StoredPatch {
   std::string id;                 ///< `<session-id>/<name>`, unique in the store.
   std::string session;            ///< The session that produced it.
@@ -147,7 +147,7 @@ std::string pending_record_json(const std::filesystem::path& root, const std::st
 
 /// One pending patch's record in the object store @p store_url as JSON, its patch text
 /// included, as `patchbox pending show --json --store URL` prints it (its `provenance` is
-/// what SandboxManager::deliver_pending_patch() was given).
+/// what session::Manager::deliver_pending_patch() was given).
 /// @throws Error ErrorKind::Pending (unknown or ambiguous id), ErrorKind::Store.
 std::string stored_record_json(const std::string& store_url, const std::string& id);
 

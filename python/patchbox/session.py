@@ -8,8 +8,11 @@ and ``UndoStore`` (atomic, undoable applies), and the pending store (``list_pend
 many machines (``SessionManager(store=...)``, ``list_stored``, ``read_stored``,
 ``apply_stored``, ``drop_stored``, ``push_pending``).
 
-Why: the same vocabulary as the Rust ``patchbox::SandboxManager`` and the C++
-``patchbox::SandboxManager``, so a Python engine swaps its sandbox layer for this one.
+Why: the same vocabulary as the Rust ``patchbox::session`` and the C++ ``patchbox::session``,
+so a Python engine swaps its sandbox layer for this one. Each family is a module named for it:
+``patchbox.session.Manager`` is this family's manager (``SessionManager``, the name it is
+exported under at the top of the package), as ``patchbox.plan.Manager`` is the plan family's
+(``SandboxManager``, the plan executors' documented name).
 
 Invariants: the library never changes the process's working directory (``ScopedSandbox``
 calls the engine's own swap function instead); the user's project is written only by an
@@ -98,6 +101,11 @@ __all__ = [
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+#: The session family's manager under the family's module: ``patchbox.session.Manager`` is
+#: ``SessionManager``. Kept out of ``__all__`` so ``from patchbox import *`` does not bind a
+#: bare ``Manager`` that could mean either family.
+Manager = SessionManager
 
 
 class ScopedSandbox:

@@ -1,4 +1,4 @@
-// patchbox::SandboxManager seen from C++: patches, chaining, containment, errors, pending
+// patchbox::session::Manager seen from C++: patches, chaining, containment, errors, pending
 // patches, completion routing, progress, and the destructor's semantics.
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@ using patchbox::Decision;
 using patchbox::ErrorKind;
 using patchbox::Options;
 using patchbox::SandboxInfo;
-using patchbox::SandboxManager;
+using patchbox::session::Manager;
 using patchbox::SandboxResult;
 using testutil::contains;
 using testutil::read_file;
@@ -54,14 +54,14 @@ class Core : public ::testing::Test {
     return o;
   }
 
-  SandboxManager make() const { return SandboxManager(project.path(), options()); }
+  Manager make() const { return Manager(project.path(), options()); }
 
   TempDir project{"pb-project"};
   TempDir root{"pb-root"};
 };
 
 TEST_F(Core, SessionAndSandboxLayout) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   EXPECT_EQ(mgr.project_dir(), fs::canonical(project.path()));
   EXPECT_EQ(mgr.session_base().parent_path(), fs::canonical(root.path()));
   EXPECT_EQ(mgr.session_base().filename().string(), mgr.session_id());
@@ -77,7 +77,7 @@ TEST_F(Core, SessionAndSandboxLayout) {
 }
 
 TEST_F(Core, FinalizeReturnsAGitStylePatch) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("task1");
   write_file(sb.path / "a.txt", "two\n");
   fs::remove(sb.path / "b.txt");
@@ -115,7 +115,7 @@ TEST_F(Core, OverlayIsolationGivesTheCopysPatch) {
   for (patchbox::Isolation iso : {patchbox::Isolation::Copy, patchbox::Isolation::Overlay}) {
     Options o = options();
     o.isolation = iso;
-    SandboxManager mgr(project.path(), o);
+    Manager mgr(project.path(), o);
     SandboxInfo sb = mgr.create_sandbox("task1");
     modes[i] = mgr.isolation_mode();
     ASSERT_TRUE(modes[i].has_value());
@@ -138,7 +138,7 @@ TEST_F(Core, OverlayIsolationGivesTheCopysPatch) {
 
 TEST_F(Core, PatchAppliesWithGitApply) {
   if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git not installed";
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("task1");
   write_file(sb.path / "a.txt", "two\n");
   fs::remove(sb.path / "b.txt");
@@ -170,7 +170,7 @@ TEST_F(Core, SandboxOfAGitProjectIsAPrivateWorkTree) {
                          "commit -qm first")
                             .c_str()),
             0);
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("task1");
   ASSERT_TRUE(fs::is_directory(sb.path / ".git"));
   write_file(sb.path / "a.txt", "two\n");
@@ -193,12 +193,12 @@ TEST_F(Core, SandboxOfAGitProjectIsAPrivateWorkTree) {
 
   Options o = options();
   o.git_repo = false;
-  SandboxManager plain(project.path(), o);
+  Manager plain(project.path(), o);
   EXPECT_FALSE(fs::exists(plain.create_sandbox("task2").path / ".git"));
 }
 
 TEST_F(Core, UnchangedSandboxHasAnEmptyPatch) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("idle");
   SandboxResult r = mgr.finalize_sandbox(sb);
   EXPECT_TRUE(r.patch.empty());
@@ -207,7 +207,7 @@ TEST_F(Core, UnchangedSandboxHasAnEmptyPatch) {
 
 TEST_F(Core, PatchIsRawBytes) {
   write_file(project / "latin1.txt", "caf\xe9\n");
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("bytes");
   write_file(sb.path / "latin1.txt", "th\xe9\n");
   SandboxResult r = mgr.finalize_sandbox(sb);
@@ -223,7 +223,7 @@ TEST(CorePaths, NonUtf8PathsRoundTrip) {
   Options o;
   o.root = root;
   o.prune_on_start = false;
-  SandboxManager mgr(project, o);
+  Manager mgr(project, o);
   EXPECT_EQ(mgr.project_dir(), fs::canonical(project));
   EXPECT_EQ(mgr.session_base().parent_path(), fs::canonical(root));
 
@@ -240,7 +240,7 @@ TEST(CorePaths, NonUtf8PathsRoundTrip) {
 }
 
 TEST_F(Core, ChainedSandboxStartsFromItsPredecessorAndIsCumulative) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo first = mgr.create_sandbox("first");
   write_file(first.path / "a.txt", "two\n");
   SandboxInfo second = mgr.create_sandbox("second", first);
@@ -257,7 +257,7 @@ TEST_F(Core, ChainedSandboxStartsFromItsPredecessorAndIsCumulative) {
 }
 
 TEST_F(Core, ChainingFromAnUnknownSandboxThrows) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo ghost{mgr.session_base() / "d-ghost", "ghost", mgr.session_base() / "base"};
   EXPECT_PB_ERROR(mgr.create_sandbox("next", ghost), ErrorKind::UnknownSandbox);
   // The failed id is free again.
@@ -265,7 +265,7 @@ TEST_F(Core, ChainingFromAnUnknownSandboxThrows) {
 }
 
 TEST_F(Core, InvalidIdsThrowAndCreateNothing) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   for (const std::string& id : {std::string("../x"), std::string(""), std::string("a/b"),
                                 std::string("."), std::string(".."), std::string(129, 'a'),
                                 std::string("x\xff"), std::string("/abs")}) {
@@ -278,7 +278,7 @@ TEST_F(Core, InvalidIdsThrowAndCreateNothing) {
 }
 
 TEST_F(Core, ErrorsCarryTheirMessage) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   try {
     mgr.create_sandbox("../x");
     FAIL() << "no exception";
@@ -290,7 +290,7 @@ TEST_F(Core, ErrorsCarryTheirMessage) {
 }
 
 TEST_F(Core, AnIdInUseThrows) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("dup");
   EXPECT_PB_ERROR(mgr.create_sandbox("dup"), ErrorKind::IdInUse);
   mgr.discard_sandbox(sb);
@@ -298,7 +298,7 @@ TEST_F(Core, AnIdInUseThrows) {
 }
 
 TEST_F(Core, FinalizingAnUnknownOrDiscardedSandboxThrows) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("gone");
   mgr.discard_sandbox(sb);
   EXPECT_PB_ERROR(mgr.finalize_sandbox(sb), ErrorKind::UnknownSandbox);
@@ -307,7 +307,7 @@ TEST_F(Core, FinalizingAnUnknownOrDiscardedSandboxThrows) {
 }
 
 TEST_F(Core, DiscardRemovesTheSandboxAndIsIdempotent) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("bye");
   write_file(sb.path / "x.txt", "x\n");
   mgr.discard_sandbox(sb);
@@ -317,7 +317,7 @@ TEST_F(Core, DiscardRemovesTheSandboxAndIsIdempotent) {
 }
 
 TEST_F(Core, DiscardOutsideTheSessionThrowsAndRemovesNothing) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   SandboxInfo sb = mgr.create_sandbox("task");
   TempDir victim("pb-victim");
   write_file(victim / "precious.txt", "keep me\n");
@@ -344,12 +344,12 @@ TEST_F(Core, DiscardOutsideTheSessionThrowsAndRemovesNothing) {
 
 TEST_F(Core, AMissingProjectThrowsNotADirectory) {
   Options o = options();
-  EXPECT_PB_ERROR(SandboxManager(project / "missing", o), ErrorKind::NotADirectory);
-  EXPECT_PB_ERROR(SandboxManager(project / "a.txt", o), ErrorKind::NotADirectory);
+  EXPECT_PB_ERROR(Manager(project / "missing", o), ErrorKind::NotADirectory);
+  EXPECT_PB_ERROR(Manager(project / "a.txt", o), ErrorKind::NotADirectory);
 }
 
 TEST_F(Core, WritePendingPatchStoresTheBytesAtomically) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   const std::string patch("diff --git a/x b/x\n\0binary\xff\n", 28);
   fs::path p = mgr.write_pending_patch("task1", patch);
   EXPECT_EQ(p, mgr.session_base() / "pending" / "task1.patch");
@@ -361,7 +361,7 @@ TEST_F(Core, DestructorRemovesSandboxesAndKeepsPendingPatches) {
   fs::path session;
   fs::path pending;
   {
-    SandboxManager mgr = make();
+    Manager mgr = make();
     session = mgr.session_base();
     SandboxInfo a = mgr.create_sandbox("a");
     SandboxInfo b = mgr.create_sandbox("b", a);
@@ -378,7 +378,7 @@ TEST_F(Core, DestructorRemovesSandboxesAndKeepsPendingPatches) {
 TEST_F(Core, DestructorRemovesTheWholeSessionWithoutPendingPatches) {
   fs::path session;
   {
-    SandboxManager mgr = make();
+    Manager mgr = make();
     session = mgr.session_base();
     SandboxInfo a = mgr.create_sandbox("a");
     write_file(a.path / "a.txt", "changed\n");
@@ -390,18 +390,18 @@ TEST_F(Core, DestructorRemovesTheWholeSessionWithoutPendingPatches) {
 }
 
 TEST_F(Core, MovingTransfersTheSession) {
-  SandboxManager first = make();
+  Manager first = make();
   const fs::path session = first.session_base();
   SandboxInfo sb = first.create_sandbox("moved");
 
-  SandboxManager second(std::move(first));
+  Manager second(std::move(first));
   EXPECT_EQ(second.session_base(), session);
   EXPECT_NO_THROW(second.finalize_sandbox(sb));
   // NOLINTNEXTLINE(bugprone-use-after-move): the moved-from state is specified.
   EXPECT_TRUE(first.session_base().empty());
   EXPECT_PB_ERROR(first.create_sandbox("x"), ErrorKind::Internal);
 
-  SandboxManager third = make();
+  Manager third = make();
   const fs::path third_session = third.session_base();
   third = std::move(second);  // ends third's own (empty) session
   EXPECT_FALSE(fs::exists(third_session));
@@ -421,7 +421,7 @@ TEST_F(Core, ProgressReachesTheCallback) {
     total = p.files_total;
     bytes = std::max(bytes, p.bytes_done);
   };
-  SandboxManager mgr(project.path(), o);
+  Manager mgr(project.path(), o);
   mgr.create_sandbox("p");
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_GE(calls, 2u);  // the base snapshot, then the sandbox
@@ -437,7 +437,7 @@ TEST_F(Core, AThrowingProgressCallbackIsSwallowed) {
     ++calls;
     throw std::runtime_error("progress UI is gone");
   };
-  SandboxManager mgr(project.path(), o);
+  Manager mgr(project.path(), o);
   SandboxInfo sb;
   EXPECT_NO_THROW(sb = mgr.create_sandbox("p"));
   EXPECT_GT(calls.load(), 0);
@@ -445,7 +445,7 @@ TEST_F(Core, AThrowingProgressCallbackIsSwallowed) {
 }
 
 TEST_F(Core, CompleteSandboxRoutesByDecision) {
-  SandboxManager mgr = make();
+  Manager mgr = make();
   auto changed = [&](const std::string& id) {
     SandboxInfo sb = mgr.create_sandbox(id);
     write_file(sb.path / "a.txt", id + "\n");

@@ -1,7 +1,7 @@
 """The plan layer: a sandbox per resource for a plan's Execute phase, reviewed by diff and
 committed all or nothing in its Apply phase.
 
-``SandboxManager`` (the Rust ``PlanManager``) makes sandboxes lazily per ``(plan_id,
+``SandboxManager`` (also ``patchbox.plan.Manager``; the Rust ``patchbox::plan::Manager``) makes sandboxes lazily per ``(plan_id,
 resource_id)`` with a strategy (``none``, ``copy_on_write``, ``overlay``, ``git_worktree``,
 ``transaction_rollback``, or a registered custom one); each sandbox is an instance of its
 strategy's class (``CopyOnWriteSandbox``, …) and satisfies the ``Sandbox`` protocol.
@@ -46,6 +46,11 @@ from .sandboxes import (
 )
 from .strategy_adapter import BuiltInSandboxStrategyAdapter
 from .strategy_registry import SandboxStrategyRegistry
+
+#: The plan family's manager under the family's module: ``patchbox.plan.Manager`` is
+#: ``SandboxManager`` (the plan executors' documented name, which stays). Kept out of
+#: ``__all__`` so ``from patchbox import *`` does not bind a bare ``Manager``.
+Manager = SandboxManager
 
 __all__ = [
     "BaseSandbox",

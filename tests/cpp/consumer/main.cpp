@@ -9,6 +9,14 @@
 #include <patchbox/checkpoint.hpp>
 #include <patchbox/plan.hpp>
 #include <patchbox/sandbox.hpp>
+#include <type_traits>
+
+// The names from before the family namespaces are the same types, so code written against
+// them keeps compiling.
+static_assert(std::is_same_v<patchbox::SandboxManager, patchbox::session::Manager>);
+static_assert(std::is_same_v<patchbox::Options, patchbox::session::Options>);
+static_assert(std::is_same_v<patchbox::SandboxInfo, patchbox::session::SandboxInfo>);
+static_assert(std::is_same_v<patchbox::Completion, patchbox::session::Completion>);
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
@@ -18,13 +26,14 @@ int main(int argc, char** argv) {
   std::ofstream(work / "project" / "a.txt") << "one\n";
 
   try {
-    patchbox::Options options;
+    namespace session = patchbox::session;
+    session::Options options;
     options.root = work / "root";
-    patchbox::SandboxManager mgr(work / "project", options);
-    patchbox::SandboxInfo sb = mgr.create_sandbox("consumer");
+    session::Manager mgr(work / "project", options);
+    session::SandboxInfo sb = mgr.create_sandbox("consumer");
     std::ofstream(sb.path / "a.txt") << "two\n";
-    patchbox::Completion done = mgr.complete_sandbox(sb);  // no callback: pending
-    if (done.routed != patchbox::Completion::Routed::Pending || !done.pending_path) return 1;
+    session::Completion done = mgr.complete_sandbox(sb);  // no callback: pending
+    if (done.routed != session::Completion::Routed::Pending || !done.pending_path) return 1;
     if (done.result.patch.find("+two\n") == std::string::npos) return 1;
     std::cout << "patch pending at " << done.pending_path->string() << "\n";
     try {

@@ -46,7 +46,7 @@ struct SandboxResult {
   std::filesystem::path head_dir;
 };
 
-/// One engine session's sandboxes (see patchbox::SandboxManager).
+/// One engine session's sandboxes (see patchbox::session::Manager).
 ///
 /// The sandbox root is `$HOME/.entropic/sandbox` (patchbox's default root, so
 /// `$PATCHBOX_ROOT` overrides it as for every patchbox program). Constructing the manager
