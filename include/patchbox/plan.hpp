@@ -632,6 +632,12 @@ class SandboxManager {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The plan family's manager under the one naming rule: each family is a namespace with its
+/// `Manager` (patchbox::session::Manager, patchbox::plan::Manager; in Rust
+/// `patchbox::plan::Manager`, in Python `patchbox.plan.Manager`). SandboxManager is the plan
+/// executors' documented name, and the same type.
+using Manager = SandboxManager;
+
 }  // namespace plan
 }  // namespace patchbox
 

@@ -17,6 +17,7 @@ static_assert(std::is_same_v<patchbox::SandboxManager, patchbox::session::Manage
 static_assert(std::is_same_v<patchbox::Options, patchbox::session::Options>);
 static_assert(std::is_same_v<patchbox::SandboxInfo, patchbox::session::SandboxInfo>);
 static_assert(std::is_same_v<patchbox::Completion, patchbox::session::Completion>);
+static_assert(std::is_same_v<patchbox::plan::Manager, patchbox::plan::SandboxManager>);
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
       if (e.kind() != patchbox::ErrorKind::InvalidId) return 1;
     }
     namespace plan = patchbox::plan;
-    auto plans = plan::SandboxManager::open(work / "plan-root");
+    auto plans = plan::Manager::open(work / "plan-root");
     auto psb = plans.get_or_create_sandbox("consumer-plan", "project", work / "project",
                                            plan::strategy::copy_on_write);
     std::ofstream(psb->get_path("b.txt")) << "plan\n";
