@@ -73,7 +73,7 @@ pub struct Recovery {
 ///
 /// On drop, sandboxes holding no uncommitted work are cleaned up; an active sandbox with
 /// changes is kept for the next manager (never lose work).
-pub struct PlanManager {
+pub struct Manager {
     root: PathBuf,
     env: Arc<Env>,
     table: Mutex<BTreeMap<(String, String), Slot>>,
@@ -84,6 +84,10 @@ pub struct PlanManager {
     made: Mutex<std::collections::HashSet<String>>,
     cleanup_on_drop: AtomicBool,
 }
+
+/// The plan manager under its earlier name. The same type as [`Manager`]; new code names
+/// `patchbox::plan::Manager`, as the session family's is `patchbox::session::Manager`.
+pub type PlanManager = Manager;
 
 impl PlanManager {
     /// Opens the manager of `root` (the library's sandbox root; plan sandboxes live in

@@ -88,7 +88,7 @@ pub mod strategy;
 pub use boundary::{Resource, ResourceKind, ResourceRegistry};
 pub use error::SandboxError;
 pub use lower::SnapshotInfo;
-pub use manager::{PlanManager, Recovery, ResourceSandbox};
+pub use manager::{Manager, PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
 pub use sandbox::{CheckpointSupport, Sandbox};
 pub use status::Status;

@@ -1,7 +1,7 @@
 //! The engine-session layer: the manager, the scoped sandbox swap, the pending store, and
 //! recovery of crashed sessions.
 //!
-//! - [`manager`]: [`SandboxManager`](crate::session::manager::SandboxManager), one per engine session: the base
+//! - [`manager`]: [`Manager`], one per engine session (also `patchbox::SandboxManager`): the base
 //!   snapshot, sandboxes (fresh or chained), finalize into a patch, completion routing.
 //! - [`delegation`]: what an engine holds and gets back ([`SandboxInfo`](crate::session::delegation::SandboxInfo),
 //!   [`SandboxResult`](crate::session::delegation::SandboxResult), routing).
@@ -11,12 +11,12 @@
 //!   [`layout`]: the names on disk; [`provenance`]: what produced a piece of work.
 //!
 //! ```
-//! use patchbox::{Options, SandboxManager};
+//! use patchbox::session::{Manager, Options};
 //! let project = tempfile::tempdir()?;
 //! std::fs::write(project.path().join("a.txt"), "one\n")?;
 //! let root = tempfile::tempdir()?;
 //! let opts = Options { root: Some(root.path().into()), ..Options::default() };
-//! let mgr = SandboxManager::with_options(project.path(), opts)?;
+//! let mgr = Manager::with_options(project.path(), opts)?;
 //! let sb = mgr.create_sandbox("task", None)?;
 //! std::fs::write(sb.path.join("a.txt"), "two\n")?;
 //! let pending = mgr.write_pending_patch("task", &mgr.finalize_sandbox(&sb)?.patch)?;
@@ -38,3 +38,5 @@ pub mod recover;
 pub mod remote;
 pub mod scoped;
 pub mod shared_lower;
+
+pub use manager::{Manager, Options};

@@ -142,11 +142,11 @@ enum Recovery {
 ///
 /// ```
 /// # fn main() -> patchbox::Result<()> {
-/// use patchbox::{Options, SandboxManager};
+/// use patchbox::session::{Manager, Options};
 /// let project = tempfile::tempdir().unwrap();
 /// std::fs::write(project.path().join("a.txt"), "one\n").unwrap();
 /// let root = tempfile::tempdir().unwrap();
-/// let mgr = SandboxManager::with_options(
+/// let mgr = Manager::with_options(
 ///     project.path(),
 ///     Options { root: Some(root.path().into()), ..Options::default() },
 /// )?;
@@ -158,7 +158,7 @@ enum Recovery {
 /// mgr.discard_sandbox(&sb)?;
 /// # Ok(()) }
 /// ```
-pub struct SandboxManager {
+pub struct Manager {
     project: PathBuf,
     root: PathBuf,
     session_id: String,
@@ -193,6 +193,12 @@ pub struct SandboxManager {
     /// The object store pending patches are delivered to ([`Options::store`]).
     remote: Option<crate::session::remote::RemotePending>,
 }
+
+/// The session manager under the name it has at the crate root (`patchbox::SandboxManager`),
+/// which C++ (`patchbox::SandboxManager`) and engines written before the family modules use.
+/// The same type as [`Manager`]; new code names `patchbox::session::Manager`, as the plan
+/// family's is `patchbox::plan::Manager`.
+pub type SandboxManager = Manager;
 
 impl SandboxManager {
     /// A manager for `project_dir` with the default root.
