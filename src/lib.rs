@@ -8,10 +8,11 @@
 //! The README's example (a test keeps the two identical):
 //!
 //! ```rust,no_run
-//! use patchbox::{Decision, Options, Routed, SandboxManager};
+//! use patchbox::session::{Manager, Options};
+//! use patchbox::{Decision, Routed};
 //!
 //! fn main() -> patchbox::Result<()> {
-//!     let mgr = SandboxManager::with_options("/path/to/project", Options::default())?;
+//!     let mgr = Manager::with_options("/path/to/project", Options::default())?;
 //!     let sb = mgr.create_sandbox("fix-tests", None)?;          // copy of the snapshot
 //!     let status = mgr.command(&sb, "make").arg("test").status(); // cwd = sandbox; never chdir
 //!     let follow_up = mgr.create_sandbox("docs", Some(&sb))?;   // chained: starts from sb's state
@@ -77,7 +78,7 @@ mod tests {
     fn crate_docs_carry_the_readme_example() {
         let readme = include_str!("../README.md");
         let start = readme
-            .find("```rust,no_run\nuse patchbox::{Decision")
+            .find("```rust,no_run\nuse patchbox::session::{Manager")
             .expect("README has its Rust example");
         let len = readme[start + 3..].find("```").expect("the block ends") + 6;
         let example = &readme[start..start + len];
