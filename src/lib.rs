@@ -58,6 +58,7 @@ pub mod git;
 pub mod id;
 pub mod patch;
 pub mod plan;
+pub mod provenance;
 pub mod records;
 pub mod session;
 pub mod store;

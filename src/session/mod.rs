@@ -33,7 +33,7 @@ pub mod manager;
 pub mod overlay;
 pub mod pending;
 pub mod pending_select;
-pub mod provenance;
+pub use crate::provenance;
 pub mod recover;
 pub mod remote;
 pub mod scoped;

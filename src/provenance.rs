@@ -1,6 +1,9 @@
 //! Provenance: what produced a delegation's work — the command and its arguments, the
 //! working directory, the exit status, when it started and ended.
 //!
+//! Both families carry it (a session's pending patches, a plan's commits), so it stands below
+//! them and imports nothing of either; `patchbox::session::provenance` names the same module.
+//!
 //! A reviewer deciding whether to accept a patch wants to know what ran. The pending store
 //! keeps a [`Provenance`] beside each patch whose producer gave one (`patchbox run` always
 //! does; an engine passes its own through
