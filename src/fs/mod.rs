@@ -13,6 +13,7 @@
 //! assert!(RelPath::new("/etc/passwd").is_err());
 //! ```
 
+pub(crate) mod at;
 pub(crate) mod dotgit;
 pub mod overlay;
 pub mod project;

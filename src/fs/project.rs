@@ -15,10 +15,12 @@
 //! from the deepest directory already open (found by comparing with the walk before, then
 //! down a tree of the open directories), never by looking up every prefix.
 //!
-//! This file holds the checked path type, the check, the per-phase cache of directory
-//! descriptors (`DirScope`) and the raw system call wrappers they share. The reads and
-//! writes built on them live in the child module `entries`, which may use the private
-//! fields of [`ProjectPath`] and the private wrappers but nothing outside this chokepoint.
+//! This file holds the checked path type, the check, and the few adapters from the file
+//! system layer (`fs::at`, whose `*at` calls the session chokepoint shares) to this
+//! chokepoint's errors; the per-phase cache of directory descriptors (`DirScope`) is in
+//! `dir_cache`. The reads and writes built on them live in the child module `entries`,
+//! which may use the private fields of [`ProjectPath`] and the private adapters but nothing
+//! outside this chokepoint.
 //!
 //! ```
 //! use patchbox::fs::project::path_in_project;
@@ -32,12 +34,13 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
+use crate::fs::at;
 use crate::fs::dotgit::dotgit_alias;
 use crate::fs::relpath::{RelPath, RelPathSet};
 
@@ -360,27 +363,15 @@ fn check_links(
     })
 }
 
-// ---- directory descriptors ----
+// ---- adapters over `fs::at` (its errors as `io::Error`, names as `CStr`) ----
 
 fn cstring(b: &[u8]) -> io::Result<CString> {
     CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
 }
 
-fn fd_result(fd: libc::c_int) -> io::Result<OwnedFd> {
-    if fd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        // SAFETY: `fd` is a freshly opened descriptor that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-}
-
-fn rc(r: libc::c_int) -> io::Result<()> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+/// Turns the file system layer's error into the one the helpers here report.
+fn os_err(e: at::Errno) -> io::Error {
+    io::Error::from(e)
 }
 
 fn is_missing(e: &io::Error) -> bool {
@@ -388,57 +379,20 @@ fn is_missing(e: &io::Error) -> bool {
 }
 
 fn is_symlink_error(e: &io::Error, dir: BorrowedFd<'_>, name: &CStr) -> bool {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => true,
-        Some(libc::ENOTDIR) => {
-            fstatat(dir, name).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
-        }
-        _ => false,
-    }
+    e.raw_os_error()
+        .is_some_and(|n| at::is_symlink_error(at::Errno::from_raw_os_error(n), dir, name))
 }
 
 fn open_root(root: &Path) -> io::Result<OwnedFd> {
-    let c = cstring(root.as_os_str().as_bytes())?;
-    // SAFETY: valid NUL-terminated path.
-    fd_result(unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    })
+    at::open_path_dir(root).map_err(os_err)
 }
 
 fn openat_dir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: valid fd and NUL-terminated name.
-    fd_result(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })
+    at::open_dir(dir, name).map_err(os_err)
 }
 
-fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::stat> {
-    // SAFETY: zeroed stat is a valid out-parameter; fd and name are valid.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    rc(unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })?;
-    Ok(st)
-}
-
-fn timespec(t: (i64, i64)) -> libc::timespec {
-    // SAFETY: timespec is plain data; zeroed is valid.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    ts.tv_sec = t.0 as libc::time_t;
-    ts.tv_nsec = t.1 as _;
-    ts
+fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<at::Stat> {
+    at::lstat(dir, name).map_err(os_err)
 }
 
 #[cfg(test)]

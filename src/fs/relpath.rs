@@ -108,7 +108,7 @@ impl Ord for RelPath {
 
 /// The length of the common prefix of `a` and `b`, compared a block at a time (the
 /// compiler turns each block into a few vector comparisons).
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut i = 0;
     while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {

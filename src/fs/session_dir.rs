@@ -13,6 +13,8 @@
 //! and then used again: a `pending/` or `d-x/` swapped for a symlink after the path was
 //! obtained makes the call fail with [`Error::Containment`] instead of writing elsewhere.
 //! [`remove_tree`] removes fd-relative, never following a symlink swapped in mid-walk.
+//! The system calls themselves are `fs::at`'s, the layer the project chokepoint shares;
+//! this module is the policy: which paths, and what a refusal is.
 //!
 //! The copy engine ([`crate::tree::snapshot`]) works with a [`DirHandle`] of the directory
 //! it fills, and makes its files relative to directory descriptors it opened beneath it.
@@ -22,11 +24,9 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
-use rustix::io::Errno;
+use crate::fs::at::{self, Errno};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
@@ -132,67 +132,6 @@ fn io_err(op: &'static str, path: &Path, e: Errno) -> Error {
     Error::io(op, path, std::io::Error::from(e))
 }
 
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-
-/// Set once `openat2` turned out to be missing (kernel before 5.6, or a seccomp filter).
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
-
-/// Opens the directory `rel` beneath `base`, following no symlink on the way (`ELOOP` if
-/// there is one) and never leaving `base`.
-fn open_dir_beneath(base: BorrowedFd<'_>, rel: &Path) -> std::result::Result<OwnedFd, Errno> {
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        let mut tries = 0;
-        loop {
-            match rustix::fs::openat2(base, rel, DIR_FLAGS, Mode::empty(), how) {
-                // A concurrent rename somewhere on the system: the kernel asks to retry.
-                Err(Errno::AGAIN | Errno::INTR) if tries < 16 => tries += 1,
-                Err(Errno::NOSYS) => {
-                    NO_OPENAT2.store(true, Ordering::Relaxed);
-                    break;
-                }
-                // With O_DIRECTORY a symlink (or a file) on the way gives ENOTDIR: the walk
-                // tells which.
-                Err(Errno::NOTDIR) => break,
-                r => return r,
-            }
-        }
-    }
-    walk_dir_beneath(base, rel)
-}
-
-/// [`open_dir_beneath`] without `openat2`: one `openat(O_NOFOLLOW | O_DIRECTORY)` per
-/// component.
-fn walk_dir_beneath(base: BorrowedFd<'_>, rel: &Path) -> std::result::Result<OwnedFd, Errno> {
-    let mut cur: Option<OwnedFd> = None;
-    for c in rel.components() {
-        let Component::Normal(name) = c else {
-            // A RelPath has only normal components; anything else is refused as an escape.
-            return Err(Errno::XDEV);
-        };
-        let at = cur.as_ref().map_or(base, |f| f.as_fd());
-        let next = match rustix::fs::openat(at, name, DIR_FLAGS, Mode::empty()) {
-            Ok(f) => f,
-            Err(Errno::NOTDIR) if is_symlink_at(at, name) => return Err(Errno::LOOP),
-            Err(e) => return Err(e),
-        };
-        cur = Some(next);
-    }
-    match cur {
-        Some(f) => Ok(f),
-        None => rustix::fs::openat(base, c".", DIR_FLAGS, Mode::empty()),
-    }
-}
-
-fn is_symlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink
-    })
-}
-
 /// A directory descriptor for a `*at` call: the session directory's own, or one opened
 /// beneath it.
 enum At<'a> {
@@ -219,7 +158,7 @@ impl SessionDir {
     /// assert_eq!(s.path(), dir.path());
     /// ```
     pub fn open(path: &Path) -> Result<SessionDir> {
-        match rustix::fs::open(path, DIR_FLAGS, Mode::empty()) {
+        match at::open_path_dir_nofollow(path) {
             Ok(fd) => Ok(SessionDir(Arc::new(DirInner {
                 fd,
                 path: path.to_path_buf(),
@@ -250,17 +189,14 @@ impl SessionDir {
     /// The names in the session directory, read through its descriptor (so they are the
     /// names of the directory this capability holds, wherever its path now leads).
     pub fn names(&self) -> Result<Vec<OsString>> {
-        let mut dir = rustix::fs::Dir::read_from(&self.0.fd)
+        // Opened afresh: a listing of its own, from the first name.
+        let names = at::open_dir(self.0.fd.as_fd(), c".")
+            .and_then(at::names)
             .map_err(|e| io_err("list session", &self.0.path, e))?;
-        let mut out = Vec::new();
-        while let Some(entry) = dir.read() {
-            let entry = entry.map_err(|e| io_err("list session", &self.0.path, e))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                out.push(OsStr::from_bytes(name).to_os_string());
-            }
-        }
-        Ok(out)
+        Ok(names
+            .into_iter()
+            .map(|n| OsStr::from_bytes(n.to_bytes()).to_os_string())
+            .collect())
     }
 
     fn refuse(&self, candidate: &Path, reason: &'static str) -> Error {
@@ -318,7 +254,7 @@ impl SessionDir {
         // be a symlink. A missing component ends the check (it will be created).
         match p.parent_at("check path") {
             Ok(Some((dir, name))) => {
-                if is_symlink_at(dir.as_fd(), &name) {
+                if at::is_symlink(dir.as_fd(), &name) {
                     return Err(self.refuse(candidate, "path goes through a symlink"));
                 }
             }
@@ -376,7 +312,7 @@ impl SessionPath {
         let Some(parent) = parent else {
             return Ok(Some((At::Borrowed(self.dir.0.fd.as_fd()), name)));
         };
-        match open_dir_beneath(self.dir.0.fd.as_fd(), parent) {
+        match at::open_beneath(self.dir.0.fd.as_fd(), parent) {
             Ok(fd) => Ok(Some((At::Owned(fd), name))),
             Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
             Err(e) => Err(self.resolve_err(op, e)),
@@ -410,11 +346,9 @@ impl SessionPath {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(self.refuse("the session directory has no parent"));
         };
-        let pfd = rustix::fs::open(parent, DIR_FLAGS, Mode::empty())
-            .map_err(|e| io_err(op, parent, e))?;
-        let here = rustix::fs::statat(&pfd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| io_err(op, path, e))?;
-        let ours = rustix::fs::fstat(&self.dir.0.fd).map_err(|e| io_err(op, path, e))?;
+        let pfd = at::open_path_dir_nofollow(parent).map_err(|e| io_err(op, parent, e))?;
+        let here = at::lstat(pfd.as_fd(), name).map_err(|e| io_err(op, path, e))?;
+        let ours = at::fstat(self.dir.0.fd.as_fd()).map_err(|e| io_err(op, path, e))?;
         if (here.st_dev, here.st_ino) != (ours.st_dev, ours.st_ino) {
             return Err(self.refuse("the session directory was replaced"));
         }
@@ -430,7 +364,7 @@ impl SessionPath {
                 .fd
                 .try_clone()
                 .map_err(|e| Error::io(op, &self.full, e))?,
-            Some(rel) => open_dir_beneath(self.dir.0.fd.as_fd(), rel.as_path())
+            Some(rel) => at::open_beneath(self.dir.0.fd.as_fd(), rel.as_path())
                 .map_err(|e| self.resolve_err(op, e))?,
         };
         Ok(r)

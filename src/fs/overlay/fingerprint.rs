@@ -8,11 +8,12 @@
 //! a later write could carry the same coarse timestamp. [`fingerprint`] refuses to give a
 //! fingerprint then ([`RACY`]), as git treats its "racily clean" entries.
 
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::Stat;
+use crate::fs::at::{self, Stat};
 
 use super::walk::{walk, Next};
 use crate::error::{Error, Result};
@@ -119,27 +120,16 @@ pub fn fingerprint(upper: &Path) -> Result<Option<Fingerprint>> {
 /// change after it cannot carry the old timestamp. One `fstatat` per entry, where taking a
 /// fingerprint again also opens and lists every directory.
 pub fn unchanged(upper: &Path, then: &Fingerprint) -> Result<bool> {
-    let fd = rustix::fs::open(
-        upper,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(|e| Error::io("open directory", upper, e.into()))?;
+    let fd = at::open_path_dir(upper).map_err(|e| Error::io("open directory", upper, e.into()))?;
     for (rel, key) in &then.0 {
         let now = if rel.is_empty() {
-            rustix::fs::fstat(&fd)
+            at::fstat(fd.as_fd())
         } else {
-            rustix::fs::statat(
-                &fd,
-                std::ffi::OsStr::from_bytes(rel),
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            )
+            at::lstat(fd.as_fd(), std::ffi::OsStr::from_bytes(rel))
         };
         match now {
             Ok(m) if stat_key(&m) == *key => {}
-            Ok(_) | Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => {
-                return Ok(false)
-            }
+            Ok(_) | Err(at::Errno::NOENT) | Err(at::Errno::NOTDIR) => return Ok(false),
             Err(e) => {
                 return Err(Error::io(
                     "stat",
@@ -154,7 +144,7 @@ pub fn unchanged(upper: &Path, then: &Fingerprint) -> Result<bool> {
 
 /// The layer root's own stat data (not followed).
 pub(crate) fn root_stat(upper: &Path) -> Result<Stat> {
-    rustix::fs::lstat(upper).map_err(|e| Error::io("stat", upper, e.into()))
+    at::lstat(at::CWD, upper).map_err(|e| Error::io("stat", upper, e.into()))
 }
 
 #[cfg(test)]

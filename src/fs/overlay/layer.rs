@@ -14,13 +14,14 @@
 //! anew. `.git` at the layer's root is never copied: a sandbox's private repository is its
 //! own and is no part of its successor.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use super::upper::{is_opaque, is_whiteout};
 use crate::error::{Error, IoContext, Result};
+use crate::fs::at;
 use crate::fs::session_dir::SessionPath;
 
 /// Applies the layer `src` over the layer `dst` (an existing directory of the session;
@@ -85,15 +86,7 @@ fn copy_node(from: &Path, to: &Path, m: &std::fs::Metadata) -> Result<()> {
         let target = std::fs::read_link(from).ctx("read symlink", from)?;
         std::os::unix::fs::symlink(&target, to).ctx("create symlink", to)?;
     } else if is_whiteout(m) {
-        let p = cstr(to)?;
-        // SAFETY: `p` is NUL-terminated and outlives the call.
-        if unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, 0) } != 0 {
-            return Err(Error::io(
-                "make whiteout",
-                to,
-                std::io::Error::last_os_error(),
-            ));
-        }
+        at::mknod_whiteout(at::CWD, to).map_err(|e| Error::io("make whiteout", to, e.into()))?;
     } else if ft.is_file() {
         std::fs::copy(from, to).ctx("copy", to)?;
         let f = std::fs::File::options()
@@ -110,27 +103,15 @@ fn copy_node(from: &Path, to: &Path, m: &std::fs::Metadata) -> Result<()> {
     Ok(())
 }
 
-fn cstr(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| {
-        Error::io(
-            "encode path",
-            p,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL byte in path"),
-        )
-    })
-}
-
 /// Copies the `trusted.overlay.*` and `user.*` extended attributes (opaque markers among
 /// them) of `from` to `to`, neither followed.
 fn copy_xattrs(from: &Path, to: &Path) -> Result<()> {
-    let (f, t) = (cstr(from)?, cstr(to)?);
     let mut names = vec![0u8; 1024];
-    // SAFETY: `f` is NUL-terminated; the buffer is valid for its length.
-    let n = unsafe { libc::llistxattr(f.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-    if n <= 0 {
+    let n = rustix::fs::llistxattr(from, &mut names[..]).unwrap_or(0);
+    if n == 0 {
         return Ok(());
     }
-    names.truncate(n as usize);
+    names.truncate(n);
     for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
         if !(name.starts_with(b"trusted.overlay.") || name.starts_with(b"user.")) {
             continue;
@@ -138,21 +119,9 @@ fn copy_xattrs(from: &Path, to: &Path) -> Result<()> {
         let Some(value) = super::upper::xattr(from, &String::from_utf8_lossy(name)) else {
             continue;
         };
-        let Ok(cname) = CString::new(name) else {
-            continue;
-        };
-        // SAFETY: both strings are NUL-terminated; `value` is valid for its length.
-        let r = unsafe {
-            libc::lsetxattr(
-                t.as_ptr(),
-                cname.as_ptr(),
-                value.as_ptr().cast(),
-                value.len(),
-                0,
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
+        let r = rustix::fs::lsetxattr(to, name, &value, rustix::fs::XattrFlags::empty());
+        if let Err(e) = r {
+            let e = std::io::Error::from(e);
             return Err(Error::io(
                 "set extended attribute",
                 to,

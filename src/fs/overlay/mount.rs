@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::mountinfo::is_mounted;
 use crate::error::{Error, Result};
+use crate::fs::at;
 
 /// How an overlay is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -100,8 +101,7 @@ pub struct Mounted {
 
 /// Whether the process runs as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// Mounts `layers` on `mnt` (resolved, an empty directory) with `backend`. A FUSE server's
@@ -112,15 +112,8 @@ pub fn is_root() -> bool {
 /// never followed out of where the caller pointed.
 pub fn mount(backend: Backend, layers: &Layers, mnt: &Path, log: &Path) -> Result<Mounted> {
     check_mount_point(mnt)?;
-    let pinned = rustix::fs::open(
-        mnt,
-        rustix::fs::OFlags::PATH
-            | rustix::fs::OFlags::NOFOLLOW
-            | rustix::fs::OFlags::DIRECTORY
-            | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(|e| Error::io("open mount point", mnt, e.into()))?;
+    let pinned =
+        at::hold_dir(at::CWD, mnt).map_err(|e| Error::io("open mount point", mnt, e.into()))?;
     use std::os::fd::AsFd;
     mount_on(backend, layers, pinned.as_fd(), mnt, log)
 }
@@ -308,25 +301,9 @@ fn mount_kernel(layers: &Layers, via: &Path, mnt: &Path) -> Result<()> {
         b",redirect_dir=off"
     });
     let data = cstr(&data, "mount the overlay", mnt)?;
-    let target = cstr(via.as_os_str().as_bytes(), "mount the overlay", mnt)?;
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-    let r = unsafe {
-        libc::mount(
-            c"overlay".as_ptr(),
-            target.as_ptr(),
-            c"overlay".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            data.as_ptr().cast(),
-        )
-    };
-    if r != 0 {
-        return Err(Error::io(
-            "mount overlay",
-            mnt,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
+    let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+    rustix::mount::mount(c"overlay", via, c"overlay", flags, data.as_c_str())
+        .map_err(|e| Error::io("mount overlay", mnt, e.into()))
 }
 
 /// Finds an executable on `PATH`.
@@ -440,13 +417,8 @@ fn wait_or_kill(child: &mut Child, timeout: Duration) {
 }
 
 fn umount2(mnt: &Path, flags: libc::c_int) -> std::io::Result<()> {
-    let target = CString::new(mnt.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `target` is NUL-terminated and outlives the call.
-    if unsafe { libc::umount2(target.as_ptr(), flags) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    let flags = rustix::mount::UnmountFlags::from_bits_retain(flags as u32);
+    Ok(rustix::mount::unmount(mnt, flags)?)
 }
 
 /// `fusermount3 -u` (else `fusermount -u`), `-z` when `lazy`.

@@ -26,7 +26,7 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::FileType;
 use rustix::io::Errno;
 use rustix::mount::{
     fsconfig_create, fsconfig_set_string, fsmount, fsopen, move_mount, unmount, FsMountFlags,
@@ -36,6 +36,7 @@ use rustix::mount::{
 use super::mount::Layers;
 use super::walk::Next;
 use crate::error::{Error, Result};
+use crate::fs::at;
 
 /// A kernel overlay configured but not created yet (see the module docs).
 #[derive(Debug)]
@@ -47,12 +48,7 @@ pub struct Prepared {
 }
 
 fn open_path(p: &Path) -> Result<OwnedFd> {
-    rustix::fs::open(
-        p,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io("open overlay layer", p, e.into()))
+    at::hold_dir(at::CWD, p).map_err(|e| Error::io("open overlay layer", p, e.into()))
 }
 
 /// Configures a kernel overlay of `layers` (the same options as
@@ -116,13 +112,8 @@ pub fn has_hard_links(upper: &Path) -> Result<bool> {
 /// upper layer's whole filesystem while the mount point already shows nothing: called just
 /// before [`unmount_if_idle`], it leaves that write-back little to do, and the window short.
 pub fn sync_filesystem_of(dir: &Path) -> Result<()> {
-    let fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io("open", dir, e.into()))?;
-    rustix::fs::syncfs(&fd).map_err(|e| Error::io("write back the filesystem of", dir, e.into()))
+    let fd = at::open_path_dir_nofollow(dir).map_err(|e| Error::io("open", dir, e.into()))?;
+    at::syncfs(fd.as_fd()).map_err(|e| Error::io("write back the filesystem of", dir, e.into()))
 }
 
 /// Unmounts what is mounted on `mnt` unless it is in use: `Ok(false)` (and nothing

@@ -10,9 +10,7 @@
 //! enters them), so a sandbox's private repository is never part of a change set.
 
 use std::collections::BTreeSet;
-use std::ffi::CString;
 use std::os::fd::BorrowedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -207,14 +205,8 @@ fn has_name(list: &[u8], name: &str) -> bool {
 
 /// An extended attribute of `path` itself (never followed), `None` when absent.
 pub fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
-    let n = CString::new(name).ok()?;
     let mut buf = vec![0u8; 256];
-    // SAFETY: both strings are NUL-terminated; the buffer is valid for its length.
-    let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if r < 0 {
-        return None;
-    }
-    buf.truncate(r as usize);
+    let n = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
+    buf.truncate(n);
     Some(buf)
 }

@@ -28,9 +28,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+use rustix::fs::{Dir, FileType, Stat};
 
 use crate::error::{Error, Result};
+use crate::fs::at;
 
 /// One entry of the layer, as the walk found it.
 pub struct Entry<'a> {
@@ -69,12 +70,7 @@ pub enum Next {
 /// what they hold. Returns whether a visit stopped the walk. Errors name the path and the
 /// operation.
 pub fn walk(root: &Path, visit: &mut dyn FnMut(&Entry<'_>) -> Result<Next>) -> Result<bool> {
-    let fd = rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io("open directory", root, e.into()))?;
+    let fd = at::open_path_dir(root).map_err(|e| Error::io("open directory", root, e.into()))?;
     let mut rel = Vec::new();
     dir(root, fd, &mut rel, visit)
 }
@@ -104,19 +100,11 @@ fn dir(
         let dfd = d
             .fd()
             .map_err(|e| Error::io("read directory", at(&rel[..base]), e.into()))?;
-        let stat = rustix::fs::statat(dfd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| Error::io("stat", at(rel), e.into()))?;
+        let stat = at::lstat(dfd, name).map_err(|e| Error::io("stat", at(rel), e.into()))?;
         let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
         // Opened before the visit, which may read its attributes; a directory that cannot be
         // opened (no permission) is an error only if the visitor wants to go into it.
-        let child = is_dir.then(|| {
-            rustix::fs::openat(
-                dfd,
-                name,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-        });
+        let child = is_dir.then(|| at::open_dir(dfd, name));
         let next = visit(&Entry {
             rel,
             name,

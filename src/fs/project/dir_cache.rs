@@ -8,6 +8,7 @@
 //! opens through the parent's `O_NOFOLLOW` primitives only.
 
 use super::*;
+use crate::fs::relpath::common_prefix;
 
 /// Most directory descriptors a scope keeps open: a path thousands of directories deep
 /// would otherwise hold one per level, past the usual limit of 1,024 per process. The
@@ -117,19 +118,6 @@ impl Drop for DirScope {
         let prev = self.prev.take();
         CACHE.with(|c| *c.borrow_mut() = prev);
     }
-}
-
-/// Length of the common prefix of `a` and `b` (compared a block at a time).
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
-        i += 64;
-    }
-    while i < n && a[i] == b[i] {
-        i += 1;
-    }
-    i
 }
 
 /// How many of `ends` (increasing) are at most `common`, searched from the last one

@@ -4,7 +4,7 @@
 //! reaches the parent directory through `parent_of`: one `openat(O_NOFOLLOW | O_DIRECTORY)`
 //! per component from the project root (or from the deepest directory already opened in
 //! this phase's `DirScope`), then acts on the last component relative to that descriptor
-//! with `*at` calls that never follow a symlink there either. The invariant kept: a write
+//! with `fs::at`'s `*at` calls, which never follow a symlink there either. The invariant kept: a write
 //! lands inside the directory the walk reached, never through a symlink, so a parent swapped
 //! for a symlink after the check makes the call fail with [`Error::Containment`] instead of
 //! writing elsewhere. Files are created with `O_EXCL` and renamed without replacing, so
@@ -12,17 +12,17 @@
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{
-    cstring, evict, fd_result, fstatat, is_missing, is_symlink_error, open_root, openat_dir, rc,
-    refuse, remember, timespec, walk_start, Comps, ProjectPath,
+    cstring, evict, fstatat, is_missing, is_symlink_error, open_root, openat_dir, os_err, refuse,
+    remember, walk_start, Comps, ProjectPath,
 };
 use crate::error::{Error, Result};
+use crate::fs::at;
 use crate::fs::relpath::RelPath;
 
 /// File contents, shared between the apply planner's views of a file and the write phase: a
@@ -44,7 +44,7 @@ pub(crate) struct Stamp {
 }
 
 #[allow(clippy::unnecessary_cast)]
-fn stamp_of(st: &libc::stat) -> Stamp {
+fn stamp_of(st: &at::Stat) -> Stamp {
     Stamp {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
@@ -77,6 +77,40 @@ impl Entry {
     }
 }
 
+/// Where one step of a walk down a path ended.
+enum Step {
+    /// In the directory, now the walk's (and remembered in the scope).
+    Down,
+    /// At a symlink, not followed.
+    Symlink,
+    /// At nothing (or at a file where a directory was needed).
+    Missing,
+}
+
+/// Opens the directory `name` (component `comp`) in `dir` without following a symlink and
+/// makes it the walk's `dir`, remembered in the scope as a child of `node`. With
+/// `O_DIRECTORY | O_NOFOLLOW` a symlink gives `ELOOP` or `ENOTDIR` depending on the system:
+/// then what is there is looked at.
+fn step_down(
+    root: &Path,
+    dir: &mut Rc<OwnedFd>,
+    node: &mut Option<usize>,
+    comp: &[u8],
+    name: &CStr,
+) -> io::Result<Step> {
+    match openat_dir(dir.as_fd(), name) {
+        Ok(d) => {
+            let d = Rc::new(d);
+            *node = remember(root, *node, comp, &d);
+            *dir = d;
+            Ok(Step::Down)
+        }
+        Err(e) if is_symlink_error(&e, dir.as_fd(), name) => Ok(Step::Symlink),
+        Err(e) if is_missing(&e) => Ok(Step::Missing),
+        Err(e) => Err(e),
+    }
+}
+
 /// The opened parent directory of a path and the last component's name, or `None` if a
 /// parent directory does not exist.
 fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)>> {
@@ -90,18 +124,10 @@ fn parent_of(root: &Path, rel: &RelPath) -> Result<Option<(Rc<OwnedFd>, CString)
     for (_, comp, end) in c.from(k, off, limit) {
         let name =
             cstring(comp).map_err(|e| Error::io("open directory", c.full_to(root, end), e))?;
-        match openat_dir(dir.as_fd(), &name) {
-            Ok(d) => {
-                let d = Rc::new(d);
-                node = remember(root, node, comp, &d);
-                dir = d;
-            }
-            // With O_DIRECTORY | O_NOFOLLOW a symlink gives ELOOP or ENOTDIR depending on
-            // the system: look at what is there.
-            Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
-                return Err(refuse(root, rel, "path goes through a symlink"))
-            }
-            Err(e) if is_missing(&e) => return Ok(None),
+        match step_down(root, &mut dir, &mut node, comp, &name) {
+            Ok(Step::Down) => {}
+            Ok(Step::Symlink) => return Err(refuse(root, rel, "path goes through a symlink")),
+            Ok(Step::Missing) => return Ok(None),
             Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         }
     }
@@ -130,17 +156,11 @@ pub(crate) fn probe_parents(root: &Path, rel: &RelPath) -> Result<(usize, Option
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Ok((i, Some(st.st_mode)));
         }
-        match openat_dir(dir.as_fd(), &name) {
-            Ok(d) => {
-                let d = Rc::new(d);
-                node = remember(root, node, comp, &d);
-                dir = d;
-            }
+        match step_down(root, &mut dir, &mut node, comp, &name) {
+            Ok(Step::Down) => {}
             // Swapped for a symlink since the stat.
-            Err(e) if is_symlink_error(&e, dir.as_fd(), &name) => {
-                return Ok((i, Some(libc::S_IFLNK)))
-            }
-            Err(e) if is_missing(&e) => return Ok((i, None)),
+            Ok(Step::Symlink) => return Ok((i, Some(libc::S_IFLNK))),
+            Ok(Step::Missing) => return Ok((i, None)),
             Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         }
     }
@@ -191,15 +211,8 @@ pub(crate) fn read_in(root: &Path, rel: &RelPath) -> Result<Entry> {
     let stamp = stamp_of(&st);
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => {
-            // SAFETY: valid fd and name.
-            let fd = fd_result(unsafe {
-                libc::openat(
-                    dir.as_raw_fd(),
-                    name.as_ptr(),
-                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
-                )
-            })
-            .map_err(|e| Error::io("open", &full, e))?;
+            let fd = at::open_read(dir.as_fd(), &name)
+                .map_err(|e| Error::io("open", &full, os_err(e)))?;
             let mut f = std::fs::File::from(fd);
             let mut data = Vec::new();
             f.read_to_end(&mut data)
@@ -211,34 +224,9 @@ pub(crate) fn read_in(root: &Path, rel: &RelPath) -> Result<Entry> {
             })
         }
         libc::S_IFLNK => {
-            let mut buf = vec![0u8; 256];
-            loop {
-                // SAFETY: buf is valid for buf.len() bytes.
-                let n = unsafe {
-                    libc::readlinkat(
-                        dir.as_raw_fd(),
-                        name.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        buf.len(),
-                    )
-                };
-                if n < 0 {
-                    return Err(Error::io("read link", &full, io::Error::last_os_error()));
-                }
-                let n = n as usize;
-                if n < buf.len() {
-                    buf.truncate(n);
-                    return Ok(Entry::Symlink { target: buf, stamp });
-                }
-                if buf.len() >= 1 << 20 {
-                    return Err(Error::io(
-                        "read link",
-                        &full,
-                        io::Error::new(io::ErrorKind::InvalidData, "link target too long"),
-                    ));
-                }
-                buf.resize(buf.len() * 4, 0);
-            }
+            let target = at::readlink(dir.as_fd(), &name)
+                .map_err(|e| Error::io("read link", &full, os_err(e)))?;
+            Ok(Entry::Symlink { target, stamp })
         }
         libc::S_IFDIR => Ok(Entry::Dir { stamp }),
         _ => Ok(Entry::Other { stamp }),
@@ -275,31 +263,7 @@ fn walk_leaves(
     let dupfd = fd
         .try_clone()
         .map_err(|e| Error::io("list directory", &full, e))?;
-    // SAFETY: fdopendir takes ownership of the descriptor on success.
-    let dirp = unsafe { libc::fdopendir(dupfd.into_raw_fd()) };
-    if dirp.is_null() {
-        return Err(Error::io(
-            "list directory",
-            &full,
-            io::Error::last_os_error(),
-        ));
-    }
-    let mut names = Vec::new();
-    loop {
-        // SAFETY: dirp is a valid DIR*; readdir returns NULL at the end.
-        let ent = unsafe { libc::readdir(dirp) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: d_name is NUL-terminated within the dirent.
-        let n = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        let b = n.to_bytes();
-        if b != b"." && b != b".." {
-            names.push(n.to_owned());
-        }
-    }
-    // SAFETY: dirp is valid and closed once.
-    unsafe { libc::closedir(dirp) };
+    let names = at::names(dupfd).map_err(|e| Error::io("list directory", &full, os_err(e)))?;
     for n in names {
         let child = rel.join(&RelPath::from_bytes(n.to_bytes()).map_err(|_| {
             Error::io(
@@ -364,16 +328,8 @@ fn create_file_with(
 ) -> Result<()> {
     let full = p.to_path_buf();
     let (dir, name) = need_parent(p, "create")?;
-    // SAFETY: valid fd and name.
-    let fd = fd_result(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    })
-    .map_err(|e| Error::io("create", &full, e))?;
+    let fd = at::create_new(dir.as_fd(), &name, 0o600)
+        .map_err(|e| Error::io("create", &full, os_err(e)))?;
     let mut f = std::fs::File::from(fd);
     fill(&mut f, &full, data, perm, mtime, wb)?;
     // Not synced one by one: the commit syncs the filesystem once after staging
@@ -406,15 +362,7 @@ pub(crate) fn create_file_beside(
     let Ok(Some((near, _))) = parent_of(&beside.root, &beside.rel) else {
         return create_file_with(p, data, perm, mtime, wb);
     };
-    // SAFETY: valid fd and a NUL-terminated name.
-    let tmp = match fd_result(unsafe {
-        libc::openat(
-            near.as_raw_fd(),
-            c".".as_ptr(),
-            libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    }) {
+    let tmp = match at::tmpfile(near.as_fd()) {
         Ok(fd) => fd,
         Err(_) => return create_file_with(p, data, perm, mtime, wb),
     };
@@ -422,38 +370,10 @@ pub(crate) fn create_file_beside(
     let mut f = std::fs::File::from(tmp);
     fill(&mut f, &full, data, perm, mtime, wb)?;
     let (dir, name) = need_parent(p, "create")?;
-    // SAFETY: valid fds; the empty path names `f` itself.
-    let linked = rc(unsafe {
-        libc::linkat(
-            f.as_raw_fd(),
-            c"".as_ptr(),
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    });
-    let linked = match linked {
-        // Before Linux 6.10 `AT_EMPTY_PATH` needs CAP_DAC_READ_SEARCH; the descriptor's
-        // /proc link does not.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOENT)) => {
-            let proc = cstring(format!("/proc/self/fd/{}", f.as_raw_fd()).as_bytes())
-                .map_err(|e| Error::io("create", &full, e))?;
-            // SAFETY: valid strings and fds.
-            rc(unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    proc.as_ptr(),
-                    dir.as_raw_fd(),
-                    name.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
-            })
-        }
-        r => r,
-    };
+    let linked = at::link_tmpfile(f.as_fd(), dir.as_fd(), &name);
     match linked {
         Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Err(Error::io("create", &full, e)),
+        Err(e @ at::Errno::EXIST) => Err(Error::io("create", &full, os_err(e))),
         // The nameless file goes with its descriptor.
         Err(_) => create_file_with(p, data, perm, mtime, wb),
     }
@@ -471,17 +391,11 @@ fn fill(
     f.write_all(data).map_err(|e| Error::io("write", full, e))?;
     // Only a hint: an error is of no consequence, the sync still covers the file.
     if !data.is_empty() && wb == Writeback::Start {
-        // SAFETY: valid fd; offset 0 and length 0 name the whole file.
-        unsafe { libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+        at::start_writeback(f.as_fd());
     }
-    // SAFETY: valid fd.
-    rc(unsafe { libc::fchmod(f.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
-        .map_err(|e| Error::io("set mode", full, e))?;
+    at::chmod(f.as_fd(), perm).map_err(|e| Error::io("set mode", full, os_err(e)))?;
     if let Some(t) = mtime {
-        let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
-        // SAFETY: valid fd and two timespecs.
-        rc(unsafe { libc::futimens(f.as_raw_fd(), ts.as_ptr()) })
-            .map_err(|e| Error::io("set mtime", full, e))?;
+        at::set_fd_mtime(f.as_fd(), t).map_err(|e| Error::io("set mtime", full, os_err(e)))?;
     }
     Ok(())
 }
@@ -492,8 +406,7 @@ fn fill(
 /// directory).
 pub(crate) fn sync_fs(root: &Path) -> Result<()> {
     let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
-    // SAFETY: valid fd.
-    rc(unsafe { libc::syncfs(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
+    at::syncfs(fd.as_fd()).map_err(|e| Error::io("sync", root, os_err(e)))
 }
 
 /// Creates a symlink at `p` pointing to `target`.
@@ -501,64 +414,33 @@ pub(crate) fn create_symlink(p: &ProjectPath, target: &[u8]) -> Result<()> {
     let full = p.to_path_buf();
     let (dir, name) = need_parent(p, "create symlink")?;
     let t = cstring(target).map_err(|e| Error::io("create symlink", &full, e))?;
-    // SAFETY: valid strings and fd.
-    rc(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })
-        .map_err(|e| Error::io("create symlink", &full, e))
+    at::symlink(&t, dir.as_fd(), &name).map_err(|e| Error::io("create symlink", &full, os_err(e)))
 }
 
-/// `renameat2`'s flags (Linux's values; named here so that every target builds).
-const RENAME_NOREPLACE: libc::c_uint = 1;
-const RENAME_EXCHANGE: libc::c_uint = 2;
-
 /// `renameat2(from, to, flags)` through the parents' descriptors (after dropping both paths
-/// from the walk cache). `Ok(false)` where the kernel, the filesystem or the C library lacks
-/// the flag (`EINVAL`, `ENOSYS`, `EOPNOTSUPP`): nothing was changed, the caller falls back.
+/// from the walk cache). `Ok(false)` where the kernel or the filesystem lacks the flag
+/// (`EINVAL`, `ENOSYS`, `EOPNOTSUPP`): nothing was changed, the caller falls back.
 /// `what` names the operation in errors.
 fn rename_flags(
     from: &ProjectPath,
     to: &ProjectPath,
     what: &'static str,
-    flags: libc::c_uint,
+    how: at::RenameFlags,
 ) -> Result<bool> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let (fd1, n1) = need_parent(from, what)?;
-        let (fd2, n2) = need_parent(to, what)?;
-        evict(&from.root, &from.rel);
-        evict(&to.root, &to.rel);
-        // SAFETY: valid fds and names.
-        let r = unsafe {
-            libc::renameat2(
-                fd1.as_raw_fd(),
-                n1.as_ptr(),
-                fd2.as_raw_fd(),
-                n2.as_ptr(),
-                flags,
-            )
-        };
-        match rc(r) {
-            Ok(()) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(Error::io(what, to.to_path_buf(), e)),
-        }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = (from, to, what, flags);
-        Ok(false)
+    let (fd1, n1) = need_parent(from, what)?;
+    let (fd2, n2) = need_parent(to, what)?;
+    evict(&from.root, &from.rel);
+    evict(&to.root, &to.rel);
+    match at::rename2(fd1.as_fd(), &n1, fd2.as_fd(), &n2, how) {
+        Ok(()) => Ok(true),
+        Err(at::Errno::INVAL | at::Errno::NOSYS | at::Errno::OPNOTSUPP) => Ok(false),
+        Err(e) => Err(Error::io(what, to.to_path_buf(), os_err(e))),
     }
 }
 
 /// Renames `from` to `to`, failing if `to` exists. Symlinks are moved, not followed.
 pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<()> {
-    if rename_flags(from, to, "rename", RENAME_NOREPLACE)? {
+    if rename_flags(from, to, "rename", at::RenameFlags::NOREPLACE)? {
         return Ok(());
     }
     // Fallback: check, then rename (a small window, but never through a symlink).
@@ -572,9 +454,7 @@ pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<(
         Err(e) if is_missing(&e) => {}
         Err(e) => return Err(err(e)),
     }
-    // SAFETY: valid fds and names.
-    rc(unsafe { libc::renameat(fd1.as_raw_fd(), n1.as_ptr(), fd2.as_raw_fd(), n2.as_ptr()) })
-        .map_err(err)
+    at::rename(fd1.as_fd(), &n1, fd2.as_fd(), &n2).map_err(|e| err(os_err(e)))
 }
 
 /// Swaps the entries at `a` and `b` atomically (`RENAME_EXCHANGE`): one rename where moving
@@ -582,30 +462,25 @@ pub(crate) fn rename_noreplace(from: &ProjectPath, to: &ProjectPath) -> Result<(
 /// the filesystem or the C library cannot exchange (nothing was changed then): the caller
 /// renames in two steps.
 pub(crate) fn exchange(a: &ProjectPath, b: &ProjectPath) -> Result<bool> {
-    rename_flags(a, b, "exchange", RENAME_EXCHANGE)
+    rename_flags(a, b, "exchange", at::RenameFlags::EXCHANGE)
 }
 
 /// Removes the file or symlink at `p`.
 pub(crate) fn remove_file(p: &ProjectPath) -> Result<()> {
     let (dir, name) = need_parent(p, "remove")?;
-    // SAFETY: valid fd and name.
-    rc(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })
-        .map_err(|e| Error::io("remove", p.to_path_buf(), e))
+    at::unlink(dir.as_fd(), &name).map_err(|e| Error::io("remove", p.to_path_buf(), os_err(e)))
 }
 
 /// Creates the directory `p`, with `perm` if given (else 0777 minus the umask).
 pub(crate) fn make_dir(p: &ProjectPath, perm: Option<u32>) -> Result<()> {
     let full = p.to_path_buf();
     let (dir, name) = need_parent(p, "create directory")?;
-    // SAFETY: valid fd and name.
-    rc(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) })
-        .map_err(|e| Error::io("create directory", &full, e))?;
+    at::mkdir(dir.as_fd(), &name, 0o777)
+        .map_err(|e| Error::io("create directory", &full, os_err(e)))?;
     if let Some(perm) = perm {
         let d =
             openat_dir(dir.as_fd(), &name).map_err(|e| Error::io("open directory", &full, e))?;
-        // SAFETY: valid fd.
-        rc(unsafe { libc::fchmod(d.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
-            .map_err(|e| Error::io("set mode", &full, e))?;
+        at::chmod(d.as_fd(), perm).map_err(|e| Error::io("set mode", &full, os_err(e)))?;
     }
     Ok(())
 }
@@ -660,9 +535,8 @@ pub(crate) fn make_dirs(
                 Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
             }
         }
-        // SAFETY: valid fd and name.
-        rc(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) })
-            .map_err(|e| Error::io("create directory", c.full_to(root, end), e))?;
+        at::mkdir(dir.as_fd(), &name, 0o777)
+            .map_err(|e| Error::io("create directory", c.full_to(root, end), os_err(e)))?;
         // Opened without following: a symlink swapped in since the mkdirat is refused.
         let d = match openat_dir(dir.as_fd(), &name) {
             Ok(d) => Rc::new(d),
@@ -672,9 +546,8 @@ pub(crate) fn make_dirs(
             Err(e) => return Err(Error::io("open directory", c.full_to(root, end), e)),
         };
         if let Some(perm) = perm(i + 1) {
-            // SAFETY: valid fd.
-            rc(unsafe { libc::fchmod(d.as_raw_fd(), (perm & 0o7777) as libc::mode_t) })
-                .map_err(|e| Error::io("set mode", c.full_to(root, end), e))?;
+            at::chmod(d.as_fd(), perm)
+                .map_err(|e| Error::io("set mode", c.full_to(root, end), os_err(e)))?;
         }
         node = remember(root, node, comp, &d);
         dir = d;
@@ -686,40 +559,27 @@ pub(crate) fn make_dirs(
 /// Removes the directory `p` if it is empty; `Ok(false)` if it is not.
 pub(crate) fn remove_dir_if_empty(p: &ProjectPath) -> Result<bool> {
     let (dir, name) = need_parent(p, "remove directory")?;
-    // SAFETY: valid fd and name.
-    match rc(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
+    match at::rmdir(dir.as_fd(), &name) {
         Ok(()) => {
             evict(&p.root, &p.rel);
             Ok(true)
         }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => {
-            Ok(false)
-        }
-        Err(e) => Err(Error::io("remove directory", p.to_path_buf(), e)),
+        Err(at::Errno::NOTEMPTY | at::Errno::EXIST) => Ok(false),
+        Err(e) => Err(Error::io("remove directory", p.to_path_buf(), os_err(e))),
     }
 }
 
 /// Sets the mtime of the entry at `p` (not following a symlink).
 pub(crate) fn set_mtime(p: &ProjectPath, t: (i64, i64)) -> Result<()> {
     let (dir, name) = need_parent(p, "set mtime")?;
-    let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
-    // SAFETY: valid fd, name and timespecs.
-    rc(unsafe {
-        libc::utimensat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })
-    .map_err(|e| Error::io("set mtime", p.to_path_buf(), e))
+    at::set_mtime(dir.as_fd(), &name, t)
+        .map_err(|e| Error::io("set mtime", p.to_path_buf(), os_err(e)))
 }
 
 /// Syncs the project root directory.
 pub(crate) fn sync_root(root: &Path) -> Result<()> {
     let fd = open_root(root).map_err(|e| Error::io("open directory", root, e))?;
-    // SAFETY: valid fd.
-    rc(unsafe { libc::fsync(fd.as_raw_fd()) }).map_err(|e| Error::io("sync", root, e))
+    at::fsync(fd.as_fd()).map_err(|e| Error::io("sync", root, os_err(e)))
 }
 
 /// Hard-links the regular file at `p` to `dest` (outside the project: an undo record),
@@ -733,24 +593,15 @@ pub(crate) fn link_out(p: &ProjectPath, dest: &Path) -> Result<Option<(Stamp, u6
     if st.st_nlink != 1 {
         return Ok(None);
     }
-    let d = cstring(dest.as_os_str().as_bytes()).map_err(|e| Error::io("link", dest, e))?;
-    // SAFETY: valid fds and NUL-terminated names; flags 0 never follows a symlink at
-    // `name` (linkat links the entry itself).
-    let r = unsafe {
-        libc::linkat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::AT_FDCWD,
-            d.as_ptr(),
-            0,
-        )
-    };
-    if let Err(e) = rc(r) {
-        return match e.raw_os_error() {
-            Some(libc::EXDEV | libc::EPERM | libc::EMLINK | libc::ENOTSUP | libc::ENOSYS) => {
-                Ok(None)
-            }
-            _ => Err(Error::io("link", dest, e)),
+    // Flags 0: a symlink at `name` is linked itself, never followed.
+    if let Err(e) = at::link_out(dir.as_fd(), &name, dest) {
+        return match e {
+            at::Errno::XDEV
+            | at::Errno::PERM
+            | at::Errno::MLINK
+            | at::Errno::NOTSUP
+            | at::Errno::NOSYS => Ok(None),
+            _ => Err(Error::io("link", dest, os_err(e))),
         };
     }
     let st = fstatat(dir.as_fd(), &name).map_err(|e| Error::io("inspect", p.to_path_buf(), e))?;
@@ -761,20 +612,14 @@ pub(crate) fn link_out(p: &ProjectPath, dest: &Path) -> Result<Option<(Stamp, u6
 /// The project root's stamp.
 pub(crate) fn root_stamp(root: &Path) -> Result<Stamp> {
     let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
-    // SAFETY: zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    rc(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })
-        .map_err(|e| Error::io("inspect", root, e))?;
+    let st = at::fstat(fd.as_fd()).map_err(|e| Error::io("inspect", root, os_err(e)))?;
     Ok(stamp_of(&st))
 }
 
 /// Restores the project root's mtime (after a rollback).
 pub(crate) fn set_root_mtime(root: &Path, t: (i64, i64)) -> Result<()> {
     let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
-    let ts = [timespec((0, libc::UTIME_OMIT)), timespec(t)];
-    // SAFETY: valid fd and timespecs.
-    rc(unsafe { libc::futimens(fd.as_raw_fd(), ts.as_ptr()) })
-        .map_err(|e| Error::io("set mtime", root, e))
+    at::set_fd_mtime(fd.as_fd(), t).map_err(|e| Error::io("set mtime", root, os_err(e)))
 }
 
 #[cfg(test)]

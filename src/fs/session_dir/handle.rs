@@ -7,10 +7,9 @@ use std::fs::{self, File};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, Mode};
-use rustix::io::Errno;
+use crate::fs::at::{self, Errno};
 
-use super::ops::{create_file_new_at, metadata_fd, mtime_stamps};
+use super::ops::create_file_new_at;
 use super::*;
 
 /// A directory opened beneath a session directory (no symlink on the way), whose entries
@@ -52,7 +51,7 @@ impl DirHandle {
     /// Opens the directory `rel` below this one, following no symlink.
     pub fn open_subdir(&self, rel: &RelPath) -> Result<DirHandle> {
         let path = self.path.join(rel.as_path());
-        match open_dir_beneath(self.fd.as_fd(), rel.as_path()) {
+        match at::open_beneath(self.fd.as_fd(), rel.as_path()) {
             Ok(fd) => Ok(DirHandle { fd, path }),
             Err(Errno::LOOP) => Err(self.refuse(rel.as_path(), "path goes through a symlink")),
             Err(e) => Err(io_err("open directory", &path, e)),
@@ -93,27 +92,22 @@ impl DirHandle {
                             let pfd = pfd.ok_or_else(|| {
                                 self.refuse(&shown, "parent directory was not opened")
                             })?;
-                            let opened =
-                                match rustix::fs::openat(pfd, &name, DIR_FLAGS, Mode::empty()) {
-                                    Ok(f) => f,
-                                    Err(Errno::LOOP) => {
-                                        return Err(
-                                            self.refuse(&shown, "path goes through a symlink")
-                                        )
-                                    }
-                                    Err(Errno::NOTDIR) if is_symlink_at(pfd, &name) => {
-                                        return Err(
-                                            self.refuse(&shown, "path goes through a symlink")
-                                        )
-                                    }
-                                    Err(e) => {
-                                        return Err(io_err(
-                                            "open directory",
-                                            &self.path.join(&shown),
-                                            e,
-                                        ))
-                                    }
-                                };
+                            let opened = match at::open_dir(pfd, &name) {
+                                Ok(f) => f,
+                                Err(Errno::LOOP) => {
+                                    return Err(self.refuse(&shown, "path goes through a symlink"))
+                                }
+                                Err(Errno::NOTDIR) if at::is_symlink(pfd, &name) => {
+                                    return Err(self.refuse(&shown, "path goes through a symlink"))
+                                }
+                                Err(e) => {
+                                    return Err(io_err(
+                                        "open directory",
+                                        &self.path.join(&shown),
+                                        e,
+                                    ))
+                                }
+                            };
                             stack[n - 1].1 = Some(opened);
                         }
                         match stack.last().and_then(|(_, fd)| fd.as_ref()) {
@@ -122,7 +116,7 @@ impl DirHandle {
                         }
                     }
                 };
-                match rustix::fs::mkdirat(at, *c, Mode::from_raw_mode(0o777)) {
+                match at::mkdir(at, *c, 0o777) {
                     Ok(()) | Err(Errno::EXIST) => {}
                     Err(e) => {
                         return Err(io_err(
@@ -145,37 +139,31 @@ impl DirHandle {
 
     /// Creates the symlink `name` → `target` in this directory.
     pub fn create_symlink(&self, target: &Path, name: &OsStr) -> Result<()> {
-        rustix::fs::symlinkat(target, &self.fd, name)
+        at::symlink(target, self.fd.as_fd(), name)
             .map_err(|e| io_err("create symlink", &self.path.join(name), e))
     }
 
     /// Sets the modification time of `name` without following a symlink.
     pub fn set_mtime(&self, name: &OsStr, mtime: (i64, i64)) -> Result<()> {
-        rustix::fs::utimensat(
-            &self.fd,
-            name,
-            &mtime_stamps(mtime),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .map_err(|e| io_err("set mtime", &self.path.join(name), e))
+        at::set_mtime(self.fd.as_fd(), name, mtime)
+            .map_err(|e| io_err("set mtime", &self.path.join(name), e))
     }
 
     /// The `lstat` metadata of `name`.
     pub fn symlink_metadata(&self, name: &OsStr) -> Result<fs::Metadata> {
         let shown = self.path.join(name);
-        let fd = metadata_fd(self.fd.as_fd(), name).map_err(|e| io_err("stat", &shown, e))?;
+        let fd = at::open_meta(self.fd.as_fd(), name).map_err(|e| io_err("stat", &shown, e))?;
         File::from(fd).metadata().ctx("stat", &shown)
     }
 
     /// The raw `lstat` of `name` (one `fstatat`, for the copy engine's stat keys).
-    pub(crate) fn lstat(&self, name: &OsStr) -> Result<rustix::fs::Stat> {
-        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| io_err("stat", &self.path.join(name), e))
+    pub(crate) fn lstat(&self, name: &OsStr) -> Result<at::Stat> {
+        at::lstat(self.fd.as_fd(), name).map_err(|e| io_err("stat", &self.path.join(name), e))
     }
 
     /// Removes the file or symlink `name`; a missing one is not an error.
     pub fn remove_file(&self, name: &OsStr) -> Result<()> {
-        match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
+        match at::unlink(self.fd.as_fd(), name) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(io_err("remove file", &self.path.join(name), e)),
         }

@@ -10,8 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
-use rustix::io::Errno;
+use crate::fs::at::{self, Errno};
 
 use super::*;
 
@@ -22,7 +21,7 @@ pub fn create_dir_all(p: &SessionPath) -> Result<()> {
     };
     let base = p.dir.0.fd.as_fd();
     // Most often it exists already: one call.
-    match open_dir_beneath(base, rel.as_path()) {
+    match at::open_beneath(base, rel.as_path()) {
         Ok(_) => return Ok(()),
         Err(Errno::NOENT) => {}
         Err(e) => return Err(p.resolve_err("create directory", e)),
@@ -30,13 +29,13 @@ pub fn create_dir_all(p: &SessionPath) -> Result<()> {
     let mut cur: Option<OwnedFd> = None;
     for c in rel.as_path().components() {
         let at = cur.as_ref().map_or(base, |f| f.as_fd());
-        match rustix::fs::mkdirat(at, c.as_os_str(), Mode::from_raw_mode(0o777)) {
+        match at::mkdir(at, c.as_os_str(), 0o777) {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(io_err("create directory", &p.full, e)),
         }
-        let next = match rustix::fs::openat(at, c.as_os_str(), DIR_FLAGS, Mode::empty()) {
+        let next = match at::open_dir(at, c.as_os_str()) {
             Ok(f) => f,
-            Err(Errno::NOTDIR) if is_symlink_at(at, c.as_os_str()) => {
+            Err(Errno::NOTDIR) if at::is_symlink(at, c.as_os_str()) => {
                 return Err(p.refuse("path goes through a symlink"))
             }
             Err(e) => return Err(p.resolve_err("create directory", e)),
@@ -49,8 +48,7 @@ pub fn create_dir_all(p: &SessionPath) -> Result<()> {
 /// Creates one directory; fails if it exists (so an id in use is never reused silently).
 pub fn create_dir_new(p: &SessionPath) -> Result<()> {
     let (dir, name) = p.need_parent("create directory")?;
-    rustix::fs::mkdirat(&dir, &name, Mode::from_raw_mode(0o777))
-        .map_err(|e| io_err("create directory", &p.full, e))
+    at::mkdir(dir.as_fd(), &name, 0o777).map_err(|e| io_err("create directory", &p.full, e))
 }
 
 /// Removes the directory tree at `dir`, a path the library owns (a sandbox's directory, a
@@ -83,7 +81,7 @@ pub fn remove_tree(p: &SessionPath) -> Result<()> {
         // (checked to still be the one at its path by `self_at`).
         let fd = p.open_dir("remove")?;
         empty_dir(fd, &p.full)?;
-        return match rustix::fs::unlinkat(&dir, &name, AtFlags::REMOVEDIR) {
+        return match at::rmdir(dir.as_fd(), &name) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(io_err("remove directory", &p.full, e)),
         };
@@ -93,25 +91,25 @@ pub fn remove_tree(p: &SessionPath) -> Result<()> {
 
 /// Removes `name` in `dir`, recursively if it is a directory, following no symlink.
 pub(super) fn remove_tree_at(dir: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
-    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+    match at::unlink(dir, name) {
         Ok(()) | Err(Errno::NOENT) => return Ok(()),
         // A directory (EISDIR on Linux, EPERM where POSIX allows it): emptied below.
         Err(Errno::ISDIR | Errno::PERM) => {}
         Err(e) => return Err(io_err("remove", display, e)),
     }
-    match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
+    match at::open_dir(dir, name) {
         Ok(fd) => empty_dir(fd, display)?,
         Err(Errno::NOENT) => return Ok(()),
         // Swapped for a symlink or a file since: removed itself, never followed.
         Err(Errno::LOOP | Errno::NOTDIR) => {
-            return match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            return match at::unlink(dir, name) {
                 Ok(()) | Err(Errno::NOENT) => Ok(()),
                 Err(e) => Err(io_err("remove", display, e)),
             }
         }
         Err(e) => return Err(io_err("open directory", display, e)),
     }
-    match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+    match at::rmdir(dir, name) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(io_err("remove directory", display, e)),
     }
@@ -120,11 +118,11 @@ pub(super) fn remove_tree_at(dir: BorrowedFd<'_>, name: &OsStr, display: &Path) 
 /// Removes everything inside the open directory `top`, depth first with an explicit stack
 /// (a deep tree costs heap, not call stack), never following a symlink.
 fn empty_dir(top: OwnedFd, display: &Path) -> Result<()> {
-    let open = |fd: OwnedFd, at: &Path| -> Result<rustix::fs::Dir> {
-        rustix::fs::Dir::new(fd).map_err(|e| io_err("read directory", at, e))
+    let open = |fd: OwnedFd, at: &Path| -> Result<at::Dir> {
+        at::Dir::new(fd).map_err(|e| io_err("read directory", at, e))
     };
     let mut here = display.to_path_buf();
-    let mut stack: Vec<(rustix::fs::Dir, Option<OsString>)> = vec![(open(top, &here)?, None)];
+    let mut stack: Vec<(at::Dir, Option<OsString>)> = vec![(open(top, &here)?, None)];
     while let Some((dir, _)) = stack.last_mut() {
         let entry = match dir.read() {
             None => {
@@ -136,7 +134,7 @@ fn empty_dir(top: OwnedFd, display: &Path) -> Result<()> {
                     let pfd = parent
                         .fd()
                         .map_err(|e| io_err("read directory", &here, e))?;
-                    match rustix::fs::unlinkat(pfd, &name, AtFlags::REMOVEDIR) {
+                    match at::rmdir(pfd, &name) {
                         Ok(()) | Err(Errno::NOENT) => {}
                         Err(e) => return Err(io_err("remove directory", &here, e)),
                     }
@@ -155,17 +153,17 @@ fn empty_dir(top: OwnedFd, display: &Path) -> Result<()> {
         let dfd = dir.fd().map_err(|e| io_err("read directory", &here, e))?;
         let maybe_dir = matches!(
             entry.file_type(),
-            rustix::fs::FileType::Directory | rustix::fs::FileType::Unknown
+            at::FileType::Directory | at::FileType::Unknown
         );
         if !maybe_dir {
-            match rustix::fs::unlinkat(dfd, &name, AtFlags::empty()) {
+            match at::unlink(dfd, &name) {
                 Ok(()) | Err(Errno::NOENT) => continue,
                 // Became a directory since it was listed: descend below.
                 Err(Errno::ISDIR | Errno::PERM) => {}
                 Err(e) => return Err(io_err("remove", &here.join(&name), e)),
             }
         }
-        match rustix::fs::openat(dfd, &name, DIR_FLAGS, Mode::empty()) {
+        match at::open_dir(dfd, &name) {
             Ok(fd) => {
                 here.push(&name);
                 let d = open(fd, &here)?;
@@ -173,12 +171,10 @@ fn empty_dir(top: OwnedFd, display: &Path) -> Result<()> {
             }
             Err(Errno::NOENT) => {}
             // Not a directory (or a symlink swapped in): removed itself, never followed.
-            Err(Errno::LOOP | Errno::NOTDIR) => {
-                match rustix::fs::unlinkat(dfd, &name, AtFlags::empty()) {
-                    Ok(()) | Err(Errno::NOENT) => {}
-                    Err(e) => return Err(io_err("remove", &here.join(&name), e)),
-                }
-            }
+            Err(Errno::LOOP | Errno::NOTDIR) => match at::unlink(dfd, &name) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(io_err("remove", &here.join(&name), e)),
+            },
             Err(e) => return Err(io_err("open directory", &here.join(&name), e)),
         }
     }
@@ -190,7 +186,7 @@ pub fn remove_file(p: &SessionPath) -> Result<()> {
     let Some((dir, name)) = p.parent_at("remove file")? else {
         return Ok(());
     };
-    match rustix::fs::unlinkat(&dir, &name, AtFlags::empty()) {
+    match at::unlink(dir.as_fd(), &name) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(io_err("remove file", &p.full, e)),
     }
@@ -201,7 +197,7 @@ pub fn remove_empty_dir(p: &SessionPath) -> Result<bool> {
     let Some((dir, name)) = p.parent_at("remove directory")? else {
         return Ok(false);
     };
-    match rustix::fs::unlinkat(&dir, &name, AtFlags::REMOVEDIR) {
+    match at::rmdir(dir.as_fd(), &name) {
         Ok(()) => Ok(true),
         Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
         Err(e) => Err(io_err("remove directory", &p.full, e)),
@@ -213,7 +209,8 @@ pub fn remove_empty_dir(p: &SessionPath) -> Result<bool> {
 pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
     let (fdir, fname) = from.need_parent("rename")?;
     let (tdir, tname) = to.need_parent("rename")?;
-    rustix::fs::renameat(&fdir, &fname, &tdir, &tname).map_err(|e| io_err("rename", &from.full, e))
+    at::rename(fdir.as_fd(), &fname, tdir.as_fd(), &tname)
+        .map_err(|e| io_err("rename", &from.full, e))
 }
 
 /// Exchanges the names of `a` and `b` (both must exist), atomically (`renameat2` with
@@ -221,8 +218,14 @@ pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
 pub fn exchange(a: &SessionPath, b: &SessionPath) -> Result<()> {
     let (adir, aname) = a.need_parent("exchange")?;
     let (bdir, bname) = b.need_parent("exchange")?;
-    rustix::fs::renameat_with(&adir, &aname, &bdir, &bname, RenameFlags::EXCHANGE)
-        .map_err(|e| io_err("exchange", &a.full, e))
+    at::rename2(
+        adir.as_fd(),
+        &aname,
+        bdir.as_fd(),
+        &bname,
+        at::RenameFlags::EXCHANGE,
+    )
+    .map_err(|e| io_err("exchange", &a.full, e))
 }
 
 /// Renames `from` to `to` unless `to` exists, atomically (`renameat2` with
@@ -241,14 +244,14 @@ pub(super) fn rename_noreplace_at(
     tname: &OsStr,
     display: &Path,
 ) -> Result<bool> {
-    match rustix::fs::renameat_with(fdir, fname, tdir, tname, RenameFlags::NOREPLACE) {
+    match at::rename2(fdir, fname, tdir, tname, at::RenameFlags::NOREPLACE) {
         Ok(()) => Ok(true),
         Err(Errno::EXIST) => Ok(false),
         // A filesystem without RENAME_NOREPLACE: for a file, link(2) is just as exclusive.
-        Err(Errno::INVAL | Errno::NOSYS) if !is_dir_at(fdir, fname) => {
-            match rustix::fs::linkat(fdir, fname, tdir, tname, AtFlags::empty()) {
+        Err(Errno::INVAL | Errno::NOSYS) if !at::is_dir(fdir, fname) => {
+            match at::link(fdir, fname, tdir, tname) {
                 Ok(()) => {
-                    rustix::fs::unlinkat(fdir, fname, AtFlags::empty())
+                    at::unlink(fdir, fname)
                         .map_err(|e| io_err("remove after linking", display, e))?;
                     Ok(true)
                 }
@@ -259,18 +262,6 @@ pub(super) fn rename_noreplace_at(
         Err(e) => Err(io_err("rename without replacing", display, e)),
     }
 }
-
-fn is_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
-    })
-}
-
-const NEW_FILE: OFlags = OFlags::WRONLY
-    .union(OFlags::CREATE)
-    .union(OFlags::EXCL)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
 
 /// Writes `data` to `p` atomically: a temporary file in the same directory is written,
 /// fsynced, renamed over `p`, and the directory is fsynced. A crash leaves either the old
@@ -300,7 +291,7 @@ fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool)
     let tmp = tmp_name(".", &name, ".tmp");
     let tmp_full = p.full.with_file_name(&tmp);
     let result = (|| {
-        let fd = rustix::fs::openat(&dir, &tmp, NEW_FILE, Mode::from_raw_mode(0o644))
+        let fd = at::create_new(dir.as_fd(), &tmp, 0o644)
             .map_err(|e| io_err("create temporary file", &tmp_full, e))?;
         let mut f = File::from(fd);
         f.write_all(data).ctx("write", &tmp_full)?;
@@ -308,19 +299,19 @@ fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool)
             f.sync_all().ctx("fsync", &tmp_full)?;
         }
         if replace {
-            rustix::fs::renameat(&dir, &tmp, &dir, &name)
+            at::rename(dir.as_fd(), &tmp, dir.as_fd(), &name)
                 .map_err(|e| io_err("rename into place", &p.full, e))?;
         } else if !rename_noreplace_at(dir.as_fd(), &tmp, dir.as_fd(), &name, &p.full)? {
             return Ok(false);
         }
         if durable {
             let parent = p.full.parent().unwrap_or(Path::new("/"));
-            rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))?;
+            at::fsync(dir.as_fd()).map_err(|e| io_err("fsync directory", parent, e))?;
         }
         Ok(true)
     })();
     if !matches!(result, Ok(true)) {
-        let _ = rustix::fs::unlinkat(&dir, &tmp, AtFlags::empty());
+        let _ = at::unlink(dir.as_fd(), &tmp);
     }
     result
 }
@@ -330,9 +321,7 @@ fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool)
 /// A symlink at `p` is refused, never written through.
 pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
     let (dir, name) = p.need_parent("write")?;
-    let flags =
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(0o666)) {
+    let fd = match at::open_trunc(dir.as_fd(), &name, 0o666) {
         Ok(fd) => fd,
         Err(Errno::LOOP) => return Err(p.refuse("path is a symlink")),
         Err(e) => return Err(io_err("write", &p.full, e)),
@@ -398,7 +387,7 @@ fn replace_through(
     let tmp = tmp_name(".tmp-", OsStr::new(""), "");
     let tmp_full = tmp_dir_path.join(&tmp);
     let result = (|| {
-        let fd = rustix::fs::openat(tmp_dir, &tmp, NEW_FILE, Mode::from_raw_mode(mode))
+        let fd = at::create_new(tmp_dir, &tmp, mode)
             .map_err(|e| io_err("create temporary file", &tmp_full, e))?;
         let mut f = File::from(fd);
         f.set_permissions(fs::Permissions::from_mode(mode))
@@ -406,12 +395,12 @@ fn replace_through(
         if !fill(&mut f, &tmp_full)? {
             return Ok(false);
         }
-        rustix::fs::renameat(tmp_dir, &tmp, dir, name)
+        at::rename(tmp_dir, &tmp, dir, name)
             .map_err(|e| io_err("rename into place", display, e))?;
         Ok(true)
     })();
     if !matches!(result, Ok(true)) {
-        let _ = rustix::fs::unlinkat(tmp_dir, &tmp, AtFlags::empty());
+        let _ = at::unlink(tmp_dir, &tmp);
     }
     result
 }
@@ -422,7 +411,7 @@ fn replace_through(
 /// filesystem, a link count at its limit) is an error the caller may answer by copying.
 pub fn link_new(src: &Path, dst: &SessionPath) -> Result<bool> {
     let (dir, name) = dst.need_parent("link")?;
-    match rustix::fs::linkat(rustix::fs::CWD, src, &dir, &name, AtFlags::empty()) {
+    match at::link(at::CWD, src, dir.as_fd(), &name) {
         Ok(()) => Ok(true),
         Err(Errno::EXIST) => Ok(false),
         Err(e) => Err(io_err("link", &dst.full, e)),
@@ -432,41 +421,20 @@ pub fn link_new(src: &Path, dst: &SessionPath) -> Result<bool> {
 /// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
 pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
     let (dir, name) = dst.need_parent("create symlink")?;
-    rustix::fs::symlinkat(target, &dir, &name).map_err(|e| io_err("create symlink", &dst.full, e))
-}
-
-pub(super) fn mtime_stamps(mtime: (i64, i64)) -> rustix::fs::Timestamps {
-    rustix::fs::Timestamps {
-        last_access: rustix::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_OMIT,
-        },
-        last_modification: rustix::fs::Timespec {
-            tv_sec: mtime.0,
-            tv_nsec: mtime.1 as _,
-        },
-    }
+    at::symlink(target, dir.as_fd(), &name).map_err(|e| io_err("create symlink", &dst.full, e))
 }
 
 /// Makes an OverlayFS whiteout at `p` (a character device 0/0, which hides whatever lower
 /// layers hold at that path); `p` must not exist. Needs `CAP_MKNOD`.
 pub fn create_whiteout(p: &SessionPath) -> Result<()> {
     let (dir, name) = p.need_parent("create whiteout")?;
-    rustix::fs::mknodat(
-        &dir,
-        &name,
-        rustix::fs::FileType::CharacterDevice,
-        Mode::empty(),
-        0,
-    )
-    .map_err(|e| io_err("create whiteout", &p.full, e))
+    at::mknod_whiteout(dir.as_fd(), &name).map_err(|e| io_err("create whiteout", &p.full, e))
 }
 
 /// Sets the modification time of `p` without following a symlink at `p`.
 pub fn set_mtime(p: &SessionPath, mtime: (i64, i64)) -> Result<()> {
     let (dir, name) = p.need_parent("set mtime")?;
-    rustix::fs::utimensat(&dir, &name, &mtime_stamps(mtime), AtFlags::SYMLINK_NOFOLLOW)
-        .map_err(|e| io_err("set mtime", &p.full, e))
+    at::set_mtime(dir.as_fd(), &name, mtime).map_err(|e| io_err("set mtime", &p.full, e))
 }
 
 /// The metadata of what is at `p`, not following a symlink there (`lstat`), read relative
@@ -476,23 +444,10 @@ pub fn symlink_metadata(p: &SessionPath) -> Result<fs::Metadata> {
         None => p.open_dir("stat")?,
         Some(_) => {
             let (dir, name) = p.need_parent("stat")?;
-            metadata_fd(dir.as_fd(), &name).map_err(|e| io_err("stat", &p.full, e))?
+            at::open_meta(dir.as_fd(), &name).map_err(|e| io_err("stat", &p.full, e))?
         }
     };
     File::from(fd).metadata().ctx("stat", &p.full)
-}
-
-/// A descriptor of `name` in `dir` for `fstat` (`O_PATH | O_NOFOLLOW`: a symlink is the link).
-pub(super) fn metadata_fd(
-    dir: BorrowedFd<'_>,
-    name: &OsStr,
-) -> std::result::Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
 }
 
 /// Whether anything (a symlink included) is at `p`. A path through a symlink is refused.
@@ -500,7 +455,7 @@ pub fn exists(p: &SessionPath) -> Result<bool> {
     let Some((dir, name)) = p.parent_at("inspect")? else {
         return Ok(false);
     };
-    match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+    match at::lstat(dir.as_fd(), &name) {
         Ok(_) => Ok(true),
         Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(io_err("inspect", &p.full, e)),
@@ -511,8 +466,7 @@ pub fn exists(p: &SessionPath) -> Result<bool> {
 /// symlink.
 pub fn open_lock_file(p: &SessionPath) -> Result<File> {
     let (dir, name) = p.need_parent("open lock file")?;
-    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(0o644)) {
+    match at::open_rw_create(dir.as_fd(), &name, 0o644) {
         Ok(fd) => Ok(File::from(fd)),
         Err(Errno::LOOP) => Err(p.refuse("path is a symlink")),
         Err(e) => Err(io_err("open lock file", &p.full, e)),
@@ -541,8 +495,7 @@ pub(super) fn create_file_new_at(
     display: &Path,
     mode: u32,
 ) -> Result<File> {
-    let fd = rustix::fs::openat(dir, name, NEW_FILE, Mode::from_raw_mode(mode))
-        .map_err(|e| io_err("create", display, e))?;
+    let fd = at::create_new(dir, name, mode).map_err(|e| io_err("create", display, e))?;
     let f = File::from(fd);
     // The umask may have cleared owner bits of `mode` (those git records); only then is a
     // chmod needed.
@@ -658,24 +611,24 @@ mod tests {
     fn the_walk_without_openat2_refuses_symlinks_too() {
         let (_t, sd, victim) = setup();
         let base = sd.0.fd.as_fd();
-        assert!(walk_dir_beneath(base, Path::new("sub/inner")).is_ok());
-        assert!(walk_dir_beneath(base, Path::new("")).is_ok());
+        assert!(at::walk_beneath(base, Path::new("sub/inner")).is_ok());
+        assert!(at::walk_beneath(base, Path::new("")).is_ok());
         swap(&sd, &victim);
         assert_eq!(
-            walk_dir_beneath(base, Path::new("sub/inner")).err(),
+            at::walk_beneath(base, Path::new("sub/inner")).err(),
             Some(Errno::LOOP)
         );
         assert_eq!(
-            walk_dir_beneath(base, Path::new("sub")).err(),
+            at::walk_beneath(base, Path::new("sub")).err(),
             Some(Errno::LOOP)
         );
         assert_eq!(
-            walk_dir_beneath(base, Path::new("../x")).err(),
+            at::walk_beneath(base, Path::new("../x")).err(),
             Some(Errno::XDEV)
         );
         // And openat2 itself, where the kernel has it.
         assert_eq!(
-            open_dir_beneath(base, Path::new("sub/inner")).err(),
+            at::open_beneath(base, Path::new("sub/inner")).err(),
             Some(Errno::LOOP)
         );
     }

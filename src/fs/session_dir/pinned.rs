@@ -15,8 +15,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, Mode, OFlags};
-use rustix::io::Errno;
+use crate::fs::at::{self, Errno};
 
 use super::ops::{remove_tree_at, rename_noreplace_at};
 use super::*;
@@ -57,8 +56,7 @@ impl PinnedDir {
 
     /// Whether `name` in `dir` is this directory (not following a symlink there).
     fn is(&self, dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| st.st_dev == self.dev && st.st_ino == self.ino)
+        at::lstat(dir, name).is_ok_and(|st| st.st_dev == self.dev && st.st_ino == self.ino)
     }
 }
 
@@ -69,13 +67,12 @@ impl PinnedDir {
 pub fn create_dir_pinned(p: &SessionPath, private: &SessionPath) -> Result<Option<PinnedDir>> {
     let (dir, name) = p.need_parent("create directory")?;
     let (pdir, pname) = private.need_parent("create directory")?;
-    rustix::fs::mkdirat(&pdir, &pname, Mode::from_raw_mode(0o777))
+    at::mkdir(pdir.as_fd(), &pname, 0o777)
         .map_err(|e| io_err("create directory", &private.full, e))?;
-    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let pinned = rustix::fs::openat(&pdir, &pname, flags, Mode::empty())
+    let pinned = at::hold_dir(pdir.as_fd(), &pname)
         .map_err(|e| io_err("open directory", &private.full, e))
         .and_then(|fd| {
-            let st = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &private.full, e))?;
+            let st = at::fstat(fd.as_fd()).map_err(|e| io_err("stat", &private.full, e))?;
             Ok(PinnedDir {
                 fd,
                 dev: st.st_dev,
@@ -132,12 +129,12 @@ pub fn remove_pinned_dir(pin: &PinnedDir, p: &SessionPath, private: &SessionPath
                 "moved out of the session directory by someone else",
             ));
         };
-        match rustix::fs::renameat_with(
-            &dir,
+        match at::rename2(
+            dir.as_fd(),
             &name,
-            &pdir,
+            pdir.as_fd(),
             &pname,
-            rustix::fs::RenameFlags::NOREPLACE,
+            at::RenameFlags::NOREPLACE,
         ) {
             Ok(()) => {}
             // Renamed again since its name was read: looked up anew.
