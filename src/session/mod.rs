@@ -37,4 +37,4 @@ pub mod provenance;
 pub mod recover;
 pub mod remote;
 pub mod scoped;
-pub mod shared_lower;
+pub use crate::isolation::shared_lower;
