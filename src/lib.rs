@@ -56,6 +56,7 @@ pub mod ffi;
 pub mod fs;
 pub mod git;
 pub mod id;
+pub mod isolation;
 pub mod patch;
 pub mod plan;
 pub mod provenance;

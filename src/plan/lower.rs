@@ -201,7 +201,11 @@ pub(crate) fn load_base(lowers: &Path, id: &str) -> Result<TreeBase, crate::Erro
         .ok()
         .and_then(|d| decode_nodes(&d))
     {
-        return Ok(TreeBase { dir, nodes });
+        return Ok(TreeBase {
+            dir,
+            nodes,
+            under: None,
+        });
     }
     load_tree_base(&dir)
 }

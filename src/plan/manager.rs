@@ -199,7 +199,7 @@ impl PlanManager {
     /// Opens the manager of the default root (`$PATCHBOX_ROOT`, else
     /// `$HOME/.entropic/sandbox`).
     pub fn open_default() -> Result<PlanManager, SandboxError> {
-        let root = crate::session::layout::default_root()
+        let root = crate::isolation::default_root()
             .map_err(|e| SandboxError::from_lower(None, "default root", e))?;
         PlanManager::open(root)
     }

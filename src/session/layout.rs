@@ -56,10 +56,7 @@ pub const GIT_OBJECTS_DIR: &str = "base.objects";
 /// Overlay isolation: the snapshot materialized whole, every overlay's lowest layer.
 pub const LOWER_DIR: &str = ".lower";
 
-/// Overlay isolation: the file naming the shared lower layer stacked under `.lower/` (an
-/// absolute path; see [`crate::session::shared_lower`]), when the session uses one. Written
-/// before anything is mounted, so recovery stacks the same layers.
-pub const SHARED_LOWER_FILE: &str = ".lower.shared";
+pub use crate::isolation::shared_lower::SHARED_LOWER_FILE;
 
 /// Overlay isolation: prefix of a sandbox's record (`.overlay-<delegation>`): its backend
 /// and its lower layers, written before anything is mounted, so recovery reads its layers.
@@ -108,30 +105,7 @@ pub fn is_overlay_state(name: &str) -> bool {
 /// Longest accepted delegation id, in bytes.
 pub const MAX_ID_LEN: usize = 128;
 
-/// The sandbox root used when none is given: `$PATCHBOX_ROOT`, else
-/// `$HOME/.entropic/sandbox` (`$HOME` is honoured).
-///
-/// ```
-/// let root = patchbox::session::layout::default_root().unwrap();
-/// assert!(root.is_absolute());
-/// ```
-pub fn default_root() -> Result<PathBuf> {
-    if let Some(r) = std::env::var_os("PATCHBOX_ROOT").filter(|r| !r.is_empty()) {
-        return Ok(PathBuf::from(r));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(dirs::home_dir)
-        .ok_or_else(|| {
-            Error::io(
-                "find home directory",
-                "$HOME",
-                std::io::Error::new(std::io::ErrorKind::NotFound, "HOME is not set"),
-            )
-        })?;
-    Ok(home.join(".entropic").join("sandbox"))
-}
+pub use crate::isolation::root::default_root;
 
 /// A fresh session id: a ULID, so ids sort by creation time and never collide.
 pub fn new_session_id() -> String {

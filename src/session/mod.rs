@@ -37,6 +37,6 @@ pub use crate::provenance;
 pub mod recover;
 pub mod remote;
 pub mod scoped;
-pub mod shared_lower;
+pub use crate::isolation::shared_lower;
 
 pub use manager::{Manager, Options};

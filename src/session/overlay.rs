@@ -118,7 +118,7 @@ pub fn diff_view(
 pub fn layers_of(session: &Path, id: &str, rec: &Record) -> crate::fs::overlay::mount::Layers {
     let mut lower: Vec<PathBuf> = rec.layers.iter().map(|l| session.join(l)).collect();
     lower.push(session.join(layout::LOWER_DIR));
-    if let Some(shared) = crate::session::shared_lower::named_by(session) {
+    if let Some(shared) = crate::isolation::shared_lower::named_by(session) {
         lower.push(shared);
     }
     crate::fs::overlay::mount::Layers {

@@ -39,7 +39,7 @@ pub struct PruneReport {
     /// reached.
     pub deferred: Vec<String>,
     /// Shared lower layers removed: superseded ones nobody uses, and ones a dead process
-    /// was writing (an unbounded [`prune`] only; see [`crate::session::shared_lower::sweep`]).
+    /// was writing (an unbounded [`prune`] only; see [`crate::isolation::shared_lower::sweep`]).
     pub shared_layers_removed: usize,
 }
 
@@ -124,7 +124,7 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
 /// `max_sessions` have been recovered; the rest are listed as deferred, for a later prune.
 /// (A manager recovers this way at start, on a thread of its own.) Without a `time` bound
 /// it also sweeps the shared lower layers nobody uses (see
-/// [`crate::session::shared_lower::sweep`]).
+/// [`crate::isolation::shared_lower::sweep`]).
 pub fn prune_within(
     root: &Path,
     time: Option<std::time::Duration>,
@@ -159,7 +159,7 @@ pub fn prune_within(
     // Only an unbounded prune sweeps the shared layers: a bounded one runs as a manager
     // starts, and a layer is a tree of tens of thousands of files to remove.
     if time.is_none() {
-        report.shared_layers_removed = crate::session::shared_lower::sweep(&root);
+        report.shared_layers_removed = crate::isolation::shared_lower::sweep(&root);
     }
     Ok(report)
 }

@@ -62,53 +62,13 @@ const FUSE_LOG: &str = "fuse-overlayfs.log";
 
 /// The environment variable that forces the mode at create: `kernel`, `fuse` or `copy`.
 /// Unset (or empty) chooses the first mode available, in that order.
-pub const MODE_ENV: &str = mount::MODE_ENV;
+pub const MODE_ENV: &str = crate::isolation::backend::MODE_ENV;
 
 /// The key of the mode in the context's metadata.
 pub const MODE_KEY: &str = "overlay.mode";
 
-/// How an overlay sandbox presents its files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The kernel's OverlayFS (`mount -t overlay`).
-    Kernel,
-    /// `fuse-overlayfs` in user space.
-    Fuse,
-    /// No mount: a copy, exactly as `copy_on_write`.
-    Copy,
-}
-
-impl Mode {
-    /// The name in the metadata: `kernel`, `fuse`, `copy_on_write`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Kernel => "kernel",
-            Mode::Fuse => "fuse",
-            Mode::Copy => "copy_on_write",
-        }
-    }
-
-    /// The mode named `name` (its metadata name, or `copy` for [`Mode::Copy`]).
-    pub fn from_name(name: &str) -> Option<Mode> {
-        match name {
-            "kernel" => Some(Mode::Kernel),
-            "fuse" => Some(Mode::Fuse),
-            "copy" | "copy_on_write" => Some(Mode::Copy),
-            _ => None,
-        }
-    }
-
-    /// The mode [`MODE_ENV`] forces, if any; an unknown value is an error.
-    pub fn forced() -> Result<Option<Mode>, String> {
-        match std::env::var(MODE_ENV) {
-            Ok(v) if v.is_empty() => Ok(None),
-            Ok(v) => Mode::from_name(&v)
-                .map(Some)
-                .ok_or_else(|| format!("{MODE_ENV}={v:?}: expected kernel, fuse or copy")),
-            Err(_) => Ok(None),
-        }
-    }
-}
+/// How an overlay sandbox presents its files (the substrate's choice, one for both faces).
+pub use crate::isolation::backend::Mode;
 
 /// An `overlay` sandbox.
 pub struct Overlay {
@@ -290,33 +250,30 @@ impl Overlay {
         for name in [UPPER, WORK, TREE] {
             session_dir::create_dir_new(&dir.join(Path::new(name))?)?;
         }
-        let candidates = match forced {
-            Some(m) => vec![m],
-            None => vec![Mode::Kernel, Mode::Fuse, Mode::Copy],
-        };
-        let mut refusals = Vec::new();
-        let mut chosen = None;
-        for m in candidates {
-            let tried = match m {
-                Mode::Kernel => self.mount(Mode::Kernel),
-                Mode::Fuse => self.mount(Mode::Fuse),
-                Mode::Copy => Ok(()),
-            };
-            match tried {
-                Ok(()) => {
-                    chosen = Some(m);
-                    break;
-                }
-                Err(e) => refusals.push(format!("{}: {e}", m.name())),
+        let (mode, refusals) = match crate::isolation::backend::choose(forced, |b| {
+            self.mount(if b == Backend::Kernel {
+                Mode::Kernel
+            } else {
+                Mode::Fuse
+            })
+        }) {
+            Ok((m, r)) => (m, r),
+            Err(r) => {
+                let all: Vec<String> = r
+                    .iter()
+                    .map(|(m, e)| format!("{}: {e}", m.name()))
+                    .collect();
+                return Err(crate::Error::io(
+                    "mount the overlay",
+                    self.at(TREE),
+                    std::io::Error::other(all.join("; ")),
+                ));
             }
-        }
-        let Some(mode) = chosen else {
-            return Err(crate::Error::io(
-                "mount the overlay",
-                self.at(TREE),
-                std::io::Error::other(refusals.join("; ")),
-            ));
         };
+        let refusals: Vec<String> = refusals
+            .iter()
+            .map(|(m, e)| format!("{}: {e}", m.name()))
+            .collect();
         if mode == Mode::Copy {
             for name in [UPPER, WORK, TREE] {
                 session_dir::remove_tree(&dir.join(Path::new(name))?)?;
@@ -463,9 +420,9 @@ impl Sandbox for Overlay {
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
-        let forced = Mode::forced().map_err(|reason| SandboxError::Creation {
+        let forced = Mode::forced().map_err(|bad| SandboxError::Creation {
             resource_id: self.cow.resource_id.clone(),
-            reason,
+            reason: bad.to_string(),
             source: None,
         })?;
         self.cow.create_with(

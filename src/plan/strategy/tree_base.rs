@@ -1,122 +1,20 @@
-//! The stable snapshot a `copy_on_write` or `overlay` sandbox starts from, and the diff of a
-//! sandbox's files against it.
-//!
-//! The base is a full copy of the resource's selected files (what the session engine would
-//! snapshot: git's ignore rules, no `.git`), made once at create with the snapshot engine
-//! (reflinks where the filesystem shares blocks, else `copy_file_range`). It never changes
-//! afterwards, so it is at the same time the overlay's lower layer, the pre-images the 3-way
-//! commit merges with, and what a rollback restores.
+//! The diff of a `copy_on_write` or `overlay` sandbox's files against its base (the stable
+//! snapshot it starts from, [`crate::isolation::tree_base`]), and the reset of a copy back
+//! to it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::Result;
 use crate::fs::session_dir::{self, SessionPath};
 use crate::fs::RelPath;
 use crate::git::ignore::IgnoreRules;
-use crate::git::repo::{discover_repo, GitRepo};
+use crate::git::repo::discover_repo;
 use crate::plan::model::{DiffEntry, DiffOp, SandboxDiff};
 use crate::tree::diff::{self, BaseSource, Change, Manifest};
-use crate::tree::select::{self, Kind};
-use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
+use crate::tree::snapshot::{self, Node, StatKey};
 
-/// A base snapshot: its directory and its nodes (sorted by path bytes).
-pub struct TreeBase {
-    /// The `base/` directory.
-    pub dir: PathBuf,
-    /// Every file and symlink in it.
-    pub nodes: Vec<Node>,
-}
-
-impl BaseSource for TreeBase {
-    fn read(&self, i: usize) -> Result<Vec<u8>> {
-        let n = &self.nodes[i];
-        diff::read_node(&self.dir.join(n.rel.as_path()), n.kind)
-    }
-
-    fn size(&self, i: usize) -> Option<u64> {
-        let n = &self.nodes[i];
-        std::fs::symlink_metadata(self.dir.join(n.rel.as_path()))
-            .ok()
-            .map(|m| m.len())
-    }
-}
-
-/// Copies the selected files of `original` into `dst` (which must not exist yet; made
-/// here). `exclude` lists directories never entered (the library's own root when it lies
-/// inside the resource). Returns the base and the repository the resource belongs to.
-pub fn take(
-    original: &Path,
-    dst: &SessionPath,
-    exclude: &[PathBuf],
-) -> Result<(TreeBase, Option<GitRepo>)> {
-    let sel = select::select_project(original, exclude)?;
-    let nodes: Vec<Node> = sel
-        .entries
-        .into_iter()
-        .map(|e| Node {
-            rel: e.rel,
-            kind: match e.kind {
-                Kind::File { executable } => NodeKind::File { executable },
-                Kind::Symlink => NodeKind::Symlink,
-            },
-        })
-        .collect();
-    session_dir::create_dir_new(dst)?;
-    let out = snapshot::copy_tree(original, &nodes, dst, None, None)?;
-    // A file that vanished while being copied is not in the base.
-    let nodes = nodes
-        .into_iter()
-        .zip(out.keys)
-        .filter_map(|(n, k)| k.map(|_| n))
-        .collect();
-    Ok((
-        TreeBase {
-            dir: dst.as_path().to_path_buf(),
-            nodes,
-        },
-        sel.git,
-    ))
-}
-
-/// Reads a base back from its directory (after the manager was reopened).
-pub fn load(dir: &Path) -> Result<TreeBase> {
-    let nodes = snapshot::list_tree(dir)?
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    Ok(TreeBase {
-        dir: dir.to_path_buf(),
-        nodes,
-    })
-}
-
-/// Copies the whole base into `dst` (made here) and returns the manifest of the copy, so
-/// a later diff trusts unchanged stat data instead of reading every file.
-pub fn copy_to(base: &TreeBase, dst: &SessionPath, marker: &SessionPath) -> Result<Manifest> {
-    session_dir::create_dir_new(dst)?;
-    let out = snapshot::copy_tree(&base.dir, &base.nodes, dst, None, None)?;
-    manifest_of(&base.nodes, &out.keys, marker)
-}
-
-fn manifest_of(nodes: &[Node], keys: &[Option<StatKey>], marker: &SessionPath) -> Result<Manifest> {
-    let mut newest = (0, 0);
-    let entries: Vec<diff::ManifestEntry> = nodes
-        .iter()
-        .zip(keys)
-        .filter_map(|(n, k)| {
-            k.map(|key| {
-                newest = newest.max(key.ctime);
-                diff::ManifestEntry {
-                    rel: n.rel.clone(),
-                    key,
-                    same_as_base: true,
-                }
-            })
-        })
-        .collect();
-    let stamp = snapshot::clock_stamp_after(marker, newest)?;
-    Ok(Manifest::new(entries, stamp))
-}
+use crate::isolation::tree_base::manifest_of;
+pub use crate::isolation::tree_base::{copy_to, load, take, TreeBase};
 
 /// The ignore rules for new paths of a sandbox rooted at `tree` whose original is
 /// `original`: a build's output in the sandbox is not part of its changes.
@@ -213,7 +111,7 @@ pub fn reset(
         // A directory the sandbox made where the base has a file, now empty.
         session_dir::remove_empty_dir(&tree.child(&n.rel))?;
     }
-    snapshot::copy_tree(&base.dir, &restore, tree, None, None)?;
+    base.copy_nodes(&restore, tree)?;
     let listing = snapshot::list_tree(tree.as_path())?;
     let nodes: Vec<Node> = listing.iter().map(|(n, _)| n.clone()).collect();
     let keys: Vec<Option<StatKey>> = listing.iter().map(|(_, k)| Some(*k)).collect();

@@ -188,8 +188,8 @@ pub struct Manager {
     /// `.lower/`, once materialized (overlay isolation).
     lower: Mutex<Option<PathBuf>>,
     /// The shared layer under `.lower/`, held while the manager lives (overlay isolation of
-    /// a git project; see [`crate::session::shared_lower`]).
-    shared_lower: Mutex<Option<crate::session::shared_lower::SharedLayer>>,
+    /// a git project; see [`crate::isolation::shared_lower`]).
+    shared_lower: Mutex<Option<crate::isolation::shared_lower::SharedLayer>>,
     /// The object store pending patches are delivered to ([`Options::store`]).
     remote: Option<crate::session::remote::RemotePending>,
 }

@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use super::*;
 use crate::fs::overlay::layer;
 use crate::fs::overlay::mount::{self, Backend, Layers};
+use crate::isolation::backend::{self, Mode, MODE_ENV};
 use crate::session::delegation::{Isolation, IsolationMode};
 use crate::session::overlay::{self as ov, Record};
 
@@ -103,44 +104,22 @@ impl SandboxManager {
         let d = match self.isolation {
             Isolation::Copy => Decided::Copy,
             Isolation::Overlay | Isolation::Auto => {
-                let forced = match std::env::var(mount::MODE_ENV) {
-                    Ok(v) if !v.is_empty() => Some(v),
-                    _ => None,
-                };
-                let candidates = match forced.as_deref() {
-                    None => vec![Backend::Kernel, Backend::Fuse],
-                    Some("kernel") => vec![Backend::Kernel],
-                    Some("fuse") => vec![Backend::Fuse],
-                    Some("copy" | "copy_on_write") => vec![],
-                    Some(v) => {
-                        return Err(Error::io(
-                            "choose the overlay backend",
-                            mount::MODE_ENV,
-                            std::io::Error::new(
-                                std::io::ErrorKind::InvalidInput,
-                                format!("{v:?}: expected kernel, fuse or copy"),
-                            ),
-                        ))
-                    }
-                };
-                let mut got = Decided::Copy;
-                let mut refusals = Vec::new();
-                for b in candidates {
-                    match self.probe(b) {
-                        Ok(()) => {
-                            got = Decided::Overlay(b);
-                            break;
-                        }
-                        Err(e) => refusals.push(e),
-                    }
+                let forced = Mode::forced().map_err(|bad| {
+                    Error::io(
+                        "choose the overlay backend",
+                        MODE_ENV,
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, bad.to_string()),
+                    )
+                })?;
+                match backend::choose(forced, |b| self.probe(b)) {
+                    Ok((Mode::Copy, _)) => Decided::Copy,
+                    Ok((m, _)) => m.backend().map_or(Decided::Copy, Decided::Overlay),
+                    // A backend forced by name that cannot be had is an error, not a copy.
+                    Err(mut refusals) => match refusals.pop() {
+                        Some((_, e)) => return Err(e),
+                        None => Decided::Copy,
+                    },
                 }
-                // A backend forced by name that cannot be had is an error, not a copy.
-                if got == Decided::Copy && matches!(forced.as_deref(), Some("kernel" | "fuse")) {
-                    if let Some(e) = refusals.pop() {
-                        return Err(e);
-                    }
-                }
-                got
             }
         };
         *guard = Some(d);

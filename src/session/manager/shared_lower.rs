@@ -1,6 +1,6 @@
 //! `.lower/` over a shared layer: in an overlay session of a git project, the clean tracked
 //! files come from a layer shared with the project's other sessions (see
-//! [`crate::session::shared_lower`]), and `.lower/` holds only what differs from it. The
+//! [`crate::isolation::shared_lower`]), and `.lower/` holds only what differs from it. The
 //! view through a mount is file for file (content, mode, mtime) what a copy would be.
 
 use std::collections::HashSet;
@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::*;
-use crate::session::shared_lower::{self as shared, Manifest, ManifestFile};
+use crate::isolation::shared_lower::{self as shared, Manifest, ManifestFile};
 
 /// Projects with fewer clean tracked files than this materialize `.lower/` whole: a shared
 /// layer saves nothing worth its bookkeeping there.

@@ -29,7 +29,7 @@
 //! always finds the layers it records.
 //!
 //! ```
-//! use patchbox::session::shared_lower::{Manifest, ManifestFile};
+//! use patchbox::isolation::shared_lower::{Manifest, ManifestFile};
 //! let m = Manifest {
 //!     files: vec![ManifestFile {
 //!         path: b"src/main.c".to_vec(),
@@ -51,7 +51,11 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
 use crate::git::oid::{to_hex, ObjectKind};
-use crate::session::layout;
+
+/// The file, in a session directory, naming the shared lower layer stacked under its
+/// `.lower/` (an absolute path), when the session uses one. Written before anything is
+/// mounted, so recovery stacks the same layers; the sweep keeps every layer one names.
+pub const SHARED_LOWER_FILE: &str = ".lower.shared";
 
 /// The store's directory under the root.
 pub const STORE_DIR: &str = "lowers";
@@ -208,7 +212,7 @@ fn newest_name(names: &[std::ffi::OsString]) -> Option<&str> {
     names
         .iter()
         .filter_map(|n| n.to_str())
-        .filter(|n| layout::is_session_id(n))
+        .filter(|n| is_ulid(n))
         .max()
 }
 
@@ -391,7 +395,7 @@ fn remove_unused_in(store: &SessionDir, keep: &Path, named: &[PathBuf]) -> usize
     };
     for n in names {
         let Some(name) = n.to_str() else { continue };
-        if !layout::is_session_id(name) {
+        if !is_ulid(name) {
             continue;
         }
         let dir = store.path().join(name);
@@ -425,8 +429,8 @@ fn named_by_sessions(root: &Path) -> Vec<PathBuf> {
         return Vec::new();
     };
     rd.filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_str().is_some_and(layout::is_session_id))
-        .filter_map(|e| std::fs::read(e.path().join(layout::SHARED_LOWER_FILE)).ok())
+        .filter(|e| e.file_name().to_str().is_some_and(is_ulid))
+        .filter_map(|e| std::fs::read(e.path().join(SHARED_LOWER_FILE)).ok())
         .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(&b)))
         .collect()
 }
@@ -437,20 +441,23 @@ fn named_by_sessions(root: &Path) -> Vec<PathBuf> {
 /// a path that does not exist, so mounting (and recovery) fails with the layer named as
 /// missing rather than showing a view without the layer's files.
 pub fn named_by(session: &Path) -> Option<PathBuf> {
-    let b = std::fs::read(session.join(layout::SHARED_LOWER_FILE)).ok()?;
+    let b = std::fs::read(session.join(SHARED_LOWER_FILE)).ok()?;
     let p = PathBuf::from(std::ffi::OsStr::from_bytes(&b));
     let valid = || -> Option<()> {
         let store = session.parent()?.join(STORE_DIR).canonicalize().ok()?;
         let real = p.canonicalize().ok()?;
         let rel = real.strip_prefix(&store).ok()?;
         let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
-        (parts.len() == 3
-            && parts[1].to_str().is_some_and(layout::is_session_id)
-            && parts[2] == TREE_DIR)
+        (parts.len() == 3 && parts[1].to_str().is_some_and(is_ulid) && parts[2] == TREE_DIR)
             .then_some(())
     };
     match valid() {
         Some(()) => Some(p),
-        None => Some(session.join(format!("{}.invalid", layout::SHARED_LOWER_FILE))),
+        None => Some(session.join(format!("{}.invalid", SHARED_LOWER_FILE))),
     }
+}
+
+/// Whether `name` is a ULID: a published layer's name, or a session directory's.
+fn is_ulid(name: &str) -> bool {
+    name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
 }

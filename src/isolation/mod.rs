@@ -1,0 +1,21 @@
+//! The isolation substrate both faces stand on: sessions ([`crate::session`]) and plans
+//! ([`crate::plan`]) each isolate a project's files the same way, so what they share lives
+//! here once, below both.
+//!
+//! - [`root`]: the directory every sandbox lives under, and its default;
+//! - [`backend`]: the choice kernel OverlayFS → `fuse-overlayfs` → copy, and the one reader
+//!   of the environment variable that forces it;
+//! - [`shared_lower`]: the store of lower layers shared by every overlay sandbox of a
+//!   project (`<root>/lowers/`), session or plan, with its one sweep;
+//! - [`tree_base`]: a stable snapshot of a project's selected files, the pre-images and
+//!   lower layer of a plan's `copy_on_write` and `overlay` sandboxes.
+//!
+//! It imports only the layers below it (fs, tree, git); neither face keeps a copy of any
+//! of it.
+
+pub mod backend;
+pub mod root;
+pub mod shared_lower;
+pub mod tree_base;
+
+pub use root::default_root;

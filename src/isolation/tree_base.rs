@@ -1,0 +1,169 @@
+//! The stable snapshot a plan's `copy_on_write` or `overlay` sandbox starts from: a
+//! project's selected files (what the session engine would snapshot: git's ignore rules, no
+//! `.git`) as they were once, never written afterwards. It is at the same time the overlay's
+//! lower layer, the pre-images the 3-way commit merges with, and what a rollback restores.
+//!
+//! A base is either one directory holding every file (a full copy, made with the snapshot
+//! engine: reflinks where the filesystem shares blocks, else `copy_file_range`), or two
+//! layers: a directory holding what differs from a shared lower layer of the project (see
+//! [`super::shared_lower`]), over that layer. A node is then in the upper directory when it
+//! is there, else in the shared layer: the upper directory holds no opaque directories, and
+//! its whiteouts only stand where the base has no node.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::fs::session_dir::{self, SessionPath};
+use crate::git::repo::GitRepo;
+use crate::tree::diff::{self, BaseSource, Manifest};
+use crate::tree::select::{self, Kind};
+use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
+
+/// A base snapshot: its directory, the shared layer under it if any, and its nodes (sorted
+/// by path bytes).
+pub struct TreeBase {
+    /// The `base/` directory (with a shared layer: what differs from it).
+    pub dir: PathBuf,
+    /// Every file and symlink of the base.
+    pub nodes: Vec<Node>,
+    /// The shared layer's files under `dir`, when the base is layered.
+    pub under: Option<PathBuf>,
+}
+
+impl TreeBase {
+    /// Where node `rel`'s content is: in `dir`, else (layered) in the shared layer.
+    pub fn path_of(&self, rel: &Path) -> PathBuf {
+        let top = self.dir.join(rel);
+        match &self.under {
+            Some(u) if std::fs::symlink_metadata(&top).is_err() => u.join(rel),
+            _ => top,
+        }
+    }
+
+    /// The directories to stack as the overlay's lower layers, top first.
+    pub fn layers(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.dir.clone()];
+        v.extend(self.under.clone());
+        v
+    }
+
+    /// Copies `nodes` (nodes of this base, sorted by path) into `dst` from whichever layer
+    /// holds each; returns each one's stat key in `dst` (`None`: not copied).
+    pub fn copy_nodes(&self, nodes: &[&Node], dst: &SessionPath) -> Result<Vec<Option<StatKey>>> {
+        let Some(under) = &self.under else {
+            return Ok(snapshot::copy_tree(&self.dir, nodes, dst, None, None)?.keys);
+        };
+        let (top, low): (Vec<usize>, Vec<usize>) = (0..nodes.len()).partition(|&i| {
+            std::fs::symlink_metadata(self.dir.join(nodes[i].rel.as_path())).is_ok()
+        });
+        let pick = |idx: &[usize]| idx.iter().map(|&i| nodes[i]).collect::<Vec<&Node>>();
+        let a = snapshot::copy_tree(&self.dir, &pick(&top), dst, None, None)?;
+        let b = snapshot::copy_tree(under, &pick(&low), dst, None, None)?;
+        let mut keys = vec![None; nodes.len()];
+        for (i, k) in top.iter().zip(a.keys).chain(low.iter().zip(b.keys)) {
+            keys[*i] = k;
+        }
+        Ok(keys)
+    }
+}
+
+impl BaseSource for TreeBase {
+    fn read(&self, i: usize) -> Result<Vec<u8>> {
+        let n = &self.nodes[i];
+        diff::read_node(&self.path_of(n.rel.as_path()), n.kind)
+    }
+
+    fn size(&self, i: usize) -> Option<u64> {
+        let n = &self.nodes[i];
+        std::fs::symlink_metadata(self.path_of(n.rel.as_path()))
+            .ok()
+            .map(|m| m.len())
+    }
+}
+
+/// A selection's entry as a base node.
+pub fn node_of(e: &select::Selected) -> Node {
+    Node {
+        rel: e.rel.clone(),
+        kind: match e.kind {
+            Kind::File { executable } => NodeKind::File { executable },
+            Kind::Symlink => NodeKind::Symlink,
+        },
+    }
+}
+
+/// Copies the selected files of `original` into `dst` (which must not exist yet; made
+/// here). `exclude` lists directories never entered (the library's own root when it lies
+/// inside the resource). Returns the base and the repository the resource belongs to.
+pub fn take(
+    original: &Path,
+    dst: &SessionPath,
+    exclude: &[PathBuf],
+) -> Result<(TreeBase, Option<GitRepo>)> {
+    let sel = select::select_project(original, exclude)?;
+    let nodes: Vec<Node> = sel.entries.iter().map(node_of).collect();
+    session_dir::create_dir_new(dst)?;
+    let out = snapshot::copy_tree(original, &nodes, dst, None, None)?;
+    // A file that vanished while being copied is not in the base.
+    let nodes = nodes
+        .into_iter()
+        .zip(out.keys)
+        .filter_map(|(n, k)| k.map(|_| n))
+        .collect();
+    Ok((
+        TreeBase {
+            dir: dst.as_path().to_path_buf(),
+            nodes,
+            under: None,
+        },
+        sel.git,
+    ))
+}
+
+/// Reads a base back from its directory (after the manager was reopened).
+pub fn load(dir: &Path) -> Result<TreeBase> {
+    let nodes = snapshot::list_tree(dir)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    Ok(TreeBase {
+        dir: dir.to_path_buf(),
+        nodes,
+        under: None,
+    })
+}
+
+/// Copies the whole base into `dst` (made here) and returns the manifest of the copy, so
+/// a later diff trusts unchanged stat data instead of reading every file.
+pub fn copy_to(base: &TreeBase, dst: &SessionPath, marker: &SessionPath) -> Result<Manifest> {
+    session_dir::create_dir_new(dst)?;
+    let all: Vec<&Node> = base.nodes.iter().collect();
+    let keys = base.copy_nodes(&all, dst)?;
+    manifest_of(&base.nodes, &keys, marker)
+}
+
+/// The manifest of a copy of `nodes` whose stat keys are `keys` (`None`: not copied), with
+/// a clock stamp taken after the newest of them.
+pub fn manifest_of(
+    nodes: &[Node],
+    keys: &[Option<StatKey>],
+    marker: &SessionPath,
+) -> Result<Manifest> {
+    let mut newest = (0, 0);
+    let entries: Vec<diff::ManifestEntry> = nodes
+        .iter()
+        .zip(keys)
+        .filter_map(|(n, k)| {
+            k.map(|key| {
+                newest = newest.max(key.ctime);
+                diff::ManifestEntry {
+                    rel: n.rel.clone(),
+                    key,
+                    same_as_base: true,
+                }
+            })
+        })
+        .collect();
+    let stamp = snapshot::clock_stamp_after(marker, newest)?;
+    Ok(Manifest::new(entries, stamp))
+}
