@@ -36,7 +36,7 @@
 //! A file replaced in place is swapped with its staged entry (`RENAME_EXCHANGE`) rather than
 //! moved aside to `b<i>` and replaced: the original then sits at `s<i>` while the staged
 //! inode is at its path. Recovery first renames every such original to `b<i>`
-//! ([`txn::unswap`](super::txn::unswap)), which gives the state two renames would have left,
+//! ([`unswap`](super::recover::unswap)), which gives the state two renames would have left,
 //! then goes on as the table says.
 //!
 //! Every recovery step looks at the file system before acting, so a crash during recovery
@@ -577,6 +577,16 @@ impl ProjectLock {
             }
         }
     }
+}
+
+/// The project root of `dir`: canonical, and a directory (what the lock is taken on).
+pub(crate) fn project_root(dir: &Path) -> Result<PathBuf> {
+    let root = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve project", dir, e))?;
+    let md = std::fs::metadata(&root).map_err(|e| Error::io("inspect project", &root, e))?;
+    if !md.is_dir() {
+        return Err(Error::NotADirectory { path: root });
+    }
+    Ok(root)
 }
 
 /// The sha1 (git blob id) check of a staged entry against what the intent says.

@@ -140,21 +140,26 @@ use crate::patch::parse::parse_patch_strip;
 
 mod change;
 mod fault;
+mod finish;
 mod journal;
+mod path_order;
+mod place;
 mod recover;
 mod report;
 mod resolver;
+mod stage;
 pub mod store;
 mod txn;
 mod undo;
 mod undo_dir;
 
+pub(crate) use finish::{Defer, IntentHook, SharedSync};
+use journal::project_root;
 pub use report::{
     ApplyOptions, ApplyReport, FileReport, FileStatus, HunkConflict, Outcome, RecoveredTxn,
     RecoveryAction, RecoveryReport, UndoReport,
 };
 use resolver::Planner;
-pub(crate) use txn::{Defer, IntentHook, SharedSync};
 
 // ------------------------------------------------------------------------------------------
 // Entry points
@@ -227,7 +232,7 @@ fn write_planned(
     opts: &ApplyOptions,
     recovery: RecoveryReport,
     defer: Defer,
-) -> Result<(ApplyReport, Option<txn::Unfinished>)> {
+) -> Result<(ApplyReport, Option<finish::Unfinished>)> {
     if let Some(undo) = &opts.undo_dir {
         undo::check_usable(undo)?;
     }
@@ -333,7 +338,7 @@ fn write_plan(
     plan: Plan,
     opts: &ApplyOptions,
     defer: Defer,
-) -> Result<(ApplyReport, Option<txn::Unfinished>)> {
+) -> Result<(ApplyReport, Option<finish::Unfinished>)> {
     report.check_only = false;
     let ops = plan.ops;
     let tx_ops: Vec<txn::TxOp> = {
@@ -352,7 +357,7 @@ fn write_plan(
     // The undo record is written on another thread while the new contents are staged; both
     // are on disk before the first original is touched. Only a directory the library
     // creates is removed if the apply does not happen.
-    let finish = txn::Finish {
+    let finish = finish::Finish {
         marker: opts.undo_dir.as_ref().map(|u| u.join("applied")),
         finals: Vec::new(),
         record: opts.undo_dir.as_ref().map(|u| {
@@ -513,7 +518,7 @@ impl CheckedApply {
 /// syncs and finishes.
 pub(crate) struct Deferred {
     // Field order: the transaction finishes (on drop too) before the lock is released.
-    txn: txn::Unfinished,
+    txn: finish::Unfinished,
     _lock: journal::ProjectLock,
 }
 
@@ -681,13 +686,4 @@ pub fn undo_apply(
     force: bool,
 ) -> Result<UndoReport> {
     undo::undo(project_dir.as_ref(), undo_dir.as_ref(), force)
-}
-
-fn project_root(dir: &Path) -> Result<PathBuf> {
-    let root = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve project", dir, e))?;
-    let md = std::fs::metadata(&root).map_err(|e| Error::io("inspect project", &root, e))?;
-    if !md.is_dir() {
-        return Err(Error::NotADirectory { path: root });
-    }
-    Ok(root)
 }

@@ -7,9 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use super::finish::finish_cleanup;
+use super::journal::{staged_matches, JAfter};
 use super::journal::{Begin, DirInfo, Dirs, Intent, STAGE_PREFIX};
+use super::place::{stage_rest, RestOp};
 use super::report::{RecoveredTxn, RecoveryAction, RecoveryReport};
-use super::txn;
+use super::stage::{in_stage, root_mtime_from_name};
 use super::undo_dir::discard_record;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry, ProjectPath};
@@ -76,7 +79,7 @@ fn recover_one(
         Ok(read_journal(root, stage_rel, name)?.and_then(|t| Intent::parse(&t)))
     };
     if let Some(done) = journal("done")? {
-        txn::finish_cleanup(root, stage, stage_rel, &done.finals, warnings);
+        finish_cleanup(root, stage, stage_rel, &done.finals, warnings);
         return Ok(RecoveryAction::CleanedUp);
     }
     if let Some(abort) = journal("abort")? {
@@ -91,9 +94,9 @@ fn recover_one(
         return Ok(RecoveryAction::RolledBack);
     }
     if let Some(intent) = journal("intent")? {
-        match txn::roll_forward(root, stage, stage_rel, &intent) {
+        match roll_forward(root, stage, stage_rel, &intent) {
             Ok(()) => {
-                txn::finish_cleanup(root, stage, stage_rel, &intent.finals, warnings);
+                finish_cleanup(root, stage, stage_rel, &intent.finals, warnings);
                 return Ok(RecoveryAction::RolledForward);
             }
             Err(e) => {
@@ -122,7 +125,7 @@ fn recover_one(
         let name = stage_rel.as_path().to_str()?;
         Some(Begin {
             dirs: Dirs {
-                root_mtime: txn::root_mtime_from_name(name)?,
+                root_mtime: root_mtime_from_name(name)?,
                 dirs: Vec::new(),
             },
             record: None,
@@ -154,7 +157,7 @@ pub(crate) fn roll_back(
         .map(|b| b.dirs.dirs.iter().map(|d| (d.rel.clone(), d)).collect())
         .unwrap_or_default();
     if let Some(intent) = intent {
-        txn::unswap(root, stage_rel, intent)?;
+        unswap(root, stage_rel, intent)?;
         let ops = &intent.ops;
         let gone = intent.replaced_paths();
         let path = |rel: &RelPath| project::check_with(root, rel, &none, &|a| gone.contains(a));
@@ -280,4 +283,115 @@ fn is_backup(l: &RelPath) -> bool {
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix('b'))
         .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// Puts every swapped pair of a crashed transaction back in the shape of two renames: where
+/// the staged entry of op `i` is at its path (its inode, as the intent records) while
+/// another entry is at its staged name `s<i>` (the original, swapped there by step 6), the
+/// original is renamed to `b<i>`, as if it had been moved aside and the staged entry placed.
+/// Recovery then rolls forward or back exactly as it does after two renames. Idempotent: a
+/// crash during it is recovered by running it again.
+pub(crate) fn unswap(root: &Path, stage_rel: &RelPath, intent: &Intent) -> Result<()> {
+    let none = |_: &RelPath| false;
+    let gone = intent.replaced_paths();
+    for (i, op) in intent.ops.iter().enumerate() {
+        let Some(ino) = op.after.ino() else { continue };
+        if op.expect.is_none() || op.before_is_dir {
+            continue;
+        }
+        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
+        match project::stamp(&s)? {
+            Some(st) if st.ino != ino => {}
+            _ => continue,
+        };
+        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
+        if project::stamp(&b)?.is_some() {
+            continue;
+        }
+        let Ok(p) = project::check_with(root, &op.rel, &none, &|a| gone.contains(a)) else {
+            continue;
+        };
+        if matches!(project::stamp(&p), Ok(Some(st)) if st.ino == ino) {
+            project::rename_noreplace(&s, &b)?;
+        }
+    }
+    Ok(())
+}
+
+/// Completes a transaction whose intent is durable (recovery). Checks first that every op
+/// can complete (staged contents intact, originals not yet moved still as recorded), so a
+/// failure leaves the project as the crash did, for a rollback.
+pub(super) fn roll_forward(
+    root: &Path,
+    _stage: &ProjectPath,
+    stage_rel: &RelPath,
+    intent: &Intent,
+) -> Result<()> {
+    unswap(root, stage_rel, intent)?;
+    let none = |_: &RelPath| false;
+    let gone = intent.replaced_paths();
+    let mut rest = Vec::with_capacity(intent.ops.len());
+    let mut staged = Vec::with_capacity(intent.ops.len());
+    for (i, op) in intent.ops.iter().enumerate() {
+        let p = project::check_with(root, &op.rel, &none, &|a| gone.contains(a))?;
+        let now = match project::stamp(&p) {
+            Err(Error::Containment { .. }) => None,
+            r => r?,
+        };
+        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
+        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
+        let s_entry = match op.after {
+            JAfter::Absent => project::Entry::Absent,
+            _ => project::read(&s)?,
+        };
+        let placed = op.after.ino().is_some()
+            && matches!(s_entry, project::Entry::Absent)
+            && now.is_some_and(|st| Some(st.ino) == op.after.ino());
+        let complete = placed || (op.after == JAfter::Absent && now.is_none());
+        if op.after != JAfter::Absent && !placed && !staged_matches(&s_entry, &op.after) {
+            return Err(Error::ApplyFailed(format!(
+                "the staged contents of {} are missing or torn",
+                op.rel
+            )));
+        }
+        let moved = project::stamp(&b)?.is_some();
+        let skip_move = moved || complete || op.expect.is_none() || op.before_is_dir;
+        if !skip_move && now != op.expect {
+            return Err(Error::ApplyFailed(format!(
+                "{} changed since the interrupted change began",
+                op.rel
+            )));
+        }
+        if op.expect.is_none() && !placed && !op.before_is_dir && now.is_some() {
+            return Err(Error::ApplyFailed(format!(
+                "{} appeared since the interrupted change began",
+                op.rel
+            )));
+        }
+        rest.push(RestOp {
+            path: p,
+            expect: op.expect,
+            before_is_dir: op.before_is_dir,
+            places: op.after != JAfter::Absent,
+            skip_move,
+        });
+        staged.push((op.after != JAfter::Absent && !placed).then_some(s));
+    }
+    let mut journal = Vec::new();
+    stage_rest(
+        root,
+        &rest,
+        &intent.prune,
+        &intent.restore,
+        stage_rel,
+        &mut journal,
+        &staged,
+        intent.marker.as_deref(),
+        true,
+        &mut |_, _| Ok(()),
+    )?;
+    project::rename_noreplace(
+        &in_stage(root, stage_rel, "intent")?,
+        &in_stage(root, stage_rel, "done")?,
+    )
 }

@@ -40,7 +40,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::txn::IntentHook;
+use super::finish::IntentHook;
 use super::{apply_patch, recover_project, undo, undo_apply, ApplyOptions, ApplyReport};
 use super::{CheckedApply, Defer, Deferred, RecoveryReport, UndoReport};
 use crate::error::{Error, Result};
@@ -207,7 +207,7 @@ impl UndoStore {
     /// marked applied; the project stays locked until the [`Deferred`] is finished.
     ///
     /// With `intent`, the apply's intent is made durable by that shared sync instead of a
-    /// sync of its own (see `apply::txn::SharedSync`). The store is not pruned: listing
+    /// sync of its own (see `apply::finish::SharedSync`). The store is not pruned: listing
     /// every record once per apply of a batch is the caller's to do once, after the batch
     /// ([`UndoStore::prune`]).
     pub(crate) fn apply_checked_deferred(

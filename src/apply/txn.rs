@@ -2,33 +2,37 @@
 //!
 //! It owns every change an apply or an undo makes to the project, and keeps the all-or-
 //! nothing promise: new contents are first staged in a private directory inside the project
-//! (same file system) and synced; then every path must still carry the stamp it had when
-//! planned (as the undo record writer left it); only then are the originals moved aside into
-//! the staging directory (a rename keeps their bytes, modes and mtimes) and the staged files
-//! renamed into place; a file replaced in place by a staged one is swapped with it in one
-//! `RENAME_EXCHANGE` instead, the original ending at the staged name (two renames where
-//! the filesystem cannot exchange). Each completed step goes into an in-memory journal, and any failure
-//! undoes it in reverse and restores directory mtimes, so the project ends as it was; the
-//! error says when that rollback was incomplete. Every path it touches is a
-//! [`ProjectPath`], re-checked right before the write, and the filesystem is synced twice
-//! per commit (after the intent, after placing), not once per file; a caller may take the
-//! second sync and the cleanup over ([`Finish::defer`], [`Unfinished`]) to share one sync
-//! among several commits.
+//! (same file system, see [`stage`](super::stage)) and synced; then every path must still
+//! carry the stamp it had when planned (as the undo record writer left it); only then are
+//! the originals moved aside into the staging directory (a rename keeps their bytes, modes
+//! and mtimes) and the staged files renamed into place; a file replaced in place by a staged
+//! one is swapped with it in one `RENAME_EXCHANGE` instead, the original ending at the
+//! staged name (two renames where the filesystem cannot exchange); those steps are in
+//! [`place`](super::place), shared with recovery. Each completed step goes into an in-memory
+//! journal, and any failure undoes it in reverse and restores directory mtimes, so the
+//! project ends as it was; the error says when that rollback was incomplete. Every path it
+//! touches is a [`ProjectPath`], re-checked right before the write, and the filesystem is
+//! synced twice per commit (after the intent, after placing), not once per file; a caller
+//! may take the second sync and the cleanup over ([`finish`](super::finish): `Defer`,
+//! `Unfinished`) to share one sync among several commits.
 //!
 //! Against crashes, the same steps are described on disk by the write-ahead journal of
-//! [`journal`](super::journal) (its module doc has the state machine); [`roll_forward`]
-//! and [`finish_cleanup`] are the pieces recovery shares with a normal commit.
+//! [`journal`](super::journal) (its module doc has the state machine); recovery completes
+//! or undoes them ([`recover`](super::recover)).
 
 use super::change::{sorted_paths, Prune, Target};
 use super::fault::Fault;
-use super::journal::{staged_matches, Begin, DirInfo, Dirs, Intent, JAfter, JOp, STAGE_PREFIX};
-use crate::error::{Error, IoContext, Result};
+use super::finish::{complete, Defer, Finish, Unfinished};
+use super::journal::{Begin, DirInfo, Dirs, Intent, JAfter, JOp};
+use super::path_order::{dirs_above, is_above};
+use super::place::{stage_rest, RestOp, Step, Tick};
+use super::stage::{checked, ignore_missing, in_stage, is_dir_mode, stage_name, sub};
+use crate::error::{Error, Result};
 use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 /// One path to change.
 pub(crate) struct TxOp {
@@ -49,282 +53,6 @@ pub(crate) struct CommitLog {
     pub unfinished: Option<Unfinished>,
 }
 
-/// A transaction whose change is in place (every original moved aside, every new entry
-/// placed, the undo record's marker created) but not yet made durable: its journal is still
-/// at INTENT, so a crash before [`Unfinished::finish`] is recovered by rolling forward,
-/// which finds everything placed. A batch of applies (`commit_all`) keeps these and syncs
-/// each filesystem once for all of them instead of once per apply. The caller holds the
-/// project lock until `finish` is over. Dropped unfinished, it is finished (synced) then.
-pub(crate) struct Unfinished {
-    root: PathBuf,
-    stage: ProjectPath,
-    stage_rel: RelPath,
-    finals: Vec<(Option<RelPath>, (i64, i64))>,
-    finished: bool,
-}
-
-impl Unfinished {
-    /// The project root.
-    pub(crate) fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// Makes the change durable (one `syncfs` of the project's filesystem, skipped when
-    /// `synced` says the caller did it after this transaction's last rename), then marks
-    /// it done and removes its staging directory. Cleanup failures are returned as
-    /// warnings; a failed sync is an error and leaves the journal at INTENT (the change
-    /// stays in place; the next apply's or undo's recovery completes it).
-    pub(crate) fn finish(mut self, synced: bool) -> Result<Vec<String>> {
-        self.finished = true;
-        if !synced {
-            project::sync_fs(&self.root)?;
-        }
-        let _scope = project::DirScope::enter(&self.root)?;
-        let mut warnings = Vec::new();
-        complete(
-            &self.root,
-            &self.stage,
-            &self.stage_rel,
-            &self.finals,
-            &mut warnings,
-        );
-        Ok(warnings)
-    }
-}
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        if !self.finished {
-            let me = Unfinished {
-                root: self.root.clone(),
-                stage: self.stage.clone(),
-                stage_rel: self.stage_rel.clone(),
-                finals: std::mem::take(&mut self.finals),
-                finished: true,
-            };
-            let _ = me.finish(false);
-        }
-    }
-}
-
-/// Renames the intent to `done` (from here on recovery only cleans up), then removes the
-/// staging directory ([`finish_cleanup`]). Failures become warnings: the change is durable.
-fn complete(
-    root: &Path,
-    stage: &ProjectPath,
-    stage_rel: &RelPath,
-    finals: &[(Option<RelPath>, (i64, i64))],
-    warnings: &mut Vec<String>,
-) {
-    let done = in_stage(root, stage_rel, "intent")
-        .and_then(|i| project::rename_noreplace(&i, &in_stage(root, stage_rel, "done")?));
-    match done {
-        Ok(()) => finish_cleanup(root, stage, stage_rel, finals, warnings),
-        Err(e) => warnings.push(format!(
-            "the change is complete but cannot be marked so ({e}); the next apply or \
-             `patchbox recover` removes {}",
-            stage.to_path_buf().display()
-        )),
-    }
-}
-
-/// What a commit does around the change itself (kept in the journal, so recovery does it
-/// too).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Finish {
-    /// A file to create (synced) once the change is in place: the undo record's `applied`
-    /// marker for an apply, its `undone` marker for an undo.
-    pub marker: Option<PathBuf>,
-    /// Mtimes to set once the staging directory is gone (`None`: the root); undo restores
-    /// the directories' mtimes this way.
-    pub finals: Vec<(Option<RelPath>, (i64, i64))>,
-    /// The undo record being written (and whether the library created its directory): it is
-    /// removed if the change is rolled back.
-    pub record: Option<(PathBuf, bool)>,
-    /// Whether the last sync and the cleanup are left to the caller (the commit then
-    /// returns once the change is in place, with [`CommitLog::unfinished`] to finish), and
-    /// what makes the intent durable.
-    pub defer: Defer,
-}
-
-/// How a write phase ends (crate-internal: `commit_all`'s batch, see `plan::batch`).
-#[derive(Clone, Debug, Default)]
-pub(crate) enum Defer {
-    /// Synced and finished before the commit returns.
-    #[default]
-    No,
-    /// Returns once the change is in place, its last sync and cleanup left to the caller
-    /// ([`Unfinished`]).
-    Yes,
-    /// As `Yes`, and the intent is made durable by a sync shared with other applies
-    /// ([`SharedSync`]) instead of one of its own.
-    Shared(IntentHook),
-}
-
-impl Defer {
-    /// Whether the last sync and the cleanup are the caller's.
-    fn is_deferred(&self) -> bool {
-        !matches!(self, Defer::No)
-    }
-}
-
-/// A sync shared by the write phases of several applies (`commit_all`): each calls
-/// [`SharedSync::intent_written`] where it would sync its filesystem to make its intent
-/// durable, and goes on to move originals only when that returns `Ok` — by then one sync
-/// of each filesystem involved has covered every member's intent. An `Err` rolls the
-/// transaction back (nothing of the project was touched yet).
-pub(crate) trait SharedSync: Send + Sync {
-    /// The intent of the transaction on `root` is written; returns once it is durable and
-    /// this transaction may move originals, or with the reason it must not.
-    fn intent_written(&self, root: &Path) -> Result<()>;
-
-    /// The caller's change is in place (or there was nothing to change): whoever waits for
-    /// it may go on. Called at most once, after `intent_written` returned `Ok`.
-    fn placed(&self) {}
-}
-
-/// A [`SharedSync`] handed down to a write phase.
-#[derive(Clone)]
-pub(crate) struct IntentHook(pub std::sync::Arc<dyn SharedSync>);
-
-impl std::fmt::Debug for IntentHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("IntentHook")
-    }
-}
-
-enum Step {
-    StageDir(ProjectPath),
-    Staged(ProjectPath),
-    Intent,
-    Moved {
-        from: ProjectPath,
-        to: ProjectPath,
-    },
-    RemovedDir {
-        path: ProjectPath,
-        perm: u32,
-    },
-    /// The directory made of the first `depth` components of `path` (the parent it was
-    /// created for: one path shared by all the directories created above it).
-    CreatedDir {
-        path: Arc<ProjectPath>,
-        depth: usize,
-    },
-    Placed(ProjectPath),
-    /// The staged entry and the original swapped places (`RENAME_EXCHANGE`): the original is
-    /// now at `staged`.
-    Exchanged {
-        path: ProjectPath,
-        staged: ProjectPath,
-    },
-}
-
-/// `.patchbox-txn-<ulid>.<root mtime s>.<ns>`.
-fn stage_name(root_mtime: (i64, i64)) -> String {
-    format!(
-        "{STAGE_PREFIX}{}.{}.{}",
-        crate::id::next(),
-        root_mtime.0,
-        root_mtime.1
-    )
-}
-
-/// The root's mtime from a staging directory's name.
-pub(crate) fn root_mtime_from_name(name: &str) -> Option<(i64, i64)> {
-    let mut it = name.rsplitn(3, '.');
-    let ns = it.next()?.parse().ok()?;
-    let s = it.next()?.parse().ok()?;
-    Some((s, ns))
-}
-
-fn is_dir_mode(mode: u32) -> bool {
-    mode & 0o170000 == 0o040000
-}
-
-/// How many leading components `a` and `b` have in common (one pass over their bytes).
-pub(crate) fn shared_components(a: &RelPath, b: &RelPath) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let c = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let slashes = a[..c].iter().filter(|&&x| x == b'/').count();
-    let whole = |s: &[u8]| s.get(c).is_none_or(|&x| x == b'/');
-    if c > 0 && whole(a) && whole(b) {
-        slashes + 1
-    } else {
-        slashes
-    }
-}
-
-/// Whether `dir` is a proper ancestor of `p`.
-pub(crate) fn is_above(dir: &RelPath, p: &RelPath) -> bool {
-    let (d, p) = (dir.as_bytes(), p.as_bytes());
-    p.len() > d.len() && p.starts_with(d) && p[d.len()] == b'/'
-}
-
-/// Every directory above `paths` (each proper ancestor of each path), once each, in path
-/// order (a directory before what is below it). The paths are sorted first; then the
-/// directories a path shares with the path before it (by then listed) are skipped after
-/// one comparison of their bytes, and only those below are listed, found from the path
-/// upwards: whatever the depth of the paths, the listing costs time proportional to their
-/// length plus the bytes of the directories it lists, never a lookup of every ancestor in
-/// a set.
-pub(crate) fn dirs_above<'a>(paths: impl IntoIterator<Item = &'a RelPath>) -> Vec<RelPath> {
-    let mut sorted: Vec<&RelPath> = paths.into_iter().collect();
-    sorted.sort_unstable();
-    sorted.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
-    let mut out = Vec::new();
-    let mut prev: Option<(&RelPath, usize)> = None;
-    for p in sorted {
-        let depth = p.depth();
-        // Directories above `prev` are listed, and, the paths being sorted, no earlier
-        // path shares more of `p` than `prev` does (a path sorts before those below it).
-        let listed = prev.map_or(0, |(q, qd)| shared_components(q, p).min(qd - 1));
-        let start = out.len();
-        let mut a = p.parent();
-        let mut d = depth.saturating_sub(1);
-        while let Some(dir) = a {
-            if d <= listed {
-                break;
-            }
-            a = dir.parent();
-            out.push(dir);
-            d -= 1;
-        }
-        out[start..].reverse();
-        prev = Some((p, depth));
-    }
-    out
-}
-
-/// `sorted` (in path order) holds a path below `dir`.
-fn any_below(sorted: &[&RelPath], dir: &RelPath) -> bool {
-    // What is below `dir` sorts right after `dir` itself.
-    let i = sorted.partition_point(|p| *p <= dir);
-    sorted.get(i).is_some_and(|p| is_above(dir, p))
-}
-
-/// The project chokepoint for a path of the write phase: no symlink the patch plans, none
-/// it replaces (`check_sets` without sets costs one pass over the path; the predicate form
-/// would also build every ancestor to ask about it).
-pub(crate) fn checked(root: &Path, rel: &RelPath) -> Result<ProjectPath> {
-    project::check_sets(root, rel, None, None)
-}
-
-fn sub(stage: &RelPath, name: String) -> Result<RelPath> {
-    Ok(stage.join(&RelPath::new(name)?))
-}
-
-fn in_stage(root: &Path, stage: &RelPath, name: &str) -> Result<ProjectPath> {
-    checked(root, &sub(stage, name.to_string())?)
-}
-
-fn ignore_missing(r: Result<()>) -> Result<()> {
-    match r {
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
-}
-
 /// For a write phase without an undo record. A record writer returns the stamp each op
 /// must find at write time (keeping an original by a hard link changes its ctime).
 pub(crate) const NO_RECORD: Option<fn(&Dirs) -> Result<Recorded>> = None;
@@ -337,9 +65,6 @@ pub(crate) struct Recorded {
     /// journal's intent takes it from here instead of hashing the contents a second time.
     pub oids: Vec<Option<String>>,
 }
-
-/// Records a completed write step (and injects test failures).
-type Tick<'t> = dyn FnMut(&mut Vec<Step>, Option<Step>) -> Result<()> + 't;
 
 /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
 /// new contents are staged (given the directories' modes and mtimes before the change),
@@ -426,13 +151,12 @@ where
     );
     match result {
         Ok(()) if finish.defer.is_deferred() => {
-            log.unfinished = Some(Unfinished {
-                root: root.to_path_buf(),
+            log.unfinished = Some(Unfinished::new(
+                root.to_path_buf(),
                 stage,
                 stage_rel,
-                finals: finish.finals.clone(),
-                finished: false,
-            });
+                finish.finals.clone(),
+            ));
             Ok(log)
         }
         Ok(()) => {
@@ -538,196 +262,6 @@ fn roll_back_journal(
     }
     let _ = project::sync_root(root);
     failures
-}
-
-/// Removes a complete transaction's staging directory (backups, journal; `done` last), then
-/// sets the final mtimes. Failures become warnings: the change itself is complete.
-pub(crate) fn finish_cleanup(
-    root: &Path,
-    stage: &ProjectPath,
-    stage_rel: &RelPath,
-    finals: &[(Option<RelPath>, (i64, i64))],
-    warnings: &mut Vec<String>,
-) {
-    let done = sub(stage_rel, "done".into()).ok();
-    match project::list_leaves(stage) {
-        Ok(leaves) => {
-            for l in leaves.iter().filter(|l| Some(*l) != done.as_ref()) {
-                if let Err(e) = checked(root, l).and_then(|p| project::remove_file(&p)) {
-                    warnings.push(format!("cannot remove backup: {e}"));
-                }
-            }
-        }
-        Err(e) => warnings.push(format!("cannot list the staging directory: {e}")),
-    }
-    if let Err(e) =
-        in_stage(root, stage_rel, "done").and_then(|d| ignore_missing(project::remove_file(&d)))
-    {
-        warnings.push(format!("cannot remove the journal: {e}"));
-    }
-    match project::remove_dir_if_empty(stage) {
-        Ok(true) => {}
-        Ok(false) => warnings.push(format!(
-            "staging directory {} is not empty; remove it by hand",
-            stage.to_path_buf().display()
-        )),
-        Err(e) => warnings.push(format!("cannot remove staging directory: {e}")),
-    }
-    for (d, t) in finals {
-        let r = match d {
-            None => project::set_root_mtime(root, *t),
-            Some(d) => checked(root, d).and_then(|p| match project::stamp(&p)? {
-                Some(_) => project::set_mtime(&p, *t),
-                None => Ok(()),
-            }),
-        };
-        if let Err(e) = r {
-            warnings.push(format!("cannot restore a directory's mtime: {e}"));
-        }
-    }
-    // No sync here: the change was durable before `done` was written, and a crash that
-    // loses this cleanup leaves the staging directory with its `done`, which recovery
-    // removes (then sets the same mtimes). Syncing the root would make every apply wait for
-    // one more journal commit (4–9 ms on a journaled ext4 image) for tidiness alone.
-}
-
-/// Writes a marker file outside the project. When it is on the project's filesystem it is
-/// only created: the write phase's last `syncfs`, which follows, makes it durable with the
-/// change. Elsewhere it is synced (file and directory) at once.
-fn write_marker(path: &Path, root: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let f = std::fs::File::create(path).ctx("create", path)?;
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    let here = std::fs::metadata(root).ctx("inspect", root)?.dev();
-    if f.metadata().ctx("inspect", path)?.dev() == here {
-        return Ok(());
-    }
-    f.sync_all().ctx("sync", path)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("sync", dir)
-}
-
-/// Puts every swapped pair of a crashed transaction back in the shape of two renames: where
-/// the staged entry of op `i` is at its path (its inode, as the intent records) while
-/// another entry is at its staged name `s<i>` (the original, swapped there by step 6), the
-/// original is renamed to `b<i>`, as if it had been moved aside and the staged entry placed.
-/// Recovery then rolls forward or back exactly as it does after two renames. Idempotent: a
-/// crash during it is recovered by running it again.
-pub(crate) fn unswap(root: &Path, stage_rel: &RelPath, intent: &Intent) -> Result<()> {
-    let none = |_: &RelPath| false;
-    let gone = intent.replaced_paths();
-    for (i, op) in intent.ops.iter().enumerate() {
-        let Some(ino) = op.after.ino() else { continue };
-        if op.expect.is_none() || op.before_is_dir {
-            continue;
-        }
-        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
-        match project::stamp(&s)? {
-            Some(st) if st.ino != ino => {}
-            _ => continue,
-        };
-        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
-        if project::stamp(&b)?.is_some() {
-            continue;
-        }
-        let Ok(p) = project::check_with(root, &op.rel, &none, &|a| gone.contains(a)) else {
-            continue;
-        };
-        if matches!(project::stamp(&p), Ok(Some(st)) if st.ino == ino) {
-            project::rename_noreplace(&s, &b)?;
-        }
-    }
-    Ok(())
-}
-
-/// Completes a transaction whose intent is durable (recovery). Checks first that every op
-/// can complete (staged contents intact, originals not yet moved still as recorded), so a
-/// failure leaves the project as the crash did, for a rollback.
-pub(crate) fn roll_forward(
-    root: &Path,
-    _stage: &ProjectPath,
-    stage_rel: &RelPath,
-    intent: &Intent,
-) -> Result<()> {
-    unswap(root, stage_rel, intent)?;
-    let none = |_: &RelPath| false;
-    let gone = intent.replaced_paths();
-    let mut rest = Vec::with_capacity(intent.ops.len());
-    let mut staged = Vec::with_capacity(intent.ops.len());
-    for (i, op) in intent.ops.iter().enumerate() {
-        let p = project::check_with(root, &op.rel, &none, &|a| gone.contains(a))?;
-        let now = match project::stamp(&p) {
-            Err(Error::Containment { .. }) => None,
-            r => r?,
-        };
-        let s = in_stage(root, stage_rel, &format!("s{i}"))?;
-        let b = in_stage(root, stage_rel, &format!("b{i}"))?;
-        let s_entry = match op.after {
-            JAfter::Absent => project::Entry::Absent,
-            _ => project::read(&s)?,
-        };
-        let placed = op.after.ino().is_some()
-            && matches!(s_entry, project::Entry::Absent)
-            && now.is_some_and(|st| Some(st.ino) == op.after.ino());
-        let complete = placed || (op.after == JAfter::Absent && now.is_none());
-        if op.after != JAfter::Absent && !placed && !staged_matches(&s_entry, &op.after) {
-            return Err(Error::ApplyFailed(format!(
-                "the staged contents of {} are missing or torn",
-                op.rel
-            )));
-        }
-        let moved = project::stamp(&b)?.is_some();
-        let skip_move = moved || complete || op.expect.is_none() || op.before_is_dir;
-        if !skip_move && now != op.expect {
-            return Err(Error::ApplyFailed(format!(
-                "{} changed since the interrupted change began",
-                op.rel
-            )));
-        }
-        if op.expect.is_none() && !placed && !op.before_is_dir && now.is_some() {
-            return Err(Error::ApplyFailed(format!(
-                "{} appeared since the interrupted change began",
-                op.rel
-            )));
-        }
-        rest.push(RestOp {
-            path: p,
-            expect: op.expect,
-            before_is_dir: op.before_is_dir,
-            places: op.after != JAfter::Absent,
-            skip_move,
-        });
-        staged.push((op.after != JAfter::Absent && !placed).then_some(s));
-    }
-    let mut journal = Vec::new();
-    stage_rest(
-        root,
-        &rest,
-        &intent.prune,
-        &intent.restore,
-        stage_rel,
-        &mut journal,
-        &staged,
-        intent.marker.as_deref(),
-        true,
-        &mut |_, _| Ok(()),
-    )?;
-    project::rename_noreplace(
-        &in_stage(root, stage_rel, "intent")?,
-        &in_stage(root, stage_rel, "done")?,
-    )
-}
-
-/// One path for steps 3 to 7.
-struct RestOp {
-    path: ProjectPath,
-    expect: Option<Stamp>,
-    before_is_dir: bool,
-    /// Something is placed there.
-    places: bool,
-    /// The original is already aside or gone (recovery).
-    skip_move: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -913,213 +447,6 @@ fn stage_all(
             }
         };
         staged.push(s);
-    }
-    Ok(())
-}
-
-/// Steps 3 to 7: move originals aside, prune and create directories, place, write the
-/// undo record's `marker`, sync (unless `sync` is false: the caller syncs later, see
-/// [`Unfinished`]).
-#[allow(clippy::too_many_arguments)]
-fn stage_rest(
-    root: &Path,
-    ops: &[RestOp],
-    prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
-    stage_rel: &RelPath,
-    journal: &mut Vec<Step>,
-    staged: &[Option<ProjectPath>],
-    marker: Option<&Path>,
-    sync: bool,
-    tick: &mut Tick<'_>,
-) -> Result<()> {
-    // The paths something is placed at, sorted: their directories are kept (step 4) and
-    // a path with something placed below it is no file to swap.
-    let mut placed: Vec<&RelPath> = ops
-        .iter()
-        .filter(|op| op.places)
-        .map(|op| op.path.rel())
-        .collect();
-    placed.sort_unstable();
-    let keep = |d: &RelPath| any_below(&placed, d);
-    // A file or symlink replaced in place by a staged entry is swapped with it in step 6
-    // (one `RENAME_EXCHANGE`, the original ending at the staged name) instead of being moved
-    // aside here and replaced there (two renames). Recovery tells a swapped pair by the
-    // staged inode at the path and another entry at the staged name ([`unswap`]).
-    let swaps: Vec<bool> = ops
-        .iter()
-        .enumerate()
-        .map(|(i, op)| {
-            op.expect.is_some()
-                && !op.before_is_dir
-                && !op.skip_move
-                && op.places
-                && matches!(staged.get(i), Some(Some(_)))
-                && !keep(op.path.rel())
-        })
-        .collect();
-
-    // 3. Move what is replaced or deleted aside (deepest first).
-    let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by_cached_key(|&i| std::cmp::Reverse(ops[i].path.rel().depth()));
-    let mut removed: Vec<RelPath> = Vec::new();
-    for &i in &order {
-        let op = &ops[i];
-        if op.expect.is_some() && !op.before_is_dir && !swaps[i] {
-            if op.skip_move {
-                removed.push(op.path.rel().clone());
-                continue;
-            }
-            let b = checked(root, &sub(stage_rel, format!("b{i}"))?)?;
-            project::rename_noreplace(&op.path, &b)?;
-            tick(
-                journal,
-                Some(Step::Moved {
-                    from: op.path.clone(),
-                    to: b,
-                }),
-            )?;
-            removed.push(op.path.rel().clone());
-        }
-    }
-
-    // 4. Remove directories that became empty (never an ancestor of something we place),
-    //    deepest first. Each candidate carries whether it may go: with `Prune::Only`, only
-    //    the directories named there (and those an op replaces) may.
-    //    Each depth is counted once: the directories of `Prune::Only`, in path order, are
-    //    each measured from the one before (a chain of nested directories then costs its
-    //    length once, not its length times its depth), and a parent is one level above.
-    let mut candidates: BTreeMap<(usize, RelPath), bool> = BTreeMap::new();
-    let mut add = |depth: usize, d: RelPath, may_go: bool| {
-        *candidates.entry((depth, d)).or_default() |= may_go;
-    };
-    let emptied = matches!(prune, Prune::EmptiedParents);
-    for r in &removed {
-        if let Some(p) = r.parent() {
-            add(r.depth().saturating_sub(1), p, emptied);
-        }
-    }
-    for op in ops {
-        if op.before_is_dir {
-            add(op.path.rel().depth(), op.path.rel().clone(), true);
-        }
-    }
-    if let Prune::Only(set) = prune {
-        let mut before: Option<(&RelPath, usize)> = None;
-        for d in set {
-            let depth = before.map_or_else(|| d.depth(), |(q, qd)| d.depth_near(q, qd));
-            add(depth, d.clone(), true);
-            before = Some((d, depth));
-        }
-    }
-    while let Some(((depth, d), may_go)) = candidates.pop_last() {
-        if !may_go || keep(&d) {
-            continue;
-        }
-        let p = checked(root, &d)?;
-        let Some(st) = project::stamp(&p)? else {
-            continue;
-        };
-        if !is_dir_mode(st.mode) {
-            continue;
-        }
-        if project::remove_dir_if_empty(&p)? {
-            tick(
-                journal,
-                Some(Step::RemovedDir {
-                    path: p,
-                    perm: st.mode & 0o7777,
-                }),
-            )?;
-            if emptied {
-                if let Some(pp) = d.parent() {
-                    *candidates.entry((depth.saturating_sub(1), pp)).or_default() = true;
-                }
-            }
-        }
-    }
-
-    // 5. Create missing parent directories (shallowest first). An op whose path held an
-    //    entry (checked just before this step) has its directories: step 4 removes none
-    //    of a placed path's ancestors. Each parent is made in one walk down it
-    //    (`project::make_dirs`: each component looked at once, below one created nothing
-    //    looked up), skipping a parent above the next one (the next one's walk makes it),
-    //    and each created directory is journaled as a depth along that parent's path, not
-    //    as a path of its own: a path D directories deep costs time proportional to D.
-    let mut parents: Vec<RelPath> = ops
-        .iter()
-        .filter(|op| op.places && op.expect.is_none())
-        .filter_map(|op| op.path.rel().parent())
-        .collect();
-    parents.sort_unstable();
-    parents.dedup_by(|a, b| a.as_bytes() == b.as_bytes());
-    for (i, dir) in parents.iter().enumerate() {
-        if parents.get(i + 1).is_some_and(|next| is_above(dir, next)) {
-            continue;
-        }
-        let p = Arc::new(checked(root, dir)?);
-        let mut perm = |k: usize| {
-            if dir_restore.is_empty() {
-                return None;
-            }
-            let a = dir.ancestor(k)?;
-            dir_restore.get(&a).map(|(perm, _)| *perm)
-        };
-        let mut created = |k: usize| {
-            tick(
-                journal,
-                Some(Step::CreatedDir {
-                    path: Arc::clone(&p),
-                    depth: k,
-                }),
-            )
-        };
-        project::make_dirs(&p, &mut perm, &mut created)?;
-    }
-
-    // 6. Place the new contents.
-    for (i, op) in ops.iter().enumerate() {
-        if let Some(Some(s)) = staged.get(i) {
-            // Re-check the target's parents right before writing.
-            let target = checked(root, op.path.rel())?;
-            if swaps[i] {
-                if project::exchange(s, &target)? {
-                    tick(
-                        journal,
-                        Some(Step::Exchanged {
-                            path: target,
-                            staged: s.clone(),
-                        }),
-                    )?;
-                    continue;
-                }
-                // No exchange on this filesystem: the original goes aside now.
-                let b = checked(root, &sub(stage_rel, format!("b{i}"))?)?;
-                project::rename_noreplace(&target, &b)?;
-                tick(
-                    journal,
-                    Some(Step::Moved {
-                        from: target.clone(),
-                        to: b,
-                    }),
-                )?;
-            }
-            project::rename_noreplace(s, &target)?;
-            tick(journal, Some(Step::Placed(target)))?;
-        }
-    }
-
-    // 7. The marker, then one filesystem sync (directory mtimes are set at the end:
-    //    `Finish::finals`). The sync makes every rename and directory change durable, and the
-    //    marker with them when it is on this filesystem: one journal commit instead of one
-    //    `fsync` per changed directory. A crash before the sync is over leaves the intent,
-    //    so recovery completes the change (writing the marker again) or rolls it back
-    //    (removing the record, marker included).
-    if let Some(m) = marker {
-        write_marker(m, root)?;
-    }
-    if sync {
-        project::sync_fs(root)?;
     }
     Ok(())
 }

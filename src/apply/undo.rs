@@ -45,10 +45,13 @@
 //! marker) are still undone.
 
 use super::change::{sorted_paths, Prune, Target};
+use super::finish::{Defer, Finish};
 use super::journal::{self, Dirs, ProjectLock};
+use super::path_order::dirs_above;
+use super::report::UndoReport;
 use super::resolver::PlanOp;
-use super::txn::{self, checked, Finish, TxOp};
-use super::UndoReport;
+use super::stage::checked;
+use super::txn::{self, TxOp};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::{RelPath, RelPathSet};
@@ -154,7 +157,7 @@ pub(super) fn write_record(
     let mut existing: Vec<&RelPath> = dirs.dirs.iter().map(|d| &d.rel).collect();
     existing.sort();
     let mut existing = existing.into_iter().peekable();
-    let above = txn::dirs_above(
+    let above = dirs_above(
         ops.iter()
             .filter(|op| !matches!(op.after, Target::Absent))
             .map(|op| &op.rel),
@@ -384,7 +387,7 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
 }
 
 pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoReport> {
-    let root = super::project_root(project_dir)?;
+    let root = journal::project_root(project_dir)?;
     let _lock = ProjectLock::acquire(&root)?;
     let recovery = super::recover::recover_locked(&root)?;
     let rec_path = dir.join("record");
@@ -507,7 +510,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
         marker: Some(marker),
         finals,
         record: None,
-        defer: txn::Defer::No,
+        defer: Defer::No,
     };
     let log = txn::commit(
         &root,

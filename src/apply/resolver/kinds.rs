@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use super::{conflict, oid_matches, perm_for, usable_oid, How, Planner, Res, VState};
+use super::rules::{oid_matches, perm_for, usable_oid};
+use super::state::{conflict, How, Res, VState};
+use super::Planner;
 use crate::error::Result;
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;

@@ -15,64 +15,30 @@
 //!
 //! What each kind of file patch expects at its paths (creation, deletion, modification,
 //! rename, copy) is in `kinds`; how a file's new contents are obtained from what is there
-//! (binary data, hunks with drift, the 3-way merge) is in `resolve`.
+//! (binary data, hunks with drift, the 3-way merge) is in `resolve`; a path's state and a
+//! file's resolution are in `state`, git's small rules (usable blob ids, escaping symlinks,
+//! permissions) in `rules`, and `validate`, `outcome` and `ops` in `whole`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::change::Target;
-use super::{ApplyOptions, FileReport, FileStatus, HunkConflict, Outcome};
+use super::report::{ApplyOptions, FileReport, FileStatus};
 use crate::error::{Error, Result};
 use crate::fs::dotgit::dotgitmodules_alias;
-use crate::fs::project::{self, Data, Entry, ProjectPath};
+use crate::fs::project::{self, Entry, ProjectPath};
 use crate::fs::relpath::{RelPath, RelPathSet};
 use crate::git::oid::blob_id_hex;
-use crate::patch::model::{
-    mode_is_executable, mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch,
-};
+use crate::patch::model::{mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch};
+use rules::{full_oid, symlink_escapes, usable_oid};
+use state::{conflict, How, Res, VState};
 
 mod kinds;
 mod resolve;
-
-/// The planned state of a path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum VState {
-    Absent,
-    File { data: Data, perm: u32 },
-    Symlink(Vec<u8>),
-    Dir,
-    Other,
-}
-
-impl VState {
-    fn of(e: &Entry) -> VState {
-        match e {
-            Entry::Absent => VState::Absent,
-            Entry::File { data, perm, .. } => VState::File {
-                data: data.clone(),
-                perm: *perm,
-            },
-            Entry::Symlink { target, .. } => VState::Symlink(target.clone()),
-            Entry::Dir { .. } => VState::Dir,
-            Entry::Other { .. } => VState::Other,
-        }
-    }
-
-    fn exists(&self) -> bool {
-        !matches!(self, VState::Absent)
-    }
-
-    /// Same type, contents and execute bit.
-    fn same_as(&self, other: &VState) -> bool {
-        match (self, other) {
-            (VState::File { data: a, perm: p }, VState::File { data: b, perm: q }) => {
-                a == b && (p & 0o111 != 0) == (q & 0o111 != 0)
-            }
-            _ => self == other,
-        }
-    }
-}
+mod rules;
+mod state;
+mod whole;
 
 /// What an earlier file patch of the same patch did to a path (git's `fn_table`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,118 +55,6 @@ pub(super) struct PlanOp {
     pub(super) rel: RelPath,
     pub(super) before: Entry,
     pub(super) after: Target,
-}
-
-/// How a file's new contents were obtained.
-enum How {
-    Applied(String),
-    Merged(String),
-    Already(String),
-}
-
-/// Resolution of one file's contents.
-enum Res {
-    Done(VState, How),
-    Conflict {
-        detail: String,
-        conflicts: Vec<HunkConflict>,
-        /// The contents with conflict markers, when they can be written.
-        marked: Option<VState>,
-    },
-    Refuse(String),
-}
-
-fn conflict(detail: impl Into<String>) -> Res {
-    Res::Conflict {
-        detail: detail.into(),
-        conflicts: Vec::new(),
-        marked: None,
-    }
-}
-
-/// A blob id from an `index` line that can be compared with our SHA-1 ids.
-fn usable_oid(o: &Option<String>) -> Option<&str> {
-    o.as_deref()
-        .filter(|o| o.len() >= 4 && o.len() <= 40 && o.bytes().any(|c| c != b'0'))
-}
-
-/// A complete blob id on an `index` line (SHA-1 or SHA-256 hex), all zeros included: what git
-/// calls a full index line.
-fn full_oid(o: &Option<String>) -> bool {
-    o.as_deref().is_some_and(|o| {
-        (o.len() == 40 || o.len() == 64) && o.bytes().all(|c| c.is_ascii_hexdigit())
-    })
-}
-
-fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
-    usable_oid(o).map(|o| blob_id_hex(data).starts_with(o))
-}
-
-/// Whether a symlink at `link` with `target` would point outside the project (lexically).
-fn symlink_escapes(link: &RelPath, target: &[u8]) -> bool {
-    if target.starts_with(b"/") {
-        return true;
-    }
-    let mut depth = link.as_path().components().count().saturating_sub(1);
-    for c in target.split(|&b| b == b'/') {
-        match c {
-            b"" | b"." => {}
-            b".." => {
-                if depth == 0 {
-                    return true;
-                }
-                depth -= 1;
-            }
-            _ => depth += 1,
-        }
-    }
-    false
-}
-
-/// The permissions of a written file. `new_mode_line`: the new mode comes from an explicit
-/// `new mode` line, which git applies even when it equals the old mode (the file's exec bit
-/// may differ from both: git warns and sets the new mode).
-fn perm_for(
-    cur: Option<u32>,
-    old_mode: Option<u32>,
-    new_mode: Option<u32>,
-    new_mode_line: bool,
-) -> u32 {
-    let want_exec = new_mode.map(mode_is_executable);
-    match cur {
-        None => {
-            if want_exec == Some(true) {
-                0o755
-            } else {
-                0o644
-            }
-        }
-        Some(p) => {
-            let changes = match (old_mode, new_mode) {
-                _ if new_mode_line => true,
-                (Some(o), Some(n)) => mode_is_executable(o) != mode_is_executable(n),
-                // A `new mode` line without an old mode: git takes the old mode from the
-                // file and applies the new one.
-                (None, Some(_)) => true,
-                _ => false,
-            };
-            match want_exec {
-                Some(true) if changes => p | ((p & 0o444) >> 2),
-                Some(false) if changes => p & !0o111,
-                _ => p,
-            }
-        }
-    }
-}
-
-fn offsets_note(offsets: &[isize]) -> String {
-    let notes: Vec<String> = offsets
-        .iter()
-        .enumerate()
-        .filter(|(_, &o)| o != 0)
-        .map(|(k, o)| format!("hunk #{} at offset {o:+}", k + 1))
-        .collect();
-    notes.join(", ")
 }
 
 pub(super) struct Planner<'a> {
@@ -701,147 +555,6 @@ impl<'a> Planner<'a> {
             })
         }
     }
-
-    /// Whole-patch checks once every file is resolved: parents must be directories, and a
-    /// directory can only be replaced by a file if the patch empties it.
-    ///
-    /// Each path's parents are judged in time proportional to the path: the planned ones
-    /// are found in one walk down a tree of the planned paths, and the project's in one walk
-    /// down the project (below the first entry that is not a directory nothing exists).
-    fn validate(&mut self) -> Result<()> {
-        let finals: Vec<RelPath> = self
-            .overlay
-            .iter()
-            .filter(|(_, v)| matches!(v, VState::File { .. } | VState::Symlink(_)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut planned = RelPathSet::new();
-        for k in self.overlay.keys() {
-            planned.insert(k);
-        }
-        let not_dir =
-            |v: &VState| matches!(v, VState::File { .. } | VState::Symlink(_) | VState::Other);
-        for path in finals {
-            // The shallowest parent that will not be a directory.
-            let mut bad: Option<usize> = None;
-            let in_plan = planned.ancestors_of(&path);
-            for &d in &in_plan {
-                let st = path.ancestor(d).and_then(|a| self.overlay.get(&a));
-                if st.is_some_and(not_dir) {
-                    bad = Some(d);
-                    break;
-                }
-            }
-            let (dirs, blocker) = project::probe_parents(&self.root, &path)?;
-            if blocker.is_some() {
-                // Component `dirs` (0-based) is a file, symlink or special file in the
-                // project; it stays one unless the patch plans something else there.
-                let d = dirs + 1;
-                if !in_plan.contains(&d) && bad.is_none_or(|b| d < b) {
-                    bad = Some(d);
-                }
-            }
-            let mut problem = bad
-                .and_then(|d| path.ancestor(d))
-                .map(|a| format!("{a} is not a directory"));
-            if problem.is_none() && matches!(self.original(&path)?, Entry::Dir { .. }) {
-                let pp = self.checked(&path)?;
-                let leaves = project::list_leaves(&pp)?;
-                let kept: Vec<&RelPath> = leaves
-                    .iter()
-                    .filter(|l| self.overlay.get(*l) != Some(&VState::Absent))
-                    .collect();
-                if !kept.is_empty() {
-                    problem = Some(format!(
-                        "the directory {path} is in the way (it holds {} file(s) the patch does not delete)",
-                        kept.len()
-                    ));
-                }
-            }
-            if let Some(why) = problem {
-                if let Some(&idx) = self.owner.get(&path) {
-                    if let Some(r) = self.reports.get_mut(idx) {
-                        r.status = FileStatus::Conflict;
-                        r.detail = why;
-                        r.markers_written = false;
-                        self.unmarkable.insert(idx);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn outcome(&self) -> Outcome {
-        let refused = self.reports.iter().any(|r| r.status == FileStatus::Refused);
-        let conflicts = self
-            .reports
-            .iter()
-            .any(|r| r.status == FileStatus::Conflict);
-        if refused || (conflicts && (!self.opts.conflict_markers || !self.unmarkable.is_empty())) {
-            Outcome::Refused
-        } else if conflicts {
-            Outcome::AppliedWithConflicts
-        } else if self
-            .reports
-            .iter()
-            .all(|r| r.status == FileStatus::AlreadyApplied)
-        {
-            Outcome::AlreadyApplied
-        } else {
-            Outcome::Applied
-        }
-    }
-
-    /// Every project path read while planning, with its stamp then (`None`: nothing was
-    /// there). Besides these, planning only looks at the parent directories of what it
-    /// writes and into a directory it replaces, both of which the write phase checks
-    /// again itself (a parent that is no longer a directory, or a directory that is not
-    /// empty, fails the write and rolls it back).
-    pub(super) fn read_stamps(&self) -> Vec<(RelPath, Option<project::Stamp>)> {
-        self.disk
-            .iter()
-            .map(|(rel, e)| (rel.clone(), e.stamp()))
-            .collect()
-    }
-
-    /// The changes to write: every planned path whose final state differs from the project.
-    pub(super) fn ops(&mut self) -> Result<Vec<PlanOp>> {
-        let planned: Vec<(RelPath, VState)> = self
-            .overlay
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let mut ops = Vec::new();
-        for (rel, fin) in planned {
-            let before = self.original(&rel)?.clone();
-            let before_state = VState::of(&before);
-            if before_state == fin {
-                continue;
-            }
-            let after = match fin {
-                VState::Absent => {
-                    // Only files and symlinks are removed; directories go when emptied.
-                    if !matches!(before_state, VState::File { .. } | VState::Symlink(_)) {
-                        continue;
-                    }
-                    Target::Absent
-                }
-                VState::File { data, perm } => Target::File {
-                    data,
-                    perm,
-                    mtime: None,
-                },
-                VState::Symlink(t) => Target::Symlink {
-                    target: t,
-                    mtime: None,
-                },
-                VState::Dir | VState::Other => continue,
-            };
-            ops.push(PlanOp { rel, before, after });
-        }
-        Ok(ops)
-    }
 }
 
 #[cold]
@@ -850,54 +563,5 @@ fn unnamed_path() -> RelPath {
     match RelPath::new("unnamed") {
         Ok(p) => p,
         Err(_) => RelPath::new("x").unwrap_or_else(|_| std::process::abort()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes() {
-        let r = RelPath::new("a/b/link").unwrap();
-        assert!(!symlink_escapes(&r, b"../x"));
-        assert!(!symlink_escapes(&r, b"../../x"));
-        assert!(symlink_escapes(&r, b"../../../x"));
-        assert!(symlink_escapes(&r, b"/etc/passwd"));
-        assert!(!symlink_escapes(&r, b"c/../../d"));
-    }
-
-    #[test]
-    fn perms() {
-        assert_eq!(
-            perm_for(Some(0o644), Some(0o100644), Some(0o100755), false),
-            0o755
-        );
-        assert_eq!(
-            perm_for(Some(0o755), Some(0o100755), Some(0o100644), false),
-            0o644
-        );
-        assert_eq!(
-            perm_for(Some(0o600), Some(0o100644), Some(0o100644), false),
-            0o600
-        );
-        assert_eq!(perm_for(None, None, Some(0o100755), false), 0o755);
-        // A lone 'new mode': applied to the file's own mode, as git does.
-        assert_eq!(perm_for(Some(0o644), None, Some(0o100755), false), 0o755);
-        assert_eq!(perm_for(Some(0o755), None, Some(0o100644), false), 0o644);
-        assert_eq!(perm_for(Some(0o644), None, None, false), 0o644);
-        // An explicit `new mode` equal to the old one still sets the exec bit (git).
-        assert_eq!(
-            perm_for(Some(0o644), Some(0o100755), Some(0o100755), true),
-            0o755
-        );
-        assert_eq!(
-            perm_for(Some(0o755), Some(0o100644), Some(0o100644), true),
-            0o644
-        );
-        assert_eq!(
-            perm_for(Some(0o644), Some(0o100755), Some(0o100755), false),
-            0o644
-        );
     }
 }

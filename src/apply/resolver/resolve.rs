@@ -14,8 +14,10 @@
 
 use std::sync::Arc;
 
-use super::{conflict, offsets_note, oid_matches, perm_for, usable_oid, How, Planner, Res, VState};
-use crate::apply::HunkConflict;
+use super::rules::{offsets_note, oid_matches, perm_for, usable_oid};
+use super::state::{conflict, How, Res, VState};
+use super::Planner;
+use crate::apply::report::HunkConflict;
 use crate::error::Result;
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::RelPath;
