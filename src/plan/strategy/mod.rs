@@ -25,6 +25,8 @@ use std::sync::Arc;
 use super::error::SandboxError;
 use super::model::{SandboxContext, Strategy};
 use super::record::{Lifecycle, Record, State};
+use super::backend::Backend;
+use super::handle::SandboxHandle;
 use super::sandbox::Sandbox;
 use super::status::Status;
 use crate::apply::store::UndoStore;
@@ -89,21 +91,21 @@ pub fn new_sandbox(
     resource_id: &str,
     original: &Path,
 ) -> Result<Arc<dyn Sandbox>, SandboxError> {
-    Ok(match strategy {
-        Strategy::None => Arc::new(none::NoSandbox::new(plan_dir, resource_id, original)),
-        Strategy::CopyOnWrite => Arc::new(copy_on_write::CopyOnWrite::new(
+    let backend: Box<dyn Backend> = match strategy {
+        Strategy::None => Box::new(none::NoSandbox::new(plan_dir, resource_id, original)),
+        Strategy::CopyOnWrite => Box::new(copy_on_write::CopyOnWrite::new(
             env.clone(),
             plan_dir,
             resource_id,
             original,
         )),
-        Strategy::GitWorktree => Arc::new(git_worktree::GitWorktree::new(
+        Strategy::GitWorktree => Box::new(git_worktree::GitWorktree::new(
             env.clone(),
             plan_dir,
             resource_id,
             original,
         )),
-        Strategy::Overlay => Arc::new(overlay::Overlay::new(
+        Strategy::Overlay => Box::new(overlay::Overlay::new(
             env.clone(),
             plan_dir,
             resource_id,
@@ -111,7 +113,7 @@ pub fn new_sandbox(
         )),
         Strategy::Custom(name) => {
             let proto = custom_instance(env, name)?;
-            Arc::new(crate::plan::custom::CustomSandbox::new(
+            Box::new(crate::plan::custom::CustomSandbox::new(
                 name,
                 proto,
                 plan_dir,
@@ -120,9 +122,10 @@ pub fn new_sandbox(
             ))
         }
         Strategy::TransactionRollback => {
-            Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
+            Box::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
         }
-    })
+    };
+    Ok(Arc::new(SandboxHandle::new(backend)))
 }
 
 /// A sandbox found on disk.
@@ -131,21 +134,22 @@ pub fn open_sandbox(
     record: Record,
     dir: PathBuf,
 ) -> Result<Arc<dyn Sandbox>, SandboxError> {
-    Ok(match record.strategy {
-        Strategy::None => Arc::new(none::NoSandbox::open(record, dir)),
+    let backend: Box<dyn Backend> = match record.strategy {
+        Strategy::None => Box::new(none::NoSandbox::open(record, dir)),
         Strategy::CopyOnWrite => {
-            Arc::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
+            Box::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
         }
         Strategy::GitWorktree => {
-            Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
+            Box::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
         }
-        Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
+        Strategy::Overlay => Box::new(overlay::Overlay::open(env.clone(), record, dir)?),
         Strategy::Custom(ref name) => {
             let proto = custom_instance(env, name)?;
-            Arc::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
+            Box::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
         }
-        Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::open(record, dir)?),
-    })
+        Strategy::TransactionRollback => Box::new(sqlite::SqliteSandbox::open(record, dir)?),
+    };
+    Ok(Arc::new(SandboxHandle::new(backend)))
 }
 
 /// The protocol instance of the custom strategy `name`, from the manager's registry;
