@@ -10,14 +10,14 @@ use super::batch::CommitBatch;
 use super::error::SandboxError;
 use super::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff};
 use super::record::Lifecycle;
-use super::strategy::sqlite::access::SqlAccess;
+use super::strategy::{self, sqlite::access::SqlAccess};
 
 /// One strategy's sandbox environment.
 ///
-/// Required: [`Backend::lifecycle`], [`Backend::create`], [`Backend::get_path`],
-/// [`Backend::diff`], [`Backend::commit`], [`Backend::rollback`], [`Backend::cleanup`]. Each
-/// step runs under the lifecycle's lock and moves the status through
-/// [`Lifecycle::advance`], so a refused step changes nothing. The rest have defaults that
+/// Required: [`Backend::lifecycle`], [`Backend::create`], [`Backend::diff`],
+/// [`Backend::commit`], [`Backend::rollback`], [`Backend::cleanup`]. Each step runs under the
+/// lifecycle's lock and moves the status through [`Lifecycle::advance`], so a refused step
+/// changes nothing. The rest have defaults that
 /// fit a backend whose files are under its sandbox path and which checkpoints by its files.
 pub trait Backend: Send + Sync {
     /// The lifecycle guard (id, strategy, status, record, lock) this backend runs under.
@@ -27,8 +27,15 @@ pub trait Backend: Send + Sync {
     /// and the error is [`SandboxError::Creation`].
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError>;
 
-    /// Where `resource_relative` lives in the sandbox (contained; makes it active).
-    fn get_path(&self, resource_relative: &Path) -> Result<PathBuf, SandboxError>;
+    /// Where `resource_relative` lives in the sandbox; makes a created sandbox active.
+    /// Default: below the record's sandbox path, refusing absolute paths, `..` and a path
+    /// that leads through a symlink out of the sandbox.
+    fn get_path(&self, resource_relative: &Path) -> Result<PathBuf, SandboxError> {
+        let lc = self.lifecycle();
+        let mut st = lc.lock_for_path()?;
+        strategy::activate_for_path(lc, &mut st)?;
+        strategy::sandbox_path_of(lc, &st, resource_relative)
+    }
 
     /// The content of `resource_relative`; `None` when it does not exist. Default: read
     /// through [`Backend::get_path`].

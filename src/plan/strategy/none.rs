@@ -77,12 +77,6 @@ impl Backend for NoSandbox {
         super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {})
     }
 
-    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock_for_path()?;
-        super::activate_for_path(&self.lc, &mut st)?;
-        super::sandbox_path_of(&self.lc, &st, rel)
-    }
-
     /// Always empty: the writes went to the original directly.
     fn diff(&self) -> Result<SandboxDiff, SandboxError> {
         let st = self.lc.lock();

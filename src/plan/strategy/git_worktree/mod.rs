@@ -169,12 +169,6 @@ impl Backend for GitWorktree {
         self.create_sandbox(plan_id)
     }
 
-    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock_for_path()?;
-        super::activate_for_path(&self.lc, &mut st)?;
-        sandbox_path_of(&self.lc, &st, rel)
-    }
-
     fn diff(&self) -> Result<SandboxDiff, SandboxError> {
         let st = self.lc.lock();
         super::require_created(&self.lc, &st)?;
