@@ -460,7 +460,7 @@ fn sqlite_checkpoints_are_savepoints() {
         .get_or_create_sandbox("p", "db", &db, Strategy::TransactionRollback)
         .unwrap();
     let cm = CheckpointManager::new(root.path().join("sandboxes"));
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("INSERT INTO t VALUES (2, 'b')", &[]).unwrap();
     let cp = cm
         .create_checkpoint(&sb, "p", Phase::PreExecute.name(), BTreeMap::new())
@@ -573,7 +573,7 @@ fn rollback_to_a_committed_sandbox_is_refused_alike_by_every_strategy() {
         .get_or_create_sandbox("p", "db", &db, Strategy::TransactionRollback)
         .unwrap();
     let cm = CheckpointManager::new(root.path().join("sandboxes"));
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("INSERT INTO t VALUES (1, 'a')", &[]).unwrap();
     let cp = cm
         .create_checkpoint(&sb, "p", Phase::PreApply.name(), BTreeMap::new())

@@ -103,7 +103,7 @@ fn child() {
             Strategy::TransactionRollback,
         )
         .unwrap();
-    s.as_sqlite()
+    s.sql()
         .unwrap()
         .execute("UPDATE t SET v = v || '2'", &[] as &[SqlValue])
         .unwrap();

@@ -79,7 +79,7 @@ fn sandbox(f: &Fixture) -> Arc<dyn Sandbox> {
 
 /// The actor's three changes: one insert, one update, one delete.
 fn act(sb: &dyn Sandbox) {
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute(
         "INSERT INTO users(id, name, age) VALUES (?1, ?2, ?3)",
         &[SqlValue::Integer(3), text("cy"), SqlValue::Null],
@@ -103,7 +103,7 @@ fn execute_diff_and_commit_visible_only_after_commit() {
 
     // The actor reads its own writes; another connection does not see them.
     let mine = sb
-        .as_sqlite()
+        .sql()
         .unwrap()
         .execute("SELECT id, name FROM users ORDER BY id", &[])
         .unwrap();
@@ -193,7 +193,7 @@ fn rollback_before_commit_leaves_nothing_and_reuse_starts_fresh() {
     assert!(sb.diff().unwrap().entries.is_empty());
 
     // Re-used: a new transaction, with a new session.
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("UPDATE users SET age = 37 WHERE id = 1", &[])
         .unwrap();
     assert_eq!(sb.status(), Status::Active);
@@ -295,7 +295,7 @@ fn a_table_without_a_primary_key_shows_in_the_diff_and_is_undone() {
         )
         .unwrap();
     let sb = sandbox(&f);
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("INSERT INTO log VALUES (3, 'work')", &[])
         .unwrap();
     sql.execute("UPDATE log SET msg = 'up' WHERE at = 2", &[])
@@ -350,7 +350,7 @@ fn a_table_without_a_primary_key_shows_in_the_diff_and_is_undone() {
 fn savepoints_restore_and_release() {
     let f = fixture();
     let sb = sandbox(&f);
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("UPDATE users SET name = 'one' WHERE id = 1", &[])
         .unwrap();
     sql.savepoint("cp1").unwrap();
@@ -384,7 +384,7 @@ fn savepoints_restore_and_release() {
 fn with_connection_gives_rusqlite_and_ending_the_transaction_is_an_error() {
     let f = fixture();
     let sb = sandbox(&f);
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     let n = sql
         .with_connection(|c| c.execute("UPDATE users SET age = age + 1", []))
         .unwrap()
@@ -456,7 +456,7 @@ fn state_errors_on_a_cleaned_up_sandbox() {
         ["1:ada", "2:bob"],
         "cleanup discards the work"
     );
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     for e in [
         sql.execute("SELECT 1", &[]).unwrap_err(),
         sql.savepoint("x").unwrap_err(),
@@ -486,7 +486,7 @@ fn commit_all_rolls_back_copy_on_write_when_the_database_commit_fails() {
     std::fs::write(cow.get_path(Path::new("notes.txt")).unwrap(), "two\n").unwrap();
     act(&*sql_sb);
     let journal: String = sql_sb
-        .as_sqlite()
+        .sql()
         .unwrap()
         .with_connection(|c| {
             // The pragma rather than `Connection::busy_timeout`, which needs SQLite 3.44 (it
@@ -551,7 +551,7 @@ fn commit_all_rolls_back_copy_on_write_when_the_database_commit_fails() {
     let blocked = fresh.query_row("SELECT count(*) FROM users", [], |r| r.get::<_, i64>(0));
     assert!(blocked.is_err(), "{blocked:?}");
     let mine = sql_sb
-        .as_sqlite()
+        .sql()
         .unwrap()
         .execute("SELECT count(*) FROM users", &[])
         .unwrap();
@@ -587,11 +587,7 @@ fn reopened_committed_sandbox_still_undoes_and_active_one_is_errored() {
         .mgr
         .get_or_create_sandbox("p", "other", &other_db, Strategy::TransactionRollback)
         .unwrap();
-    active
-        .as_sqlite()
-        .unwrap()
-        .execute("DELETE FROM t", &[])
-        .unwrap();
+    active.sql().unwrap().execute("DELETE FROM t", &[]).unwrap();
     let (cid, aid) = (
         committed.sandbox_id().to_string(),
         active.sandbox_id().to_string(),
@@ -692,7 +688,7 @@ fn threads_share_one_sandbox_and_wal_mode_works() {
             s.spawn(move || {
                 for i in 0..25i64 {
                     let id = 100 + t * 25 + i;
-                    sb.as_sqlite()
+                    sb.sql()
                         .unwrap()
                         .execute(
                             "INSERT INTO users(id, name) VALUES (?1, ?2)",

@@ -46,7 +46,7 @@ fn sandbox(f: &Fixture) -> Arc<dyn Sandbox> {
 }
 
 fn run(sb: &dyn Sandbox, sql: &str) {
-    sb.as_sqlite().unwrap().execute(sql, &[]).unwrap();
+    sb.sql().unwrap().execute(sql, &[]).unwrap();
 }
 
 /// Another connection's view of the whole table, rowid first, each value with its type:
@@ -248,7 +248,7 @@ fn values_of_every_storage_class_are_restored_with_their_type() {
 fn tables_made_in_the_transaction_are_recorded() {
     let f = fixture(LOG);
     let sb = sandbox(&f);
-    sb.as_sqlite()
+    sb.sql()
         .unwrap()
         .with_connection(|c| {
             c.execute_batch(
@@ -325,7 +325,7 @@ fn a_written_table_whose_columns_change_is_refused_not_committed_unrecorded() {
     let f = fixture(LOG);
     let before = table(&f.db, "log");
     let sb = sandbox(&f);
-    let sql = sb.as_sqlite().unwrap();
+    let sql = sb.sql().unwrap();
     sql.execute("UPDATE log SET msg = 'up' WHERE at = 1", &[])
         .unwrap();
     let e = sql
@@ -358,7 +358,7 @@ fn a_table_made_by_another_connection_after_the_sandbox_began_is_recorded() {
         .unwrap()
         .execute_batch("CREATE TABLE late(x); INSERT INTO late VALUES ('theirs'), ('kept');")
         .unwrap();
-    sb.as_sqlite()
+    sb.sql()
         .unwrap()
         .with_connection(|c| {
             c.execute_batch(
@@ -389,7 +389,7 @@ fn hundreds_of_rows_are_each_recorded_once_and_undone() {
     let f = fixture(LOG);
     let before = table(&f.db, "log");
     let sb = sandbox(&f);
-    sb.as_sqlite()
+    sb.sql()
         .unwrap()
         .with_connection(|c| {
             c.execute_batch(

@@ -64,12 +64,12 @@ pub(crate) fn execute(
     params: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Py<PyAny>>> {
     let params: Vec<SqlValue> = params.iter().map(value_in).collect::<PyResult<_>>()?;
-    if sb.as_sqlite().is_none() {
+    if sb.sql().is_none() {
         return Err(not_sqlite(sb));
     }
     let s = sb.clone();
     let rows = py
-        .detach(|| match s.as_sqlite() {
+        .detach(|| match s.sql() {
             Some(db) => db.execute(sql, &params),
             None => Err(SandboxError::sandbox(Some(s.sandbox_id()), "not SQLite")),
         })
@@ -93,11 +93,11 @@ pub(crate) fn savepoint(
     step: &str,
     name: &str,
 ) -> PyResult<()> {
-    if sb.as_sqlite().is_none() {
+    if sb.sql().is_none() {
         return Err(not_sqlite(sb));
     }
     let s = sb.clone();
-    py.detach(|| match s.as_sqlite() {
+    py.detach(|| match s.sql() {
         Some(db) if step == "savepoint" => db.savepoint(name),
         Some(db) => db.rollback_to_savepoint(name),
         None => Err(SandboxError::sandbox(Some(s.sandbox_id()), "not SQLite")),

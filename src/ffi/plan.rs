@@ -1367,7 +1367,7 @@ impl PlanSandbox {
     ) -> Result<bridge::FfiSqlRows, String> {
         guarded(|| {
             let sb = self.sb()?;
-            let Some(db) = sb.as_sqlite() else {
+            let Some(db) = sb.sql() else {
                 return Err(encode(&SandboxError::sandbox(
                     Some(sb.sandbox_id()),
                     format!(

@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 
 use super::batch::CommitBatch;
 use super::boundary::{Resource, ResourceRegistry};
-use super::custom::StrategyRegistry;
+use super::custom::registry::{self, StrategyRegistry};
 use super::error::SandboxError;
 use super::group::CommitGroup;
 use super::journal::CommitJournal;
@@ -76,6 +76,9 @@ pub struct Recovery {
 pub struct Manager {
     root: PathBuf,
     env: Arc<Env>,
+    /// The strategies sandboxes are made of by name (the built-in registry until the manager
+    /// is given one).
+    registry: parking_lot::RwLock<Option<Arc<StrategyRegistry>>>,
     table: Mutex<BTreeMap<(String, String), Slot>>,
     boundaries: Mutex<HashMap<String, String>>,
     recovery: Mutex<Recovery>,
@@ -110,13 +113,19 @@ impl PlanManager {
     /// Sets the registry of custom strategies, and reopens the custom sandboxes on disk that
     /// were left for want of it (now registered). Returns the ids of those reopened.
     pub fn set_registry(&self, registry: Arc<StrategyRegistry>) -> Vec<String> {
-        *self.env.registry.write() = Some(registry);
+        *self.registry.write() = Some(registry);
         self.reopen_custom()
     }
 
     /// The registry of custom strategies, if the manager has one.
     pub fn registry(&self) -> Option<Arc<StrategyRegistry>> {
-        self.env.registry.read().clone()
+        self.registry.read().clone()
+    }
+
+    /// A sandbox of `record` on disk, opened by its strategy's factory.
+    fn open_sandbox(&self, record: Record, dir: PathBuf) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let registry = self.registry.read().clone();
+        registry::open_sandbox(registry.as_deref(), &self.env, record, dir)
     }
 
     /// Reopens the custom sandboxes on disk that the manager does not hold yet and whose
@@ -142,7 +151,7 @@ impl PlanManager {
                     continue;
                 }
                 let id = r.sandbox_id.clone();
-                match strategy::open_sandbox(&self.env, r, dir.clone()) {
+                match self.open_sandbox(r, dir.clone()) {
                     Ok(sb) => {
                         *filled = Some(sb);
                         out.push(id);
@@ -181,11 +190,11 @@ impl PlanManager {
             lowers: plans_dir.join(super::lower::LOWER_DIR),
             lower_bases: Mutex::new(HashMap::new()),
             plans_dir,
-            registry: parking_lot::RwLock::new(registry),
         });
         let mut mgr = PlanManager {
             root,
             env,
+            registry: parking_lot::RwLock::new(registry),
             table: Mutex::new(BTreeMap::new()),
             boundaries: Mutex::new(HashMap::new()),
             recovery: Mutex::new(Recovery::default()),
@@ -274,7 +283,7 @@ impl PlanManager {
             if !replace {
                 continue;
             }
-            match strategy::open_sandbox(&self.env, record, dir.clone()) {
+            match self.open_sandbox(record, dir.clone()) {
                 Ok(sb) => *filled = Some(sb),
                 Err(e) => {
                     self.warn(format!("{}: {e}", dir.display()));
@@ -419,7 +428,9 @@ impl PlanManager {
         } else {
             None
         };
-        let made = strategy::new_sandbox(
+        let registry = self.registry.read().clone();
+        let made = registry::new_sandbox(
+            registry.as_deref(),
             &strategy,
             &self.env,
             &self.plan_dir(plan_id),

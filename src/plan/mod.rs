@@ -49,7 +49,9 @@
 //! | [`status`] | the lifecycle and its transition table |
 //! | [`error`] | [`SandboxError`], the users' exception hierarchy |
 //! | [`model`] | strategies, contexts, commit results, diffs |
-//! | [`sandbox`] | the [`Sandbox`] trait |
+//! | [`sandbox`] | the [`Sandbox`] trait: what the manager and the bridges hold |
+//! | [`backend`] | the [`Backend`] trait a strategy implements, and its optional capabilities |
+//! | [`handle`] | [`SandboxHandle`]: the lifecycle every strategy shares, over a backend |
 //! | [`record`] | a sandbox's state on disk, and the lifecycle guard |
 //! | [`strategy`] | the built-in strategies |
 //! | [`manager`] | [`PlanManager`]: lazy creation, `commit_all`, cleanup, recovery |
@@ -64,6 +66,7 @@
 //! The plan layer sits above [`crate::apply`] (commits go through the atomic 3-way apply and
 //! its undo records) and [`crate::tree`] (snapshots and diffs); nothing below imports it.
 
+pub mod backend;
 #[doc(hidden)]
 pub mod batch;
 pub mod boundary;
@@ -73,6 +76,7 @@ pub mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod group;
+pub mod handle;
 pub mod journal;
 pub mod lock;
 pub mod lower;
@@ -85,13 +89,16 @@ pub mod sandbox;
 pub mod status;
 pub mod strategy;
 
+pub use backend::{Backend, Checkpoints, NativeCheckpoints};
 pub use boundary::{Resource, ResourceKind, ResourceRegistry};
 pub use error::SandboxError;
+pub use handle::SandboxHandle;
 pub use lower::SnapshotInfo;
 pub use manager::{Manager, PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
 pub use sandbox::{CheckpointSupport, Sandbox};
 pub use status::Status;
+pub use strategy::sqlite::SqlAccess;
 
 #[cfg(test)]
 mod tests {

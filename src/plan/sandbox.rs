@@ -1,11 +1,15 @@
-//! The sandbox interface every strategy implements.
+//! The face of one resource's sandbox: [`Sandbox`], what the manager, the checkpoints and
+//! the bridges hold (`Arc<dyn Sandbox>`). It is implemented once, by
+//! [`SandboxHandle`](super::handle::SandboxHandle), over a strategy's
+//! [`Backend`](super::backend::Backend).
 
-use std::any::Any;
 use std::path::{Path, PathBuf};
 
+use super::backend::Checkpoints;
 use super::error::SandboxError;
 use super::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use super::status::Status;
+use super::strategy::sqlite::access::SqlAccess;
 
 /// One resource's sandbox in one plan.
 ///
@@ -14,7 +18,7 @@ use super::status::Status;
 /// sandbox is shared between threads as `Arc<dyn Sandbox>`); each serializes its own
 /// operations. The sandbox's state is on disk under the manager's root, so a manager opened
 /// after a crash finds it again.
-pub trait Sandbox: AsAny + Send + Sync {
+pub trait Sandbox: Send + Sync {
     /// Its ULID.
     fn sandbox_id(&self) -> &str;
 
@@ -36,43 +40,22 @@ pub trait Sandbox: AsAny + Send + Sync {
     fn get_path(&self, resource_relative: &Path) -> Result<PathBuf, SandboxError>;
 
     /// The content of `resource_relative` in the sandbox; `None` when it does not exist
-    /// there. Default: read through [`Sandbox::get_path`] (so a created sandbox becomes
-    /// active); a custom strategy's sandbox asks its strategy.
-    fn read(&self, resource_relative: &Path) -> Result<Option<Vec<u8>>, SandboxError> {
-        let p = self.get_path(resource_relative)?;
-        match std::fs::read(&p) {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SandboxError::from_lower(
-                Some(self.sandbox_id()),
-                "read",
-                crate::Error::io("read", &p, e),
-            )),
-        }
-    }
+    /// there. A sandbox with files reads
+    /// through [`Sandbox::get_path`] (so a created sandbox becomes active); a custom
+    /// strategy's sandbox asks its strategy.
+    fn read(&self, resource_relative: &Path) -> Result<Option<Vec<u8>>, SandboxError>;
 
     /// Sets the content of `resource_relative` in the sandbox (making its parent
-    /// directories). Default: through [`Sandbox::get_path`]; a custom strategy's sandbox asks
-    /// its strategy.
-    fn write(&self, resource_relative: &Path, data: &[u8]) -> Result<(), SandboxError> {
-        let p = self.get_path(resource_relative)?;
-        let io = |what: &'static str, e: std::io::Error| {
-            SandboxError::from_lower(Some(self.sandbox_id()), what, crate::Error::io(what, &p, e))
-        };
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io("create directory", e))?;
-        }
-        std::fs::write(&p, data).map_err(|e| io("write", e))
-    }
+    /// directories). A sandbox with files writes through [`Sandbox::get_path`]; a custom
+    /// strategy's sandbox asks its strategy.
+    fn write(&self, resource_relative: &Path, data: &[u8]) -> Result<(), SandboxError>;
 
     /// The sandbox's changes against what it was made from (per file, and as a patch).
     fn diff(&self) -> Result<SandboxDiff, SandboxError>;
 
     /// The per-file entries of [`Sandbox::diff`] without the patch: what a review or a
     /// checkpoint needs, without the line diffs (strategies override it when cheaper).
-    fn changes(&self) -> Result<Vec<super::model::DiffEntry>, SandboxError> {
-        self.diff().map(|d| d.entries)
-    }
+    fn changes(&self) -> Result<Vec<super::model::DiffEntry>, SandboxError>;
 
     /// Checks, without writing anything, that [`Sandbox::commit`] would succeed now: the
     /// changes apply to the original as it is. `commit_all` calls it on every sandbox of a
@@ -84,27 +67,22 @@ pub trait Sandbox: AsAny + Send + Sync {
 
     /// [`Sandbox::commit`] inside `commit_all`: a strategy writing through the atomic apply
     /// may leave the apply's last sync and cleanup to `batch`, which `commit_all` finishes
-    /// (one sync per filesystem) before it returns. The default commits at once.
+    /// (one sync per filesystem) before it returns. A backend without a batch commits at once.
     #[doc(hidden)]
     fn commit_batched(
         &self,
         message: Option<&str>,
         batch: &mut crate::plan::batch::CommitBatch,
-    ) -> Result<CommitResult, SandboxError> {
-        let _ = batch;
-        self.commit(message)
-    }
+    ) -> Result<CommitResult, SandboxError>;
 
     /// Settles a commit this sandbox left in flight without finishing it: a panic inside
     /// its commit, after the change may have reached the original but before the status
     /// said so. Afterwards the status is the truth (`Committed` when the change landed), so
     /// a rollback undoes a landed change instead of passing it by. `commit_all` calls it
-    /// before its LIFO rollback; a no-op when nothing is in flight, and the default for
+    /// before its LIFO rollback; a no-op when nothing is in flight, as it is for
     /// strategies that cannot tell (they settle such a commit when reopened).
     #[doc(hidden)]
-    fn settle_in_flight(&self) -> Result<(), SandboxError> {
-        Ok(())
-    }
+    fn settle_in_flight(&self) -> Result<(), SandboxError>;
 
     /// From `Active`: discards the sandbox's changes (its files are the original's again).
     /// From `Committed`: undoes the commit in the original (refused, naming the files, when
@@ -116,59 +94,24 @@ pub trait Sandbox: AsAny + Send + Sync {
     fn cleanup(&self) -> Result<(), SandboxError>;
 
     /// Whether a commit can be undone. `commit_all` commits the others last.
-    fn is_rollbackable(&self) -> bool {
-        self.strategy().is_rollbackable()
-    }
+    fn is_rollbackable(&self) -> bool;
 
-    /// The sandbox's own directory under its plan's directory (where its `state.json` is),
-    /// when it has one: a checkpoint manager over another root takes the lock of the plan
-    /// this directory is in, so its checkpoints serialize with the plan's operations.
-    fn home(&self) -> Option<&Path> {
-        None
-    }
+    /// The sandbox's own directory under its plan's directory (where its `state.json` is):
+    /// a checkpoint manager over another root takes the lock of the plan this directory is
+    /// in, so its checkpoints serialize with the plan's operations.
+    fn home(&self) -> &Path;
 
     /// How [`crate::plan::checkpoint::CheckpointManager`] checkpoints this sandbox: by its
-    /// files (the default: its diff against base, deduplicated), natively (a database's
-    /// savepoints), or not at all (`none`).
-    fn checkpoint_support(&self) -> CheckpointSupport {
-        CheckpointSupport::Files
-    }
+    /// files (its diff against base, deduplicated), natively (a database's savepoints), or
+    /// not at all (`none`).
+    fn checkpoint_support(&self) -> CheckpointSupport;
 
-    /// Saves a native checkpoint named `id` (only called when [`Sandbox::checkpoint_support`]
-    /// is `Native`).
-    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
-        Err(SandboxError::sandbox(
-            Some(self.sandbox_id()),
-            format!("no native checkpoint {id}: this sandbox has none"),
-        ))
-    }
+    /// How it is checkpointed, with the backend's native checkpoints when it has them.
+    fn checkpoints(&self) -> Checkpoints<'_>;
 
-    /// Restores the native checkpoint `id`.
-    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
-        Err(SandboxError::sandbox(
-            Some(self.sandbox_id()),
-            format!("no native checkpoint {id}: this sandbox has none"),
-        ))
-    }
-
-    /// Forgets the native checkpoint `id` (its sandbox keeps its state).
-    fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
-        Ok(())
-    }
-}
-
-/// A sandbox as [`Any`], so that a strategy's own interface (the SQLite sandbox's
-/// statements and savepoints, say) is reached by a downcast next to that strategy, and this
-/// trait names no implementation. Every `'static` type has it.
-pub trait AsAny {
-    /// `self` as [`Any`].
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<T: Any> AsAny for T {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    /// Its SQL connection (statements, savepoints) when it is a database's sandbox
+    /// (`transaction_rollback`); `None` for every other strategy.
+    fn sql(&self) -> Option<&dyn SqlAccess>;
 }
 
 /// How a sandbox can be checkpointed.

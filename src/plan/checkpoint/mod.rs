@@ -35,6 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::backend::{Checkpoints, NativeCheckpoints};
 use super::error::SandboxError;
 use super::lock::PlanGuard;
 use super::manager::PLANS_DIR;
@@ -253,13 +254,13 @@ impl CheckpointManager {
         let _plan = self.lock_plan_of(sandbox)?;
         let _op = op.lock();
         let id = crate::id::next_string();
-        let (kind, changes) = match sandbox.checkpoint_support() {
-            CheckpointSupport::Files => ("files", files::capture(sandbox.as_ref(), &store)?),
-            CheckpointSupport::Native => {
-                sandbox.save_native_checkpoint(&id)?;
+        let (kind, changes) = match sandbox.checkpoints() {
+            Checkpoints::Files => ("files", files::capture(sandbox.as_ref(), &store)?),
+            Checkpoints::Native(native) => {
+                native.save(&id)?;
                 ("native", BTreeMap::new())
             }
-            CheckpointSupport::Unsupported => {
+            Checkpoints::None => {
                 return Err(SandboxError::sandbox(
                     Some(sandbox.sandbox_id()),
                     format!(
@@ -446,7 +447,7 @@ impl CheckpointManager {
             return Ok(false);
         };
         if m.kind == "native" {
-            sb.restore_native_checkpoint(&m.checkpoint_id)?;
+            native_of(&sb)?.restore(&m.checkpoint_id)?;
         } else {
             files::restore(sb.as_ref(), &store, &store.full(&m.checkpoint_id)?)?;
         }
@@ -500,7 +501,7 @@ impl CheckpointManager {
     /// The lock of `sb`'s plan (see [`crate::plan::lock`]): checkpoints and rollbacks to
     /// them change the sandbox, so they serialize with the plan's other operations.
     fn lock_plan_of(&self, sb: &Arc<dyn Sandbox>) -> Result<PlanGuard, SandboxError> {
-        if let Some(plan_dir) = sb.home().and_then(Path::parent) {
+        if let Some(plan_dir) = sb.home().parent() {
             return PlanGuard::acquire(plan_dir);
         }
         let ctx = sb.context().ok_or_else(|| SandboxError::State {
@@ -562,8 +563,9 @@ impl CheckpointManager {
         {
             let _op = op.lock();
             if let Some(m) = store.read(checkpoint_id)? {
-                if m.kind == "native" {
-                    sb.release_native_checkpoint(checkpoint_id)?;
+                if let (true, Checkpoints::Native(native)) = (m.kind == "native", sb.checkpoints())
+                {
+                    native.release(checkpoint_id)?;
                 }
                 let removed = store.remove(checkpoint_id)?;
                 self.made.lock().retain(|(id, _)| id != checkpoint_id);
@@ -650,5 +652,16 @@ impl Drop for CheckpointManager {
         if let Some(top) = &self.temp_root {
             let _ = std::fs::remove_dir_all(top);
         }
+    }
+}
+
+/// The native checkpoints of `sb`, which a native checkpoint was taken of.
+fn native_of(sb: &Arc<dyn Sandbox>) -> Result<&dyn NativeCheckpoints, SandboxError> {
+    match sb.checkpoints() {
+        Checkpoints::Native(native) => Ok(native),
+        _ => Err(SandboxError::sandbox(
+            Some(sb.sandbox_id()),
+            format!("strategy {} keeps no native checkpoints", sb.strategy()),
+        )),
     }
 }

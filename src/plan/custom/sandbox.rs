@@ -6,10 +6,10 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::protocol::{SandboxRef, StrategyFailure, StrategyProtocol};
+use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::{CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 use crate::plan::strategy::{self as builtin, through_apply};
 
@@ -149,25 +149,9 @@ fn patch_of(entries: &[DiffEntry]) -> Vec<u8> {
     out
 }
 
-impl Sandbox for CustomSandbox {
-    fn home(&self) -> Option<&Path> {
-        Some(self.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.lc.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        self.lc.strategy()
-    }
-
-    fn status(&self) -> Status {
-        self.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.lc.context()
+impl Backend for CustomSandbox {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.lc
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
@@ -272,16 +256,6 @@ impl Sandbox for CustomSandbox {
             entries: view.entries,
             patch,
         })
-    }
-
-    fn check_commit(&self) -> Result<(), SandboxError> {
-        let st = self.lc.lock();
-        let target = if st.status == Status::Created {
-            Status::Active
-        } else {
-            Status::Committed
-        };
-        self.lc.check(st.status, target)
     }
 
     fn commit(&self, message: Option<&str>) -> Result<CommitResult, SandboxError> {
@@ -389,11 +363,13 @@ impl Sandbox for CustomSandbox {
         self.proto.is_rollbackable()
     }
 
-    fn checkpoint_support(&self) -> CheckpointSupport {
-        CheckpointSupport::Native
+    fn checkpoints(&self) -> Checkpoints<'_> {
+        Checkpoints::Native(self)
     }
+}
 
-    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+impl NativeCheckpoints for CustomSandbox {
+    fn save(&self, id: &str) -> Result<(), SandboxError> {
         let st = self.lc.lock();
         builtin::require_created(&self.lc, &st)?;
         let sref = self.sref(&st)?;
@@ -402,7 +378,7 @@ impl Sandbox for CustomSandbox {
             .map_err(|f| self.err(&format!("checkpoint {id}"), f))
     }
 
-    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+    fn restore(&self, id: &str) -> Result<(), SandboxError> {
         let st = self.lc.lock();
         builtin::require_created(&self.lc, &st)?;
         let sref = self.sref(&st)?;

@@ -25,10 +25,10 @@ use super::{sandbox_path_of, Env};
 use crate::fs::overlay::fingerprint::Fingerprint;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
+use crate::plan::backend::Backend;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, OpGuard, Record, State};
-use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
 use crate::tree::diff::Manifest;
 
@@ -435,35 +435,13 @@ impl CopyOnWrite {
     }
 }
 
-impl Sandbox for CopyOnWrite {
-    fn home(&self) -> Option<&Path> {
-        Some(self.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.lc.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        self.lc.strategy()
-    }
-
-    fn status(&self) -> Status {
-        self.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.lc.context()
+impl Backend for CopyOnWrite {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.lc
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
         self.create_with(|| self.make(plan_id), || ())
-    }
-
-    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock_for_path()?;
-        super::activate_for_path(&self.lc, &mut st)?;
-        sandbox_path_of(&self.lc, &st, rel)
     }
 
     fn diff(&self) -> Result<SandboxDiff, SandboxError> {

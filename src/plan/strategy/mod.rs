@@ -9,6 +9,12 @@
 //! | `git_worktree` | [`git_worktree`] |
 //! | `transaction_rollback` | [`sqlite`] |
 //!
+//! Each is a [`Backend`](crate::plan::backend::Backend) registered by name in every
+//! [`StrategyRegistry`](crate::plan::custom::StrategyRegistry) ([`factory`]); a strategy
+//! written outside the crate registers its own factory the same way, and uses the shared
+//! steps below (`record_created`, `require_created`, `activate_for_path`, `cleanup_dir`),
+//! which are public for it.
+//!
 //! `copy_on_write` (and `overlay`, which commits the same way) build on [`tree_base`] (the
 //! stable snapshot and the diff against it) and [`through_apply`] (commit and undo through
 //! the atomic 3-way apply).
@@ -23,13 +29,13 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::SandboxError;
-use super::model::{SandboxContext, Strategy};
+use super::model::SandboxContext;
 use super::record::{Lifecycle, Record, State};
-use super::sandbox::Sandbox;
 use super::status::Status;
 use crate::apply::store::UndoStore;
 
 pub mod copy_on_write;
+pub mod factory;
 pub mod git_worktree;
 pub(crate) mod links;
 pub mod none;
@@ -60,8 +66,6 @@ pub struct Env {
     pub undo: UndoStore,
     /// Directories never copied into a sandbox (the root itself, when inside a resource).
     pub exclude: Vec<PathBuf>,
-    /// The custom strategies sandboxes may be made of (none until the manager gets one).
-    pub registry: parking_lot::RwLock<Option<Arc<crate::plan::custom::StrategyRegistry>>>,
     /// The shared lower snapshots (`<root>/plans/lower`, see [`crate::plan::lower`]).
     pub lowers: PathBuf,
     /// Shared snapshots' listings, loaded once per manager.
@@ -81,94 +85,6 @@ impl Env {
     }
 }
 
-/// A new pending sandbox of `strategy`.
-pub fn new_sandbox(
-    strategy: &Strategy,
-    env: &Arc<Env>,
-    plan_dir: &Path,
-    resource_id: &str,
-    original: &Path,
-) -> Result<Arc<dyn Sandbox>, SandboxError> {
-    Ok(match strategy {
-        Strategy::None => Arc::new(none::NoSandbox::new(plan_dir, resource_id, original)),
-        Strategy::CopyOnWrite => Arc::new(copy_on_write::CopyOnWrite::new(
-            env.clone(),
-            plan_dir,
-            resource_id,
-            original,
-        )),
-        Strategy::GitWorktree => Arc::new(git_worktree::GitWorktree::new(
-            env.clone(),
-            plan_dir,
-            resource_id,
-            original,
-        )),
-        Strategy::Overlay => Arc::new(overlay::Overlay::new(
-            env.clone(),
-            plan_dir,
-            resource_id,
-            original,
-        )),
-        Strategy::Custom(name) => {
-            let proto = custom_instance(env, name)?;
-            Arc::new(crate::plan::custom::CustomSandbox::new(
-                name,
-                proto,
-                plan_dir,
-                resource_id,
-                original,
-            ))
-        }
-        Strategy::TransactionRollback => {
-            Arc::new(sqlite::SqliteSandbox::new(plan_dir, resource_id, original))
-        }
-    })
-}
-
-/// A sandbox found on disk.
-pub fn open_sandbox(
-    env: &Arc<Env>,
-    record: Record,
-    dir: PathBuf,
-) -> Result<Arc<dyn Sandbox>, SandboxError> {
-    Ok(match record.strategy {
-        Strategy::None => Arc::new(none::NoSandbox::open(record, dir)),
-        Strategy::CopyOnWrite => {
-            Arc::new(copy_on_write::CopyOnWrite::open(env.clone(), record, dir)?)
-        }
-        Strategy::GitWorktree => {
-            Arc::new(git_worktree::GitWorktree::open(env.clone(), record, dir)?)
-        }
-        Strategy::Overlay => Arc::new(overlay::Overlay::open(env.clone(), record, dir)?),
-        Strategy::Custom(ref name) => {
-            let proto = custom_instance(env, name)?;
-            Arc::new(crate::plan::custom::CustomSandbox::open(proto, record, dir))
-        }
-        Strategy::TransactionRollback => Arc::new(sqlite::SqliteSandbox::open(record, dir)?),
-    })
-}
-
-/// The protocol instance of the custom strategy `name`, from the manager's registry;
-/// [`SandboxError::Sandbox`] naming the built-in and registered strategies when it has none.
-fn custom_instance(
-    env: &Env,
-    name: &str,
-) -> Result<Arc<dyn crate::plan::custom::StrategyProtocol>, SandboxError> {
-    let registry = env.registry.read().clone();
-    let registered = registry.as_ref().map(|r| r.names()).unwrap_or_default();
-    match registry.as_ref().map(|r| r.get_custom_strategy(name)) {
-        Some(Ok(p)) => Ok(p),
-        _ => Err(SandboxError::sandbox(
-            None,
-            format!(
-                "unknown sandbox strategy {name:?} (built-in: none, copy_on_write, overlay, git_worktree, transaction_rollback; registered: [{}]{})",
-                registered.join(", "),
-                if registry.is_none() { "; the manager has no strategy registry" } else { "" }
-            ),
-        )),
-    }
-}
-
 /// A [`SandboxError::Creation`] from a plan-layer error.
 pub(crate) fn creation_err(resource_id: &str, what: &str, e: SandboxError) -> SandboxError {
     SandboxError::Creation {
@@ -182,7 +98,7 @@ pub(crate) fn creation_err(resource_id: &str, what: &str, e: SandboxError) -> Sa
 /// persists it) and returns the context. When the state cannot be recorded, `undo` removes
 /// what the strategy made outside its directory, the directory goes, and the error is a
 /// [`SandboxError::Creation`]: nothing of the sandbox is left.
-pub(crate) fn record_created(
+pub fn record_created(
     lc: &Lifecycle,
     st: &mut State,
     record: Record,
@@ -203,7 +119,7 @@ pub(crate) fn record_created(
 }
 
 /// Refuses operations that need the sandbox to exist (`Pending`, `CleanedUp`, `Errored`).
-pub(crate) fn require_created(lc: &Lifecycle, st: &State) -> Result<(), SandboxError> {
+pub fn require_created(lc: &Lifecycle, st: &State) -> Result<(), SandboxError> {
     match st.status {
         Status::Created | Status::Active | Status::Committed | Status::RolledBack => Ok(()),
         from => Err(SandboxError::State {
@@ -216,7 +132,7 @@ pub(crate) fn require_created(lc: &Lifecycle, st: &State) -> Result<(), SandboxE
 
 /// `get_path`'s step: a created or rolled-back sandbox becomes active; an active one stays;
 /// anything else is refused.
-pub(crate) fn activate_for_path(lc: &Lifecycle, st: &mut State) -> Result<(), SandboxError> {
+pub fn activate_for_path(lc: &Lifecycle, st: &mut State) -> Result<(), SandboxError> {
     match st.status {
         Status::Active => Ok(()),
         _ => lc.advance(st, Status::Active),
@@ -287,7 +203,7 @@ pub(crate) use crate::fs::session_dir::remove_dir_tree as remove_dir;
 /// Cleanup as every strategy does it: the steps the lifecycle requires from the current
 /// status to `CleanedUp` are checked, `teardown` undoes what the strategy set up outside
 /// its directory (a mount, a worktree), then the sandbox's directory goes.
-pub(crate) fn cleanup_dir(
+pub fn cleanup_dir(
     lc: &Lifecycle,
     st: &mut State,
     teardown: impl FnOnce() -> Result<(), SandboxError>,

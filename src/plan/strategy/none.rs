@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::plan::backend::{Backend, Checkpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record};
-use crate::plan::sandbox::{CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
 /// A `none` sandbox.
@@ -41,25 +41,9 @@ impl NoSandbox {
     }
 }
 
-impl Sandbox for NoSandbox {
-    fn home(&self) -> Option<&Path> {
-        Some(self.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.lc.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        Strategy::None
-    }
-
-    fn status(&self) -> Status {
-        self.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.lc.context()
+impl Backend for NoSandbox {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.lc
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
@@ -93,27 +77,11 @@ impl Sandbox for NoSandbox {
         super::record_created(&self.lc, &mut st, record, &self.resource_id, |_| {})
     }
 
-    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock_for_path()?;
-        super::activate_for_path(&self.lc, &mut st)?;
-        super::sandbox_path_of(&self.lc, &st, rel)
-    }
-
     /// Always empty: the writes went to the original directly.
     fn diff(&self) -> Result<SandboxDiff, SandboxError> {
         let st = self.lc.lock();
         super::require_created(&self.lc, &st)?;
         Ok(SandboxDiff::default())
-    }
-
-    fn check_commit(&self) -> Result<(), SandboxError> {
-        let st = self.lc.lock();
-        let target = if st.status == Status::Created {
-            Status::Active
-        } else {
-            Status::Committed
-        };
-        self.lc.check(st.status, target)
     }
 
     fn commit(&self, _message: Option<&str>) -> Result<CommitResult, SandboxError> {
@@ -140,14 +108,14 @@ impl Sandbox for NoSandbox {
         })
     }
 
-    /// None: the writes went to the original; there is nothing to restore from.
-    fn checkpoint_support(&self) -> CheckpointSupport {
-        CheckpointSupport::Unsupported
-    }
-
     fn cleanup(&self) -> Result<(), SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         // Nothing of the resource is removed: only the sandbox's own state.
         super::cleanup_dir(&self.lc, &mut st, || Ok(()))
+    }
+
+    /// None: the writes went to the original; there is nothing to restore from.
+    fn checkpoints(&self) -> Checkpoints<'_> {
+        Checkpoints::None
     }
 }

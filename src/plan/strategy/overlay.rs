@@ -45,11 +45,12 @@ use crate::fs::overlay::mountinfo::is_mounted;
 use crate::fs::overlay::upper::{self, UpperScan};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
+use crate::plan::backend::Backend as PlanBackend;
 use crate::plan::error::SandboxError;
 use crate::plan::lower;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
+use crate::plan::record::Lifecycle;
 use crate::plan::record::{Record, State};
-use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
 use crate::tree::diff::Change;
 use crate::tree::overlay_diff;
@@ -138,10 +139,6 @@ impl Overlay {
 
     fn mounted_mode(&self) -> Option<Mode> {
         self.mode().filter(|m| *m != Mode::Copy)
-    }
-
-    fn id(&self) -> &str {
-        self.cow.lc.id()
     }
 
     fn at(&self, name: &str) -> PathBuf {
@@ -398,25 +395,9 @@ impl Drop for Overlay {
     }
 }
 
-impl Sandbox for Overlay {
-    fn home(&self) -> Option<&Path> {
-        Some(self.cow.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        Strategy::Overlay
-    }
-
-    fn status(&self) -> Status {
-        self.cow.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.cow.lc.context()
+impl PlanBackend for Overlay {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.cow.lc
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
@@ -460,7 +441,7 @@ impl Sandbox for Overlay {
 
     fn changes(&self) -> Result<Vec<DiffEntry>, SandboxError> {
         let Some(mode) = self.mounted_mode() else {
-            return Sandbox::changes(&self.cow);
+            return PlanBackend::changes(&self.cow);
         };
         let st = self.cow.lc.lock();
         super::require_created(&self.cow.lc, &st)?;

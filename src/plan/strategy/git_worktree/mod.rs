@@ -70,11 +70,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{sandbox_path_of, Env};
+use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::{CheckpointSupport, Sandbox};
-use crate::plan::status::Status;
 
 mod checkpoint;
 mod commit;
@@ -161,35 +160,13 @@ impl GitWorktree {
     }
 }
 
-impl Sandbox for GitWorktree {
-    fn home(&self) -> Option<&Path> {
-        Some(self.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.lc.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        Strategy::GitWorktree
-    }
-
-    fn status(&self) -> Status {
-        self.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.lc.context()
+impl Backend for GitWorktree {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.lc
     }
 
     fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
         self.create_sandbox(plan_id)
-    }
-
-    fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
-        let mut st = self.lc.lock_for_path()?;
-        super::activate_for_path(&self.lc, &mut st)?;
-        sandbox_path_of(&self.lc, &st, rel)
     }
 
     fn diff(&self) -> Result<SandboxDiff, SandboxError> {
@@ -201,12 +178,6 @@ impl Sandbox for GitWorktree {
 
     fn check_commit(&self) -> Result<(), SandboxError> {
         let st = self.lc.lock();
-        let target = if st.status == Status::Created {
-            Status::Active
-        } else {
-            Status::Committed
-        };
-        self.lc.check(st.status, target)?;
         let repo = self.repo(&st)?;
         let msg = self.message(&st, None);
         self.locked(&repo, || self.plan_commit(&repo, &msg).map(|_| ()))
@@ -235,19 +206,21 @@ impl Sandbox for GitWorktree {
     }
 
     /// Checkpoints are commits under `refs/patchbox/checkpoints/` (see `checkpoint.rs`).
-    fn checkpoint_support(&self) -> CheckpointSupport {
-        CheckpointSupport::Native
+    fn checkpoints(&self) -> Checkpoints<'_> {
+        Checkpoints::Native(self)
     }
+}
 
-    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+impl NativeCheckpoints for GitWorktree {
+    fn save(&self, id: &str) -> Result<(), SandboxError> {
         self.save_checkpoint(id)
     }
 
-    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+    fn restore(&self, id: &str) -> Result<(), SandboxError> {
         self.restore_checkpoint(id)
     }
 
-    fn release_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
+    fn release(&self, id: &str) -> Result<(), SandboxError> {
         self.release_checkpoint(id)
     }
 }

@@ -15,7 +15,7 @@
 //!
 //! let mgr = PlanManager::open(root.path().join("sandboxes"))?;
 //! let sb = mgr.get_or_create_sandbox("plan-1", "appdb", &db, Strategy::TransactionRollback)?;
-//! let sql = sb.as_sqlite().expect("a SQLite sandbox");
+//! let sql = sb.sql().expect("a SQLite sandbox");
 //! sql.execute("UPDATE users SET name = ?1 WHERE id = 1", &[SqlValue::from("grace")])?;
 //! let n: i64 = setup.query_row("SELECT count(*) FROM users WHERE name = 'grace'", [], |r| r.get(0))?;
 //! assert_eq!(n, 0);                             // not visible before the commit
@@ -101,6 +101,7 @@
 //! commit landed (`Committed`), otherwise it did not (`Errored`). Dropping the sandbox (the
 //! last `Arc`) closes the connection, which also rolls the transaction back.
 
+pub mod access;
 mod changeset;
 mod encode;
 mod ffi_changeset;
@@ -118,16 +119,17 @@ use std::path::{Path, PathBuf};
 use parking_lot::{Mutex, MutexGuard};
 use sha1::Digest;
 
+pub use access::SqlAccess;
 pub use changeset::Conflict;
 pub use row_change::RowChange;
 pub use value::{Rows, SqlValue};
 
 use self::live::Live;
 use crate::fs::session_dir;
+use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
-use crate::plan::sandbox::{AsAny, CheckpointSupport, Sandbox};
 use crate::plan::status::Status;
 
 /// Metadata key of the reason a sandbox became `Errored`.
@@ -566,46 +568,9 @@ fn run_statement(
     })
 }
 
-impl Sandbox for SqliteSandbox {
-    fn home(&self) -> Option<&Path> {
-        Some(self.lc.dir())
-    }
-
-    fn sandbox_id(&self) -> &str {
-        self.lc.id()
-    }
-
-    fn strategy(&self) -> Strategy {
-        Strategy::TransactionRollback
-    }
-
-    fn status(&self) -> Status {
-        self.lc.status()
-    }
-
-    fn context(&self) -> Option<SandboxContext> {
-        self.lc.context()
-    }
-
-    /// Checkpoints are savepoints of the open transaction (`ck_<checkpoint id>`). Rolling
-    /// back to one drops the savepoints taken after it (SQLite's rule), so a later
-    /// checkpoint cannot be restored after an earlier one was.
-    fn checkpoint_support(&self) -> CheckpointSupport {
-        CheckpointSupport::Native
-    }
-
-    fn save_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
-        self.savepoint(&format!("ck_{id}"))
-    }
-
-    fn restore_native_checkpoint(&self, id: &str) -> Result<(), SandboxError> {
-        self.rollback_to_savepoint(&format!("ck_{id}"))
-    }
-
-    /// Nothing: `RELEASE` of a savepoint also removes every savepoint taken after it, which
-    /// would break the later checkpoints; savepoints end with the transaction anyway.
-    fn release_native_checkpoint(&self, _id: &str) -> Result<(), SandboxError> {
-        Ok(())
+impl Backend for SqliteSandbox {
+    fn lifecycle(&self) -> &Lifecycle {
+        &self.lc
     }
 
     /// Opens a connection to the database, attaches a session to all its tables and
@@ -671,7 +636,7 @@ impl Sandbox for SqliteSandbox {
     }
 
     /// Refused: a database sandbox has no files. Use [`SqliteSandbox::execute`] or
-    /// [`SqliteSandbox::with_connection`] (through `as_sqlite()` on a `dyn Sandbox`).
+    /// [`SqliteSandbox::with_connection`] (through [`Sandbox::sql`](crate::plan::Sandbox::sql)).
     fn get_path(&self, rel: &Path) -> Result<PathBuf, SandboxError> {
         Err(self.sandbox_err(format!(
             "refused path {}: a transaction_rollback sandbox has no files; run statements \
@@ -695,12 +660,6 @@ impl Sandbox for SqliteSandbox {
     /// known without committing.
     fn check_commit(&self) -> Result<(), SandboxError> {
         let st = self.lc.lock();
-        let target = if st.status == Status::Created {
-            Status::Active
-        } else {
-            Status::Committed
-        };
-        self.lc.check(st.status, target)?;
         if st.status == Status::Active
             && !self.live.lock().as_ref().is_some_and(Live::in_transaction)
         {
@@ -750,6 +709,33 @@ impl Sandbox for SqliteSandbox {
             Ok(())
         })
     }
+
+    /// Checkpoints are savepoints of the open transaction (`ck_<checkpoint id>`). Rolling
+    /// back to one drops the savepoints taken after it (SQLite's rule), so a later
+    /// checkpoint cannot be restored after an earlier one was.
+    fn checkpoints(&self) -> Checkpoints<'_> {
+        Checkpoints::Native(self)
+    }
+
+    fn sql(&self) -> Option<&dyn SqlAccess> {
+        Some(self)
+    }
+}
+
+impl NativeCheckpoints for SqliteSandbox {
+    fn save(&self, id: &str) -> Result<(), SandboxError> {
+        self.savepoint(&format!("ck_{id}"))
+    }
+
+    fn restore(&self, id: &str) -> Result<(), SandboxError> {
+        self.rollback_to_savepoint(&format!("ck_{id}"))
+    }
+
+    /// Nothing: `RELEASE` of a savepoint also removes every savepoint taken after it, which
+    /// would break the later checkpoints; savepoints end with the transaction anyway.
+    fn release(&self, _id: &str) -> Result<(), SandboxError> {
+        Ok(())
+    }
 }
 
 impl SqliteSandbox {
@@ -779,10 +765,27 @@ impl SqliteSandbox {
     }
 }
 
-impl<'a> dyn Sandbox + 'a {
-    /// The SQLite sandbox's own interface (statements, savepoints), for a
-    /// `transaction_rollback` sandbox; `None` for every other strategy.
-    pub fn as_sqlite(&self) -> Option<&SqliteSandbox> {
-        <dyn Sandbox + 'a as AsAny>::as_any(self).downcast_ref()
+impl SqlAccess for SqliteSandbox {
+    fn execute(&self, sql: &str, params: &[SqlValue]) -> Result<Rows, SandboxError> {
+        SqliteSandbox::execute(self, sql, params)
+    }
+
+    fn savepoint(&self, name: &str) -> Result<(), SandboxError> {
+        SqliteSandbox::savepoint(self, name)
+    }
+
+    fn rollback_to_savepoint(&self, name: &str) -> Result<(), SandboxError> {
+        SqliteSandbox::rollback_to_savepoint(self, name)
+    }
+
+    fn release_savepoint(&self, name: &str) -> Result<(), SandboxError> {
+        SqliteSandbox::release_savepoint(self, name)
+    }
+
+    fn with_connection_dyn(
+        &self,
+        f: &mut dyn FnMut(&rusqlite::Connection),
+    ) -> Result<(), SandboxError> {
+        self.run(f)
     }
 }
