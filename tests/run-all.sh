@@ -30,11 +30,14 @@ if command -v fuse-overlayfs >/dev/null && [[ -c /dev/fuse ]]; then
     --test core --test chokepoint --test isolation
 fi
 
-# Overlay sessions of git projects over a shared lower layer (normally from 2,000 tracked
-# files on): every git project of these suites uses one here.
-echo "== Rust session tests, overlay over shared lower layers"
+# Overlay sessions and plan snapshots of git projects over a shared lower layer (normally
+# from 2,000 tracked files on): every git project of these suites uses one here.
+echo "== Rust session and plan tests, over shared lower layers"
 PATCHBOX_ISOLATION=overlay PATCHBOX_SHARED_LOWER_MIN=1 cargo test --all-features -q \
   --test core --test cli --test isolation --test session_git_view
+PATCHBOX_ISOLATION=overlay PATCHBOX_SHARED_LOWER_MIN=1 cargo test --all-features -q \
+  --test plan_overlay --test plan_snapshot --test plan_own_snapshot --test plan_core \
+  --test shared_lower
 
 # The SQLite strategy once more against the system's libsqlite3 (what the Python extension and
 # PATCHBOX_SYSTEM_SQLITE link) instead of the bundled SQLite.

@@ -465,3 +465,155 @@ fn prune_removes_the_layers_of_a_project_that_is_gone() {
     assert!(layers(&e).is_empty());
     assert!(!store.exists(), "the store of a gone project is removed");
 }
+
+// ---- plans on the same layers ---------------------------------------------------------------
+
+/// A git project of a hundred committed files of nine lines each.
+fn hundred_files(p: &Path) {
+    for i in 0..100 {
+        let body: String = (1..=9).map(|l| format!("file {i} line {l}\n")).collect();
+        write(p, &format!("f/{i:02}.txt"), body.as_bytes());
+    }
+    git_init(p);
+    git_commit_all(p);
+}
+
+/// Every file under the root's layer store but the holder records, with its size.
+fn layer_files(root: &Path) -> Vec<(String, u64)> {
+    let store = root.join("lowers");
+    let mut v: Vec<(String, u64)> = walkdir::WalkDir::new(&store)
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| {
+            let rel = e
+                .path()
+                .strip_prefix(&store)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, e.metadata().unwrap().len())
+        })
+        .filter(|(rel, _)| !rel.contains("/holders/"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A plan's `overlay` sandbox over `original`, in the mode the environment gives (this
+/// binary's other tests run meanwhile: it is never changed here); the mode it got.
+fn plan_create(
+    mgr: &patchbox::plan::PlanManager,
+    plan: &str,
+    original: &Path,
+) -> (std::sync::Arc<dyn patchbox::plan::Sandbox>, String) {
+    let sb = mgr
+        .get_or_create_sandbox(plan, "res", original, patchbox::plan::Strategy::Overlay)
+        .unwrap();
+    let mode = sb.context().unwrap().metadata["overlay.mode"].clone();
+    (sb, mode)
+}
+
+#[test]
+fn a_new_plans_overlay_sandbox_stacks_the_projects_shared_layer_and_sees_its_edits() {
+    setup();
+    {
+        let e = common::overlay::env();
+        hundred_files(&e.project);
+        let mgr = patchbox::plan::PlanManager::open(&e.root).unwrap();
+        let (first, mode) = plan_create(&mgr, "p1", &e.project);
+        let made = layers(&e);
+        assert_eq!(
+            made.len(),
+            1,
+            "{mode}: the first plan made the project's layer"
+        );
+        let files = layer_files(&e.root);
+        assert!(
+            files.iter().any(|(p, _)| p.ends_with("tree/f/00.txt")),
+            "{mode}"
+        );
+
+        // The user edits the project without committing: the next plan sees it as it is.
+        write(&e.project, "f/01.txt", b"edited, not committed\n");
+        fs::remove_file(e.project.join("f/02.txt")).unwrap();
+        fs::set_permissions(
+            e.project.join("f/03.txt"),
+            fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        write(&e.project, "untracked.txt", b"new\n");
+        let (second, _) = plan_create(&mgr, "p2", &e.project);
+        assert_eq!(layers(&e), made, "{mode}: the same layer, no new one");
+        assert_eq!(
+            layer_files(&e.root),
+            files,
+            "{mode}: nothing new written in the store"
+        );
+
+        let view = second.get_path(Path::new("")).unwrap();
+        assert_eq!(
+            common::content_view(&view),
+            common::content_view(&e.project),
+            "{mode}: the second plan sees the project with its uncommitted edits"
+        );
+        let old = first.get_path(Path::new("")).unwrap();
+        assert_eq!(
+            fs::read(old.join("f/01.txt")).unwrap(),
+            b"file 1 line 1\nfile 1 line 2\nfile 1 line 3\nfile 1 line 4\nfile 1 line 5\n\
+              file 1 line 6\nfile 1 line 7\nfile 1 line 8\nfile 1 line 9\n",
+            "{mode}: the first plan keeps its own point in time"
+        );
+
+        // A file the layer serves, edited in the sandbox while the user edits another line
+        // of it: the commit merges the two (its pre-image is the layer's file).
+        let sb_file = second.get_path(Path::new("f/10.txt")).unwrap();
+        let text = fs::read_to_string(&sb_file).unwrap();
+        fs::write(
+            &sb_file,
+            text.replace("file 10 line 1\n", "sandbox line 1\n"),
+        )
+        .unwrap();
+        let orig = fs::read_to_string(e.project.join("f/10.txt")).unwrap();
+        fs::write(
+            e.project.join("f/10.txt"),
+            orig.replace("file 10 line 9\n", "user line 9\n"),
+        )
+        .unwrap();
+        second.commit(Some("merge")).unwrap();
+        let merged = fs::read_to_string(e.project.join("f/10.txt")).unwrap();
+        assert!(
+            merged.starts_with("sandbox line 1\n") && merged.ends_with("user line 9\n"),
+            "{mode}: merged 3-way: {merged:?}"
+        );
+        drop((first, second));
+
+        // A copy_on_write sandbox over the layered snapshot: its copy and its rollback come
+        // from both layers.
+        let cow = mgr
+            .get_or_create_sandbox(
+                "p3",
+                "res",
+                &e.project,
+                patchbox::plan::Strategy::CopyOnWrite,
+            )
+            .unwrap();
+        let p = cow.get_path(Path::new("f/20.txt")).unwrap();
+        let before = fs::read(&p).unwrap();
+        assert_eq!(
+            before,
+            fs::read(e.project.join("f/20.txt")).unwrap(),
+            "{mode}"
+        );
+        fs::write(&p, b"scratch\n").unwrap();
+        cow.rollback().unwrap();
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            before,
+            "{mode}: rolled back from the layer"
+        );
+        assert_eq!(layers(&e), made, "{mode}");
+        drop(cow);
+        drop(mgr);
+    }
+}

@@ -7,6 +7,7 @@
 //!   of the environment variable that forces it;
 //! - [`shared_lower`]: the store of lower layers shared by every overlay sandbox of a
 //!   project (`<root>/lowers/`), session or plan, with its one sweep;
+//! - [`layered`]: a snapshot over that layer, holding only what differs from it;
 //! - [`tree_base`]: a stable snapshot of a project's selected files, the pre-images and
 //!   lower layer of a plan's `copy_on_write` and `overlay` sandboxes.
 //!
@@ -14,6 +15,7 @@
 //! of it.
 
 pub mod backend;
+pub mod layered;
 pub mod root;
 pub mod shared_lower;
 pub mod tree_base;

@@ -1,5 +1,6 @@
 //! Shared lower layers: a git project's tracked files materialized once under the root and
-//! stacked, read-only, under the overlay sandboxes of every later session of that project.
+//! stacked, read-only, under the overlay sandboxes of every later session or plan of that
+//! project.
 //!
 //! Materializing a session's snapshot for OverlayFS (`.lower/`) costs one inode per file of
 //! the project: on a 20,000-file project as much as a `git worktree add`, paid again by every
@@ -18,6 +19,7 @@
 //!   project                       the project's path (a gone project's layers are swept)
 //!   <ulid>/tree/                  the shared layer: never written once renamed in place
 //!   <ulid>/manifest               what it holds: per file, path, mode, blob id, mtime
+//!   <ulid>/holders/<key>          a plan snapshot stacking it (the file holds its path)
 //!   .creating-<ulid>/             a layer being written (renamed to <ulid>/ when complete)
 //! <root>/<session>/.lower.shared  the shared layer a session stacks (absolute path)
 //! ```
@@ -25,8 +27,10 @@
 //! A layer is immutable once published (OverlayFS forbids changing a lower layer under a
 //! mount). A session holds a shared `flock` on the manifest for its life and records the
 //! layer in `.lower.shared` before anything is mounted; an older layer of the project is
-//! removed only when nobody holds it and no session directory names it, so crash recovery
-//! always finds the layers it records.
+//! removed only when nobody holds it, no session directory names it and no holder
+//! directory (a plan's snapshot, see [`hold_for`]) exists, so crash recovery always finds
+//! the layers it records. Plans' snapshots stack the same layers as sessions (see
+//! [`super::layered`]): one store, one sweep.
 //!
 //! ```
 //! use patchbox::isolation::shared_lower::{Manifest, ManifestFile};
@@ -65,6 +69,10 @@ pub const TREE_DIR: &str = "tree";
 
 /// A layer's manifest, in its directory.
 pub const MANIFEST_FILE: &str = "manifest";
+
+/// A layer's directory of holders: one file per directory outside the session directories
+/// (a plan's snapshot) that uses the layer, holding that directory's path.
+pub const HOLDERS_DIR: &str = "holders";
 
 /// Prefix of a layer being written.
 const CREATING_PREFIX: &str = ".creating-";
@@ -405,7 +413,8 @@ fn remove_unused_in(store: &SessionDir, keep: &Path, named: &[PathBuf]) -> usize
         let mpath = dir.join(MANIFEST_FILE);
         let Ok(f) = File::open(&mpath) else { continue };
         let locked = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive);
-        if locked.is_err() {
+        // Looked at once locked: a holder registers while holding the layer (shared).
+        if locked.is_err() || held(&dir) {
             continue;
         }
         let (Ok(from), Ok(to)) = (
@@ -460,4 +469,29 @@ pub fn named_by(session: &Path) -> Option<PathBuf> {
 /// Whether `name` is a ULID: a published layer's name, or a session directory's.
 fn is_ulid(name: &str) -> bool {
     name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
+}
+
+/// Records `holder` (a directory outside the session directories, such as a plan's
+/// snapshot) as using `layer`: the sweep keeps the layer while that directory exists. Called
+/// while the layer is held, so no sweep removes it meanwhile; `holder` may be made after.
+pub fn hold_for(layer: &SharedLayer, holder: &Path) -> Result<()> {
+    let dir = layer.dir.join(HOLDERS_DIR);
+    std::fs::create_dir_all(&dir).ctx("create shared lower holders", &dir)?;
+    let id = crate::git::oid::object_id(ObjectKind::Blob, holder.as_os_str().as_bytes());
+    let p = dir.join(&to_hex(&id)[..16]);
+    std::fs::write(&p, holder.as_os_str().as_bytes()).ctx("record shared lower holder", &p)
+}
+
+/// Whether a directory recorded by [`hold_for`] in the layer at `dir` still exists (a
+/// holder file that cannot be read counts as holding: the layer is kept, never guessed
+/// unused).
+fn held(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir.join(HOLDERS_DIR)) else {
+        return false;
+    };
+    rd.filter_map(|e| e.ok())
+        .any(|e| match std::fs::read(e.path()) {
+            Ok(b) => Path::new(std::ffi::OsStr::from_bytes(&b)).exists(),
+            Err(_) => true,
+        })
 }

@@ -103,21 +103,23 @@ pub fn take(
     let sel = select::select_project(original, exclude)?;
     let nodes: Vec<Node> = sel.entries.iter().map(node_of).collect();
     session_dir::create_dir_new(dst)?;
+    Ok((copy_whole(original, nodes, dst)?, sel.git))
+}
+
+/// A base holding every one of `nodes`, copied from `original` into `dst` (made already);
+/// a file that vanished while being copied is not in it.
+pub fn copy_whole(original: &Path, nodes: Vec<Node>, dst: &SessionPath) -> Result<TreeBase> {
     let out = snapshot::copy_tree(original, &nodes, dst, None, None)?;
-    // A file that vanished while being copied is not in the base.
     let nodes = nodes
         .into_iter()
         .zip(out.keys)
         .filter_map(|(n, k)| k.map(|_| n))
         .collect();
-    Ok((
-        TreeBase {
-            dir: dst.as_path().to_path_buf(),
-            nodes,
-            under: None,
-        },
-        sel.git,
-    ))
+    Ok(TreeBase {
+        dir: dst.as_path().to_path_buf(),
+        nodes,
+        under: None,
+    })
 }
 
 /// Reads a base back from its directory (after the manager was reopened).

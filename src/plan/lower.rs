@@ -10,8 +10,17 @@
 //!   <ulid>/               a ready snapshot (the rename made it ready, atomically)
 //!     info.json           its SnapshotInfo
 //!     nodes               its files, listed (so a reopened manager need not walk it)
-//!     base/               the files: what the session engine's snapshot selects
+//!     base/               the files: what the session engine's snapshot selects — or,
+//!                         over the project's shared lower layer, only what differs
+//! <root>/lowers/          the shared lower layers (see [`crate::isolation::shared_lower`])
 //! ```
+//!
+//! In a git project with enough clean tracked files, a snapshot stacks the project's shared
+//! lower layer, the one sessions stack too (see [`crate::isolation::layered`]): once that
+//! layer exists, a snapshot costs the walk of the project and copies of what differs from
+//! the layer, not a copy of the project. Its `info.json` names the layer, and the layer
+//! records the snapshot among its holders, so the store's sweep keeps it while the snapshot
+//! exists. Snapshots made before layering (no layer named) are read and swept as they are.
 //!
 //! A snapshot is a point-in-time view of the original. Sandboxes made from it commit through
 //! the 3-way apply with it as pre-images, so edits the user made to the original after the
@@ -28,9 +37,10 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::model::unix_millis;
-use super::strategy::tree_base::{load as load_tree_base, take as take_tree_base, TreeBase};
+use super::strategy::tree_base::{load as load_tree_base, TreeBase};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
+use crate::isolation::{layered, shared_lower};
 use crate::tree::snapshot::{Node, NodeKind};
 
 /// The directory of shared snapshots under the plans directory.
@@ -63,7 +73,12 @@ pub struct SnapshotInfo {
     /// ([`crate::plan::PlanManager::prepare_snapshot`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
-    /// Where its files are (the overlay's lower directory); filled in when read.
+    /// The project's shared lower layer (its `tree/`, in `<root>/lowers/`) under `base/`,
+    /// when the snapshot is layered: `base/` then holds only what differs from it (see
+    /// [`crate::isolation::layered`]). `None`: `base/` holds every file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<PathBuf>,
+    /// Where its files are (the overlay's upper lower directory); filled in when read.
     #[serde(skip)]
     pub path: PathBuf,
 }
@@ -99,6 +114,16 @@ pub(crate) fn try_lock_exclusive(lowers: &Path) -> Option<std::fs::File> {
     Some(f)
 }
 
+/// The root the store `lowers` (`<root>/plans/lower`) is in: the shared lower layers its
+/// snapshots stack are that root's (`<root>/lowers/`).
+fn root_of(lowers: &Path) -> PathBuf {
+    lowers
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(lowers)
+        .to_path_buf()
+}
+
 /// The files directory of snapshot `id`.
 pub(crate) fn base_dir(lowers: &Path, id: &str) -> PathBuf {
     lowers.join(id).join(BASE)
@@ -118,7 +143,17 @@ pub(crate) fn prepare(
     std::fs::create_dir(&tmp).map_err(|e| io("create directory", &tmp, e))?;
     let made = (|| {
         let sd = SessionDir::open(&tmp)?;
-        let (base, _) = take_tree_base(original, &sd.join(Path::new(BASE))?, exclude)?;
+        let (base, layer, _) = layered::take(
+            &root_of(lowers),
+            original,
+            exclude,
+            &sd.join(Path::new(BASE))?,
+        )?;
+        if let Some(l) = &layer {
+            // The snapshot's final directory holds the layer once it is renamed in place;
+            // until then this process holds it.
+            shared_lower::hold_for(l, &lowers.join(&id))?;
+        }
         session_dir::write_atomic(&sd.join(Path::new(NODES))?, &encode_nodes(&base.nodes))?;
         let info = SnapshotInfo {
             id: id.clone(),
@@ -127,14 +162,15 @@ pub(crate) fn prepare(
             created_at: whole_millis(SystemTime::now()),
             files: base.nodes.len(),
             plan: plan.map(str::to_string),
+            shared: base.under.clone(),
             path: PathBuf::new(),
         };
         let json = serde_json::to_vec_pretty(&info)
             .map_err(|e| io("encode", &tmp.join(INFO), std::io::Error::other(e)))?;
         session_dir::write_atomic(&sd.join(Path::new(INFO))?, &json)?;
-        Ok::<_, crate::Error>((info, base))
+        Ok::<_, crate::Error>((info, base, layer))
     })();
-    let (mut info, mut base) = match made {
+    let (mut info, mut base, _layer) = match made {
         Ok(x) => x,
         Err(e) => {
             let _ = session_dir::remove_dir_tree(&tmp);
@@ -197,15 +233,21 @@ pub(crate) fn newest_for(lowers: &Path, original: &Path) -> Option<SnapshotInfo>
 /// The base of snapshot `id`: its recorded listing, else a walk of its files.
 pub(crate) fn load_base(lowers: &Path, id: &str) -> Result<TreeBase, crate::Error> {
     let dir = base_dir(lowers, id);
+    let under = read_info(lowers, id).and_then(|i| i.shared);
     if let Some(nodes) = std::fs::read(lowers.join(id).join(NODES))
         .ok()
         .and_then(|d| decode_nodes(&d))
     {
-        return Ok(TreeBase {
-            dir,
-            nodes,
-            under: None,
-        });
+        return Ok(TreeBase { dir, nodes, under });
+    }
+    if under.is_some() {
+        // A layered snapshot's files are not all in `base/`: no walk of it lists them.
+        let p = lowers.join(id).join(NODES);
+        return Err(io(
+            "read",
+            &p,
+            std::io::Error::other("snapshot listing missing"),
+        ));
     }
     load_tree_base(&dir)
 }
@@ -249,6 +291,8 @@ pub(crate) fn sweep(
             n += 1;
         }
     }
+    // The shared layers the removed snapshots held go with the store's one sweep.
+    shared_lower::sweep(&root_of(lowers));
     Ok(n)
 }
 

@@ -35,6 +35,8 @@ use crate::tree::diff::Manifest;
 const BASE: &str = "base";
 const TREE: &str = "tree";
 const MANIFEST: &str = "manifest";
+/// The pre-images of a commit over a layered base (see `preimages_for`).
+const PREIMAGES: &str = "preimages";
 
 /// A `copy_on_write` sandbox.
 pub struct CopyOnWrite {
@@ -132,6 +134,51 @@ impl CopyOnWrite {
             Some(id) => crate::plan::lower::base_dir(&self.env.lowers, id),
             None => self.lc.dir().join(BASE),
         }
+    }
+
+    /// The overlay's lower layers, top first: the base's directory, and under it the
+    /// project's shared lower layer when the shared snapshot is layered over one.
+    pub(super) fn lower_layers(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.base_dir()];
+        if let Some(id) = self.shared.lock().as_deref() {
+            v.extend(crate::plan::lower::read_info(&self.env.lowers, id).and_then(|i| i.shared));
+        }
+        v
+    }
+
+    /// The pre-images the 3-way commit of `d` merges with: the base's directory when it
+    /// holds every file; for a base layered over a shared layer, the old sides of `d`'s
+    /// files written into `preimages/` (afresh for each diff: what a commit merges is
+    /// exactly what its diff read).
+    fn preimages_for(&self, d: &SandboxDiff) -> Result<PathBuf, SandboxError> {
+        let base = self.base()?;
+        if base.under.is_none() {
+            return Ok(self.base_dir());
+        }
+        let err = |e| self.lower("write the pre-images", e);
+        let dir = self.dir()?;
+        let pre = self.at(&dir, PREIMAGES)?;
+        session_dir::remove_tree(&pre).map_err(err)?;
+        session_dir::create_dir_new(&pre).map_err(err)?;
+        for e in &d.entries {
+            let (Some(before), Some(mode)) = (&e.before, e.before_mode) else {
+                continue;
+            };
+            // Symlinks are never merged; a path the listing cannot name has no pre-image
+            // (the apply then refuses rather than merges a file that moved on).
+            let Ok(rel) = RelPath::new(&e.path) else {
+                continue;
+            };
+            if mode == 0o120000 {
+                continue;
+            }
+            if let Some(parent) = rel.parent() {
+                session_dir::create_dir_all(&pre.child(&parent)).map_err(err)?;
+            }
+            let perm = if mode == 0o100755 { 0o755 } else { 0o644 };
+            session_dir::write_file_replace(&pre.child(&rel), before, perm).map_err(err)?;
+        }
+        Ok(pre.as_path().to_path_buf())
     }
 
     /// The base snapshot (`base/` or the shared one), read from disk on first need after a
@@ -337,7 +384,8 @@ impl CopyOnWrite {
         *self.checked.lock() = None;
         *self.checked_diff.lock() = None;
         let (d, before) = diff_now()?;
-        let checked = super::through_apply::check(&self.lc, &self.original, &self.base_dir(), &d)?;
+        let pre = self.preimages_for(&d)?;
+        let checked = super::through_apply::check(&self.lc, &self.original, &pre, &d)?;
         if checked.is_some() {
             *self.checked_diff.lock() = before.map(|f| (f, d));
         }
@@ -386,15 +434,8 @@ impl CopyOnWrite {
             _ => diff_now()?,
         };
         let checked = self.checked.lock().take();
-        super::through_apply::commit(
-            &self.lc,
-            &mut st,
-            &self.env.undo,
-            &self.base_dir(),
-            &d,
-            checked,
-            batch,
-        )
+        let pre = self.preimages_for(&d)?;
+        super::through_apply::commit(&self.lc, &mut st, &self.env.undo, &pre, &d, checked, batch)
     }
 
     /// `rollback` with `discard` making an active sandbox equal to its base again.

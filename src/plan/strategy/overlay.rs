@@ -18,7 +18,11 @@
 //! the pre-images instead of `base/`: create then copies nothing (a few directories, a
 //! mount), and is O(1) in the tree's size. Without one, the plan's own snapshot plays that
 //! part: taken by the plan's first sandbox over the original, reused by its later ones (see
-//! [`crate::plan::plan_lower`]).
+//! [`crate::plan::plan_lower`]). In a git project either snapshot stacks the project's shared
+//! lower layer, the one its sessions stack ([`crate::isolation::layered`]): a new plan's
+//! first create then costs the walk of the project and copies of what differs from the
+//! layer, not a copy of the project, and the mount stacks both. A commit's pre-images are
+//! then the old sides of its diff, written beside the sandbox for the 3-way apply.
 //!
 //! The mode is chosen at create: the kernel's OverlayFS when the process may mount (root or
 //! `CAP_SYS_ADMIN`), else `fuse-overlayfs` when it is installed and `/dev/fuse` opens, else
@@ -165,7 +169,7 @@ impl Overlay {
         let mnt = self.mount_point()?;
         let dir = mnt.parent().unwrap_or(Path::new("/")).to_path_buf();
         let layers = Layers {
-            lower: vec![self.cow.base_dir()],
+            lower: self.cow.lower_layers(),
             upper: dir.join(UPPER),
             work: dir.join(WORK),
             rename_dirs: false,

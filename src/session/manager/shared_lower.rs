@@ -1,26 +1,16 @@
 //! `.lower/` over a shared layer: in an overlay session of a git project, the clean tracked
 //! files come from a layer shared with the project's other sessions (see
 //! [`crate::isolation::shared_lower`]), and `.lower/` holds only what differs from it. The
-//! view through a mount is file for file (content, mode, mtime) what a copy would be.
+//! view through a mount is file for file (content, mode, mtime) what a copy would be. The
+//! rules (which files the layer serves, when it is reused, the whiteouts) are the
+//! substrate's, [`crate::isolation::layered`], which plans' snapshots follow too.
 
-use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::*;
-use crate::isolation::shared_lower::{self as shared, Manifest, ManifestFile};
-
-/// Projects with fewer clean tracked files than this materialize `.lower/` whole: a shared
-/// layer saves nothing worth its bookkeeping there.
-const DEFAULT_MIN_FILES: usize = 2000;
-
-/// Overrides [`DEFAULT_MIN_FILES`] (a number; `off` disables shared layers).
-pub const MIN_FILES_ENV: &str = "PATCHBOX_SHARED_LOWER_MIN";
-
-/// A shared layer is reused while the files `.lower/` would have to hold beyond the
-/// snapshot's own copies stay under this share of the tracked files (and over it, a new
-/// layer is made: the project moved on).
-const REUSE_MAX_SHARE: usize = 10;
+use crate::isolation::layered::{self, rel_bytes, served_by};
+use crate::isolation::shared_lower::{self as shared, Manifest};
 
 impl SandboxManager {
     /// Fills `tmp` (the `.lower/` being made) as the difference from a shared layer of the
@@ -34,10 +24,8 @@ impl SandboxManager {
         tmp: &SessionPath,
     ) -> Result<Option<Vec<ManifestEntry>>> {
         let base = &sbase.base;
-        let min = match std::env::var(MIN_FILES_ENV) {
-            Ok(v) if v == "off" => return Ok(None),
-            Ok(v) => v.parse().unwrap_or(DEFAULT_MIN_FILES),
-            Err(_) => DEFAULT_MIN_FILES,
+        let Some(min) = layered::min_files() else {
+            return Ok(None);
         };
         let blobs: Vec<usize> = (0..base.nodes.len())
             .filter(|&i| matches!(base.srcs[i], BaseSrc::Blob(..)))
@@ -47,8 +35,7 @@ impl SandboxManager {
         }
         // An outgrown layer is let go (its lock with it) before a new one is made, so the
         // sweep after making can remove it.
-        let found = shared::newest(&self.root, &self.project)?
-            .filter(|l| mismatches(base, &blobs, &l.manifest) <= blobs.len() / REUSE_MAX_SHARE);
+        let found = layered::reusable(&self.root, &self.project, &base.nodes, &base.srcs, &blobs)?;
         let layer = match found {
             Some(l) => l,
             None => {
@@ -73,19 +60,8 @@ impl SandboxManager {
     /// Writes the blob nodes `blobs` of `base` into a new shared layer's `tree`.
     fn fill_shared(&self, base: &Base, blobs: &[usize], tree: &SessionPath) -> Result<Manifest> {
         self.copy_blobs(base, blobs, tree, None)?;
-        let files = blobs
-            .iter()
-            .filter_map(|&i| match base.srcs[i] {
-                BaseSrc::Blob(oid, st) => Some(ManifestFile {
-                    path: base.nodes[i].rel.as_path().as_os_str().as_bytes().to_vec(),
-                    executable: matches!(base.nodes[i].kind, NodeKind::File { executable: true }),
-                    oid,
-                    mtime: st.mtime,
-                }),
-                BaseSrc::Dir => None,
-            })
-            .collect();
-        Ok(Manifest { files })
+        let all = vec![true; blobs.len()];
+        Ok(layered::manifest_of(&base.nodes, &base.srcs, blobs, &all))
     }
 
     /// Fills `tmp` with what the view needs beyond `layer`: the snapshot's copies in
@@ -111,7 +87,7 @@ impl SandboxManager {
         }
         let a = snapshot::copy_tree(&base.dir, &copies, tmp, None, None)?;
         let b = self.copy_blobs(base, &differ, tmp, None)?;
-        whiteouts(base, &layer.manifest, tmp)?;
+        layered::whiteouts(&base.nodes, &layer.manifest, tmp)?;
 
         let entry = |rel: &RelPath, key| ManifestEntry {
             rel: rel.clone(),
@@ -139,78 +115,4 @@ impl SandboxManager {
         }
         Ok(entries)
     }
-}
-
-fn rel_bytes(n: &Node) -> &[u8] {
-    n.rel.as_path().as_os_str().as_bytes()
-}
-
-/// Whether the layer's file `f` is exactly the blob node `n` (same blob, mode and mtime).
-fn served_by(f: Option<&ManifestFile>, n: &Node, s: &BaseSrc) -> bool {
-    match (f, s) {
-        (Some(f), BaseSrc::Blob(oid, st)) => {
-            f.oid == *oid
-                && f.mtime == st.mtime
-                && matches!(n.kind, NodeKind::File { executable } if executable == f.executable)
-        }
-        _ => false,
-    }
-}
-
-/// How many of the blob nodes `blobs` the layer does not hold as they are.
-fn mismatches(base: &Base, blobs: &[usize], m: &Manifest) -> usize {
-    blobs
-        .iter()
-        .filter(|&&i| {
-            !served_by(
-                m.get(rel_bytes(&base.nodes[i])),
-                &base.nodes[i],
-                &base.srcs[i],
-            )
-        })
-        .count()
-}
-
-/// Whiteouts in `tmp` over the layer's files that are not in the snapshot: at the
-/// shallowest path of each that the snapshot has nothing at (a whole directory the user
-/// removed is one whiteout); nothing where a snapshot file already covers the path.
-fn whiteouts(base: &Base, m: &Manifest, tmp: &SessionPath) -> Result<()> {
-    let files: HashSet<&[u8]> = base.nodes.iter().map(rel_bytes).collect();
-    let mut dirs: HashSet<&[u8]> = HashSet::new();
-    for n in &base.nodes {
-        let p = rel_bytes(n);
-        for (i, b) in p.iter().enumerate() {
-            if *b == b'/' {
-                dirs.insert(&p[..i]);
-            }
-        }
-    }
-    let mut done: HashSet<&[u8]> = HashSet::new();
-    for f in &m.files {
-        let p = f.path.as_slice();
-        if files.contains(p) || dirs.contains(p) {
-            // The snapshot has something there: it hides the layer's file.
-            continue;
-        }
-        let prefixes = || {
-            p.iter()
-                .enumerate()
-                .filter(|(_, b)| **b == b'/')
-                .map(|(i, _)| &p[..i])
-        };
-        if prefixes().any(|d| files.contains(d)) {
-            // A snapshot file stands where the layer has a directory: it hides it whole.
-            continue;
-        }
-        // The shallowest prefix the snapshot has nothing at.
-        let at = prefixes().find(|d| !dirs.contains(d)).unwrap_or(p);
-        if done.insert(at) {
-            let rel = RelPath::from_bytes(at)?;
-            if let Some(parent) = rel.parent() {
-                session_dir::create_dir_all(&tmp.child(&parent))?;
-            }
-            session_dir::create_whiteout(&tmp.child(&rel))?;
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,260 @@
+//! Snapshots over a project's shared lower layer (see [`super::shared_lower`]): the layer
+//! holds the project's clean tracked files once, and each snapshot only what differs from
+//! it — its other files (untracked, modified, symlinks), the tracked files the layer holds
+//! differently, and whiteouts over the layer's files the snapshot lacks. Stacked, the two
+//! show file for file (content, mode, mtime) what a full copy of the project would.
+//!
+//! Both faces build on it: a session's `.lower/`, and a plan's snapshot (its `overlay`
+//! sandboxes' lower layers and pre-images). What a snapshot costs once the layer exists is
+//! then the walk that finds what the project holds (one `lstat` per file, the git index
+//! read) and copies of what differs, not a copy of the project.
+
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
+use super::tree_base::{copy_whole, node_of, TreeBase};
+use crate::error::Result;
+use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::RelPath;
+use crate::git::index::LStat;
+use crate::git::repo::GitRepo;
+use crate::tree::base::BaseSrc;
+use crate::tree::select::{self, Selected};
+use crate::tree::snapshot::{self, Node, NodeKind};
+
+/// Projects with fewer clean tracked files than this snapshot whole: a shared layer saves
+/// nothing worth its bookkeeping there.
+pub const DEFAULT_MIN_FILES: usize = 2000;
+
+/// Overrides [`DEFAULT_MIN_FILES`] (a number; `off` disables shared layers).
+pub const MIN_FILES_ENV: &str = "PATCHBOX_SHARED_LOWER_MIN";
+
+/// A shared layer is reused while the files a snapshot would have to hold beyond its own
+/// copies stay under this share of the tracked files (over it, a new layer is made: the
+/// project moved on).
+pub const REUSE_MAX_SHARE: usize = 10;
+
+/// The least number of clean tracked files for a shared layer, read from [`MIN_FILES_ENV`]
+/// now (callers and tests may change it between two snapshots); `None`: disabled.
+pub fn min_files() -> Option<usize> {
+    match std::env::var(MIN_FILES_ENV) {
+        Ok(v) if v == "off" => None,
+        Ok(v) => Some(v.parse().unwrap_or(DEFAULT_MIN_FILES)),
+        Err(_) => Some(DEFAULT_MIN_FILES),
+    }
+}
+
+/// Where a selected file's snapshot content can come from: a blob of the index when its
+/// stat data matches the index (by git's rule, racy entries excluded) and git does not
+/// convert it, else the work tree (`Dir`).
+pub fn source_of(e: &Selected, index_mtime: Option<(i64, i64)>) -> BaseSrc {
+    match (&e.index, e.stat, index_mtime) {
+        (Some(ix), Some(st), Some(t)) if !e.converted && ix.stat_matches(&st, t) => {
+            BaseSrc::Blob(ix.oid, st)
+        }
+        _ => BaseSrc::Dir,
+    }
+}
+
+/// The modification time of `repo`'s index, which [`source_of`] needs.
+pub fn index_mtime(repo: Option<&GitRepo>) -> Option<(i64, i64)> {
+    repo.and_then(|g| std::fs::metadata(&g.index_file).ok())
+        .map(|m| (m.mtime(), m.mtime_nsec()))
+}
+
+/// A node's path as bytes.
+pub fn rel_bytes(n: &Node) -> &[u8] {
+    n.rel.as_path().as_os_str().as_bytes()
+}
+
+/// Whether the layer's file `f` is exactly the blob node `n` (same blob, mode and mtime).
+pub fn served_by(f: Option<&ManifestFile>, n: &Node, s: &BaseSrc) -> bool {
+    match (f, s) {
+        (Some(f), BaseSrc::Blob(oid, st)) => {
+            f.oid == *oid
+                && f.mtime == st.mtime
+                && matches!(n.kind, NodeKind::File { executable } if executable == f.executable)
+        }
+        _ => false,
+    }
+}
+
+/// How many of the blob nodes `blobs` (indices into `nodes`/`srcs`) the layer does not hold
+/// as they are.
+pub fn mismatches(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], m: &Manifest) -> usize {
+    blobs
+        .iter()
+        .filter(|&&i| !served_by(m.get(rel_bytes(&nodes[i])), &nodes[i], &srcs[i]))
+        .count()
+}
+
+/// The newest layer of `project` if it still serves a snapshot of `blobs` well enough
+/// (see [`REUSE_MAX_SHARE`]); an outgrown one is let go (its hold with it), so the sweep
+/// after a new one is made can remove it.
+pub fn reusable(
+    root: &Path,
+    project: &Path,
+    nodes: &[Node],
+    srcs: &[BaseSrc],
+    blobs: &[usize],
+) -> Result<Option<SharedLayer>> {
+    Ok(shared::newest(root, project)?
+        .filter(|l| mismatches(nodes, srcs, blobs, &l.manifest) <= blobs.len() / REUSE_MAX_SHARE))
+}
+
+/// The manifest of the blob nodes `blobs` written into a layer (`copied[k]`: whether
+/// `blobs[k]` was).
+pub fn manifest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], copied: &[bool]) -> Manifest {
+    let files = blobs
+        .iter()
+        .zip(copied)
+        .filter(|(_, c)| **c)
+        .filter_map(|(&i, _)| match srcs[i] {
+            BaseSrc::Blob(oid, st) => Some(ManifestFile {
+                path: rel_bytes(&nodes[i]).to_vec(),
+                executable: matches!(nodes[i].kind, NodeKind::File { executable: true }),
+                oid,
+                mtime: st.mtime,
+            }),
+            BaseSrc::Dir => None,
+        })
+        .collect();
+    Manifest { files }
+}
+
+/// Whiteouts in `tmp` over the layer's files that are not among `nodes`: at the shallowest
+/// path of each that the snapshot has nothing at (a whole directory the user removed is one
+/// whiteout); nothing where a snapshot file already covers the path.
+pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &SessionPath) -> Result<()> {
+    let files: HashSet<&[u8]> = nodes.iter().map(rel_bytes).collect();
+    let mut dirs: HashSet<&[u8]> = HashSet::new();
+    for n in nodes {
+        let p = rel_bytes(n);
+        for (i, b) in p.iter().enumerate() {
+            if *b == b'/' {
+                dirs.insert(&p[..i]);
+            }
+        }
+    }
+    let mut done: HashSet<&[u8]> = HashSet::new();
+    for f in &m.files {
+        let p = f.path.as_slice();
+        if files.contains(p) || dirs.contains(p) {
+            // The snapshot has something there: it hides the layer's file.
+            continue;
+        }
+        let prefixes = || {
+            p.iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'/')
+                .map(|(i, _)| &p[..i])
+        };
+        if prefixes().any(|d| files.contains(d)) {
+            // A snapshot file stands where the layer has a directory: it hides it whole.
+            continue;
+        }
+        // The shallowest prefix the snapshot has nothing at.
+        let at = prefixes().find(|d| !dirs.contains(d)).unwrap_or(p);
+        if done.insert(at) {
+            let rel = RelPath::from_bytes(at)?;
+            if let Some(parent) = rel.parent() {
+                session_dir::create_dir_all(&tmp.child(&parent))?;
+            }
+            session_dir::create_whiteout(&tmp.child(&rel))?;
+        }
+    }
+    Ok(())
+}
+
+/// A snapshot of `original` (canonical) into `dst` (made here): over the project's shared
+/// layer in `root`'s store (found, or made from the project's clean tracked files) when the
+/// project is a git repository with at least [`min_files`] of them, `dst` then holding only
+/// what differs and the layer returned, held; else a full copy into `dst`. `exclude`:
+/// directories never entered.
+pub fn take(
+    root: &Path,
+    original: &Path,
+    exclude: &[PathBuf],
+    dst: &SessionPath,
+) -> Result<(TreeBase, Option<SharedLayer>, Option<GitRepo>)> {
+    let sel = select::select_project(original, exclude)?;
+    let t = index_mtime(sel.git.as_ref());
+    let nodes: Vec<Node> = sel.entries.iter().map(node_of).collect();
+    let srcs: Vec<BaseSrc> = sel.entries.iter().map(|e| source_of(e, t)).collect();
+    let blobs: Vec<usize> = (0..nodes.len())
+        .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
+        .collect();
+    let layered =
+        sel.git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
+    session_dir::create_dir_new(dst)?;
+    if !layered {
+        return Ok((copy_whole(original, nodes, dst)?, None, sel.git));
+    }
+    let layer = match reusable(root, original, &nodes, &srcs, &blobs)? {
+        Some(l) => l,
+        None => {
+            let l = shared::make(root, original, |tree| {
+                fill_layer(original, &nodes, &srcs, &blobs, tree)
+            })?;
+            shared::remove_unused(root, original, &l.dir);
+            l
+        }
+    };
+    // What the layer does not serve is copied from the project; a file that vanished
+    // meanwhile is not in the snapshot.
+    let served: Vec<bool> = (0..nodes.len())
+        .map(|i| {
+            served_by(
+                layer.manifest.get(rel_bytes(&nodes[i])),
+                &nodes[i],
+                &srcs[i],
+            )
+        })
+        .collect();
+    let copies: Vec<&Node> = (0..nodes.len())
+        .filter(|&i| !served[i])
+        .map(|i| &nodes[i])
+        .collect();
+    let out = snapshot::copy_tree(original, &copies, dst, None, None)?;
+    let mut copied = out.keys.iter().map(|k| k.is_some());
+    let kept: Vec<Node> = nodes
+        .iter()
+        .zip(&served)
+        .filter(|(_, s)| **s || copied.next().unwrap_or(false))
+        .map(|(n, _)| n.clone())
+        .collect();
+    whiteouts(&kept, &layer.manifest, dst)?;
+    let base = TreeBase {
+        dir: dst.as_path().to_path_buf(),
+        nodes: kept,
+        under: Some(layer.tree()),
+    };
+    Ok((base, Some(layer), sel.git))
+}
+
+/// Writes the blob nodes `blobs` into a new layer's `tree`, copied from the project only
+/// while its file still has the stat data the index vouches for (else left out: a snapshot
+/// copies it itself). Returns the layer's manifest.
+fn fill_layer(
+    original: &Path,
+    nodes: &[Node],
+    srcs: &[BaseSrc],
+    blobs: &[usize],
+    tree: &SessionPath,
+) -> Result<Manifest> {
+    let picked: Vec<&Node> = blobs.iter().map(|&i| &nodes[i]).collect();
+    let stats: Vec<Option<LStat>> = blobs
+        .iter()
+        .map(|&i| match srcs[i] {
+            BaseSrc::Blob(_, st) => Some(st),
+            BaseSrc::Dir => None,
+        })
+        .collect();
+    let verify = |k: usize, m: &std::fs::Metadata| Some(LStat::from_metadata(m)) == stats[k];
+    let out = snapshot::copy_tree(original, &picked, tree, None, Some(&verify))?;
+    let copied: Vec<bool> = out.keys.iter().map(Option::is_some).collect();
+    Ok(manifest_of(nodes, srcs, blobs, &copied))
+}
