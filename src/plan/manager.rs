@@ -546,12 +546,12 @@ impl PlanManager {
     /// `provenance.*` keys ([`Provenance::to_metadata`]; read back with
     /// [`Provenance::from_metadata`]).
     ///
-    /// [`Provenance::to_metadata`]: crate::session::provenance::Provenance::to_metadata
-    /// [`Provenance::from_metadata`]: crate::session::provenance::Provenance::from_metadata
+    /// [`Provenance::to_metadata`]: crate::provenance::Provenance::to_metadata
+    /// [`Provenance::from_metadata`]: crate::provenance::Provenance::from_metadata
     pub fn commit_all_as(
         &self,
         plan_id: &str,
-        provenance: &crate::session::provenance::Provenance,
+        provenance: &crate::provenance::Provenance,
     ) -> Result<Vec<CommitResult>, SandboxError> {
         // Without the feature `fault-injection` the provenance is the only field.
         #[allow(clippy::needless_update)]
@@ -1034,7 +1034,7 @@ pub struct CommitAllOptions {
     #[cfg(feature = "fault-injection")]
     pub crash_before: Option<usize>,
     /// What produced the work, into each result's metadata.
-    pub provenance: crate::session::provenance::Provenance,
+    pub provenance: crate::provenance::Provenance,
 }
 
 impl CommitAllOptions {

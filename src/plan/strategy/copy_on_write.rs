@@ -21,7 +21,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::tree_base::{self, TreeBase};
-use super::{sandbox_path_of, Env};
+use super::Env;
 use crate::fs::overlay::fingerprint::Fingerprint;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;

@@ -69,7 +69,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{sandbox_path_of, Env};
+use super::Env;
 use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
