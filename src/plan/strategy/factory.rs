@@ -40,12 +40,18 @@ pub trait BackendFactory: Send + Sync {
     ) -> Result<Box<dyn Backend>, SandboxError>;
 }
 
+/// Makes a new pending backend: the first half of an [`FnFactory`].
+pub type NewFn = fn(&NewBackend<'_>) -> Result<Box<dyn Backend>, SandboxError>;
+
+/// Opens a backend found on disk: the second half of an [`FnFactory`].
+pub type OpenFn = fn(&Arc<Env>, Record, PathBuf) -> Result<Box<dyn Backend>, SandboxError>;
+
 /// A factory of two functions: what a strategy without state of its own registers.
 pub struct FnFactory {
     /// Makes a new pending backend.
-    pub new: fn(&NewBackend<'_>) -> Result<Box<dyn Backend>, SandboxError>,
+    pub new: NewFn,
     /// Opens one found on disk.
-    pub open: fn(&Arc<Env>, Record, PathBuf) -> Result<Box<dyn Backend>, SandboxError>,
+    pub open: OpenFn,
 }
 
 impl BackendFactory for FnFactory {
