@@ -29,21 +29,23 @@
 //!
 //! ## Map
 //!
-//! One folder per concept; dependencies run downwards only (a lower layer never imports a
-//! higher one):
+//! One substrate under two faces: the [`session`] and [`plan`] families are siblings that
+//! never import each other, over the same isolation substrate, apply engine and filesystem
+//! layer. Dependencies run downwards only (a lower layer never imports a higher one); the
+//! whole picture is in `docs/architecture.md`, "The map".
 //!
 //! | layer | owns |
 //! |---|---|
 //! | `cli` (the binary, feature `cli`), `ffi` (feature `ffi`) | the command line; the C++ bridges |
 //! | [`records`] | the JSON records of `--json` and the C++ and Python faces |
-//! | [`plan`] | plan sandboxes: strategies, checkpoints, atomic `commit_all` |
-//! | [`session`] | the engine session: manager, [`ScopedSandbox`], pending store, recovery |
-//! | [`apply`] | applying a patch to the project: plan, transaction, undo |
+//! | [`session`], [`plan`] | the two families: engine sessions ([`ScopedSandbox`], pending store, recovery); plan sandboxes (strategies by name, checkpoints, atomic `commit_all`) |
+//! | [`isolation`] | the substrate both stand on: root, overlay backend choice, shared lower layers, tree base |
+//! | [`apply`] | applying a patch to the project: resolver, transaction, undo |
 //! | [`tree`] | a project's file set: selection, walk, snapshot copy, base, tree diff |
 //! | [`patch`] | the patch model, parser, writer, hunk placement, 3-way merge |
 //! | [`git`] | read-only git: repository, config, index, ignore rules, objects, ids, encodings |
-//! | [`fs`] | containment: [`RelPath`] and the session and project chokepoints |
-//! | [`id`] | ULIDs that sort in the order this process made them |
+//! | [`fs`] | the `*at` calls written once, [`RelPath`], the state and project chokepoints |
+//! | [`store`], [`id`], [`provenance`] | object stores; ids that sort by creation; what produced a piece of work |
 //!
 //! [`error`] is shared by all of them.
 
