@@ -3,13 +3,13 @@
 //! nothing.
 //!
 //! ```
-//! use patchbox::plan::{PlanManager, Status, Strategy};
+//! use patchbox::plan::{Manager, Status, Strategy};
 //! # fn main() -> Result<(), patchbox::plan::SandboxError> {
 //! let root = tempfile::tempdir().unwrap();     // the library's root (never the project)
 //! let project = tempfile::tempdir().unwrap();  // the user's files
 //! std::fs::write(project.path().join("notes.txt"), "one\n").unwrap();
 //!
-//! let mgr = PlanManager::open(root.path())?;
+//! let mgr = Manager::open(root.path())?;
 //! let sb = mgr.get_or_create_sandbox("plan-1", "docs", project.path(), Strategy::CopyOnWrite)?;
 //! std::fs::write(sb.get_path("notes.txt".as_ref())?, "two\n").unwrap(); // the actor writes here
 //! assert_eq!(std::fs::read_to_string(project.path().join("notes.txt")).unwrap(), "one\n");
@@ -29,10 +29,10 @@
 //! The README's example (a test keeps the two identical):
 //!
 //! ```rust,no_run
-//! use patchbox::plan::{PlanManager, Strategy};
+//! use patchbox::plan::{Manager, Strategy};
 //!
 //! fn main() -> Result<(), patchbox::plan::SandboxError> {
-//!     let mgr = PlanManager::open("/home/me/.entropic/sandbox")?; // state under <root>/plans
+//!     let mgr = Manager::open("/home/me/.entropic/sandbox")?; // state under <root>/plans
 //!     let sb = mgr.get_or_create_sandbox("plan-1", "docs", "/home/me/project", Strategy::CopyOnWrite)?;
 //!     std::fs::write(sb.get_path("notes.txt".as_ref())?, "two\n").unwrap(); // the actor writes here
 //!     let diff = sb.diff()?;                  // per file (before/after) and as a git patch
@@ -54,7 +54,7 @@
 //! | [`handle`] | [`SandboxHandle`]: the lifecycle every strategy shares, over a backend |
 //! | [`record`] | a sandbox's state on disk, and the lifecycle guard |
 //! | [`strategy`] | the built-in strategies |
-//! | [`manager`] | [`PlanManager`]: lazy creation, `commit_all`, cleanup, recovery |
+//! | [`manager`] | [`Manager`] (also [`PlanManager`]): lazy creation, `commit_all`, cleanup, recovery |
 //! | [`lower`] | shared lower snapshots: `overlay` sandboxes made in O(1) |
 //! | [`journal`] | the journal that makes `commit_all` crash-atomic |
 //! | [`boundary`] | resources, the registry, and which sandbox a resource belongs to |
@@ -107,7 +107,7 @@ mod tests {
     fn module_docs_carry_the_readme_example() {
         let readme = include_str!("../../README.md");
         let start = readme
-            .find("```rust,no_run\nuse patchbox::plan::{PlanManager, Strategy};")
+            .find("```rust,no_run\nuse patchbox::plan::{Manager, Strategy};")
             .expect("README has its plan example");
         let len = readme[start + 3..].find("```").expect("the block ends") + 6;
         let example = &readme[start..start + len];
