@@ -30,6 +30,7 @@ use super::stage::{checked, ignore_missing, in_stage, is_dir_mode, stage_name, s
 use crate::error::{Error, Result};
 use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 use crate::git::oid::blob_id_hex;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -75,7 +76,7 @@ pub(crate) fn commit<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+    dir_restore: &BTreeMap<RelPath, (u32, Timestamp)>,
     fault: Fault,
     record: Option<F>,
     finish: &Finish,
@@ -188,7 +189,7 @@ fn roll_back_journal(
     stage_rel: &RelPath,
     journal: &[Step],
     begin: &Begin,
-    dir_mtimes: &[(ProjectPath, (i64, i64))],
+    dir_mtimes: &[(ProjectPath, Timestamp)],
 ) -> Vec<String> {
     let mut failures = Vec::new();
     if journal.iter().any(|s| matches!(s, Step::Intent)) {
@@ -269,7 +270,7 @@ fn run<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+    dir_restore: &BTreeMap<RelPath, (u32, Timestamp)>,
     fault: Fault,
     crashed: &std::cell::Cell<bool>,
     stage: &ProjectPath,

@@ -9,9 +9,9 @@
 //! then the walk that finds what the project holds (one `lstat` per file, the git index
 //! read) and copies of what differs, not a copy of the project.
 
+use crate::fs::Timestamp;
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
@@ -50,7 +50,7 @@ pub fn min_files() -> Option<usize> {
 /// Where a selected file's snapshot content can come from: a blob of the index when its
 /// stat data matches the index (by git's rule, racy entries excluded) and git does not
 /// convert it, else the work tree (`Dir`).
-pub fn source_of(e: &Selected, index_mtime: Option<(i64, i64)>) -> BaseSrc {
+pub fn source_of(e: &Selected, index_mtime: Option<Timestamp>) -> BaseSrc {
     match (&e.index, e.stat, index_mtime) {
         (Some(ix), Some(st), Some(t)) if !e.converted && ix.stat_matches(&st, t) => {
             BaseSrc::Blob(ix.oid, st)
@@ -60,9 +60,9 @@ pub fn source_of(e: &Selected, index_mtime: Option<(i64, i64)>) -> BaseSrc {
 }
 
 /// The modification time of `repo`'s index, which [`source_of`] needs.
-pub fn index_mtime(repo: Option<&GitRepo>) -> Option<(i64, i64)> {
+pub fn index_mtime(repo: Option<&GitRepo>) -> Option<Timestamp> {
     repo.and_then(|g| std::fs::metadata(&g.index_file).ok())
-        .map(|m| (m.mtime(), m.mtime_nsec()))
+        .map(|m| Timestamp::mtime_of(&m))
 }
 
 /// A node's path as bytes.

@@ -47,6 +47,7 @@
 //!
 //! [`BaseSrc::Blob`]: crate::tree::base::BaseSrc::Blob
 
+use crate::fs::Timestamp;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ pub struct ManifestFile {
     /// The blob id of its content.
     pub oid: [u8; 20],
     /// Its modification time (seconds, nanoseconds).
-    pub mtime: (i64, i64),
+    pub mtime: Timestamp,
 }
 
 /// What a shared layer holds, sorted by path bytes.
@@ -115,7 +116,7 @@ impl Manifest {
         for f in &self.files {
             out.push(if f.executable { b'x' } else { b'-' });
             out.extend_from_slice(
-                format!(" {} {} {} ", to_hex(&f.oid), f.mtime.0, f.mtime.1).as_bytes(),
+                format!(" {} {} {} ", to_hex(&f.oid), f.mtime.secs, f.mtime.nanos).as_bytes(),
             );
             out.extend_from_slice(&f.path);
             out.push(0);
@@ -140,7 +141,7 @@ impl Manifest {
             let oid = crate::git::oid::oid_from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
             let num =
                 |p: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(p?).ok()?.parse().ok() };
-            let mtime = (num(parts.next())?, num(parts.next())?);
+            let mtime = Timestamp::new(num(parts.next())?, num(parts.next())?);
             let path = parts.next()?.to_vec();
             if path.is_empty() {
                 return None;

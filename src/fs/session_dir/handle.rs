@@ -2,6 +2,7 @@
 //! sandbox), opened once beneath the session's descriptor, in which files and directories are
 //! made relative to descriptors the copy threads hold.
 
+use crate::fs::Timestamp;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::os::fd::{AsFd, OwnedFd};
@@ -144,7 +145,7 @@ impl DirHandle {
     }
 
     /// Sets the modification time of `name` without following a symlink.
-    pub fn set_mtime(&self, name: &OsStr, mtime: (i64, i64)) -> Result<()> {
+    pub fn set_mtime(&self, name: &OsStr, mtime: Timestamp) -> Result<()> {
         at::set_mtime(self.fd.as_fd(), name, mtime)
             .map_err(|e| io_err("set mtime", &self.path.join(name), e))
     }
