@@ -79,7 +79,7 @@ use super::change::{sorted_paths, Prune};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{Entry, Stamp};
 use crate::fs::relpath::RelPath;
-use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
+use crate::git::oid::{blob_id, from_hex as unhex, to_hex as hex, ObjectId};
 
 /// Prefix of a staging directory in the project root.
 pub(crate) const STAGE_PREFIX: &str = ".patchbox-txn-";
@@ -275,7 +275,7 @@ pub(crate) struct Begin {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum JAfter {
     Absent,
-    File { perm: u32, sha1: String, ino: u64 },
+    File { perm: u32, sha1: ObjectId, ino: u64 },
     Link { target: Vec<u8>, ino: u64 },
 }
 
@@ -499,7 +499,7 @@ impl Intent {
                         ["absent"] => JAfter::Absent,
                         ["file", perm, sha1, ino] => JAfter::File {
                             perm: u32::from_str_radix(perm, 8).ok()?,
-                            sha1: sha1.to_string(),
+                            sha1: sha1.parse().ok()?,
                             ino: ino.parse().ok()?,
                         },
                         ["link", t, ino] => JAfter::Link {
@@ -596,7 +596,7 @@ pub(crate) fn project_root(dir: &Path) -> Result<PathBuf> {
 pub(crate) fn staged_matches(entry: &Entry, after: &JAfter) -> bool {
     match (entry, after) {
         (Entry::File { data, perm, .. }, JAfter::File { perm: p, sha1, .. }) => {
-            perm == p && blob_id_hex(data) == *sha1
+            perm == p && blob_id(data) == *sha1
         }
         (Entry::Symlink { target, .. }, JAfter::Link { target: t, .. }) => target == t,
         _ => false,
@@ -625,7 +625,7 @@ mod tests {
                     before_is_dir: false,
                     after: JAfter::File {
                         perm: 0o755,
-                        sha1: "abc".into(),
+                        sha1: blob_id(b"abc"),
                         ino: 9,
                     },
                 },

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
 use crate::fs::Timestamp;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id, ObjectId};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -64,7 +64,7 @@ pub(crate) struct Recorded {
     pub stamps: Vec<Option<Stamp>>,
     /// The blob id of each file op's new contents, which the record holds too: the
     /// journal's intent takes it from here instead of hashing the contents a second time.
-    pub oids: Vec<Option<String>>,
+    pub oids: Vec<Option<ObjectId>>,
 }
 
 /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
@@ -344,8 +344,8 @@ where
                 Target::File { data, perm, .. } => JAfter::File {
                     perm: *perm,
                     sha1: match oids.get(i) {
-                        Some(Some(id)) => id.clone(),
-                        _ => blob_id_hex(data),
+                        Some(Some(id)) => *id,
+                        _ => blob_id(data),
                     },
                     ino,
                 },

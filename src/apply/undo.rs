@@ -56,7 +56,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::{RelPath, RelPathSet};
 use crate::fs::Timestamp;
-use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
+use crate::git::oid::{blob_id, from_hex as unhex, to_hex as hex, ObjectId};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -135,7 +135,7 @@ pub(super) fn write_record(
             Target::Absent => "absent".to_string(),
             Target::Symlink { target, .. } => format!("link:{}", hex(target)),
             Target::File { data, perm, .. } => {
-                let id = blob_id_hex(data);
+                let id = blob_id(data);
                 let line = format!("file:{perm:o}:{id}");
                 oids.push(Some(id));
                 line
@@ -270,7 +270,7 @@ enum Before {
 enum After {
     Absent,
     Link(Vec<u8>),
-    File { perm: u32, sha1: String },
+    File { perm: u32, sha1: ObjectId },
 }
 
 struct Record {
@@ -354,7 +354,7 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
                     ["link", t] => After::Link(unhex(t).ok_or_else(|| bad(dir, "bad link"))?),
                     ["file", m, sha] => After::File {
                         perm: perm(m)?,
-                        sha1: sha.to_string(),
+                        sha1: sha.parse().map_err(|_| bad(dir, "bad blob id"))?,
                     },
                     _ => return Err(bad(dir, "bad entry")),
                 };
@@ -391,7 +391,7 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
         (Entry::Absent, After::Absent) => true,
         (Entry::Symlink { target, .. }, After::Link(t)) => target == t,
         (Entry::File { data, perm, .. }, After::File { perm: p, sha1 }) => {
-            perm == p && blob_id_hex(data) == *sha1
+            perm == p && blob_id(data) == *sha1
         }
         _ => false,
     }
