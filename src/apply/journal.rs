@@ -70,7 +70,6 @@
 //! survives: such a record never gets its `applied` marker, is never offered for undo, and is
 //! pruned by age (see [`store`](super::store)).
 
-use crate::fs::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -79,6 +78,7 @@ use super::change::{sorted_paths, Prune};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{Entry, Stamp};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 use crate::git::oid::{blob_id, from_hex as unhex, to_hex as hex, ObjectId};
 
 /// Prefix of a staging directory in the project root.

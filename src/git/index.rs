@@ -3,7 +3,6 @@
 //! git's own rule, whether a file whose [`LStat`] is known certainly still has the indexed
 //! content — so later stages can trust unchanged tracked files without reading them.
 
-use crate::fs::Timestamp;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -12,6 +11,7 @@ use std::path::Path;
 use sha1::{Digest, Sha1};
 
 use crate::error::{Error, Result};
+use crate::fs::Timestamp;
 
 ///
 /// The stat fields are the (32-bit truncated) values git recorded when it last refreshed the

@@ -9,7 +9,6 @@
 //! then the walk that finds what the project holds (one `lstat` per file, the git index
 //! read) and copies of what differs, not a copy of the project.
 
-use crate::fs::Timestamp;
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -19,7 +18,9 @@ use super::tree_base::{copy_whole, node_of, TreeBase};
 use crate::error::Result;
 use crate::fs::session_dir::{self, SessionPath};
 use crate::fs::RelPath;
+use crate::fs::Timestamp;
 use crate::git::index::LStat;
+use crate::git::oid::ObjectId;
 use crate::git::repo::GitRepo;
 use crate::tree::base::BaseSrc;
 use crate::tree::select::{self, Selected};
@@ -53,7 +54,7 @@ pub fn min_files() -> Option<usize> {
 pub fn source_of(e: &Selected, index_mtime: Option<Timestamp>) -> BaseSrc {
     match (&e.index, e.stat, index_mtime) {
         (Some(ix), Some(st), Some(t)) if !e.converted && ix.stat_matches(&st, t) => {
-            BaseSrc::Blob(ix.oid, st)
+            BaseSrc::Blob(ObjectId::from_bytes(ix.oid), st)
         }
         _ => BaseSrc::Dir,
     }

@@ -47,7 +47,6 @@
 //!
 //! [`BaseSrc::Blob`]: crate::tree::base::BaseSrc::Blob
 
-use crate::fs::Timestamp;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -55,7 +54,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
-use crate::git::oid::{to_hex, ObjectKind};
+use crate::fs::Timestamp;
+use crate::git::oid::{to_hex, ObjectId, ObjectKind};
 
 /// The file, in a session directory, naming the shared lower layer stacked under its
 /// `.lower/` (an absolute path), when the session uses one. Written before anything is
@@ -96,7 +96,7 @@ pub struct ManifestFile {
     /// Whether it was written with mode 0755 (else 0644).
     pub executable: bool,
     /// The blob id of its content.
-    pub oid: [u8; 20],
+    pub oid: ObjectId,
     /// Its modification time (seconds, nanoseconds).
     pub mtime: Timestamp,
 }
@@ -116,7 +116,7 @@ impl Manifest {
         for f in &self.files {
             out.push(if f.executable { b'x' } else { b'-' });
             out.extend_from_slice(
-                format!(" {} {} {} ", to_hex(&f.oid), f.mtime.secs, f.mtime.nanos).as_bytes(),
+                format!(" {} {} {} ", f.oid, f.mtime.secs, f.mtime.nanos).as_bytes(),
             );
             out.extend_from_slice(&f.path);
             out.push(0);
@@ -138,7 +138,7 @@ impl Manifest {
                 b"-" => false,
                 _ => return None,
             };
-            let oid = crate::git::oid::oid_from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
+            let oid = ObjectId::from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
             let num =
                 |p: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(p?).ok()?.parse().ok() };
             let mtime = Timestamp::new(num(parts.next())?, num(parts.next())?);

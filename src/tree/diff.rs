@@ -8,12 +8,13 @@
 //! chained sandbox inherited already changed — is compared by content against base. Without
 //! a manifest (recovering a crashed session) every node is compared by content.
 
-use crate::fs::Timestamp;
 use std::fs;
 use std::path::Path;
 
 use crate::error::{IoContext, Result};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
+use crate::git::oid::ObjectId;
 use crate::patch::write::{self as patch_write, Side};
 use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
 
@@ -28,7 +29,7 @@ pub trait BaseSource: Sync {
     /// The git blob id of base node `i`'s content when already known (a blob of the user's
     /// object store), so the patch's `index` line need not hash the pre-image again.
     /// Invariant: when `Some`, it is the id of exactly what [`BaseSource::read`] returns.
-    fn blob_id(&self, _i: usize) -> Option<[u8; 20]> {
+    fn blob_id(&self, _i: usize) -> Option<ObjectId> {
         None
     }
     /// Base node `i`'s regular file, opened, when its content can be read from it directly

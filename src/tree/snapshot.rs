@@ -6,7 +6,6 @@
 //! (`copy_file_range`). For every copied node it records the copy's own stat data, the
 //! [`StatKey`], so finalizing later stats the sandbox instead of reading every file.
 
-use crate::fs::Timestamp;
 use std::borrow::Borrow;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -20,6 +19,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, DirHandle, SessionPath};
+use crate::fs::Timestamp;
 
 /// The type of a node in a tree: what git can store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

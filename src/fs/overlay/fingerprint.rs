@@ -8,13 +8,13 @@
 //! a later write could carry the same coarse timestamp. [`fingerprint`] refuses to give a
 //! fingerprint then ([`RACY`]), as git treats its "racily clean" entries.
 
-use crate::fs::Timestamp;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::fs::at::{self, Stat};
+use crate::fs::Timestamp;
 
 use super::walk::{walk, Next};
 use crate::error::{Error, Result};

@@ -10,7 +10,6 @@
 //! writing elsewhere. Files are created with `O_EXCL` and renamed without replacing, so
 //! nothing already there is overwritten in place.
 
-use crate::fs::Timestamp;
 use std::ffi::{CStr, CString};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,6 +24,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::fs::at;
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 
 /// File contents, shared between the apply planner's views of a file and the write phase: a
 /// large file is held once, not once per view.

@@ -2,13 +2,13 @@
 //! sandbox), opened once beneath the session's descriptor, in which files and directories are
 //! made relative to descriptors the copy threads hold.
 
-use crate::fs::Timestamp;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::fs::at::{self, Errno};
+use crate::fs::Timestamp;
 
 use super::ops::create_file_new_at;
 use super::*;

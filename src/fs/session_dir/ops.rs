@@ -2,7 +2,6 @@
 //! session directory, each resolving its parent beneath the session's descriptor at the
 //! moment of the call and acting on the last component with a `*at` call.
 
-use crate::fs::Timestamp;
 use std::ffi::{CStr, OsStr, OsString};
 use std::fs::{self, File};
 use std::io::Write;
@@ -12,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::fs::at::{self, Errno};
+use crate::fs::Timestamp;
 
 use super::*;
 

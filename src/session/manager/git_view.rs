@@ -22,9 +22,9 @@
 //! sandbox on discard; `base.objects/` goes with the session. A project outside git gets no
 //! `.git`; [`Options::no_git_repo`] turns the whole step off.
 
-use crate::fs::Timestamp;
 use std::path::Path;
 
+use crate::fs::Timestamp;
 use crate::git::index::{read_index, IndexEntry};
 use crate::git::oid::ObjectKind;
 use crate::git::private::objects::LooseWriter;
@@ -119,7 +119,7 @@ fn prepare(
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
         let oid = match (src, copied.get(&i)) {
-            (BaseSrc::Blob(oid, _), _) => *oid,
+            (BaseSrc::Blob(oid, _), _) => *oid.as_bytes(),
             (BaseSrc::Dir, Some(oid)) => *oid,
             (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
         };
