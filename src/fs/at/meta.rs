@@ -1,12 +1,12 @@
 //! What is at a name and its times and mode, and bringing a file or a filesystem to disk.
 
-use crate::fs::Timestamp;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use rustix::fs::{AtFlags, FileType, Mode, Stat, Timespec, Timestamps, UTIME_OMIT};
 use rustix::path::Arg;
 
 use super::{AtResult, Errno};
+use crate::fs::Timestamp;
 
 /// The metadata of `name` in `dir`, not following a symlink there (`lstat`).
 #[inline]

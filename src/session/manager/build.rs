@@ -4,13 +4,13 @@
 //! into a hidden `.creating-<id>` directory, its manifest kept beside it, then renamed to
 //! `d-<id>`: crash recovery never mistakes a half-made copy for a delegation's work.
 
-use crate::fs::Timestamp;
 use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::*;
+use crate::fs::Timestamp;
 
 impl Sandbox {
     /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
