@@ -111,8 +111,8 @@ impl LStat {
     pub fn from_metadata(m: &fs::Metadata) -> LStat {
         LStat {
             size: m.size(),
-            mtime: Timestamp::mtime_of(&m),
-            ctime: Timestamp::ctime_of(&m),
+            mtime: Timestamp::mtime_of(m),
+            ctime: Timestamp::ctime_of(m),
             dev: m.dev(),
             ino: m.ino(),
             uid: m.uid(),

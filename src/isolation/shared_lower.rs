@@ -33,13 +33,15 @@
 //! [`super::layered`]): one store, one sweep.
 //!
 //! ```
+//! use patchbox::fs::Timestamp;
+//! use patchbox::git::oid::ObjectId;
 //! use patchbox::isolation::shared_lower::{Manifest, ManifestFile};
 //! let m = Manifest {
 //!     files: vec![ManifestFile {
 //!         path: b"src/main.c".to_vec(),
 //!         executable: false,
-//!         oid: [7; 20],
-//!         mtime: (1_700_000_000, 5),
+//!         oid: ObjectId::from_bytes([7; 20]),
+//!         mtime: Timestamp::new(1_700_000_000, 5),
 //!     }],
 //! };
 //! assert_eq!(Manifest::decode(&m.encode()), Some(m));

@@ -91,8 +91,8 @@ impl StatKey {
         StatKey {
             ino: st.st_ino,
             size: st.st_size as u64,
-            mtime: Timestamp::mtime_of_stat(&st),
-            ctime: Timestamp::ctime_of_stat(&st),
+            mtime: Timestamp::mtime_of_stat(st),
+            ctime: Timestamp::ctime_of_stat(st),
             mode: st.st_mode,
         }
     }
@@ -102,8 +102,8 @@ impl StatKey {
         StatKey {
             ino: m.ino(),
             size: m.size(),
-            mtime: Timestamp::mtime_of(&m),
-            ctime: Timestamp::ctime_of(&m),
+            mtime: Timestamp::mtime_of(m),
+            ctime: Timestamp::ctime_of(m),
             mode: m.mode(),
         }
     }

@@ -51,8 +51,8 @@ fn stamp_of(st: &at::Stat) -> Stamp {
         ino: st.st_ino as u64,
         mode: st.st_mode as u32,
         size: st.st_size as i64,
-        mtime: Timestamp::mtime_of_stat(&st),
-        ctime: Timestamp::ctime_of_stat(&st),
+        mtime: Timestamp::mtime_of_stat(st),
+        ctime: Timestamp::ctime_of_stat(st),
     }
 }
 
