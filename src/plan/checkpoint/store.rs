@@ -306,3 +306,30 @@ fn walk_bytes(dir: &Path) -> u64 {
         })
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest's JSON names an object by its 40 hex digits, as it did when ids were strings.
+    #[test]
+    fn path_state_json_keeps_the_hex_id() {
+        let hex = "ce013625030ba8dba906f756967f9e9ca394464a";
+        let s = PathState {
+            oid: Some(blob_id(b"hello\n")),
+            mode: 0o100644,
+            base: false,
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, format!("{{\"oid\":\"{hex}\",\"mode\":33188}}"));
+        assert_eq!(serde_json::from_str::<PathState>(&json).unwrap(), s);
+        let gone = PathState {
+            oid: None,
+            mode: 0,
+            base: true,
+        };
+        let json = serde_json::to_string(&gone).unwrap();
+        assert_eq!(json, "{\"oid\":null,\"mode\":0,\"base\":true}");
+        assert_eq!(serde_json::from_str::<PathState>(&json).unwrap(), gone);
+    }
+}
