@@ -4,6 +4,7 @@
 
 use crate::fs::project::Data;
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 
 /// What the write phase must make of one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,11 +13,11 @@ pub(crate) enum Target {
     File {
         data: Data,
         perm: u32,
-        mtime: Option<(i64, i64)>,
+        mtime: Option<Timestamp>,
     },
     Symlink {
         target: Vec<u8>,
-        mtime: Option<(i64, i64)>,
+        mtime: Option<Timestamp>,
     },
 }
 

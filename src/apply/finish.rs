@@ -13,6 +13,7 @@ use super::stage::{checked, ignore_missing, in_stage, sub};
 use crate::error::Result;
 use crate::fs::project::{self, ProjectPath};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 use std::path::{Path, PathBuf};
 
 /// What a commit does around the change itself (kept in the journal, so recovery does it
@@ -24,7 +25,7 @@ pub(crate) struct Finish {
     pub marker: Option<PathBuf>,
     /// Mtimes to set once the staging directory is gone (`None`: the root); undo restores
     /// the directories' mtimes this way.
-    pub finals: Vec<(Option<RelPath>, (i64, i64))>,
+    pub finals: Vec<(Option<RelPath>, Timestamp)>,
     /// The undo record being written (and whether the library created its directory): it is
     /// removed if the change is rolled back.
     pub record: Option<(PathBuf, bool)>,
@@ -90,7 +91,7 @@ pub(crate) struct Unfinished {
     root: PathBuf,
     stage: ProjectPath,
     stage_rel: RelPath,
-    finals: Vec<(Option<RelPath>, (i64, i64))>,
+    finals: Vec<(Option<RelPath>, Timestamp)>,
     finished: bool,
 }
 
@@ -101,7 +102,7 @@ impl Unfinished {
         root: PathBuf,
         stage: ProjectPath,
         stage_rel: RelPath,
-        finals: Vec<(Option<RelPath>, (i64, i64))>,
+        finals: Vec<(Option<RelPath>, Timestamp)>,
     ) -> Self {
         Unfinished {
             root,
@@ -161,7 +162,7 @@ pub(super) fn complete(
     root: &Path,
     stage: &ProjectPath,
     stage_rel: &RelPath,
-    finals: &[(Option<RelPath>, (i64, i64))],
+    finals: &[(Option<RelPath>, Timestamp)],
     warnings: &mut Vec<String>,
 ) {
     let done = in_stage(root, stage_rel, "intent")
@@ -182,7 +183,7 @@ pub(crate) fn finish_cleanup(
     root: &Path,
     stage: &ProjectPath,
     stage_rel: &RelPath,
-    finals: &[(Option<RelPath>, (i64, i64))],
+    finals: &[(Option<RelPath>, Timestamp)],
     warnings: &mut Vec<String>,
 ) {
     let done = sub(stage_rel, "done".into()).ok();

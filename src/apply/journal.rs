@@ -78,7 +78,8 @@ use super::change::{sorted_paths, Prune};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{Entry, Stamp};
 use crate::fs::relpath::RelPath;
-use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
+use crate::fs::Timestamp;
+use crate::git::oid::{blob_id, from_hex as unhex, to_hex as hex, ObjectId};
 
 /// Prefix of a staging directory in the project root.
 pub(crate) const STAGE_PREFIX: &str = ".patchbox-txn-";
@@ -252,13 +253,13 @@ fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
 pub(crate) struct DirInfo {
     pub rel: RelPath,
     pub perm: u32,
-    pub mtime: (i64, i64),
+    pub mtime: Timestamp,
 }
 
 /// The root's mtime and every directory the change touches, before it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Dirs {
-    pub root_mtime: (i64, i64),
+    pub root_mtime: Timestamp,
     pub dirs: Vec<DirInfo>,
 }
 
@@ -274,7 +275,7 @@ pub(crate) struct Begin {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum JAfter {
     Absent,
-    File { perm: u32, sha1: String, ino: u64 },
+    File { perm: u32, sha1: ObjectId, ino: u64 },
     Link { target: Vec<u8>, ino: u64 },
 }
 
@@ -302,9 +303,9 @@ pub(crate) struct Intent {
     pub ops: Vec<JOp>,
     pub prune: Prune,
     /// Mode (and mtime) of directories to recreate (undo).
-    pub restore: BTreeMap<RelPath, (u32, (i64, i64))>,
+    pub restore: BTreeMap<RelPath, (u32, Timestamp)>,
     /// Mtimes to set once the staging directory is gone (`None`: the root).
-    pub finals: Vec<(Option<RelPath>, (i64, i64))>,
+    pub finals: Vec<(Option<RelPath>, Timestamp)>,
     /// The marker file to write (synced) once the change is complete.
     pub marker: Option<PathBuf>,
 }
@@ -314,7 +315,7 @@ fn stamp_text(s: &Option<Stamp>) -> String {
         None => "-".into(),
         Some(s) => format!(
             "{}:{}:{}:{}:{}:{}:{}:{}",
-            s.dev, s.ino, s.mode, s.size, s.mtime.0, s.mtime.1, s.ctime.0, s.ctime.1
+            s.dev, s.ino, s.mode, s.size, s.mtime.secs, s.mtime.nanos, s.ctime.secs, s.ctime.nanos
         ),
     }
 }
@@ -332,8 +333,8 @@ fn parse_stamp(t: &str) -> Option<Option<Stamp>> {
         ino: ino.parse().ok()?,
         mode: mode.parse().ok()?,
         size: size.parse().ok()?,
-        mtime: (ms.parse().ok()?, mns.parse().ok()?),
-        ctime: (cs.parse().ok()?, cns.parse().ok()?),
+        mtime: Timestamp::new(ms.parse().ok()?, mns.parse().ok()?),
+        ctime: Timestamp::new(cs.parse().ok()?, cns.parse().ok()?),
     }))
 }
 
@@ -341,7 +342,7 @@ impl Begin {
     pub(crate) fn to_text(&self) -> String {
         let mut t = format!(
             "{BEGIN_HEADER}\nroot {} {}\n",
-            self.dirs.root_mtime.0, self.dirs.root_mtime.1
+            self.dirs.root_mtime.secs, self.dirs.root_mtime.nanos
         );
         let mut coder = PathCoder::default();
         for d in &self.dirs.dirs {
@@ -349,8 +350,8 @@ impl Begin {
                 "dir {} {:o} {} {}\n",
                 coder.encode(&d.rel),
                 d.perm,
-                d.mtime.0,
-                d.mtime.1
+                d.mtime.secs,
+                d.mtime.nanos
             ));
         }
         if let Some((p, created)) = &self.record {
@@ -374,12 +375,14 @@ impl Begin {
         for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
             match f.as_slice() {
-                ["root", s, ns] => b.dirs.root_mtime = (s.parse().ok()?, ns.parse().ok()?),
+                ["root", s, ns] => {
+                    b.dirs.root_mtime = Timestamp::new(s.parse().ok()?, ns.parse().ok()?)
+                }
                 ["dir", p, perm, s, ns] => {
                     paths.push(p)?;
                     infos.push((
                         u32::from_str_radix(perm, 8).ok()?,
-                        (s.parse().ok()?, ns.parse().ok()?),
+                        Timestamp::new(s.parse().ok()?, ns.parse().ok()?),
                     ));
                 }
                 ["record", p, c] => b.record = Some((path_from(unhex(p)?), *c == "1")),
@@ -438,14 +441,14 @@ impl Intent {
             t.push_str(&format!(
                 "restore {} {perm:o} {} {}\n",
                 coder.encode(d),
-                m.0,
-                m.1
+                m.secs,
+                m.nanos
             ));
         }
         let mut coder = PathCoder::default();
         for (d, m) in &self.finals {
             let name = d.as_ref().map_or("-".to_string(), |d| coder.encode(d));
-            t.push_str(&format!("final {name} {} {}\n", m.0, m.1));
+            t.push_str(&format!("final {name} {} {}\n", m.secs, m.nanos));
         }
         if let Some(m) = &self.marker {
             t.push_str(&format!("marker {}\n", path_hex(m)));
@@ -496,7 +499,7 @@ impl Intent {
                         ["absent"] => JAfter::Absent,
                         ["file", perm, sha1, ino] => JAfter::File {
                             perm: u32::from_str_radix(perm, 8).ok()?,
-                            sha1: sha1.to_string(),
+                            sha1: sha1.parse().ok()?,
                             ino: ino.parse().ok()?,
                         },
                         ["link", t, ino] => JAfter::Link {
@@ -519,14 +522,14 @@ impl Intent {
                     restore.push(p)?;
                     restore_info.push((
                         u32::from_str_radix(perm, 8).ok()?,
-                        (s.parse().ok()?, ns.parse().ok()?),
+                        Timestamp::new(s.parse().ok()?, ns.parse().ok()?),
                     ));
                 }
                 ["final", p, s, ns] => {
                     if *p != "-" {
                         finals.push(p)?;
                     }
-                    final_info.push((*p != "-", (s.parse().ok()?, ns.parse().ok()?)));
+                    final_info.push((*p != "-", Timestamp::new(s.parse().ok()?, ns.parse().ok()?)));
                 }
                 ["marker", p] => it.marker = Some(path_from(unhex(p)?)),
                 ["end", n] => {
@@ -593,7 +596,7 @@ pub(crate) fn project_root(dir: &Path) -> Result<PathBuf> {
 pub(crate) fn staged_matches(entry: &Entry, after: &JAfter) -> bool {
     match (entry, after) {
         (Entry::File { data, perm, .. }, JAfter::File { perm: p, sha1, .. }) => {
-            perm == p && blob_id_hex(data) == *sha1
+            perm == p && blob_id(data) == *sha1
         }
         (Entry::Symlink { target, .. }, JAfter::Link { target: t, .. }) => target == t,
         _ => false,
@@ -616,13 +619,13 @@ mod tests {
                         ino: 2,
                         mode: 0o100644,
                         size: 3,
-                        mtime: (4, 5),
-                        ctime: (6, 7),
+                        mtime: crate::fs::Timestamp::new(4, 5),
+                        ctime: crate::fs::Timestamp::new(6, 7),
                     }),
                     before_is_dir: false,
                     after: JAfter::File {
                         perm: 0o755,
-                        sha1: "abc".into(),
+                        sha1: blob_id(b"abc"),
                         ino: 9,
                     },
                 },
@@ -637,8 +640,13 @@ mod tests {
                 },
             ],
             prune: Prune::Only(vec![rel("d")]),
-            restore: [(rel("d"), (0o750, (1, 2)))].into_iter().collect(),
-            finals: vec![(None, (3, 4)), (Some(rel("d")), (5, 6))],
+            restore: [(rel("d"), (0o750, crate::fs::Timestamp::new(1, 2)))]
+                .into_iter()
+                .collect(),
+            finals: vec![
+                (None, crate::fs::Timestamp::new(3, 4)),
+                (Some(rel("d")), crate::fs::Timestamp::new(5, 6)),
+            ],
             marker: Some("/tmp/r/applied".into()),
         };
         let text = intent.to_text();
@@ -650,11 +658,11 @@ mod tests {
         }
         let begin = Begin {
             dirs: Dirs {
-                root_mtime: (1, 2),
+                root_mtime: crate::fs::Timestamp::new(1, 2),
                 dirs: vec![DirInfo {
                     rel: rel("d"),
                     perm: 0o700,
-                    mtime: (3, 4),
+                    mtime: crate::fs::Timestamp::new(3, 4),
                 }],
             },
             record: Some(("/r/u".into(), true)),

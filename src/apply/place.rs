@@ -14,6 +14,7 @@ use super::stage::{checked, is_dir_mode, sub};
 use crate::error::{IoContext, Result};
 use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,7 +70,7 @@ pub(super) fn stage_rest(
     root: &Path,
     ops: &[RestOp],
     prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+    dir_restore: &BTreeMap<RelPath, (u32, Timestamp)>,
     stage_rel: &RelPath,
     journal: &mut Vec<Step>,
     staged: &[Option<ProjectPath>],

@@ -12,24 +12,25 @@ use super::journal::STAGE_PREFIX;
 use crate::error::{Error, Result};
 use crate::fs::project::{self, ProjectPath};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 use std::path::Path;
 
 /// `.patchbox-txn-<ulid>.<root mtime s>.<ns>`.
-pub(super) fn stage_name(root_mtime: (i64, i64)) -> String {
+pub(super) fn stage_name(root_mtime: Timestamp) -> String {
     format!(
         "{STAGE_PREFIX}{}.{}.{}",
         crate::id::next(),
-        root_mtime.0,
-        root_mtime.1
+        root_mtime.secs,
+        root_mtime.nanos
     )
 }
 
 /// The root's mtime from a staging directory's name.
-pub(super) fn root_mtime_from_name(name: &str) -> Option<(i64, i64)> {
+pub(super) fn root_mtime_from_name(name: &str) -> Option<Timestamp> {
     let mut it = name.rsplitn(3, '.');
     let ns = it.next()?.parse().ok()?;
     let s = it.next()?.parse().ok()?;
-    Some((s, ns))
+    Some(Timestamp::new(s, ns))
 }
 
 pub(super) fn is_dir_mode(mode: u32) -> bool {

@@ -30,7 +30,8 @@ use super::stage::{checked, ignore_missing, in_stage, is_dir_mode, stage_name, s
 use crate::error::{Error, Result};
 use crate::fs::project::{self, ProjectPath, Stamp};
 use crate::fs::relpath::RelPath;
-use crate::git::oid::blob_id_hex;
+use crate::fs::Timestamp;
+use crate::git::oid::{blob_id, ObjectId};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -63,7 +64,7 @@ pub(crate) struct Recorded {
     pub stamps: Vec<Option<Stamp>>,
     /// The blob id of each file op's new contents, which the record holds too: the
     /// journal's intent takes it from here instead of hashing the contents a second time.
-    pub oids: Vec<Option<String>>,
+    pub oids: Vec<Option<ObjectId>>,
 }
 
 /// Runs the write phase for `ops`. `record`, if any, runs on a second thread while the
@@ -75,7 +76,7 @@ pub(crate) fn commit<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+    dir_restore: &BTreeMap<RelPath, (u32, Timestamp)>,
     fault: Fault,
     record: Option<F>,
     finish: &Finish,
@@ -188,7 +189,7 @@ fn roll_back_journal(
     stage_rel: &RelPath,
     journal: &[Step],
     begin: &Begin,
-    dir_mtimes: &[(ProjectPath, (i64, i64))],
+    dir_mtimes: &[(ProjectPath, Timestamp)],
 ) -> Vec<String> {
     let mut failures = Vec::new();
     if journal.iter().any(|s| matches!(s, Step::Intent)) {
@@ -269,7 +270,7 @@ fn run<F>(
     root: &Path,
     ops: &[TxOp],
     prune: &Prune,
-    dir_restore: &BTreeMap<RelPath, (u32, (i64, i64))>,
+    dir_restore: &BTreeMap<RelPath, (u32, Timestamp)>,
     fault: Fault,
     crashed: &std::cell::Cell<bool>,
     stage: &ProjectPath,
@@ -343,8 +344,8 @@ where
                 Target::File { data, perm, .. } => JAfter::File {
                     perm: *perm,
                     sha1: match oids.get(i) {
-                        Some(Some(id)) => id.clone(),
-                        _ => blob_id_hex(data),
+                        Some(Some(id)) => *id,
+                        _ => blob_id(data),
                     },
                     ino,
                 },

@@ -55,7 +55,8 @@ use super::txn::{self, TxOp};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::project::{self, Entry};
 use crate::fs::relpath::{RelPath, RelPathSet};
-use crate::git::oid::{blob_id_hex, from_hex as unhex, to_hex as hex};
+use crate::fs::Timestamp;
+use crate::git::oid::{blob_id, from_hex as unhex, to_hex as hex, ObjectId};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -95,8 +96,8 @@ pub(super) fn write_record(
     let mut text = format!(
         "{HEADER}\nproject {}\nrootmtime {} {}\n",
         hex(root.as_os_str().as_bytes()),
-        dirs.root_mtime.0,
-        dirs.root_mtime.1
+        dirs.root_mtime.secs,
+        dirs.root_mtime.nanos
     );
     let mut stamps = Vec::with_capacity(ops.len());
     let mut oids = Vec::with_capacity(ops.len());
@@ -108,7 +109,12 @@ pub(super) fn write_record(
             Entry::Dir { .. } => "dir".to_string(),
             Entry::Other { .. } => return Err(bad(dir, "cannot record a special file")),
             Entry::Symlink { target, stamp } => {
-                format!("link:{}:{}:{}", hex(target), stamp.mtime.0, stamp.mtime.1)
+                format!(
+                    "link:{}:{}:{}",
+                    hex(target),
+                    stamp.mtime.secs,
+                    stamp.mtime.nanos
+                )
             }
             Entry::File { data, perm, stamp } => {
                 let blob = blobs.join(n.to_string());
@@ -119,14 +125,17 @@ pub(super) fn write_record(
                         copied = true;
                     }
                 }
-                format!("file:{perm:o}:{}:{}:{n}", stamp.mtime.0, stamp.mtime.1)
+                format!(
+                    "file:{perm:o}:{}:{}:{n}",
+                    stamp.mtime.secs, stamp.mtime.nanos
+                )
             }
         };
         let after = match &op.after {
             Target::Absent => "absent".to_string(),
             Target::Symlink { target, .. } => format!("link:{}", hex(target)),
             Target::File { data, perm, .. } => {
-                let id = blob_id_hex(data);
+                let id = blob_id(data);
                 let line = format!("file:{perm:o}:{id}");
                 oids.push(Some(id));
                 line
@@ -148,8 +157,8 @@ pub(super) fn write_record(
             "dir {} {:o} {} {}\n",
             coder.encode(&d.rel),
             d.perm,
-            d.mtime.0,
-            d.mtime.1
+            d.mtime.secs,
+            d.mtime.nanos
         ));
     }
     // Both lists in path order, walked side by side: the directories above what is placed,
@@ -250,10 +259,10 @@ pub(crate) fn is_applied(dir: &Path) -> bool {
 enum Before {
     Absent,
     Dir,
-    Link(Vec<u8>, (i64, i64)),
+    Link(Vec<u8>, Timestamp),
     File {
         perm: u32,
-        mtime: (i64, i64),
+        mtime: Timestamp,
         blob: usize,
     },
 }
@@ -261,17 +270,17 @@ enum Before {
 enum After {
     Absent,
     Link(Vec<u8>),
-    File { perm: u32, sha1: String },
+    File { perm: u32, sha1: ObjectId },
 }
 
 struct Record {
     project: Vec<u8>,
-    root_mtime: Option<(i64, i64)>,
+    root_mtime: Option<Timestamp>,
     entries: Vec<(RelPath, Before, After)>,
     /// In path order, each once.
     mkdirs: Vec<RelPath>,
     /// Directories as they were before the apply (v2 `dir`, v1 `rmdir`).
-    dirs: BTreeMap<RelPath, (u32, (i64, i64))>,
+    dirs: BTreeMap<RelPath, (u32, Timestamp)>,
 }
 
 /// What the record at `dir` says, for listing: the project and the number of paths. (Its
@@ -330,11 +339,11 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
                     ["dir"] => Before::Dir,
                     ["link", t, s, ns] => Before::Link(
                         unhex(t).ok_or_else(|| bad(dir, "bad link"))?,
-                        (num(s)?, num(ns)?),
+                        Timestamp::new(num(s)?, num(ns)?),
                     ),
                     ["file", m, s, ns, blob] => Before::File {
                         perm: perm(m)?,
-                        mtime: (num(s)?, num(ns)?),
+                        mtime: Timestamp::new(num(s)?, num(ns)?),
                         blob: blob.parse().map_err(|_| bad(dir, "bad blob"))?,
                     },
                     _ => return Err(bad(dir, "bad entry")),
@@ -345,7 +354,7 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
                     ["link", t] => After::Link(unhex(t).ok_or_else(|| bad(dir, "bad link"))?),
                     ["file", m, sha] => After::File {
                         perm: perm(m)?,
-                        sha1: sha.to_string(),
+                        sha1: sha.parse().map_err(|_| bad(dir, "bad blob id"))?,
                     },
                     _ => return Err(bad(dir, "bad entry")),
                 };
@@ -353,12 +362,14 @@ fn parse(dir: &Path, text: &str, dirs_too: bool) -> Result<Record> {
             }
             ["mkdir", _] | ["rmdir", _, _, _, _] | ["dir", _, _, _, _] if !dirs_too => {}
             ["mkdir", p] => mkdirs.push(p).ok_or_else(bad_path)?,
-            ["rmdir", p, m, s, ns] => dirs.push((path(p)?, (perm(m)?, (num(s)?, num(ns)?)))),
+            ["rmdir", p, m, s, ns] => {
+                dirs.push((path(p)?, (perm(m)?, Timestamp::new(num(s)?, num(ns)?))))
+            }
             ["dir", p, m, s, ns] => {
                 coded_dirs.push(p).ok_or_else(bad_path)?;
-                coded_info.push((perm(m)?, (num(s)?, num(ns)?)));
+                coded_info.push((perm(m)?, Timestamp::new(num(s)?, num(ns)?)));
             }
-            ["rootmtime", s, ns] => rec.root_mtime = Some((num(s)?, num(ns)?)),
+            ["rootmtime", s, ns] => rec.root_mtime = Some(Timestamp::new(num(s)?, num(ns)?)),
             [""] => {}
             _ => return Err(bad(dir, "unknown line")),
         }
@@ -380,7 +391,7 @@ fn matches_after(cur: &Entry, after: &After) -> bool {
         (Entry::Absent, After::Absent) => true,
         (Entry::Symlink { target, .. }, After::Link(t)) => target == t,
         (Entry::File { data, perm, .. }, After::File { perm: p, sha1 }) => {
-            perm == p && blob_id_hex(data) == *sha1
+            perm == p && blob_id(data) == *sha1
         }
         _ => false,
     }
@@ -495,7 +506,7 @@ pub(super) fn undo(project_dir: &Path, dir: &Path, force: bool) -> Result<UndoRe
     }
     drop(planning);
     // Every directory's mtime as it was before the apply, once the undo is complete.
-    let mut finals: Vec<(Option<RelPath>, (i64, i64))> = rec
+    let mut finals: Vec<(Option<RelPath>, Timestamp)> = rec
         .dirs
         .iter()
         .map(|(d, (_, m))| (Some(d.clone()), *m))

@@ -19,5 +19,7 @@ pub mod overlay;
 pub mod project;
 pub mod relpath;
 pub mod session_dir;
+pub mod timestamp;
 
 pub use relpath::RelPath;
+pub use timestamp::Timestamp;

@@ -472,7 +472,7 @@ mod tests {
                 &t,
                 b"data\n",
                 0o755,
-                Some((1_000_000, 5)),
+                Some(crate::fs::Timestamp::new(1_000_000, 5)),
                 Writeback::Start,
             )
             .unwrap();

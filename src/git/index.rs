@@ -11,6 +11,7 @@ use std::path::Path;
 use sha1::{Digest, Sha1};
 
 use crate::error::{Error, Result};
+use crate::fs::Timestamp;
 
 ///
 /// The stat fields are the (32-bit truncated) values git recorded when it last refreshed the
@@ -90,9 +91,9 @@ pub struct LStat {
     /// Size in bytes.
     pub size: u64,
     /// Modification time (seconds, nanoseconds).
-    pub mtime: (i64, i64),
+    pub mtime: Timestamp,
     /// Change time (seconds, nanoseconds).
-    pub ctime: (i64, i64),
+    pub ctime: Timestamp,
     /// Device.
     pub dev: u64,
     /// Inode.
@@ -110,8 +111,8 @@ impl LStat {
     pub fn from_metadata(m: &fs::Metadata) -> LStat {
         LStat {
             size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
+            mtime: Timestamp::mtime_of(m),
+            ctime: Timestamp::ctime_of(m),
             dev: m.dev(),
             ino: m.ino(),
             uid: m.uid(),
@@ -128,7 +129,8 @@ impl IndexEntry {
     /// `index_mtime`, since an edit in the same second as the index write would not show.
     /// Entries flagged assume-valid, skip-worktree or intent-to-add, and conflict stages,
     /// are never trusted.
-    pub fn stat_matches(&self, st: &LStat, index_mtime: (i64, i64)) -> bool {
+    pub fn stat_matches(&self, st: &LStat, index_mtime: impl Into<Timestamp>) -> bool {
+        let index_mtime = index_mtime.into();
         let exec = st.mode & 0o100 != 0;
         let mode_ok = match self.mode {
             0o100644 => !exec,
@@ -142,14 +144,14 @@ impl IndexEntry {
             && !self.intent_to_add()
             && st.mode & 0o170000 == 0o100000
             && self.size == st.size as u32
-            && self.mtime == (st.mtime.0 as u32, st.mtime.1 as u32)
-            && self.ctime == (st.ctime.0 as u32, st.ctime.1 as u32)
+            && self.mtime == (st.mtime.secs as u32, st.mtime.nanos as u32)
+            && self.ctime == (st.ctime.secs as u32, st.ctime.nanos as u32)
             && self.ino == st.ino as u32
             && self.dev == st.dev as u32
             && self.uid == st.uid
             && self.gid == st.gid
-            && (self.mtime.0 as i64, self.mtime.1 as i64) < index_mtime
-            && (self.ctime.0 as i64, self.ctime.1 as i64) < index_mtime
+            && Timestamp::new(self.mtime.0 as i64, self.mtime.1 as i64) < index_mtime
+            && Timestamp::new(self.ctime.0 as i64, self.ctime.1 as i64) < index_mtime
     }
 }
 

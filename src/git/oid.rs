@@ -1,9 +1,126 @@
 //! Object ids and hexadecimal: the one place that hashes an object the way git does
-//! ([`object_id`], [`blob_id_hex`]) and the one hex codec ([`to_hex`], [`from_hex`],
-//! [`oid_from_hex`]) used for ids in patches and `base.blobs`, and for the hex-encoded paths of
-//! undo records.
+//! ([`object_id`], [`blob_id`]), the [`ObjectId`] type those ids travel as, and the one hex
+//! codec ([`to_hex`], [`from_hex`], [`oid_from_hex`]) used for ids in patches and
+//! `base.blobs`, and for the hex-encoded paths of undo records.
+//!
+//! Inside the library an object id is an [`ObjectId`]: twenty bytes, compared and hashed as
+//! such. Hexadecimal appears only at the edges, where an id is written into text (a patch's
+//! `index` line, a journal or record line, a JSON record, a file name) or read back from it.
 
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha1::{Digest, Sha1};
+
+/// A git object id (SHA-1): twenty bytes.
+///
+/// Its text form ([`Display`](fmt::Display), [`ObjectId::to_hex`], serde) is 40 lowercase
+/// hex digits, the form git prints and the records on disk hold; parsing accepts either case.
+///
+/// ```
+/// use patchbox::git::oid::{blob_id, ObjectId};
+/// let empty = blob_id(b"");
+/// assert_eq!(empty.to_string(), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+/// assert_eq!("E69DE29BB2D1D6434B8B29AE775AD8C2E48C5391".parse::<ObjectId>(), Ok(empty));
+/// assert!(empty.starts_with_hex("e69de2"));
+/// assert_eq!(
+///     serde_json::to_string(&empty).unwrap(),
+///     "\"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\""
+/// );
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectId([u8; 20]);
+
+impl ObjectId {
+    /// The id with these twenty bytes (as git stores it in an index, a tree or a pack).
+    pub const fn from_bytes(bytes: [u8; 20]) -> ObjectId {
+        ObjectId(bytes)
+    }
+
+    /// The twenty bytes.
+    pub const fn as_bytes(&self) -> &[u8; 20] {
+        &self.0
+    }
+
+    /// Parses 40 hex digits (either case); `None` for anything else.
+    pub fn from_hex(hex: &str) -> Option<ObjectId> {
+        oid_from_hex(hex).map(ObjectId)
+    }
+
+    /// The 40 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        to_hex(&self.0)
+    }
+
+    /// Whether the hex form starts with `prefix` (lowercase digits), as an abbreviated id in
+    /// a patch's `index` line does.
+    pub fn starts_with_hex(&self, prefix: &str) -> bool {
+        self.to_hex().starts_with(prefix)
+    }
+}
+
+impl From<[u8; 20]> for ObjectId {
+    fn from(bytes: [u8; 20]) -> ObjectId {
+        ObjectId(bytes)
+    }
+}
+
+impl From<ObjectId> for [u8; 20] {
+    fn from(id: ObjectId) -> [u8; 20] {
+        id.0
+    }
+}
+
+impl AsRef<[u8]> for ObjectId {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ObjectId({self})")
+    }
+}
+
+/// The error of parsing an [`ObjectId`]: the text is not 40 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseObjectIdError;
+
+impl fmt::Display for ParseObjectIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a 40-digit hexadecimal object id")
+    }
+}
+
+impl std::error::Error for ParseObjectIdError {}
+
+impl FromStr for ObjectId {
+    type Err = ParseObjectIdError;
+    fn from_str(s: &str) -> Result<ObjectId, ParseObjectIdError> {
+        ObjectId::from_hex(s).ok_or(ParseObjectIdError)
+    }
+}
+
+impl Serialize for ObjectId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ObjectId, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        ObjectId::from_hex(&s).ok_or_else(|| serde::de::Error::custom(ParseObjectIdError))
+    }
+}
 
 /// The four object types of git.
 ///
@@ -83,7 +200,17 @@ pub fn object_id(kind: ObjectKind, data: &[u8]) -> [u8; 20] {
 /// assert_eq!(blob_id_hex(b"hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
 /// ```
 pub fn blob_id_hex(data: &[u8]) -> String {
-    to_hex(&object_id(ObjectKind::Blob, data))
+    blob_id(data).to_hex()
+}
+
+/// The git blob id of `data` (SHA-1 of `blob <len>\0` + data).
+///
+/// ```
+/// use patchbox::git::oid::blob_id;
+/// assert_eq!(blob_id(b"hello\n").to_hex(), "ce013625030ba8dba906f756967f9e9ca394464a");
+/// ```
+pub fn blob_id(data: &[u8]) -> ObjectId {
+    ObjectId(object_id(ObjectKind::Blob, data))
 }
 
 /// Formats bytes as lowercase hexadecimal, two digits a byte (an object id gives 40).

@@ -11,7 +11,6 @@
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
@@ -19,7 +18,9 @@ use super::tree_base::{copy_whole, node_of, TreeBase};
 use crate::error::Result;
 use crate::fs::session_dir::{self, SessionPath};
 use crate::fs::RelPath;
+use crate::fs::Timestamp;
 use crate::git::index::LStat;
+use crate::git::oid::ObjectId;
 use crate::git::repo::GitRepo;
 use crate::tree::base::BaseSrc;
 use crate::tree::select::{self, Selected};
@@ -50,19 +51,19 @@ pub fn min_files() -> Option<usize> {
 /// Where a selected file's snapshot content can come from: a blob of the index when its
 /// stat data matches the index (by git's rule, racy entries excluded) and git does not
 /// convert it, else the work tree (`Dir`).
-pub fn source_of(e: &Selected, index_mtime: Option<(i64, i64)>) -> BaseSrc {
+pub fn source_of(e: &Selected, index_mtime: Option<Timestamp>) -> BaseSrc {
     match (&e.index, e.stat, index_mtime) {
         (Some(ix), Some(st), Some(t)) if !e.converted && ix.stat_matches(&st, t) => {
-            BaseSrc::Blob(ix.oid, st)
+            BaseSrc::Blob(ObjectId::from_bytes(ix.oid), st)
         }
         _ => BaseSrc::Dir,
     }
 }
 
 /// The modification time of `repo`'s index, which [`source_of`] needs.
-pub fn index_mtime(repo: Option<&GitRepo>) -> Option<(i64, i64)> {
+pub fn index_mtime(repo: Option<&GitRepo>) -> Option<Timestamp> {
     repo.and_then(|g| std::fs::metadata(&g.index_file).ok())
-        .map(|m| (m.mtime(), m.mtime_nsec()))
+        .map(|m| Timestamp::mtime_of(&m))
 }
 
 /// A node's path as bytes.

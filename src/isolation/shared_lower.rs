@@ -33,13 +33,15 @@
 //! [`super::layered`]): one store, one sweep.
 //!
 //! ```
+//! use patchbox::fs::Timestamp;
+//! use patchbox::git::oid::ObjectId;
 //! use patchbox::isolation::shared_lower::{Manifest, ManifestFile};
 //! let m = Manifest {
 //!     files: vec![ManifestFile {
 //!         path: b"src/main.c".to_vec(),
 //!         executable: false,
-//!         oid: [7; 20],
-//!         mtime: (1_700_000_000, 5),
+//!         oid: ObjectId::from_bytes([7; 20]),
+//!         mtime: Timestamp::new(1_700_000_000, 5),
 //!     }],
 //! };
 //! assert_eq!(Manifest::decode(&m.encode()), Some(m));
@@ -54,7 +56,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::fs::RelPath;
-use crate::git::oid::{to_hex, ObjectKind};
+use crate::fs::Timestamp;
+use crate::git::oid::{to_hex, ObjectId, ObjectKind};
 
 /// The file, in a session directory, naming the shared lower layer stacked under its
 /// `.lower/` (an absolute path), when the session uses one. Written before anything is
@@ -95,9 +98,9 @@ pub struct ManifestFile {
     /// Whether it was written with mode 0755 (else 0644).
     pub executable: bool,
     /// The blob id of its content.
-    pub oid: [u8; 20],
+    pub oid: ObjectId,
     /// Its modification time (seconds, nanoseconds).
-    pub mtime: (i64, i64),
+    pub mtime: Timestamp,
 }
 
 /// What a shared layer holds, sorted by path bytes.
@@ -115,7 +118,7 @@ impl Manifest {
         for f in &self.files {
             out.push(if f.executable { b'x' } else { b'-' });
             out.extend_from_slice(
-                format!(" {} {} {} ", to_hex(&f.oid), f.mtime.0, f.mtime.1).as_bytes(),
+                format!(" {} {} {} ", f.oid, f.mtime.secs, f.mtime.nanos).as_bytes(),
             );
             out.extend_from_slice(&f.path);
             out.push(0);
@@ -137,10 +140,10 @@ impl Manifest {
                 b"-" => false,
                 _ => return None,
             };
-            let oid = crate::git::oid::oid_from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
+            let oid = ObjectId::from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
             let num =
                 |p: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(p?).ok()?.parse().ok() };
-            let mtime = (num(parts.next())?, num(parts.next())?);
+            let mtime = Timestamp::new(num(parts.next())?, num(parts.next())?);
             let path = parts.next()?.to_vec();
             if path.is_empty() {
                 return None;

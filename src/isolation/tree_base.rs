@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::Timestamp;
 use crate::git::repo::GitRepo;
 use crate::tree::diff::{self, BaseSource, Manifest};
 use crate::tree::select::{self, Kind};
@@ -151,7 +152,7 @@ pub fn manifest_of(
     keys: &[Option<StatKey>],
     marker: &SessionPath,
 ) -> Result<Manifest> {
-    let mut newest = (0, 0);
+    let mut newest = Timestamp::default();
     let entries: Vec<diff::ManifestEntry> = nodes
         .iter()
         .zip(keys)

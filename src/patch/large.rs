@@ -43,7 +43,7 @@ use super::write::{
     BINARY_SNIFF_LEN, CONTEXT,
 };
 use crate::fs::relpath::RelPath;
-use crate::git::oid::to_hex;
+use crate::git::oid::ObjectId;
 use crate::git::quote::quote_path;
 
 /// One side of [`write_file_diff_from_files`]: a regular file, open for reading.
@@ -56,7 +56,7 @@ pub struct FileSide<'a> {
     pub file: &'a File,
     /// Its blob id when the caller knows it (then it is not hashed here). Invariant: the id
     /// of exactly the file's content.
-    pub id: Option<[u8; 20]>,
+    pub id: Option<ObjectId>,
 }
 
 /// Reads exactly `buf.len()` bytes at `off`, or fails (a file shorter than when measured).
@@ -109,12 +109,12 @@ pub fn write_file_diff_from_files(
             .id
             .ok_or_else(|| s.spawn(move || hash_blob(new_file, new_len, chunk)));
         let hex =
-            |id: Result<[u8; 20], std::thread::ScopedJoinHandle<'_, io::Result<[u8; 20]>>>| {
+            |id: Result<ObjectId, std::thread::ScopedJoinHandle<'_, io::Result<ObjectId>>>| {
                 let id = match id {
                     Ok(id) => id,
                     Err(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
                 };
-                io::Result::Ok(to_hex(&id))
+                io::Result::Ok(id.to_hex())
             };
         write_around_change(out, &old, &new, chunk, (old_len, new_len), || {
             Ok((hex(old_id)?, hex(new_id)?))
@@ -123,7 +123,7 @@ pub fn write_file_diff_from_files(
 }
 
 /// SHA-1 of `blob <len>\0` and the `len` bytes of `f`, read in `chunk`-byte pieces.
-fn hash_blob(f: &File, len: u64, chunk: usize) -> io::Result<[u8; 20]> {
+fn hash_blob(f: &File, len: u64, chunk: usize) -> io::Result<ObjectId> {
     let mut h = blob_hasher(len);
     let mut buf = vec![0u8; chunk.min(len as usize).max(1)];
     let mut off = 0u64;
@@ -133,7 +133,7 @@ fn hash_blob(f: &File, len: u64, chunk: usize) -> io::Result<[u8; 20]> {
         h.update(&buf[..n]);
         off += n as u64;
     }
-    Ok(h.finalize().into())
+    Ok(ObjectId::from_bytes(h.finalize().into()))
 }
 
 /// The body of [`write_file_diff_from_files`] once both sides are known to be text: finds the
@@ -331,7 +331,7 @@ mod tests {
         std::fs::write(&b, new).unwrap();
         let (fa, fb) = (File::open(&a).unwrap(), File::open(&b).unwrap());
         let p = RelPath::new("dir/a file.c").unwrap();
-        let id = known.then(|| crate::git::oid::object_id(crate::git::oid::ObjectKind::Blob, old));
+        let id = known.then(|| crate::git::oid::blob_id(old));
         let mut out = Vec::new();
         let ok = write_file_diff_from_files(
             &mut out,

@@ -38,7 +38,7 @@ use similar::{DiffOp, DiffTag};
 
 use crate::fs::relpath::RelPath;
 use crate::git::base85;
-use crate::git::oid::{blob_id_hex, to_hex};
+use crate::git::oid::{blob_id, blob_id_hex, ObjectId};
 use crate::git::quote::quote_path;
 
 /// Lines of context around each change, as in `git diff` without `-U`.
@@ -141,7 +141,7 @@ pub(crate) fn write_file_diff_known(
     out: &mut Vec<u8>,
     old: Option<Side<'_>>,
     new: Option<Side<'_>>,
-    old_id: Option<[u8; 20]>,
+    old_id: Option<ObjectId>,
 ) {
     let old = old.map(|s| Side {
         mode: normalize_mode(s.mode),
@@ -174,7 +174,7 @@ fn write_one(
     out: &mut Vec<u8>,
     old: Option<Side<'_>>,
     new: Option<Side<'_>>,
-    old_id: Option<[u8; 20]>,
+    old_id: Option<ObjectId>,
 ) {
     let (a_path, b_path) = match (old, new) {
         (Some(o), Some(n)) => (o.path.as_bytes(), n.path.as_bytes()),
@@ -218,7 +218,7 @@ fn write_one(
     // The body (hunks or binary literals) does not depend on the ids: for large sides the
     // ids are computed on other threads while this one writes the body.
     let old_known = old_id.filter(|_| old.is_some());
-    debug_assert!(old_known.is_none_or(|id| to_hex(&id) == blob_id_hex(old_data)));
+    debug_assert!(old_known.is_none_or(|id| id == blob_id(old_data)));
     let hash_old = old.is_some() && old_known.is_none();
     let hash_new = new.is_some();
     let large = |hash: bool, data: &[u8]| hash && data.len() >= PARALLEL_HASH_MIN;
@@ -237,7 +237,7 @@ fn write_one(
             None => NULL_ID.to_string(),
         };
         let old_hex = match old_known {
-            Some(id) => to_hex(&id),
+            Some(id) => id.to_hex(),
             None => join(old_job, hash_old, old_data),
         };
         (old_hex, join(new_job, hash_new, new_data), body)

@@ -23,7 +23,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionPath};
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
-use crate::git::oid::{from_hex, oid_from_hex, to_hex};
+use crate::git::oid::{from_hex, to_hex, ObjectId};
 use crate::tree::diff::{read_node, BaseSource};
 use crate::tree::snapshot::{Node, NodeKind};
 
@@ -37,7 +37,7 @@ pub enum BaseSrc {
     Dir,
     /// A blob in the project's object store; `LStat` is the project file's stat data when
     /// it was verified against the index, used to re-verify it before copying from it again.
-    Blob([u8; 20], LStat),
+    Blob(ObjectId, LStat),
 }
 
 /// The session's base snapshot.
@@ -85,11 +85,11 @@ impl Base {
             path: self.dir.clone(),
             reason: "base node refers to a blob but no object store is open".into(),
         })?;
-        match odb.read_blob(&oid)? {
+        match odb.read_blob(oid.as_bytes())? {
             Some(d) => Ok(Some(d)),
             None => Err(Error::Git {
                 path: self.dir.join(self.nodes[i].rel.as_path()),
-                reason: format!("blob {} is no longer in the object store", to_hex(&oid)),
+                reason: format!("blob {oid} is no longer in the object store"),
             }),
         }
     }
@@ -215,7 +215,7 @@ impl Base {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, st) = s {
-                out.extend_from_slice(to_hex(oid).as_bytes());
+                out.extend_from_slice(oid.to_hex().as_bytes());
                 out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
                 out.extend_from_slice(to_hex(n.rel.as_bytes()).as_bytes());
                 out.extend_from_slice(format!(" {}\n", st.size).as_bytes());
@@ -256,7 +256,7 @@ impl Base {
                 Some(v) => Some(v.parse::<u64>().map_err(|_| bad())?),
                 None => None,
             };
-            let oid = oid_from_hex(oid).ok_or_else(bad)?;
+            let oid = ObjectId::from_hex(oid).ok_or_else(bad)?;
             let kind = match mode {
                 "100755" => NodeKind::File { executable: true },
                 "100644" => NodeKind::File { executable: false },
@@ -291,9 +291,9 @@ impl Base {
             for (_, src) in nodes.iter_mut() {
                 if let BaseSrc::Blob(oid, st) = src {
                     if st.size == u64::MAX {
-                        let data = odb.read_blob(oid)?.ok_or_else(|| Error::Git {
+                        let data = odb.read_blob(oid.as_bytes())?.ok_or_else(|| Error::Git {
                             path: list.clone(),
-                            reason: format!("blob {} is missing", to_hex(oid)),
+                            reason: format!("blob {oid} is missing"),
                         })?;
                         st.size = data.len() as u64;
                     }
@@ -322,7 +322,7 @@ impl BaseSource for Base {
         }
     }
 
-    fn blob_id(&self, i: usize) -> Option<[u8; 20]> {
+    fn blob_id(&self, i: usize) -> Option<ObjectId> {
         // A blob node's content is the blob, whether read from the project (stat data
         // verified) or from the object store.
         match self.srcs.get(i) {

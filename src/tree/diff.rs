@@ -13,6 +13,8 @@ use std::path::Path;
 
 use crate::error::{IoContext, Result};
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
+use crate::git::oid::ObjectId;
 use crate::patch::write::{self as patch_write, Side};
 use crate::tree::snapshot::{self, Node, NodeKind, StatKey};
 
@@ -27,7 +29,7 @@ pub trait BaseSource: Sync {
     /// The git blob id of base node `i`'s content when already known (a blob of the user's
     /// object store), so the patch's `index` line need not hash the pre-image again.
     /// Invariant: when `Some`, it is the id of exactly what [`BaseSource::read`] returns.
-    fn blob_id(&self, _i: usize) -> Option<[u8; 20]> {
+    fn blob_id(&self, _i: usize) -> Option<ObjectId> {
         None
     }
     /// Base node `i`'s regular file, opened, when its content can be read from it directly
@@ -62,12 +64,12 @@ const MANIFEST_MAGIC: &[u8] = b"patchbox-manifest-1\n";
 pub struct Manifest {
     entries: Vec<ManifestEntry>,
     /// The filesystem clock after the copy: entries with a ctime not older are racy.
-    stamp: (i64, i64),
+    stamp: Timestamp,
 }
 
 impl Manifest {
     /// Builds a manifest; `entries` need not be sorted.
-    pub fn new(mut entries: Vec<ManifestEntry>, stamp: (i64, i64)) -> Manifest {
+    pub fn new(mut entries: Vec<ManifestEntry>, stamp: Timestamp) -> Manifest {
         entries.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
         Manifest { entries, stamp }
     }
@@ -77,7 +79,7 @@ impl Manifest {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + self.entries.len() * 64);
         out.extend_from_slice(MANIFEST_MAGIC);
-        for v in [self.stamp.0, self.stamp.1] {
+        for v in [self.stamp.secs, self.stamp.nanos] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
@@ -87,7 +89,12 @@ impl Manifest {
             out.extend_from_slice(path);
             out.extend_from_slice(&e.key.ino.to_le_bytes());
             out.extend_from_slice(&e.key.size.to_le_bytes());
-            for v in [e.key.mtime.0, e.key.mtime.1, e.key.ctime.0, e.key.ctime.1] {
+            for v in [
+                e.key.mtime.secs,
+                e.key.mtime.nanos,
+                e.key.ctime.secs,
+                e.key.ctime.nanos,
+            ] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
             out.extend_from_slice(&e.key.mode.to_le_bytes());
@@ -120,7 +127,7 @@ impl Manifest {
         if c.take(MANIFEST_MAGIC.len())? != MANIFEST_MAGIC {
             return None;
         }
-        let stamp = (c.i64()?, c.i64()?);
+        let stamp = Timestamp::new(c.i64()?, c.i64()?);
         let n = usize::try_from(c.u64()?).ok()?;
         // Each entry takes at least 57 bytes: a count beyond that is damage, not a manifest.
         let mut entries = Vec::with_capacity(n.min(data.len() / 57));
@@ -130,8 +137,8 @@ impl Manifest {
             let key = StatKey {
                 ino: c.u64()?,
                 size: c.u64()?,
-                mtime: (c.i64()?, c.i64()?),
-                ctime: (c.i64()?, c.i64()?),
+                mtime: Timestamp::new(c.i64()?, c.i64()?),
+                ctime: Timestamp::new(c.i64()?, c.i64()?),
                 mode: c.u32()?,
             };
             let same_as_base = c.take(1)?[0] == 1;
@@ -403,8 +410,8 @@ mod tests {
         let key = |n: i64| StatKey {
             ino: n as u64,
             size: 3,
-            mtime: (n, 5),
-            ctime: (n + 1, -1),
+            mtime: crate::fs::Timestamp::new(n, 5),
+            ctime: crate::fs::Timestamp::new(n + 1, -1),
             mode: 0o100644,
         };
         let m = Manifest::new(
@@ -420,7 +427,7 @@ mod tests {
                     same_as_base: true,
                 },
             ],
-            (100, 200),
+            crate::fs::Timestamp::new(100, 200),
         );
         let bytes = m.encode();
         let back = Manifest::decode(&bytes).unwrap();

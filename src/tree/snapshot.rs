@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, DirHandle, SessionPath};
+use crate::fs::Timestamp;
 
 /// The type of a node in a tree: what git can store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,9 +78,9 @@ pub struct StatKey {
     /// Size in bytes.
     pub size: u64,
     /// Modification time (seconds, nanoseconds).
-    pub mtime: (i64, i64),
+    pub mtime: Timestamp,
     /// Status change time (seconds, nanoseconds).
-    pub ctime: (i64, i64),
+    pub ctime: Timestamp,
     /// Full `st_mode`.
     pub mode: u32,
 }
@@ -90,8 +91,8 @@ impl StatKey {
         StatKey {
             ino: st.st_ino,
             size: st.st_size as u64,
-            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
-            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+            mtime: Timestamp::mtime_of_stat(st),
+            ctime: Timestamp::ctime_of_stat(st),
             mode: st.st_mode,
         }
     }
@@ -101,8 +102,8 @@ impl StatKey {
         StatKey {
             ino: m.ino(),
             size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
+            mtime: Timestamp::mtime_of(m),
+            ctime: Timestamp::ctime_of(m),
             mode: m.mode(),
         }
     }
@@ -270,13 +271,13 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
 /// Touches `marker` until the filesystem clock has moved past `newest` (the newest ctime of
 /// the copies), and returns the marker's ctime. Waiting one clock tick (a few ms) means
 /// nodes copied before it are not racy, so finalize can trust their stat data.
-pub fn clock_stamp_after(marker: &SessionPath, newest: (i64, i64)) -> Result<(i64, i64)> {
+pub fn clock_stamp_after(marker: &SessionPath, newest: Timestamp) -> Result<Timestamp> {
     let mut stamp = newest;
     for _ in 0..200 {
         session_dir::remove_file(marker)?;
         session_dir::write_scratch(marker, b"")?;
         let m = session_dir::symlink_metadata(marker)?;
-        stamp = (m.ctime(), m.ctime_nsec());
+        stamp = Timestamp::ctime_of(&m);
         if stamp > newest {
             break;
         }
@@ -328,7 +329,7 @@ fn copy_node(
             }
             let target = fs::read_link(src).ctx("read symlink", src)?;
             dir.create_symlink(&target, name)?;
-            dir.set_mtime(name, (m.mtime(), m.mtime_nsec()))?;
+            dir.set_mtime(name, Timestamp::mtime_of(&m))?;
             let d = dir.lstat(name)?;
             Ok(Copied::Done(StatKey::from_stat(&d), 0))
         }

@@ -17,7 +17,7 @@ use super::state::{conflict, How, Res, VState};
 use super::Planner;
 use crate::error::Result;
 use crate::fs::relpath::RelPath;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::blob_id;
 use crate::patch::model::{mode_is_symlink, BinaryKind, BinaryPatch, FilePatch};
 use crate::patch::parse::split_lines;
 use crate::patch::place::apply_hunks;
@@ -199,7 +199,7 @@ impl Planner<'_> {
             return Some(b);
         }
         if let Some(h) = self.source_oid_hint(old) {
-            return Some(blob_id_hex(data).starts_with(&h));
+            return Some(blob_id(data).starts_with_hex(&h));
         }
         if let (Some(pre), _) = self.preimage(fp, old) {
             return Some(pre == *data);

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::fs::dotgit::dotgitmodules_alias;
 use crate::fs::project::{self, Entry, ProjectPath};
 use crate::fs::relpath::{RelPath, RelPathSet};
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::blob_id;
 use crate::patch::model::{mode_is_gitlink, mode_is_symlink, BinaryPatch, FilePatch, Patch};
 use rules::{full_oid, symlink_escapes, usable_oid};
 use state::{conflict, How, Res, VState};
@@ -470,8 +470,8 @@ impl<'a> Planner<'a> {
                 return Ok(false);
             };
             let holds = match self.current(n)? {
-                VState::File { data, .. } => blob_id_hex(&data).starts_with(ln),
-                VState::Symlink(t) => blob_id_hex(&t).starts_with(ln),
+                VState::File { data, .. } => blob_id(&data).starts_with_hex(ln),
+                VState::Symlink(t) => blob_id(&t).starts_with_hex(ln),
                 _ => false,
             };
             if holds {

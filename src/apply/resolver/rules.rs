@@ -6,7 +6,7 @@
 //! it can be tested alone against git's behaviour.
 
 use crate::fs::relpath::RelPath;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::blob_id;
 use crate::patch::model::mode_is_executable;
 
 /// A blob id from an `index` line that can be compared with our SHA-1 ids.
@@ -25,7 +25,7 @@ pub(super) fn full_oid(o: &Option<String>) -> bool {
 
 /// Whether `data` has the blob id of an `index` line (`None`: the line gives no usable id).
 pub(super) fn oid_matches(o: &Option<String>, data: &[u8]) -> Option<bool> {
-    usable_oid(o).map(|o| blob_id_hex(data).starts_with(o))
+    usable_oid(o).map(|o| blob_id(data).starts_with_hex(o))
 }
 
 /// Whether a symlink at `link` with `target` would point outside the project (lexically).

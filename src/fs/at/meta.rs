@@ -6,6 +6,7 @@ use rustix::fs::{AtFlags, FileType, Mode, Stat, Timespec, Timestamps, UTIME_OMIT
 use rustix::path::Arg;
 
 use super::{AtResult, Errno};
+use crate::fs::Timestamp;
 
 /// The metadata of `name` in `dir`, not following a symlink there (`lstat`).
 #[inline]
@@ -46,28 +47,28 @@ pub(crate) fn is_symlink_error<P: Arg>(e: Errno, dir: BorrowedFd<'_>, name: P) -
 }
 
 /// The times that set only the modification time to `(seconds, nanoseconds)`.
-fn mtime_only(t: (i64, i64)) -> Timestamps {
+fn mtime_only(t: Timestamp) -> Timestamps {
     Timestamps {
         last_access: Timespec {
             tv_sec: 0,
             tv_nsec: UTIME_OMIT,
         },
         last_modification: Timespec {
-            tv_sec: t.0,
-            tv_nsec: t.1 as _,
+            tv_sec: t.secs,
+            tv_nsec: t.nanos as _,
         },
     }
 }
 
 /// Sets the modification time of `name` in `dir`, not following a symlink there.
 #[inline]
-pub(crate) fn set_mtime<P: Arg>(dir: BorrowedFd<'_>, name: P, t: (i64, i64)) -> AtResult<()> {
+pub(crate) fn set_mtime<P: Arg>(dir: BorrowedFd<'_>, name: P, t: Timestamp) -> AtResult<()> {
     rustix::fs::utimensat(dir, name, &mtime_only(t), AtFlags::SYMLINK_NOFOLLOW)
 }
 
 /// Sets the modification time of an open descriptor.
 #[inline]
-pub(crate) fn set_fd_mtime(fd: BorrowedFd<'_>, t: (i64, i64)) -> AtResult<()> {
+pub(crate) fn set_fd_mtime(fd: BorrowedFd<'_>, t: Timestamp) -> AtResult<()> {
     rustix::fs::futimens(fd, &mtime_only(t))
 }
 

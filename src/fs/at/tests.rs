@@ -45,7 +45,7 @@ fn names_are_never_replaced_unless_asked() {
     assert_eq!(create_new(base, c"f", 0o644).err(), Some(Errno::EXIST));
     assert_eq!(create_new(base, c"link", 0o644).err(), Some(Errno::EXIST));
     chmod(f.as_fd(), 0o600).unwrap();
-    set_fd_mtime(f.as_fd(), (1_000, 7)).unwrap();
+    set_fd_mtime(f.as_fd(), crate::fs::Timestamp::new(1_000, 7)).unwrap();
     let st = lstat(base, c"f").unwrap();
     assert_eq!(
         (st.st_mode & 0o7777, st.st_mtime, st.st_mtime_nsec as i64),

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::fs::at::{self, Stat};
+use crate::fs::Timestamp;
 
 use super::walk::{walk, Next};
 use crate::error::{Error, Result};
@@ -48,7 +49,7 @@ fn stat_key(m: &Stat) -> [i64; 8] {
 /// a write after its stat then shows in a later fingerprint.
 pub struct Recorder {
     /// Entries whose ctime is at or after this are racy.
-    limit: Option<(i64, i64)>,
+    limit: Option<Timestamp>,
     out: Vec<(Vec<u8>, [i64; 8])>,
     racy: bool,
 }
@@ -58,8 +59,8 @@ impl Recorder {
     pub fn new() -> Recorder {
         let limit = SystemTime::now().checked_sub(RACY).map(|l| {
             l.duration_since(SystemTime::UNIX_EPOCH)
-                .map_or((0, 0), |d| {
-                    (d.as_secs() as i64, i64::from(d.subsec_nanos()))
+                .map_or(Timestamp::default(), |d| {
+                    Timestamp::new(d.as_secs() as i64, i64::from(d.subsec_nanos()))
                 })
         });
         Recorder {
@@ -72,7 +73,10 @@ impl Recorder {
     /// Adds the entry `rel` (empty: the layer's root) with its own (not followed) stat data.
     pub fn add(&mut self, rel: Vec<u8>, m: &Stat) {
         let key = stat_key(m);
-        if self.limit.is_none_or(|limit| (key[6], key[7]) >= limit) {
+        if self
+            .limit
+            .is_none_or(|limit| Timestamp::new(key[6], key[7]) >= limit)
+        {
             self.racy = true;
         }
         if !self.racy {

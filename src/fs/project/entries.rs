@@ -24,6 +24,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::fs::at;
 use crate::fs::relpath::RelPath;
+use crate::fs::Timestamp;
 
 /// File contents, shared between the apply planner's views of a file and the write phase: a
 /// large file is held once, not once per view.
@@ -39,8 +40,8 @@ pub(crate) struct Stamp {
     pub ino: u64,
     pub mode: u32,
     pub size: i64,
-    pub mtime: (i64, i64),
-    pub ctime: (i64, i64),
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
 }
 
 #[allow(clippy::unnecessary_cast)]
@@ -50,8 +51,8 @@ fn stamp_of(st: &at::Stat) -> Stamp {
         ino: st.st_ino as u64,
         mode: st.st_mode as u32,
         size: st.st_size as i64,
-        mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
-        ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        mtime: Timestamp::mtime_of_stat(st),
+        ctime: Timestamp::ctime_of_stat(st),
     }
 }
 
@@ -314,7 +315,7 @@ pub(crate) fn create_file(
     p: &ProjectPath,
     data: &[u8],
     perm: u32,
-    mtime: Option<(i64, i64)>,
+    mtime: Option<Timestamp>,
 ) -> Result<()> {
     create_file_with(p, data, perm, mtime, Writeback::Start)
 }
@@ -323,7 +324,7 @@ fn create_file_with(
     p: &ProjectPath,
     data: &[u8],
     perm: u32,
-    mtime: Option<(i64, i64)>,
+    mtime: Option<Timestamp>,
     wb: Writeback,
 ) -> Result<()> {
     let full = p.to_path_buf();
@@ -354,7 +355,7 @@ pub(crate) fn create_file_beside(
     beside: &ProjectPath,
     data: &[u8],
     perm: u32,
-    mtime: Option<(i64, i64)>,
+    mtime: Option<Timestamp>,
     wb: Writeback,
 ) -> Result<()> {
     // Not there yet (the apply creates it), or not a plain directory now (the apply may
@@ -385,7 +386,7 @@ fn fill(
     full: &Path,
     data: &[u8],
     perm: u32,
-    mtime: Option<(i64, i64)>,
+    mtime: Option<Timestamp>,
     wb: Writeback,
 ) -> Result<()> {
     f.write_all(data).map_err(|e| Error::io("write", full, e))?;
@@ -570,7 +571,7 @@ pub(crate) fn remove_dir_if_empty(p: &ProjectPath) -> Result<bool> {
 }
 
 /// Sets the mtime of the entry at `p` (not following a symlink).
-pub(crate) fn set_mtime(p: &ProjectPath, t: (i64, i64)) -> Result<()> {
+pub(crate) fn set_mtime(p: &ProjectPath, t: Timestamp) -> Result<()> {
     let (dir, name) = need_parent(p, "set mtime")?;
     at::set_mtime(dir.as_fd(), &name, t)
         .map_err(|e| Error::io("set mtime", p.to_path_buf(), os_err(e)))
@@ -617,7 +618,7 @@ pub(crate) fn root_stamp(root: &Path) -> Result<Stamp> {
 }
 
 /// Restores the project root's mtime (after a rollback).
-pub(crate) fn set_root_mtime(root: &Path, t: (i64, i64)) -> Result<()> {
+pub(crate) fn set_root_mtime(root: &Path, t: Timestamp) -> Result<()> {
     let fd = open_root(root).map_err(|e| Error::io("open project", root, e))?;
     at::set_fd_mtime(fd.as_fd(), t).map_err(|e| Error::io("set mtime", root, os_err(e)))
 }
@@ -648,7 +649,10 @@ mod tests {
         assert!(is_containment(create_symlink(&x, b"/etc")));
         assert!(is_containment(make_dir(&x, None)));
         assert!(is_containment(remove_file(&old)));
-        assert!(is_containment(set_mtime(&old, (0, 0))));
+        assert!(is_containment(set_mtime(
+            &old,
+            crate::fs::Timestamp::new(0, 0)
+        )));
         assert!(is_containment(rename_noreplace(&old, &top)));
         std::fs::write(root.join("top"), b"top").unwrap();
         assert!(is_containment(rename_noreplace(&top, &x)));

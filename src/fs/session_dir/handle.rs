@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::fs::at::{self, Errno};
+use crate::fs::Timestamp;
 
 use super::ops::create_file_new_at;
 use super::*;
@@ -144,7 +145,7 @@ impl DirHandle {
     }
 
     /// Sets the modification time of `name` without following a symlink.
-    pub fn set_mtime(&self, name: &OsStr, mtime: (i64, i64)) -> Result<()> {
+    pub fn set_mtime(&self, name: &OsStr, mtime: Timestamp) -> Result<()> {
         at::set_mtime(self.fd.as_fd(), name, mtime)
             .map_err(|e| io_err("set mtime", &self.path.join(name), e))
     }

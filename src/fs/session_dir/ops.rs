@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::fs::at::{self, Errno};
+use crate::fs::Timestamp;
 
 use super::*;
 
@@ -432,7 +433,7 @@ pub fn create_whiteout(p: &SessionPath) -> Result<()> {
 }
 
 /// Sets the modification time of `p` without following a symlink at `p`.
-pub fn set_mtime(p: &SessionPath, mtime: (i64, i64)) -> Result<()> {
+pub fn set_mtime(p: &SessionPath, mtime: Timestamp) -> Result<()> {
     let (dir, name) = p.need_parent("set mtime")?;
     at::set_mtime(dir.as_fd(), &name, mtime).map_err(|e| io_err("set mtime", &p.full, e))
 }
@@ -593,7 +594,7 @@ mod tests {
             Ok(true)
         }));
         refused(create_symlink(Path::new("/etc"), &new));
-        refused(set_mtime(&keep, (1, 0)));
+        refused(set_mtime(&keep, crate::fs::Timestamp::new(1, 0)));
         refused(open_lock_file(&new));
         refused(create_file_new(&new, 0o644));
         refused(symlink_metadata(&keep));
@@ -678,7 +679,8 @@ mod tests {
             .unwrap();
         assert_eq!(fs::read(sd.path().join("sub/a/b/x")).unwrap(), b"hi");
         d.create_symlink(Path::new("x"), OsStr::new("l")).unwrap();
-        d.set_mtime(OsStr::new("l"), (7, 0)).unwrap();
+        d.set_mtime(OsStr::new("l"), crate::fs::Timestamp::new(7, 0))
+            .unwrap();
         assert_eq!(
             std::os::unix::fs::MetadataExt::mtime(&d.symlink_metadata(OsStr::new("l")).unwrap()),
             7

@@ -38,10 +38,10 @@ pub fn encode_index(entries: &[TreeEntry], stat: &dyn Fn(usize) -> Option<LStat>
         let st = stat(i).unwrap_or_default();
         // The index keeps the low 32 bits of every field, as git does.
         for v in [
-            st.ctime.0 as u32,
-            st.ctime.1 as u32,
-            st.mtime.0 as u32,
-            st.mtime.1 as u32,
+            st.ctime.secs as u32,
+            st.ctime.nanos as u32,
+            st.mtime.secs as u32,
+            st.mtime.nanos as u32,
             st.dev as u32,
             st.ino as u32,
             e.mode,
@@ -99,8 +99,8 @@ mod tests {
         ];
         let st = LStat {
             size: 7,
-            mtime: (10, 11),
-            ctime: (12, 13),
+            mtime: crate::fs::Timestamp::new(10, 11),
+            ctime: crate::fs::Timestamp::new(12, 13),
             dev: 14,
             ino: 15,
             uid: 16,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::store::{Manifest, Store};
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id, ObjectId};
 use crate::plan::error::SandboxError;
 use crate::store::{Key, Objects, StoreError, StoreUrl};
 
@@ -67,7 +67,7 @@ impl RemoteCheckpoints {
         Key::new(format!("{MANIFESTS}/{id}.json")).map_err(err)
     }
 
-    fn object_key(oid: &str) -> Result<Key, SandboxError> {
+    fn object_key(oid: &ObjectId) -> Result<Key, SandboxError> {
         Key::new(format!("{OBJECTS}/{oid}")).map_err(err)
     }
 
@@ -80,7 +80,7 @@ impl RemoteCheckpoints {
         m: &Manifest,
         full: super::store::Changes,
     ) -> Result<(), SandboxError> {
-        let oids: Vec<&String> = full.values().filter_map(|s| s.oid.as_ref()).collect();
+        let oids: Vec<&ObjectId> = full.values().filter_map(|s| s.oid.as_ref()).collect();
         // A batch at a time: the store may take a batch's writes at once.
         for batch in oids.chunks(32) {
             let mut items = Vec::new();
@@ -153,7 +153,7 @@ impl RemoteCheckpoints {
                     reason: format!("object of checkpoint {} is missing", m.checkpoint_id),
                 })
             })?;
-            if blob_id_hex(&data) != *oid {
+            if blob_id(&data) != *oid {
                 return Err(err(StoreError::Corrupt {
                     store: self.url(),
                     key: key.to_string(),
@@ -180,7 +180,7 @@ impl RemoteCheckpoints {
     /// Removes the objects no stored checkpoint refers to and older than `grace`; returns
     /// how many went.
     pub fn prune(&self, grace: Duration) -> Result<usize, SandboxError> {
-        let used: HashSet<String> = self
+        let used: HashSet<ObjectId> = self
             .list()?
             .into_iter()
             .flat_map(|m| m.changes.into_values().filter_map(|s| s.oid))
@@ -194,7 +194,8 @@ impl RemoteCheckpoints {
             .list(&Key::new(OBJECTS).map_err(err)?)
             .map_err(err)?
         {
-            if !used.contains(l.key.file_name()) && l.modified < cutoff {
+            let id = ObjectId::from_hex(l.key.file_name());
+            if id.is_none_or(|id| !used.contains(&id)) && l.modified < cutoff {
                 self.objects.delete(&l.key).map_err(err)?;
                 removed += 1;
             }

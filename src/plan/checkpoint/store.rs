@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fs::session_dir::{self, SessionDir};
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id, ObjectId};
 use crate::plan::error::SandboxError;
 
 /// Name of the checkpoints directory in a sandbox's directory.
@@ -29,8 +29,9 @@ const OBJECTS_DIR: &str = "objects";
 /// One path's state in a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathState {
-    /// The object holding the content; none when the path is deleted.
-    pub oid: Option<String>,
+    /// The object holding the content; none when the path is deleted. Written as 40 hex
+    /// digits in the manifest's JSON.
+    pub oid: Option<ObjectId>,
     /// git's mode (`0o100644`, `0o100755`, `0o120000`); 0 when deleted.
     pub mode: u32,
     /// In a manifest's delta only: the path is back to the base's state (it leaves the set of
@@ -133,9 +134,9 @@ impl Store {
     }
 
     /// Stores `data` (once: an object already present is not written again); returns its id.
-    pub fn put(&self, data: &[u8]) -> Result<String, SandboxError> {
-        let oid = blob_id_hex(data);
-        let rel = Path::new(OBJECTS_DIR).join(&oid);
+    pub fn put(&self, data: &[u8]) -> Result<ObjectId, SandboxError> {
+        let oid = blob_id(data);
+        let rel = Path::new(OBJECTS_DIR).join(oid.to_hex());
         if self.dir.join(&rel).exists() {
             return Ok(oid);
         }
@@ -151,11 +152,11 @@ impl Store {
     }
 
     /// The content of object `oid`, checked against its id.
-    pub fn get(&self, oid: &str) -> Result<Vec<u8>, SandboxError> {
-        let p = self.dir.join(OBJECTS_DIR).join(oid);
+    pub fn get(&self, oid: &ObjectId) -> Result<Vec<u8>, SandboxError> {
+        let p = self.dir.join(OBJECTS_DIR).join(oid.to_hex());
         let data = std::fs::read(&p)
             .map_err(|e| lower("read checkpoint object", crate::Error::io("read", &p, e)))?;
-        if blob_id_hex(&data) != oid {
+        if blob_id(&data) != *oid {
             return Err(SandboxError::sandbox(
                 None,
                 format!("checkpoint object {} is corrupt", p.display()),
@@ -270,15 +271,17 @@ impl Store {
                 ))
             }
         }
-        let used: std::collections::HashSet<String> = self
+        let used: std::collections::HashSet<ObjectId> = self
             .list()?
             .into_iter()
             .flat_map(|m| m.changes.into_values().filter_map(|s| s.oid))
             .collect();
         if let Ok(rd) = std::fs::read_dir(self.dir.join(OBJECTS_DIR)) {
             for e in rd.filter_map(|e| e.ok()) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !used.contains(&name) {
+                let name = e.file_name();
+                // Anything that is not an object in use goes, a stray file included.
+                let id = name.to_str().and_then(ObjectId::from_hex);
+                if id.is_none_or(|id| !used.contains(&id)) {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
@@ -302,4 +305,31 @@ fn walk_bytes(dir: &Path) -> u64 {
             _ => e.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest's JSON names an object by its 40 hex digits, as it did when ids were strings.
+    #[test]
+    fn path_state_json_keeps_the_hex_id() {
+        let hex = "ce013625030ba8dba906f756967f9e9ca394464a";
+        let s = PathState {
+            oid: Some(blob_id(b"hello\n")),
+            mode: 0o100644,
+            base: false,
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, format!("{{\"oid\":\"{hex}\",\"mode\":33188}}"));
+        assert_eq!(serde_json::from_str::<PathState>(&json).unwrap(), s);
+        let gone = PathState {
+            oid: None,
+            mode: 0,
+            base: true,
+        };
+        let json = serde_json::to_string(&gone).unwrap();
+        assert_eq!(json, "{\"oid\":null,\"mode\":0,\"base\":true}");
+        assert_eq!(serde_json::from_str::<PathState>(&json).unwrap(), gone);
+    }
 }

@@ -4,13 +4,13 @@
 //! into a hidden `.creating-<id>` directory, its manifest kept beside it, then renamed to
 //! `d-<id>`: crash recovery never mistakes a half-made copy for a delegation's work.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::*;
+use crate::fs::Timestamp;
 
 impl Sandbox {
     /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
@@ -60,7 +60,7 @@ impl SandboxManager {
             .git
             .as_ref()
             .and_then(|g| std::fs::metadata(&g.index_file).ok())
-            .map(|m| (m.mtime(), m.mtime_nsec()));
+            .map(|m| Timestamp::mtime_of(&m));
         let mut skipped: Vec<(PathBuf, String)> = sel
             .skipped
             .iter()
@@ -79,7 +79,7 @@ impl SandboxManager {
                 (Some(ix), Some(st), Some(odb), Some(t))
                     if !e.converted && ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
                 {
-                    BaseSrc::Blob(ix.oid, st)
+                    BaseSrc::Blob(ix.oid.into(), st)
                 }
                 _ => BaseSrc::Dir,
             };
@@ -218,7 +218,7 @@ impl SandboxManager {
         &self,
         base: &Base,
         tmp: &SessionPath,
-    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+    ) -> Result<(Vec<ManifestEntry>, Timestamp)> {
         let mut dir_nodes = Vec::new();
         let mut blob_nodes = Vec::new();
         let mut blob_idx = Vec::new();
@@ -259,7 +259,7 @@ impl SandboxManager {
             pb.as_ref().map(|f| f as &snapshot::ProgressFn),
         )?;
         let mut entries = Vec::with_capacity(base.nodes.len());
-        let mut newest = (0, 0);
+        let mut newest = Timestamp::default();
         let mut push = |rel: &RelPath, key: StatKey, entries: &mut Vec<ManifestEntry>| {
             newest = newest.max(key.ctime);
             entries.push(ManifestEntry {
@@ -336,7 +336,7 @@ impl SandboxManager {
         base: &Base,
         prev_info: &SandboxInfo,
         tmp: &SessionPath,
-    ) -> Result<(Vec<ManifestEntry>, (i64, i64))> {
+    ) -> Result<(Vec<ManifestEntry>, Timestamp)> {
         let prev = self.lookup(prev_info)?;
         // One listing serves both the diff (what the predecessor changed) and the copy.
         let listing = snapshot::list_tree(&prev.info.path)?;
@@ -353,7 +353,7 @@ impl SandboxManager {
         let nodes: Vec<Node> = listing.into_iter().map(|(n, _)| n).collect();
         let out =
             snapshot::copy_tree(&prev.info.path, &nodes, tmp, self.progress.as_deref(), None)?;
-        let mut newest = (0, 0);
+        let mut newest = Timestamp::default();
         let entries = nodes
             .into_iter()
             .zip(out.keys)

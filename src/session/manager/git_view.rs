@@ -24,6 +24,7 @@
 
 use std::path::Path;
 
+use crate::fs::Timestamp;
 use crate::git::index::{read_index, IndexEntry};
 use crate::git::oid::ObjectKind;
 use crate::git::private::objects::LooseWriter;
@@ -82,10 +83,7 @@ impl SandboxManager {
                 // Written when the session began, before the snapshot.
                 let began = std::fs::metadata(self.session_dir.join(layout::META_FILE))
                     .ok()
-                    .map(|m| {
-                        use std::os::unix::fs::MetadataExt;
-                        (m.mtime(), m.mtime_nsec())
-                    });
+                    .map(|m| Timestamp::mtime_of(&m));
                 Some(Arc::new(prepare(&sbase.base, repo, store, began)?))
             }
             None => None,
@@ -101,7 +99,7 @@ fn prepare(
     base: &Base,
     repo: &GitRepo,
     store: SessionPath,
-    began: Option<(i64, i64)>,
+    began: Option<Timestamp>,
 ) -> Result<SnapshotRepo> {
     let odb = match &base.odb {
         Some(o) => o.clone(),
@@ -121,7 +119,7 @@ fn prepare(
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
         let oid = match (src, copied.get(&i)) {
-            (BaseSrc::Blob(oid, _), _) => *oid,
+            (BaseSrc::Blob(oid, _), _) => *oid.as_bytes(),
             (BaseSrc::Dir, Some(oid)) => *oid,
             (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
         };
@@ -218,14 +216,13 @@ fn indexed_copies(
     repo: &GitRepo,
     index: &[IndexEntry],
     prefix: &[u8],
-    began: (i64, i64),
+    began: Timestamp,
 ) -> std::collections::HashMap<usize, [u8; 20]> {
-    use std::os::unix::fs::MetadataExt;
     let mut out = std::collections::HashMap::new();
     let (Some(project), Ok(im)) = (&base.project, std::fs::metadata(&repo.index_file)) else {
         return out;
     };
-    let index_mtime = (im.mtime(), im.mtime_nsec());
+    let index_mtime = Timestamp::mtime_of(&im);
     let mut key = Vec::new();
     for (i, n) in base.nodes.iter().enumerate() {
         if base.srcs[i] != BaseSrc::Dir || n.kind == NodeKind::Symlink {
@@ -245,7 +242,7 @@ fn indexed_copies(
         };
         if e.mode == n.kind.git_mode()
             && e.stat_matches(&LStat::from_metadata(&m), index_mtime)
-            && (m.ctime(), m.ctime_nsec()) < began
+            && Timestamp::ctime_of(&m) < began
         {
             out.insert(i, e.oid);
         }

@@ -319,7 +319,7 @@ impl SandboxManager {
             id,
             dir,
             base,
-            Manifest::new(Vec::new(), (0, 0)),
+            Manifest::new(Vec::new(), crate::fs::Timestamp::default()),
             Some(o),
         ))
     }
