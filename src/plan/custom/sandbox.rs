@@ -1,4 +1,4 @@
-//! [`CustomSandbox`]: the [`Sandbox`] of a custom strategy — the library's lifecycle
+//! [`CustomSandbox`]: the [`Sandbox`](crate::plan::Sandbox) of a custom strategy — the library's lifecycle
 //! (status checks, `state.json`, `commit_all`) over the strategy's nine operations.
 
 use std::collections::BTreeMap;
@@ -20,9 +20,9 @@ pub const ORIGINAL_KEY: &str = "original_path";
 
 /// A sandbox of a custom strategy.
 ///
-/// Its files are the strategy's business: [`Sandbox::get_path`] of the empty path is the
+/// Its files are the strategy's business: [`Sandbox::get_path`](crate::plan::Sandbox::get_path) of the empty path is the
 /// sandbox's own directory (where `state.json` is; the strategy may keep files there), any
-/// other path is refused — actors use [`Sandbox::read`] and [`Sandbox::write`], which go to
+/// other path is refused — actors use [`Sandbox::read`](crate::plan::Sandbox::read) and [`Sandbox::write`](crate::plan::Sandbox::write), which go to
 /// the strategy. Checkpoints are native (the strategy's `checkpoint`/`restore_checkpoint`).
 /// `check_commit` checks the lifecycle only (the protocol has no dry run).
 ///

@@ -64,7 +64,7 @@
 //! `lock.rs` holds the repository lock, `raw.rs` reads git's machine output, `repo.rs` the
 //! recorded repository facts and the questions asked of the user's repository; the
 //! operations are `lifecycle.rs` (create, cleanup, reopen), `diff.rs`, `commit.rs` and
-//! `rollback.rs`. This file keeps the [`GitWorktree`] type and its [`Sandbox`] impl.
+//! `rollback.rs`. This file keeps the [`GitWorktree`] type and its [`Backend`] impl.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -38,7 +38,7 @@
 //!   changeset-<sha1>.bin       the committed changeset (commit_ref), while it can be undone
 //! ```
 //!
-//! **The resource is the database file**, not a directory. [`Sandbox::get_path`] is refused:
+//! **The resource is the database file**, not a directory. [`Sandbox::get_path`](crate::plan::Sandbox::get_path) is refused:
 //! the sandbox has no files; statements go through [`SqliteSandbox::execute`] (plain values,
 //! what the C++ bridge carries) or [`SqliteSandbox::with_connection`] (the `rusqlite`
 //! connection itself). Both make a created sandbox active. An actor that ends the
