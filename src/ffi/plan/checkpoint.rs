@@ -73,7 +73,10 @@ pub(super) fn plan_checkpoints_new(root: &[u8]) -> Result<Box<PlanCheckpoints>, 
     })
 }
 
-pub(super) fn plan_checkpoints_with_store(root: &[u8], store: &str) -> Result<Box<PlanCheckpoints>, String> {
+pub(super) fn plan_checkpoints_with_store(
+    root: &[u8],
+    store: &str,
+) -> Result<Box<PlanCheckpoints>, String> {
     guarded(|| {
         let url = crate::store::StoreUrl::parse(store)
             .map_err(|e| encode(&SandboxError::from_lower(None, "store URL", e.into())))?;
@@ -160,7 +163,11 @@ impl PlanCheckpoints {
         })
     }
 
-    pub(super) fn rollback_to(&self, checkpoint_id: &str, sandbox_id: &str) -> Result<bool, String> {
+    pub(super) fn rollback_to(
+        &self,
+        checkpoint_id: &str,
+        sandbox_id: &str,
+    ) -> Result<bool, String> {
         guarded(|| plan(self.get()?.rollback_to(&by_ids(checkpoint_id, sandbox_id))))
     }
 
@@ -176,7 +183,10 @@ impl PlanCheckpoints {
         })
     }
 
-    pub(super) fn list_checkpoints(&self, sandbox_id: &str) -> Result<Vec<bridge::FfiCheckpoint>, String> {
+    pub(super) fn list_checkpoints(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<Vec<bridge::FfiCheckpoint>, String> {
         guarded(|| {
             let list = plan(self.get()?.list_checkpoints(sandbox_id))?;
             Ok(list.into_iter().map(checkpoint_out).collect())

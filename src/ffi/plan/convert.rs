@@ -109,7 +109,9 @@ pub(super) fn diff_out(d: SandboxDiff) -> bridge::FfiDiff {
 }
 
 /// A registry from C++ resources (added in order, so parents come first).
-pub(super) fn registry_in(resources: &[bridge::FfiResource]) -> Result<ResourceRegistry, SandboxError> {
+pub(super) fn registry_in(
+    resources: &[bridge::FfiResource],
+) -> Result<ResourceRegistry, SandboxError> {
     let mut reg = ResourceRegistry::new();
     for r in resources {
         let kind = match r.kind.as_str() {

@@ -13,7 +13,7 @@ use super::error::{encode, plan};
 use super::sandbox::{boxed, PlanSandbox};
 use crate::ffi::{guarded, guarded_or_default, internal, path_from};
 use crate::plan::custom::StrategyRegistry;
-use crate::plan::{PlanManager, Resource, ResourceRegistry, SandboxError, Sandbox, Strategy};
+use crate::plan::{PlanManager, Resource, ResourceRegistry, Sandbox, SandboxError, Strategy};
 
 /// The C++ plan `SandboxManager`'s Rust half: the manager, until its `close` drops it.
 pub struct PlanMgr {
@@ -73,7 +73,11 @@ impl PlanMgr {
         })
     }
 
-    pub(super) fn get_sandbox(&self, plan_id: &str, resource_id: &str) -> Result<Box<PlanSandbox>, String> {
+    pub(super) fn get_sandbox(
+        &self,
+        plan_id: &str,
+        resource_id: &str,
+    ) -> Result<Box<PlanSandbox>, String> {
         guarded(|| {
             Ok(Box::new(PlanSandbox {
                 inner: self.get()?.get_sandbox(plan_id, resource_id),

@@ -88,7 +88,11 @@ impl PlanSandbox {
         })
     }
 
-    pub(super) fn read(&self, resource_relative: &[u8], found: &mut bool) -> Result<Vec<u8>, String> {
+    pub(super) fn read(
+        &self,
+        resource_relative: &[u8],
+        found: &mut bool,
+    ) -> Result<Vec<u8>, String> {
         guarded(|| {
             let d = plan(self.sb()?.read(&path_from(resource_relative)))?;
             *found = d.is_some();
@@ -108,7 +112,11 @@ impl PlanSandbox {
         guarded(|| plan(self.sb()?.check_commit()))
     }
 
-    pub(super) fn commit(&self, has_message: bool, message: &str) -> Result<bridge::FfiCommitResult, String> {
+    pub(super) fn commit(
+        &self,
+        has_message: bool,
+        message: &str,
+    ) -> Result<bridge::FfiCommitResult, String> {
         guarded(|| {
             let r = plan(self.sb()?.commit(has_message.then_some(message)))?;
             Ok(result_out(r))

@@ -48,7 +48,11 @@ impl PlanManager {
     }
 
     /// A sandbox of `record` on disk, opened by its strategy's factory.
-    pub(super) fn open_sandbox(&self, record: Record, dir: PathBuf) -> Result<Arc<dyn Sandbox>, SandboxError> {
+    pub(super) fn open_sandbox(
+        &self,
+        record: Record,
+        dir: PathBuf,
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let registry = self.registry.read().clone();
         registry::open_sandbox(registry.as_deref(), &self.env, record, dir)
     }
