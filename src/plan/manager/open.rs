@@ -25,9 +25,10 @@ impl PlanManager {
     }
 
     /// [`PlanManager::open`] with the custom strategies of `registry`: sandboxes of them can be
-    /// made ([`Strategy::Custom`]), and those on disk are reopened. (A manager opened without
-    /// the registry of its custom sandboxes leaves them on disk, with a warning in
-    /// [`PlanManager::recovery`]; [`PlanManager::set_registry`] then reopens them.)
+    /// made ([`Strategy::Custom`](crate::plan::Strategy::Custom)), and those on disk are
+    /// reopened. (A manager opened without the registry of its custom sandboxes leaves them on
+    /// disk, with a warning in [`PlanManager::recovery`]; [`PlanManager::set_registry`] then
+    /// reopens them.)
     pub fn open_with_registry(
         root: impl AsRef<Path>,
         registry: Arc<StrategyRegistry>,
