@@ -1,6 +1,6 @@
 // The C++ glue of <patchbox/checkpoint.hpp>: CheckpointManager over the plan bridge's
-// PlanCheckpoints (src/ffi/plan.rs), and PhaseRunner, written here over its calls with the
-// semantics of the Rust src/plan/phases.rs.
+// PlanCheckpoints (src/ffi/plan/checkpoint.rs), and PhaseRunner, written here over its calls
+// with the semantics of the Rust src/plan/phases.rs.
 #include "patchbox/checkpoint.hpp"
 
 #include <exception>

@@ -1,5 +1,5 @@
 // The C++ glue of <patchbox/sqlite.hpp>: patchbox::plan::execute over the plan bridge's
-// PlanSandbox::sqlite_execute (src/ffi/plan.rs).
+// PlanSandbox::sqlite_execute (src/ffi/plan/sqlite.rs).
 #include "patchbox/sqlite.hpp"
 
 #include <cstddef>

@@ -11,8 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::super::{guarded, guarded_or_default, path_from};
-use super::{bridge, encode, meta_out, millis, plan, sref_out};
+use super::bridge;
+use super::convert::{meta_out, millis, sref_out};
+use super::error::{encode, plan};
+use crate::ffi::{guarded, guarded_or_default, path_from};
 use crate::plan::custom::{
     BuiltInAdapter, DiffView, SandboxRef, StrategyFailure, StrategyProtocol,
 };

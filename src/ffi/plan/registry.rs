@@ -13,8 +13,11 @@
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use super::super::{guarded, guarded_or_default, path_from, KIND_SEPARATOR};
-use super::{bridge, encode, plan, CppStrategy, PlanMgr, DETAIL_SEPARATOR};
+use super::bridge;
+use super::custom::CppStrategy;
+use super::error::{encode, plan, DETAIL_SEPARATOR};
+use super::manager::PlanMgr;
+use crate::ffi::{guarded, guarded_or_default, path_from, KIND_SEPARATOR};
 use crate::plan::custom::{RegistryError, StrategyRegistry};
 use crate::plan::{PlanManager, SandboxError};
 
