@@ -377,7 +377,7 @@ impl Manager {
             // The id is refused before the chained handle is looked at, as the core does.
             let id = core(DelegationId::parse(&id_from(delegation_id)).map_err(Error::from))?;
             let chain = core(chained.then(|| info_in(chain_from, unknown)).transpose())?;
-            let info = core(mgr.create_sandbox(id, chain.as_ref()))?;
+            let info = core(mgr.create_sandbox(&id, chain.as_ref()))?;
             Ok(info_out(info))
         })
     }

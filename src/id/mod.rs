@@ -37,9 +37,10 @@ pub use plan::{CheckpointId, PlanId, SandboxId};
 pub use rules::MAX_NAME_LEN;
 pub use session::{DelegationId, SessionId};
 
-/// What a function taking an id accepts: the id itself (taken as it is) or text (parsed
-/// here, at the boundary). Public functions take `impl IntoId<DelegationId>` so callers
-/// holding a `&str` keep compiling and callers holding the type are not checked again.
+/// What a function taking an id accepts: a reference to the id itself (taken as it is) or
+/// to text (parsed here, at the boundary). Public functions take `impl IntoId<DelegationId>`
+/// so callers holding a `&str` keep compiling and callers holding the type are not checked
+/// again. Only references implement it, so a caller's `&format!(…)` stays as it was.
 ///
 /// ```
 /// use patchbox::id::{DelegationId, IntoId};

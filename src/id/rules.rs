@@ -203,18 +203,6 @@ macro_rules! id_type {
             }
         }
 
-        impl $crate::id::IntoId<$name> for String {
-            fn into_id(self) -> Result<$name, $crate::id::IdError> {
-                $name::try_from(self)
-            }
-        }
-
-        impl $crate::id::IntoId<$name> for $name {
-            fn into_id(self) -> Result<$name, $crate::id::IdError> {
-                Ok(self)
-            }
-        }
-
         impl $crate::id::IntoId<$name> for &$name {
             fn into_id(self) -> Result<$name, $crate::id::IdError> {
                 Ok(self.clone())
