@@ -7,9 +7,9 @@
 /// A text refused as an id of some kind.
 ///
 /// ```
-/// let e = patchbox::id::DelegationId::parse("../x").unwrap_err();
+/// let e = patchbox::id::DelegationId::parse("a/b").unwrap_err();
 /// assert_eq!(e.kind(), "delegation id");
-/// assert_eq!(e.id(), "../x");
+/// assert_eq!(e.id(), "a/b");
 /// assert!(e.to_string().contains("only A-Z a-z 0-9 . _ - are allowed"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
