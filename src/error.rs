@@ -151,6 +151,18 @@ impl Error {
     }
 }
 
+impl From<crate::id::IdError> for Error {
+    /// An id refused where it came in: [`Error::InvalidId`] with the text and the reason,
+    /// worded as the session family always worded it.
+    fn from(e: crate::id::IdError) -> Self {
+        let reason = e.reason();
+        Error::InvalidId {
+            id: e.into_id(),
+            reason,
+        }
+    }
+}
+
 /// Shorthand for `std::result::Result<T, patchbox::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::rels;
+use patchbox::id::DelegationId;
 use patchbox::{Decision as RsDecision, Routed as RsRouted, SandboxInfo as RsInfo};
 
 /// A delegation's sandbox: the directory the sub-agent works in.
@@ -38,9 +39,13 @@ impl PartialEq for SandboxInfo {
 #[pymethods]
 impl SandboxInfo {
     /// Rebuilds a handle (an engine may keep the three fields and come back with them).
+    /// The delegation id is checked here, where it comes in: an invalid one raises the
+    /// library's invalid-id error.
     #[new]
-    fn new(path: PathBuf, delegation_id: String, base_dir: PathBuf) -> Self {
-        SandboxInfo {
+    fn new(path: PathBuf, delegation_id: &str, base_dir: PathBuf) -> PyResult<Self> {
+        let delegation_id =
+            DelegationId::parse(delegation_id).map_err(|e| crate::errors::lib_err(e.into()))?;
+        Ok(SandboxInfo {
             inner: RsInfo {
                 path,
                 delegation_id,
@@ -48,7 +53,7 @@ impl SandboxInfo {
                 // Not part of the handle's identity: the manager finds a sandbox by id and path.
                 mode: Default::default(),
             },
-        }
+        })
     }
 
     /// The sandbox directory `<session>/d-<id>`.
@@ -60,7 +65,7 @@ impl SandboxInfo {
     /// The delegation id.
     #[getter]
     fn delegation_id(&self) -> &str {
-        &self.inner.delegation_id
+        self.inner.delegation_id.as_str()
     }
 
     /// The session's base snapshot the patch is computed against.

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use patchbox::id::DelegationId;
 use patchbox::session::provenance::Provenance;
 use patchbox::tree::snapshot::Progress;
 use patchbox::{Error, Options, SandboxManager};
@@ -111,6 +112,8 @@ pub fn run(
         Some(url) => Some(patchbox::store::StoreUrl::parse(&url)?),
         None => None,
     };
+    // The argument is parsed here, once; the sandbox and the pending patch take the type.
+    let id = DelegationId::parse(id)?;
     let mgr = SandboxManager::with_options(
         &project,
         Options {
@@ -125,7 +128,7 @@ pub fn run(
     if let patchbox::session::confine::Confinement::Unavailable(why) = mgr.confinement() {
         eprintln!("patchbox: the command runs unconfined ({why})");
     }
-    let sb = mgr.create_sandbox(id, None)?;
+    let sb = mgr.create_sandbox(&id, None)?;
     for link in mgr.symlinks_into_project() {
         eprintln!(
             "patchbox: {} is an absolute symlink into the project: writing through it would \
@@ -178,7 +181,7 @@ pub fn run(
             eprintln!("patchbox: no changes; nothing stored");
             Ok(())
         } else {
-            mgr.deliver_pending_patch_with(id, &res.patch, &provenance)
+            mgr.deliver_pending_patch_with(&id, &res.patch, &provenance)
                 .map(|d| match d {
                     patchbox::Delivery::Local(p) => {
                         let full = format!("{}/{}", mgr.session_id(), pending_name(&p));
@@ -216,7 +219,7 @@ pub fn run(
         return Ok(keep_undelivered(
             mgr,
             &sb,
-            id,
+            &id,
             &res.patch,
             (to_pending, &provenance),
             &e,
@@ -272,7 +275,7 @@ pub fn run(
 fn keep_undelivered(
     mgr: SandboxManager,
     sb: &patchbox::SandboxInfo,
-    id: &str,
+    id: &DelegationId,
     patch: &[u8],
     (pending_failed, provenance): (bool, &Provenance),
     why: &Error,

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{core, guarded, guarded_or_default, internal, path_bytes, path_from};
+use crate::error::Error;
+use crate::id::DelegationId;
 use crate::session::delegation::{Decision, Routed, SandboxInfo, SandboxResult};
 use crate::session::delegation::{Isolation, IsolationMode};
 use crate::session::manager::{Options, SandboxManager};
@@ -180,23 +182,38 @@ fn id_from(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn info_in(i: &bridge::FfiInfo) -> SandboxInfo {
-    SandboxInfo {
-        path: path_from(&i.path),
-        delegation_id: id_from(&i.delegation_id),
+/// A sandbox handle from C++. Its delegation id is parsed here; a handle with an invalid one
+/// names no sandbox of any manager, and `refuse` says how the operation refuses it (as it
+/// refuses any other foreign handle).
+fn info_in(
+    i: &bridge::FfiInfo,
+    refuse: impl FnOnce(PathBuf) -> Error,
+) -> Result<SandboxInfo, Error> {
+    let path = path_from(&i.path);
+    let Ok(delegation_id) = DelegationId::parse(&id_from(&i.delegation_id)) else {
+        return Err(refuse(path));
+    };
+    Ok(SandboxInfo {
+        path,
+        delegation_id,
         base_dir: path_from(&i.base_dir),
         mode: match i.mode {
             1 => IsolationMode::KernelOverlay,
             2 => IsolationMode::FuseOverlay,
             _ => IsolationMode::Copy,
         },
-    }
+    })
+}
+
+/// How an operation that looks a sandbox up refuses a handle it does not know.
+fn unknown(path: PathBuf) -> Error {
+    Error::UnknownSandbox { path }
 }
 
 fn info_out(i: SandboxInfo) -> bridge::FfiInfo {
     bridge::FfiInfo {
         path: i.path.into_os_string().into_vec(),
-        delegation_id: i.delegation_id.into_bytes(),
+        delegation_id: i.delegation_id.into_string().into_bytes(),
         base_dir: i.base_dir.into_os_string().into_vec(),
         mode: match i.mode {
             IsolationMode::Copy => 0,
@@ -356,24 +373,32 @@ impl Manager {
         chained: bool,
     ) -> Result<bridge::FfiInfo, String> {
         guarded(|| {
-            let chain = chained.then(|| info_in(chain_from));
-            let info = core(
-                self.get()?
-                    .create_sandbox(&id_from(delegation_id), chain.as_ref()),
-            )?;
+            let mgr = self.get()?;
+            // The id is refused before the chained handle is looked at, as the core does.
+            let id = core(DelegationId::parse(&id_from(delegation_id)).map_err(Error::from))?;
+            let chain = core(chained.then(|| info_in(chain_from, unknown)).transpose())?;
+            let info = core(mgr.create_sandbox(&id, chain.as_ref()))?;
             Ok(info_out(info))
         })
     }
 
     fn finalize_sandbox(&self, info: &bridge::FfiInfo) -> Result<bridge::FfiResult, String> {
         guarded(|| {
-            let r = core(self.get()?.finalize_sandbox(&info_in(info)))?;
+            let r = core(self.get()?.finalize_sandbox(&core(info_in(info, unknown))?))?;
             Ok(result_out(r))
         })
     }
 
     fn discard_sandbox(&self, info: &bridge::FfiInfo) -> Result<(), String> {
-        guarded(|| core(self.get()?.discard_sandbox(&info_in(info))))
+        guarded(|| {
+            let mgr = self.get()?;
+            let info = core(info_in(info, |path| Error::Containment {
+                path,
+                base: mgr.session_base().to_path_buf(),
+                reason: "not a sandbox of this session",
+            }))?;
+            core(mgr.discard_sandbox(&info))
+        })
     }
 
     fn write_pending_patch(&self, delegation_id: &[u8], patch: &[u8]) -> Result<Vec<u8>, String> {
@@ -445,7 +470,8 @@ impl Manager {
                 1 => Ok(Decision::Reject),
                 _ => Err("the decision callback threw".to_string()),
             };
-            let c = core(self.get()?.complete_sandbox(&info_in(info), Some(&decide)))?;
+            let info = core(info_in(info, unknown))?;
+            let c = core(self.get()?.complete_sandbox(&info, Some(&decide)))?;
             let (routed, pending_path) = match c.routed {
                 Routed::Accepted => (bridge::FfiRouted::Accepted, Vec::new()),
                 Routed::Pending(p) => (bridge::FfiRouted::Pending, p.into_os_string().into_vec()),

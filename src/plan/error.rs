@@ -111,6 +111,17 @@ pub enum SandboxError {
     },
 }
 
+impl From<crate::id::IdError> for SandboxError {
+    /// An id refused where it came in: a [`SandboxError::Sandbox`] stating the kind, the
+    /// text and the rule (`invalid plan id "a/b": use 1 to 128 of …`).
+    fn from(e: crate::id::IdError) -> Self {
+        SandboxError::sandbox(
+            None,
+            format!("invalid {} {:?}: {}", e.kind(), e.id(), e.rule()),
+        )
+    }
+}
+
 struct Ctx<'a>(&'a Option<String>);
 impl fmt::Display for Ctx<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

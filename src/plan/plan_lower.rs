@@ -95,7 +95,7 @@ fn reusable(lowers: &Path, s: &SnapshotInfo, plan_dir: &Path) -> bool {
         .filter(|e| {
             e.file_name()
                 .to_str()
-                .is_some_and(|n| ulid::Ulid::from_string(n).is_ok())
+                .is_some_and(|n| crate::id::SandboxId::parse(n).is_ok())
         })
         .filter_map(|e| Record::load(&e.path()).ok())
         .filter(|r| std::fs::canonicalize(&r.original_path).is_ok_and(|o| o == s.original))

@@ -181,7 +181,7 @@ impl Lifecycle {
     /// process made before (see [`crate::id`]: a plan's sandboxes are listed and committed
     /// in id order, which must be their creation order).
     pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
-        let id = crate::id::next_string();
+        let id = crate::id::SandboxId::new().into_string();
         Lifecycle {
             dir: plan_dir.join(&id),
             id,

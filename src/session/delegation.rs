@@ -7,13 +7,15 @@
 
 use std::path::PathBuf;
 
+use crate::id::DelegationId;
+
 /// A delegation's sandbox, as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxInfo {
     /// The sandbox directory `<session>/d-<id>`: the delegation works here.
     pub path: PathBuf,
     /// The delegation id.
-    pub delegation_id: String,
+    pub delegation_id: DelegationId,
     /// The session's base snapshot the patch is computed against (kept by chained
     /// sandboxes, so their patch is cumulative).
     pub base_dir: PathBuf,

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::session_dir::{self, SessionDir};
 use crate::fs::RelPath;
+use crate::id::{DelegationId, SessionId};
 
 /// Name of the snapshot directory in a session directory.
 pub const BASE_DIR: &str = "base";
@@ -103,22 +104,23 @@ pub fn is_overlay_state(name: &str) -> bool {
 }
 
 /// Longest accepted delegation id, in bytes.
-pub const MAX_ID_LEN: usize = 128;
+pub const MAX_ID_LEN: usize = crate::id::MAX_NAME_LEN;
 
 pub use crate::isolation::root::default_root;
 
 /// A fresh session id: a ULID, so ids sort by creation time and never collide.
 pub fn new_session_id() -> String {
-    crate::id::next_string()
+    SessionId::new().into_string()
 }
 
 /// True when `name` looks like a session directory name (a ULID).
 pub fn is_session_id(name: &str) -> bool {
-    name.len() == 26 && ulid::Ulid::from_string(name).is_ok()
+    SessionId::parse(name).is_ok()
 }
 
 /// Checks a delegation id: `[A-Za-z0-9._-]`, 1 to [`MAX_ID_LEN`] bytes, not starting with
-/// `.` (so not `.` or `..` either).
+/// `.` (so not `.` or `..` either). The rule is [`DelegationId::parse`]'s; this is its
+/// yes/no form, for callers that only hold text.
 ///
 /// ```
 /// use patchbox::session::layout::validate_delegation_id;
@@ -129,29 +131,7 @@ pub fn is_session_id(name: &str) -> bool {
 /// assert!(validate_delegation_id("").is_err());
 /// ```
 pub fn validate_delegation_id(id: &str) -> Result<()> {
-    let bad = |reason| {
-        Err(Error::InvalidId {
-            id: id.to_string(),
-            reason,
-        })
-    };
-    if id.is_empty() {
-        return bad("empty");
-    }
-    if id.len() > MAX_ID_LEN {
-        return bad("longer than 128 bytes");
-    }
-    if id.starts_with('.') {
-        // Names starting with '.' are the library's own temporary files: the pending store's
-        // listing passes over them, so such an id would make its work invisible.
-        return bad("must not start with '.'");
-    }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
-        return bad("only A-Z a-z 0-9 . _ - are allowed");
-    }
+    DelegationId::parse(id)?;
     Ok(())
 }
 
@@ -159,7 +139,7 @@ pub fn validate_delegation_id(id: &str) -> Result<()> {
 #[derive(Debug)]
 pub struct NewSession {
     /// The session id (a ULID).
-    pub id: String,
+    pub id: SessionId,
     /// The canonical session directory.
     pub dir: PathBuf,
     /// The open, exclusively `flock`ed `session.lock`; the session is alive while it is held.
@@ -181,7 +161,7 @@ pub const META_FILE: &str = "session.meta";
 pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
     fs::create_dir_all(root).ctx("create sandbox root", root)?;
     let root = root.canonicalize().ctx("resolve sandbox root", root)?;
-    let id = new_session_id();
+    let id = SessionId::new();
     let tmp = root.join(format!(".{id}.tmp"));
     fs::create_dir(&tmp).ctx("create session directory", &tmp)?;
     let handle = SessionDir::open(&tmp)?;
@@ -199,7 +179,7 @@ pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
         &tmp_dir.child(&RelPath::new(META_FILE)?),
         project.as_os_str().as_bytes(),
     )?;
-    let dir = root.join(&id);
+    let dir = root.join(id.as_str());
     fs::rename(&tmp, &dir).ctx("create session directory", &dir)?;
     // The descriptor follows the directory to its new name.
     let handle = handle.renamed(&dir)?;

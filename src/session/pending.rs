@@ -19,6 +19,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir, SessionPath};
 use crate::git::oid::{from_hex, to_hex};
+use crate::id::DelegationId;
 use crate::session::layout;
 use crate::session::provenance::Provenance;
 use crate::tree::snapshot::NodeKind;
@@ -137,18 +138,32 @@ pub fn write_pending(
 /// [`write_pending`] into a session directory already open: every file of the entry is
 /// made beneath its descriptor, so a `pending/` swapped for a symlink at any moment makes
 /// the write fail instead of landing elsewhere.
+///
+/// `meta.delegation` is text here: it is parsed as a [`DelegationId`] (the boundary).
 pub fn write_pending_in(
     session: &SessionDir,
     meta: &PendingMeta,
     patch: &[u8],
     preimages: Option<(&[RelPath], PreimageFn<'_>)>,
 ) -> Result<PathBuf> {
-    let id = &meta.delegation;
-    layout::validate_delegation_id(id)?;
-    if id.len() + MAX_SUFFIX > layout::MAX_ID_LEN {
+    let id = DelegationId::parse(&meta.delegation)?;
+    write_pending_as(session, &id, meta, patch, preimages)
+}
+
+/// [`write_pending_in`] for a delegation id already parsed: `id` names the files, and
+/// `meta` (whose `delegation` is `id`) is stored beside them.
+pub(crate) fn write_pending_as(
+    session: &SessionDir,
+    id: &DelegationId,
+    meta: &PendingMeta,
+    patch: &[u8],
+    preimages: Option<(&[RelPath], PreimageFn<'_>)>,
+) -> Result<PathBuf> {
+    debug_assert_eq!(id.as_str(), meta.delegation);
+    if id.as_str().len() + MAX_SUFFIX > layout::MAX_ID_LEN {
         // Refused up front, so a long id never finds its names exhausted later.
         return Err(Error::InvalidId {
-            id: id.clone(),
+            id: id.to_string(),
             reason: "too long to store as a pending patch (at most 123 bytes)",
         });
     }
@@ -167,7 +182,7 @@ pub fn write_pending_in(
     let result = (|| {
         for n in 1..=1000u32 {
             let stem = if n == 1 {
-                id.clone()
+                id.to_string()
             } else {
                 format!("{id}.{n}")
             };
@@ -200,7 +215,7 @@ pub fn write_pending_in(
             return Ok(patch_path.as_path().to_path_buf());
         }
         Err(Error::Pending {
-            id: id.clone(),
+            id: id.to_string(),
             reason: "no free name left to store it (1,000 pending patches of this id)".into(),
         })
     })();
@@ -312,7 +327,7 @@ pub fn list_session(session_dir: &Path, session: &str) -> Result<Vec<PendingEntr
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
         .filter_map(|n| n.strip_suffix(".patch").map(str::to_string))
-        .filter(|n| layout::validate_delegation_id(n).is_ok() && !n.starts_with('.'))
+        .filter(|n| DelegationId::parse(n).is_ok())
         .collect();
     names.sort();
     Ok(names

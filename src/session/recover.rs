@@ -18,6 +18,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::session_dir::{self, SessionDir};
 use crate::git::ignore::IgnoreRules;
 use crate::git::repo::{discover_repo, GitRepo};
+use crate::id::{DelegationId, SessionId};
 use crate::session::layout;
 use crate::session::overlay;
 use crate::session::pending::{self, PendingMeta};
@@ -81,7 +82,7 @@ fn sandbox_names(session_dir: &Path) -> Vec<String> {
                 .filter_map(|e| e.file_name().into_string().ok())
                 .filter(|n| {
                     n.strip_prefix("d-")
-                        .is_some_and(|id| layout::validate_delegation_id(id).is_ok())
+                        .is_some_and(|id| DelegationId::parse(id).is_ok())
                 })
                 .collect()
         })
@@ -216,12 +217,9 @@ fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
 /// gives an empty report.
 pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
     let mut report = PruneReport::default();
-    if ulid::Ulid::from_string(id).is_err() {
-        return Err(Error::InvalidId {
-            id: id.to_string(),
-            reason: "not a session id",
-        });
-    }
+    // Text from the caller: parsed here.
+    let session = SessionId::parse(id)?;
+    let id = session.as_str();
     let root = match root.canonicalize() {
         Ok(r) => r,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),

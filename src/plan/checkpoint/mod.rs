@@ -41,6 +41,7 @@ use super::lock::PlanGuard;
 use super::manager::PLANS_DIR;
 use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
+use crate::id::CheckpointId;
 
 pub mod files;
 pub mod remote;
@@ -94,7 +95,7 @@ pub struct Checkpoint {
 impl Checkpoint {
     fn from_manifest(m: &Manifest, path: PathBuf) -> Checkpoint {
         Checkpoint {
-            checkpoint_id: m.checkpoint_id.clone(),
+            checkpoint_id: m.checkpoint_id.to_string(),
             sandbox_id: m.sandbox_id.clone(),
             plan_id: m.plan_id.clone(),
             phase: m.phase.clone(),
@@ -124,7 +125,7 @@ pub struct CheckpointManager {
     temp_root: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Known>>,
     /// checkpoint id → sandbox id, for the checkpoints made here.
-    made: Mutex<Vec<(String, String)>>,
+    made: Mutex<Vec<(CheckpointId, String)>>,
     keep: AtomicBool,
     /// The object store checkpoints are also written to ([`CheckpointManager::with_store`]).
     remote: Option<RemoteCheckpoints>,
@@ -253,11 +254,11 @@ impl CheckpointManager {
         let (store, op) = self.known(sandbox)?;
         let _plan = self.lock_plan_of(sandbox)?;
         let _op = op.lock();
-        let id = crate::id::next_string();
+        let id = CheckpointId::new();
         let (kind, changes) = match sandbox.checkpoints() {
             Checkpoints::Files => ("files", files::capture(sandbox.as_ref(), &store)?),
             Checkpoints::Native(native) => {
-                native.save(&id)?;
+                native.save(id.as_str())?;
                 ("native", BTreeMap::new())
             }
             Checkpoints::None => {
@@ -325,7 +326,10 @@ impl CheckpointManager {
                 ))
             }
         };
-        let m = store.read(&checkpoint.checkpoint_id)?.ok_or_else(|| {
+        // A text that is no checkpoint id names no checkpoint.
+        let id = CheckpointId::parse(&checkpoint.checkpoint_id).ok();
+        let m = id.map(|id| store.read(&id)).transpose()?.flatten();
+        let m = m.ok_or_else(|| {
             SandboxError::sandbox(
                 Some(&checkpoint.sandbox_id),
                 format!("no checkpoint {}", checkpoint.checkpoint_id),
@@ -388,6 +392,8 @@ impl CheckpointManager {
                 ),
             ));
         }
+        // The caller's text, parsed here where it first names a file or a key.
+        let checkpoint_id = &CheckpointId::parse(checkpoint_id)?;
         let Some(m) = remote.read(checkpoint_id)? else {
             return Ok(None);
         };
@@ -443,11 +449,15 @@ impl CheckpointManager {
                 to: Status::Active,
             });
         }
-        let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
+        let Ok(id) = CheckpointId::parse(&checkpoint.checkpoint_id) else {
+            // A text that is no checkpoint id names no checkpoint.
+            return Ok(false);
+        };
+        let Some(m) = store.read(&id)? else {
             return Ok(false);
         };
         if m.kind == "native" {
-            native_of(&sb)?.restore(&m.checkpoint_id)?;
+            native_of(&sb)?.restore(m.checkpoint_id.as_str())?;
         } else {
             files::restore(sb.as_ref(), &store, &store.full(&m.checkpoint_id)?)?;
         }
@@ -474,7 +484,10 @@ impl CheckpointManager {
         };
         let _plan = self.lock_plan_of(&sb)?;
         let _op = op.lock();
-        let Some(m) = store.read(&checkpoint.checkpoint_id)? else {
+        let Ok(id) = CheckpointId::parse(&checkpoint.checkpoint_id) else {
+            return Ok(false);
+        };
+        let Some(m) = store.read(&id)? else {
             return Ok(false);
         };
         if m.kind == "native" {
@@ -535,6 +548,16 @@ impl CheckpointManager {
     /// Removes a checkpoint (and the objects no other checkpoint uses), here and in the
     /// object store if there is one. `Ok(false)` when it was in neither.
     pub fn delete_checkpoint(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
+        match CheckpointId::parse(checkpoint_id) {
+            Ok(id) => self.delete_parsed(&id),
+            // No checkpoint here has such a name; an object store refuses the text.
+            Err(e) if self.remote.is_some() => Err(e.into()),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// [`CheckpointManager::delete_checkpoint`] of an id already parsed.
+    fn delete_parsed(&self, checkpoint_id: &CheckpointId) -> Result<bool, SandboxError> {
         let local = self.delete_local(checkpoint_id)?;
         let stored = match &self.remote {
             Some(r) => r.remove(checkpoint_id)?,
@@ -544,7 +567,7 @@ impl CheckpointManager {
     }
 
     /// [`CheckpointManager::delete_checkpoint`] of the local copy only.
-    fn delete_local(&self, checkpoint_id: &str) -> Result<bool, SandboxError> {
+    fn delete_local(&self, checkpoint_id: &CheckpointId) -> Result<bool, SandboxError> {
         let known: Vec<Known> = self
             .sandboxes
             .lock()
@@ -565,7 +588,7 @@ impl CheckpointManager {
             if let Some(m) = store.read(checkpoint_id)? {
                 if let (true, Checkpoints::Native(native)) = (m.kind == "native", sb.checkpoints())
                 {
-                    native.release(checkpoint_id)?;
+                    native.release(checkpoint_id.as_str())?;
                 }
                 let removed = store.remove(checkpoint_id)?;
                 self.made.lock().retain(|(id, _)| id != checkpoint_id);
@@ -598,11 +621,11 @@ impl CheckpointManager {
     /// manager); returns how many were removed. The first error is returned after trying
     /// them all.
     pub fn cleanup(&self) -> Result<usize, SandboxError> {
-        let made: Vec<String> = self.made.lock().iter().map(|(id, _)| id.clone()).collect();
+        let made: Vec<CheckpointId> = self.made.lock().iter().map(|(id, _)| id.clone()).collect();
         let mut n = 0;
         let mut first = None;
         for id in made {
-            match self.delete_checkpoint(&id) {
+            match self.delete_parsed(&id) {
                 Ok(true) => n += 1,
                 Ok(false) => {}
                 Err(e) => {

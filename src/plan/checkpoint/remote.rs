@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use super::store::{Manifest, Store};
 use crate::git::oid::{blob_id, ObjectId};
+use crate::id::CheckpointId;
 use crate::plan::error::SandboxError;
 use crate::store::{Key, Objects, StoreError, StoreUrl};
 
@@ -57,13 +58,7 @@ impl RemoteCheckpoints {
         self.objects.url()
     }
 
-    fn manifest_key(id: &str) -> Result<Key, SandboxError> {
-        if ulid::Ulid::from_string(id).is_err() {
-            return Err(SandboxError::sandbox(
-                None,
-                format!("invalid checkpoint id {id:?}"),
-            ));
-        }
+    fn manifest_key(id: &CheckpointId) -> Result<Key, SandboxError> {
         Key::new(format!("{MANIFESTS}/{id}.json")).map_err(err)
     }
 
@@ -104,7 +99,7 @@ impl RemoteCheckpoints {
 
     /// Checkpoint `id`'s stored manifest (full changes, no parent); `None` when the store
     /// has none.
-    pub fn read(&self, id: &str) -> Result<Option<Manifest>, SandboxError> {
+    pub fn read(&self, id: &CheckpointId) -> Result<Option<Manifest>, SandboxError> {
         let key = Self::manifest_key(id)?;
         match self.objects.get(&key).map_err(err)? {
             Some(d) => serde_json::from_slice(&d).map(Some).map_err(|e| {
@@ -129,7 +124,8 @@ impl RemoteCheckpoints {
             let Some(id) = l.key.file_name().strip_suffix(".json") else {
                 continue;
             };
-            if let Some(m) = self.read(id)? {
+            // A key listed in the store: its name is parsed here (a stray one is refused).
+            if let Some(m) = self.read(&CheckpointId::parse(id)?)? {
                 out.push(m);
             }
         }
@@ -167,7 +163,7 @@ impl RemoteCheckpoints {
 
     /// Removes checkpoint `id`'s manifest, then the objects nothing refers to any more
     /// (older than [`GC_GRACE`]). `Ok(false)` when the store did not have it.
-    pub fn remove(&self, id: &str) -> Result<bool, SandboxError> {
+    pub fn remove(&self, id: &CheckpointId) -> Result<bool, SandboxError> {
         let key = Self::manifest_key(id)?;
         if self.objects.get(&key).map_err(err)?.is_none() {
             return Ok(false);

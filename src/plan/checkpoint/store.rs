@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fs::session_dir::{self, SessionDir};
 use crate::git::oid::{blob_id, ObjectId};
+use crate::id::CheckpointId;
 use crate::plan::error::SandboxError;
 
 /// Name of the checkpoints directory in a sandbox's directory.
@@ -43,8 +44,8 @@ pub struct PathState {
 /// A checkpoint's manifest.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Its ULID.
-    pub checkpoint_id: String,
+    /// Its ULID (checked when a manifest is read).
+    pub checkpoint_id: CheckpointId,
     /// The sandbox.
     pub sandbox_id: String,
     /// The plan.
@@ -61,7 +62,7 @@ pub struct Manifest {
     /// The previous checkpoint of the sandbox, whose changes `changes` is a delta against
     /// (none for the first).
     #[serde(default)]
-    pub parent: Option<String>,
+    pub parent: Option<CheckpointId>,
     /// The paths whose state differs from the parent's (relative to the resource).
     pub changes: BTreeMap<String, PathState>,
 }
@@ -166,7 +167,7 @@ impl Store {
     }
 
     /// The path of checkpoint `id`'s manifest.
-    pub fn manifest_path(&self, id: &str) -> PathBuf {
+    pub fn manifest_path(&self, id: &CheckpointId) -> PathBuf {
         self.dir.join(format!("{id}.json"))
     }
 
@@ -184,7 +185,7 @@ impl Store {
     }
 
     /// Reads checkpoint `id`'s manifest; `None` when it is not there.
-    pub fn read(&self, id: &str) -> Result<Option<Manifest>, SandboxError> {
+    pub fn read(&self, id: &CheckpointId) -> Result<Option<Manifest>, SandboxError> {
         let p = self.manifest_path(id);
         match std::fs::read(&p) {
             Ok(d) => serde_json::from_slice(&d).map(Some).map_err(|e| {
@@ -200,11 +201,11 @@ impl Store {
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
             return Ok(Vec::new());
         };
-        let mut ids: Vec<String> = rd
+        // Names read from disk: only those that are checkpoint ids count.
+        let mut ids: Vec<CheckpointId> = rd
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
-            .filter(|n| ulid::Ulid::from_string(n).is_ok())
+            .filter_map(|n| n.strip_suffix(".json").map(CheckpointId::parse)?.ok())
             .collect();
         ids.sort();
         let mut out = Vec::new();
@@ -217,9 +218,9 @@ impl Store {
     }
 
     /// The full changes checkpoint `id` records (its delta applied over its ancestors').
-    pub fn full(&self, id: &str) -> Result<Changes, SandboxError> {
+    pub fn full(&self, id: &CheckpointId) -> Result<Changes, SandboxError> {
         let mut chain = Vec::new();
-        let mut next = Some(id.to_string());
+        let mut next = Some(id.clone());
         while let Some(cur) = next {
             let m = self.read(&cur)?.ok_or_else(|| {
                 SandboxError::sandbox(
@@ -242,7 +243,7 @@ impl Store {
 
     /// Removes checkpoint `id`'s manifest (its children are re-based on its parent first, so
     /// they keep their state), then every object no remaining manifest uses.
-    pub fn remove(&self, id: &str) -> Result<bool, SandboxError> {
+    pub fn remove(&self, id: &CheckpointId) -> Result<bool, SandboxError> {
         let Some(gone) = self.read(id)? else {
             return Ok(false);
         };
@@ -253,7 +254,7 @@ impl Store {
         for mut child in self
             .list()?
             .into_iter()
-            .filter(|m| m.parent.as_deref() == Some(id))
+            .filter(|m| m.parent.as_ref() == Some(id))
         {
             let full = self.full(&child.checkpoint_id)?;
             child.changes = delta(&base, &full);

@@ -4,6 +4,7 @@
 //! into a hidden `.creating-<id>` directory, its manifest kept beside it, then renamed to
 //! `d-<id>`: crash recovery never mistakes a half-made copy for a delegation's work.
 
+use crate::id::DelegationId;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ impl Sandbox {
     /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
     /// manifest of its copy) or an overlay (with its layers).
     pub(super) fn new(
-        id: &str,
+        id: &DelegationId,
         dir: &SessionPath,
         base: &Base,
         manifest: Manifest,
@@ -29,7 +30,7 @@ impl Sandbox {
         Sandbox {
             info: SandboxInfo {
                 path: dir.as_path().to_path_buf(),
-                delegation_id: id.to_string(),
+                delegation_id: id.clone(),
                 base_dir: base.dir.clone(),
                 mode,
             },
@@ -155,7 +156,7 @@ impl SandboxManager {
 
     pub(super) fn build_sandbox(
         &self,
-        id: &str,
+        id: &DelegationId,
         dir: &SessionPath,
         chain_from: Option<&SandboxInfo>,
     ) -> Result<Sandbox> {

@@ -73,7 +73,7 @@ impl SandboxManager {
         let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
         let mut new_rec = old_rec.clone();
         new_rec.layers.insert(0, name.clone());
-        if !ov::layers_of(&self.session_dir, id, &new_rec).fits() {
+        if !ov::layers_of(&self.session_dir, id.as_str(), &new_rec).fits() {
             return Ok(None);
         }
         let at = |p: String| self.path_in_session_base(Path::new(&p));
@@ -123,7 +123,7 @@ impl SandboxManager {
             let sync = s.spawn(|| swap::sync_filesystem_of(&o.upper).is_ok());
             let prepared = match swap::has_hard_links(&o.upper) {
                 Ok(false) => {
-                    let mut l = ov::layers_of(&self.session_dir, id, &old_rec);
+                    let mut l = ov::layers_of(&self.session_dir, id.as_str(), &old_rec);
                     l.lower.insert(0, l.upper.clone());
                     l.upper = x.as_path().to_path_buf();
                     swap::prepare(&l).ok()
@@ -167,9 +167,9 @@ impl SandboxManager {
         });
         if let Err(e) = swapped {
             // Where the failure left the directories, the record describes the stack.
-            let back = ov::read_record(&self.session_dir, id).and_then(|rec| {
+            let back = ov::read_record(&self.session_dir, id.as_str()).and_then(|rec| {
                 let rec = rec.unwrap_or(new_rec);
-                let l = ov::layers_of(&self.session_dir, id, &rec);
+                let l = ov::layers_of(&self.session_dir, id.as_str(), &rec);
                 // The kernel backend (checked above) writes no server log.
                 mount::mount(o.backend, &l, mnt, Path::new("/dev/null")).map(drop)
             });

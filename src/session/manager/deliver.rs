@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::SandboxManager;
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
+use crate::id::{DelegationId, IntoId};
 use crate::session::pending;
 use crate::session::provenance::Provenance;
 
@@ -39,7 +40,13 @@ impl SandboxManager {
     /// Without a store this is [`SandboxManager::write_pending_patch`]. With one, a failure
     /// of the store keeps the patch locally ([`Delivery::Kept`]); an error is returned only
     /// when it could be kept nowhere.
-    pub fn deliver_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<Delivery> {
+    ///
+    /// `delegation_id` is a [`DelegationId`] or text parsed as one here.
+    pub fn deliver_pending_patch(
+        &self,
+        delegation_id: impl IntoId<DelegationId>,
+        patch: &[u8],
+    ) -> Result<Delivery> {
         self.deliver_pending_patch_with(delegation_id, patch, &Provenance::default())
     }
 
@@ -48,16 +55,17 @@ impl SandboxManager {
     /// and, when the store fails, in the patch kept locally.
     pub fn deliver_pending_patch_with(
         &self,
-        delegation_id: &str,
+        delegation_id: impl IntoId<DelegationId>,
         patch: &[u8],
         provenance: &Provenance,
     ) -> Result<Delivery> {
+        let delegation_id = delegation_id.into_id()?;
         let Some(remote) = &self.remote else {
             return self
-                .write_pending_patch_with(delegation_id, patch, provenance)
+                .write_pending_inner(&delegation_id, patch, false, provenance)
                 .map(Delivery::Local);
         };
-        let (meta, touched, sbase) = self.pending_parts(delegation_id, false, provenance)?;
+        let (meta, touched, sbase) = self.pending_parts(&delegation_id, false, provenance)?;
         let read = |rel: &RelPath| match sbase.as_ref() {
             Some(sb) => sb.base.preimage(rel),
             None => Ok(None),
@@ -65,13 +73,13 @@ impl SandboxManager {
         let pre = sbase
             .as_ref()
             .map(|_| (touched.as_slice(), &read as pending::PreimageFn));
-        match remote.store(&meta, patch, pre) {
+        match remote.store_inner(&self.session_id, &delegation_id, &meta, patch, pre, false) {
             Ok(id) => Ok(Delivery::Stored {
                 id,
                 url: remote.url(),
             }),
             Err(error @ Error::Store(_)) => {
-                let path = self.write_pending_patch_with(delegation_id, patch, provenance)?;
+                let path = self.write_pending_inner(&delegation_id, patch, false, provenance)?;
                 Ok(Delivery::Kept { path, error })
             }
             Err(e) => Err(e),

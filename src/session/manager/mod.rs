@@ -29,6 +29,7 @@ use crate::git::ignore::IgnoreRules;
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
 use crate::git::repo::GitRepo;
+use crate::id::{DelegationId, IntoId, SessionId};
 use crate::session::confine::{self, Confinement};
 use crate::session::delegation::{
     Completion, DecideFn, Decision, Routed, SandboxInfo, SandboxResult,
@@ -161,14 +162,14 @@ enum Recovery {
 pub struct Manager {
     project: PathBuf,
     root: PathBuf,
-    session_id: String,
+    session_id: SessionId,
     session_dir: PathBuf,
     /// The session directory, open: the capability every write of this manager goes through.
     handle: SessionDir,
     lock: Mutex<Option<File>>,
     progress: Option<Arc<ProgressFn>>,
     base: Mutex<Option<Arc<SessionBase>>>,
-    sandboxes: Mutex<HashMap<String, Slot>>,
+    sandboxes: Mutex<HashMap<DelegationId, Slot>>,
     keep: std::sync::atomic::AtomicBool,
     /// Cleanup left to another process ([`SandboxManager::leave_cleanup_to_reaper`]).
     handed_off: std::sync::atomic::AtomicBool,
@@ -294,6 +295,11 @@ impl SandboxManager {
 
     /// The session id.
     pub fn session_id(&self) -> &str {
+        self.session_id.as_str()
+    }
+
+    /// The session id, as its type.
+    pub fn session_id_typed(&self) -> &SessionId {
         &self.session_id
     }
 
@@ -341,33 +347,36 @@ impl SandboxManager {
     /// Creates the sandbox `d-<id>`: a copy of the base snapshot, or of `chain_from`'s
     /// current state. A chained sandbox keeps its predecessor's `base_dir`, so its patch is
     /// cumulative against the session snapshot. An id already in use is an error.
+    ///
+    /// `delegation_id` is a [`DelegationId`] or text parsed as one here (an invalid one is
+    /// [`Error::InvalidId`]).
     pub fn create_sandbox(
         &self,
-        delegation_id: &str,
+        delegation_id: impl IntoId<DelegationId>,
         chain_from: Option<&SandboxInfo>,
     ) -> Result<SandboxInfo> {
-        layout::validate_delegation_id(delegation_id)?;
+        let delegation_id = delegation_id.into_id()?;
         let dir = self.path_in_session_base(Path::new(&format!("d-{delegation_id}")))?;
         {
             let mut map = self.sandboxes.lock();
-            if map.contains_key(delegation_id) || session_dir::exists(&dir)? {
+            if map.contains_key(&delegation_id) || session_dir::exists(&dir)? {
                 return Err(Error::IdInUse {
-                    id: delegation_id.to_string(),
+                    id: delegation_id.into_string(),
                 });
             }
-            map.insert(delegation_id.to_string(), Slot::Creating);
+            map.insert(delegation_id.clone(), Slot::Creating);
         }
-        let made = self.build_sandbox(delegation_id, &dir, chain_from);
+        let made = self.build_sandbox(&delegation_id, &dir, chain_from);
         release_freed_memory();
         let mut map = self.sandboxes.lock();
         match made {
             Ok(sb) => {
                 let info = sb.info.clone();
-                map.insert(delegation_id.to_string(), Slot::Ready(Arc::new(sb)));
+                map.insert(delegation_id, Slot::Ready(Arc::new(sb)));
                 Ok(info)
             }
             Err(e) => {
-                map.remove(delegation_id);
+                map.remove(&delegation_id);
                 Err(e)
             }
         }
@@ -444,7 +453,8 @@ impl SandboxManager {
     pub fn discard_sandbox(&self, info: &SandboxInfo) -> Result<()> {
         let p = self.path_in_session_base(&info.path)?;
         let expected = self.session_dir.join(format!("d-{}", info.delegation_id));
-        if layout::validate_delegation_id(&info.delegation_id).is_err() || p.as_path() != expected {
+        // The id is valid by its type: only the path is left to match it.
+        if p.as_path() != expected {
             return Err(Error::Containment {
                 path: info.path.clone(),
                 base: self.session_dir.clone(),
@@ -455,7 +465,7 @@ impl SandboxManager {
             let mut map = self.sandboxes.lock();
             if let Some(Slot::Creating) = map.get(&info.delegation_id) {
                 return Err(Error::IdInUse {
-                    id: info.delegation_id.clone(),
+                    id: info.delegation_id.to_string(),
                 });
             }
             map.remove(&info.delegation_id)
@@ -466,7 +476,7 @@ impl SandboxManager {
         };
         let r = match sb.as_ref().filter(|sb| sb.overlay.is_some()) {
             Some(sb) => self.discard_mounted(sb, &p),
-            None => self.move_to_trash(&p),
+            None => self.move_to_trash(&p, &info.delegation_id),
         };
         match (r, sb) {
             (Ok(()), Some(sb)) if sb.overlay.is_some() => self.discard_overlay(sb),
@@ -501,7 +511,7 @@ impl SandboxManager {
     }
 
     /// The confined tools' private TMPDIR and the manifest of sandbox `id`.
-    fn remove_private_files(&self, id: &str) -> Result<()> {
+    fn remove_private_files(&self, id: &DelegationId) -> Result<()> {
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
             session_dir::remove_tree(
                 &self.path_in_session_base(Path::new(&format!("{prefix}{id}")))?,
@@ -511,17 +521,10 @@ impl SandboxManager {
     }
 
     /// The rest of a discard: the sandbox's private files go, and the sandbox leaves view
-    /// at once and is deleted aside.
-    fn move_to_trash(&self, p: &SessionPath) -> Result<()> {
-        let info_id = p
-            .as_path()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("d-"))
-            .unwrap_or_default()
-            .to_string();
+    /// at once and is deleted aside. `id` is the sandbox's delegation (`p` is its `d-<id>`).
+    fn move_to_trash(&self, p: &SessionPath, id: &DelegationId) -> Result<()> {
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
-        self.remove_private_files(&info_id)?;
+        self.remove_private_files(id)?;
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
         // name at once (so the id is free and the tree is gone from view) and deleted by a
         // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which
@@ -559,8 +562,19 @@ impl SandboxManager {
     /// fsync, rename, directory fsync), and returns the patch file. A second pending patch of
     /// the same id gets the next free name (`<id>.2.patch`, …): none is ever overwritten. When the delegation was finalized by this manager,
     /// the base versions of the files it touched are kept beside it for 3-way merging.
-    pub fn write_pending_patch(&self, delegation_id: &str, patch: &[u8]) -> Result<PathBuf> {
-        self.write_pending_inner(delegation_id, patch, false, &Provenance::default())
+    ///
+    /// `delegation_id` is a [`DelegationId`] or text parsed as one here.
+    pub fn write_pending_patch(
+        &self,
+        delegation_id: impl IntoId<DelegationId>,
+        patch: &[u8],
+    ) -> Result<PathBuf> {
+        self.write_pending_inner(
+            &delegation_id.into_id()?,
+            patch,
+            false,
+            &Provenance::default(),
+        )
     }
 
     /// [`write_pending_patch`](Self::write_pending_patch) with what produced the work (the
@@ -568,11 +582,11 @@ impl SandboxManager {
     /// shown by `patchbox pending show` and in its JSON.
     pub fn write_pending_patch_with(
         &self,
-        delegation_id: &str,
+        delegation_id: impl IntoId<DelegationId>,
         patch: &[u8],
         provenance: &Provenance,
     ) -> Result<PathBuf> {
-        self.write_pending_inner(delegation_id, patch, false, provenance)
+        self.write_pending_inner(&delegation_id.into_id()?, patch, false, provenance)
     }
 
     /// What a pending patch of `id` is stored with: its meta (with `provenance`), the paths
@@ -580,17 +594,16 @@ impl SandboxManager {
     /// before the first snapshot).
     fn pending_parts(
         &self,
-        id: &str,
+        id: &DelegationId,
         abandoned: bool,
         provenance: &Provenance,
     ) -> Result<(PendingMeta, Vec<RelPath>, Option<Arc<SessionBase>>)> {
-        layout::validate_delegation_id(id)?;
         let touched: Vec<RelPath> = match self.sandboxes.lock().get(id) {
             Some(Slot::Ready(s)) => s.last_touched.lock().clone(),
             _ => Vec::new(),
         };
         let meta = PendingMeta {
-            session: self.session_id.clone(),
+            session: self.session_id.to_string(),
             delegation: id.to_string(),
             project: self.project.clone(),
             created: now_secs(),
@@ -604,7 +617,7 @@ impl SandboxManager {
 
     fn write_pending_inner(
         &self,
-        id: &str,
+        id: &DelegationId,
         patch: &[u8],
         abandoned: bool,
         provenance: &Provenance,
@@ -617,7 +630,7 @@ impl SandboxManager {
         let pre = sbase
             .as_ref()
             .map(|_| (touched.as_slice(), &read as pending::PreimageFn));
-        pending::write_pending_in(&self.handle, &meta, patch, pre)
+        pending::write_pending_as(&self.handle, id, &meta, patch, pre)
     }
 
     /// Finalizes the sandbox, asks `decide` (if any) whether to accept the patch, then

@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use super::*;
 use crate::fs::overlay::layer;
 use crate::fs::overlay::mount::{self, Backend, Layers};
+use crate::id::DelegationId;
 use crate::isolation::backend::{self, Mode, MODE_ENV};
 use crate::session::delegation::{Isolation, IsolationMode};
 use crate::session::overlay::{self as ov, Record};
@@ -220,7 +221,7 @@ impl SandboxManager {
     /// Makes the overlay sandbox `d-<id>` (`dir`, which does not exist yet).
     pub(super) fn build_overlay(
         &self,
-        id: &str,
+        id: &DelegationId,
         dir: &SessionPath,
         chain_from: Option<&Arc<Sandbox>>,
         backend: Backend,
@@ -251,7 +252,7 @@ impl SandboxManager {
             backend,
             layers: layers.iter().map(|l| l.name.clone()).collect(),
         };
-        if !ov::layers_of(&self.session_dir, id, &rec(&layers)).fits() {
+        if !ov::layers_of(&self.session_dir, id.as_str(), &rec(&layers)).fits() {
             let bottom_first: Vec<&Path> = layers.iter().rev().map(|l| l.path.as_path()).collect();
             let collapsed = self.freeze(&bottom_first);
             // The new top layer was frozen for this stack alone.
@@ -284,7 +285,7 @@ impl SandboxManager {
                 &at(".creating-", &format!(".{}", ulid::Ulid::new()))?,
             )?
             .ok_or_else(|| Error::IdInUse { id: id.to_string() })?;
-            let layers = ov::layers_of(&self.session_dir, id, &rec);
+            let layers = ov::layers_of(&self.session_dir, id.as_str(), &rec);
             match mount::mount_on(backend, &layers, pin.fd(), dir.as_path(), log.as_path()) {
                 Ok(m) => Ok((pin, m)),
                 Err(e) => {
@@ -400,7 +401,7 @@ impl SandboxManager {
     }
 
     /// Removes what an overlay sandbox `id` keeps beside its mount point (it is unmounted).
-    pub(super) fn remove_overlay_state(&self, id: &str) -> Result<()> {
+    pub(super) fn remove_overlay_state(&self, id: &DelegationId) -> Result<()> {
         for (prefix, suffix) in [
             (layout::UPPER_PREFIX, ""),
             (layout::WORK_PREFIX, ""),

@@ -62,8 +62,8 @@ impl SandboxManager {
                 let res = self.finalize_sandbox(&info)?;
                 let stored = pending::find_identical(
                     &self.session_dir,
-                    &self.session_id,
-                    &info.delegation_id,
+                    self.session_id.as_str(),
+                    info.delegation_id.as_str(),
                     &res.patch,
                 )?;
                 if !res.patch.is_empty() && stored.is_none() {
@@ -158,7 +158,8 @@ impl SandboxManager {
                 );
             }
         }
-        let has_pending = !pending::list_session(&self.session_dir, &self.session_id)?.is_empty();
+        let has_pending =
+            !pending::list_session(&self.session_dir, self.session_id.as_str())?.is_empty();
         if !has_pending {
             note(
                 self.path_in_session_base(Path::new(pending::PENDING_DIR))

@@ -28,7 +28,7 @@ use crate::apply::{ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
 use crate::git::oid::blob_id_hex;
-use crate::session::layout;
+use crate::id::{DelegationId, SessionId};
 use crate::session::pending::{PendingMeta, PreimageFn};
 use crate::store::{Key, Objects, Put, StoreError, StoreUrl};
 
@@ -105,23 +105,24 @@ impl RemotePending {
         patch: &[u8],
         preimages: Option<(&[RelPath], PreimageFn<'_>)>,
     ) -> Result<String> {
-        self.store_inner(meta, patch, preimages, false)
+        // The meta's ids are text: parsed here, where they come in.
+        let delegation = DelegationId::parse(&meta.delegation)?;
+        let session = SessionId::parse(&meta.session)?;
+        self.store_inner(&session, &delegation, meta, patch, preimages, false)
     }
 
+    /// [`RemotePending::store`] with the meta's ids already parsed (`session` and
+    /// `delegation` are `meta.session` and `meta.delegation`). `same_is_done`: a record
+    /// already there for the same patch counts as stored (a push cut short).
     pub(crate) fn store_inner(
         &self,
+        session: &SessionId,
+        delegation: &DelegationId,
         meta: &PendingMeta,
         patch: &[u8],
         preimages: Option<(&[RelPath], PreimageFn<'_>)>,
         same_is_done: bool,
     ) -> Result<String> {
-        layout::validate_delegation_id(&meta.delegation)?;
-        if !layout::is_session_id(&meta.session) {
-            return Err(Error::InvalidId {
-                id: meta.session.clone(),
-                reason: "not a session id",
-            });
-        }
         let pre = match preimages {
             Some((paths, read)) => preimages::upload(self.objects.as_ref(), paths, read)?,
             None => Vec::new(),
@@ -131,8 +132,8 @@ impl RemotePending {
         self.objects.put_new(&patch_key, patch)?;
         let mut record = Record {
             version: record::RECORD_VERSION,
-            session: meta.session.clone(),
-            delegation: meta.delegation.clone(),
+            session: session.to_string(),
+            delegation: delegation.to_string(),
             name: String::new(),
             project_hex: Record::hex(std::os::unix::ffi::OsStrExt::as_bytes(
                 meta.project.as_os_str(),
@@ -150,21 +151,24 @@ impl RemotePending {
             preimages: pre,
         };
         for n in 1..=1000u32 {
-            record.name = if n == 1 {
-                meta.delegation.clone()
+            // `<id>.<n>` is a name of its own: it must still fit the rule (a long id may
+            // leave no room for the suffix).
+            let name = if n == 1 {
+                delegation.clone()
             } else {
-                format!("{}.{n}", meta.delegation)
+                DelegationId::parse(&format!("{delegation}.{n}"))?
             };
-            let key = record_key(&meta.session, &record.name)?;
+            record.name = name.to_string();
+            let key = key_of(session, &name)?;
             match self.objects.put_new(&key, &record.encode())? {
-                Put::Created => return Ok(format!("{}/{}", meta.session, record.name)),
+                Put::Created => return Ok(format!("{session}/{}", record.name)),
                 Put::Exists if same_is_done => {
                     // A push cut short after its record landed: the same patch is there.
                     if let Some(d) = self.objects.get(&key)? {
                         let there = Record::decode(&self.url(), &key, &d)?;
                         if there.patch_oid == record.patch_oid {
                             let _ = self.objects.delete(&patch_key);
-                            return Ok(format!("{}/{}", meta.session, there.name));
+                            return Ok(format!("{session}/{}", there.name));
                         }
                     }
                 }
@@ -173,7 +177,7 @@ impl RemotePending {
         }
         let _ = self.objects.delete(&patch_key);
         Err(Error::Pending {
-            id: meta.delegation.clone(),
+            id: delegation.to_string(),
             reason: "no free name left to store it (1,000 pending patches of this id)".into(),
         })
     }
@@ -374,13 +378,12 @@ impl RemotePending {
 
 /// The key of the record of `<session>/<name>`.
 pub fn record_key(session: &str, name: &str) -> Result<Key> {
-    layout::validate_delegation_id(name)?;
-    if !layout::is_session_id(session) {
-        return Err(Error::InvalidId {
-            id: session.to_string(),
-            reason: "not a session id",
-        });
-    }
+    let name = DelegationId::parse(name)?;
+    key_of(&SessionId::parse(session)?, &name)
+}
+
+/// [`record_key`] of ids already parsed.
+fn key_of(session: &SessionId, name: &DelegationId) -> Result<Key> {
     Ok(Key::new(format!("{RECORDS_PREFIX}/{session}/{name}.json"))?)
 }
 

@@ -12,6 +12,7 @@ use std::path::Path;
 use super::RemotePending;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
+use crate::id::{DelegationId, SessionId};
 use crate::session::pending::{self, PendingEntry};
 use crate::tree::snapshot::NodeKind;
 
@@ -59,7 +60,12 @@ fn push_one(root: &Path, store: &RemotePending, e: &PendingEntry) -> Result<Stri
         };
         read_node(&dir.join(rel.as_path()))
     };
+    // Read from disk: the ids are parsed here.
+    let delegation = DelegationId::parse(&meta.delegation)?;
+    let session = SessionId::parse(&meta.session)?;
     let id = store.store_inner(
+        &session,
+        &delegation,
         &meta,
         &patch,
         e.preimages
