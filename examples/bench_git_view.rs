@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use patchbox::fs::session_dir::path_in_session_base;
+use patchbox::fs::state_dir::path_in_state_dir;
 use patchbox::git::index::{read_index, LStat};
 use patchbox::git::odb::ObjectStore;
 use patchbox::git::oid::ObjectKind;
@@ -155,7 +155,7 @@ fn steps(tree: &Path, rounds: usize) {
     let odb = ObjectStore::open(&repo.git_dir).expect("object store");
     let tmp = tempfile::tempdir().expect("temp dir");
     let session = tmp.path().canonicalize().expect("temp dir");
-    let at = |name: String| path_in_session_base(&session, &session.join(name)).expect("path");
+    let at = |name: String| path_in_state_dir(&session, &session.join(name)).expect("path");
     let (mut prep, mut stat, mut write) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     let mut last_view = None;

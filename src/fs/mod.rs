@@ -1,7 +1,8 @@
 //! Containment: the types that prove a path may be written.
 //!
-//! Two chokepoints stand side by side. Inside the library's own session directories a write
-//! takes a [`session_dir::SessionPath`]; inside the user's project (where only an apply ever
+//! Two chokepoints stand side by side, named for what they guard. Inside the library's own
+//! state directories (sessions, plan sandboxes, stores) a write takes a
+//! [`state_dir::StatePath`]; inside the user's project (where only an apply ever
 //! writes) it takes a [`project::ProjectPath`]. Both are built from a [`RelPath`], a relative
 //! path with no `..` and no empty or `.` components, so an escape is refused before any
 //! system call.
@@ -18,7 +19,7 @@ pub(crate) mod dotgit;
 pub mod overlay;
 pub mod project;
 pub mod relpath;
-pub mod session_dir;
+pub mod state_dir;
 pub mod timestamp;
 
 pub use relpath::RelPath;

@@ -16,7 +16,7 @@
 //! down a tree of the open directories), never by looking up every prefix.
 //!
 //! This file holds the checked path type, the check, and the few adapters from the file
-//! system layer (`fs::at`, whose `*at` calls the session chokepoint shares) to this
+//! system layer (`fs::at`, whose `*at` calls the state chokepoint shares) to this
 //! chokepoint's errors; the per-phase cache of directory descriptors (`DirScope`) is in
 //! `dir_cache`. The reads and writes built on them live in the child module `entries`,
 //! which may use the private fields of [`ProjectPath`] and the private adapters but nothing

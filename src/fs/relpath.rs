@@ -2,7 +2,7 @@
 //!
 //! A [`RelPath`] is a path made only of normal components: no root, no `.`, no `..`, not
 //! empty. Joining one onto a directory can therefore never leave that directory lexically;
-//! the chokepoint in [`crate::fs::session_dir`] adds the symlink checks. Paths are kept as raw bytes on
+//! the chokepoint in [`crate::fs::state_dir`] adds the symlink checks. Paths are kept as raw bytes on
 //! Unix, so non-UTF-8 names survive the round trip into patches.
 
 use std::ffi::OsStr;

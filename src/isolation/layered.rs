@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
 use super::tree_base::{copy_whole, node_of, TreeBase};
 use crate::error::Result;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
 use crate::git::index::LStat;
@@ -129,7 +129,7 @@ pub fn manifest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], copied: &[
 /// Whiteouts in `tmp` over the layer's files that are not among `nodes`: at the shallowest
 /// path of each that the snapshot has nothing at (a whole directory the user removed is one
 /// whiteout); nothing where a snapshot file already covers the path.
-pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &SessionPath) -> Result<()> {
+pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &StatePath) -> Result<()> {
     let files: HashSet<&[u8]> = nodes.iter().map(rel_bytes).collect();
     let mut dirs: HashSet<&[u8]> = HashSet::new();
     for n in nodes {
@@ -162,9 +162,9 @@ pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &SessionPath) -> Result<()> 
         if done.insert(at) {
             let rel = RelPath::from_bytes(at)?;
             if let Some(parent) = rel.parent() {
-                session_dir::create_dir_all(&tmp.child(&parent))?;
+                state_dir::create_dir_all(&tmp.child(&parent))?;
             }
-            session_dir::create_whiteout(&tmp.child(&rel))?;
+            state_dir::create_whiteout(&tmp.child(&rel))?;
         }
     }
     Ok(())
@@ -179,7 +179,7 @@ pub fn take(
     root: &Path,
     original: &Path,
     exclude: &[PathBuf],
-    dst: &SessionPath,
+    dst: &StatePath,
 ) -> Result<(TreeBase, Option<SharedLayer>, Option<GitRepo>)> {
     let sel = select::select_project(original, exclude)?;
     let t = index_mtime(sel.git.as_ref());
@@ -190,7 +190,7 @@ pub fn take(
         .collect();
     let layered =
         sel.git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
-    session_dir::create_dir_new(dst)?;
+    state_dir::create_dir_new(dst)?;
     if !layered {
         return Ok((copy_whole(original, nodes, dst)?, None, sel.git));
     }
@@ -244,7 +244,7 @@ fn fill_layer(
     nodes: &[Node],
     srcs: &[BaseSrc],
     blobs: &[usize],
-    tree: &SessionPath,
+    tree: &StatePath,
 ) -> Result<Manifest> {
     let picked: Vec<&Node> = blobs.iter().map(|&i| &nodes[i]).collect();
     let stats: Vec<Option<LStat>> = blobs

@@ -54,7 +54,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
 use crate::git::oid::{to_hex, ObjectId, ObjectKind};
@@ -196,10 +196,10 @@ pub fn project_dir(root: &Path, project: &Path) -> PathBuf {
 }
 
 /// Opens (creating it if needed) the store directory of `project` as a capability.
-fn open_store(root: &Path, project: &Path) -> Result<SessionDir> {
+fn open_store(root: &Path, project: &Path) -> Result<StateDir> {
     let dir = project_dir(root, project);
     std::fs::create_dir_all(&dir).ctx("create shared lower store", &dir)?;
-    SessionDir::open(&dir)
+    StateDir::open(&dir)
 }
 
 /// The newest published layer of `project`, held; `None` when there is none (or its
@@ -252,38 +252,38 @@ fn open_layer(dir: &Path) -> Result<Option<SharedLayer>> {
 }
 
 /// A layer being written: `fill` writes the files into the given directory (a
-/// [`SessionPath`] beneath the store) and returns its manifest; the layer is then published
+/// [`StatePath`] beneath the store) and returns its manifest; the layer is then published
 /// under a new ULID, and held. A failure leaves nothing behind.
 pub fn make(
     root: &Path,
     project: &Path,
-    fill: impl FnOnce(&SessionPath) -> Result<Manifest>,
+    fill: impl FnOnce(&StatePath) -> Result<Manifest>,
 ) -> Result<SharedLayer> {
     let store = open_store(root, project)?;
     sweep_abandoned(&store);
     let pfile = store.join(Path::new(PROJECT_FILE))?;
-    if !matches!(session_dir::exists(&pfile), Ok(true)) {
+    if !matches!(state_dir::exists(&pfile), Ok(true)) {
         // Unsynced: lost to a crash, it is written with the next layer; until then the
         // store's newest layer is kept, as it always was.
-        session_dir::write_atomic_unsynced(&pfile, project.as_os_str().as_bytes())?;
+        state_dir::write_atomic_unsynced(&pfile, project.as_os_str().as_bytes())?;
     }
     let ulid = crate::id::next_string();
     let tmp = store.join(Path::new(&format!("{CREATING_PREFIX}{ulid}")))?;
-    session_dir::create_dir_new(&tmp)?;
+    state_dir::create_dir_new(&tmp)?;
     let made = (|| -> Result<()> {
         let tree = tmp.child(&RelPath::new(TREE_DIR)?);
-        session_dir::create_dir_new(&tree)?;
+        state_dir::create_dir_new(&tree)?;
         let manifest = fill(&tree)?;
         let m = tmp.child(&RelPath::new(MANIFEST_FILE)?);
-        session_dir::write_atomic(&m, &manifest.encode())
+        state_dir::write_atomic(&m, &manifest.encode())
     })();
     if let Err(e) = made {
-        let _ = session_dir::remove_tree(&tmp);
+        let _ = state_dir::remove_tree(&tmp);
         return Err(e);
     }
     let dst = store.join(Path::new(&ulid))?;
-    if let Err(e) = session_dir::rename(&tmp, &dst) {
-        let _ = session_dir::remove_tree(&tmp);
+    if let Err(e) = state_dir::rename(&tmp, &dst) {
+        let _ = state_dir::remove_tree(&tmp);
         return Err(e);
     }
     open_layer(dst.as_path())?.ok_or_else(|| {
@@ -297,7 +297,7 @@ pub fn make(
 
 /// Removes layers of the store that were being written by a process that is gone (older
 /// than an hour: a live writer of a large tree may take minutes, never an hour idle).
-fn sweep_abandoned(store: &SessionDir) {
+fn sweep_abandoned(store: &StateDir) {
     let Ok(names) = store.names() else {
         return;
     };
@@ -316,7 +316,7 @@ fn sweep_abandoned(store: &SessionDir) {
             .is_some_and(|age| age > std::time::Duration::from_secs(3600));
         if old || name.starts_with(TRASH_PREFIX) {
             if let Ok(p) = store.join(Path::new(name)) {
-                let _ = session_dir::remove_tree(&p);
+                let _ = state_dir::remove_tree(&p);
             }
         }
     }
@@ -352,7 +352,7 @@ pub fn sweep(root: &Path) -> usize {
         if !is_store || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let Ok(store) = SessionDir::open(&e.path()) else {
+        let Ok(store) = StateDir::open(&e.path()) else {
             continue;
         };
         sweep_abandoned(&store);
@@ -372,7 +372,7 @@ pub fn sweep(root: &Path) -> usize {
 
 /// Whether the store's [`PROJECT_FILE`] names a path that no longer exists (a store
 /// without one, or whose file cannot be read, is taken as serving a live project).
-fn project_gone(store: &SessionDir) -> bool {
+fn project_gone(store: &StateDir) -> bool {
     let Ok(p) = store.join(Path::new(PROJECT_FILE)) else {
         return false;
     };
@@ -387,19 +387,19 @@ fn project_gone(store: &SessionDir) -> bool {
 
 /// Removes a store left with no layer (nor one being written): its project file, then the
 /// directory. Anything else in it keeps it.
-fn remove_store_if_empty(store: &SessionDir) {
+fn remove_store_if_empty(store: &StateDir) {
     let Ok(names) = store.names() else { return };
     if names.iter().any(|n| n != PROJECT_FILE) {
         return;
     }
     if let Ok(p) = store.join(Path::new(PROJECT_FILE)) {
-        let _ = session_dir::remove_file(&p);
+        let _ = state_dir::remove_file(&p);
     }
     let _ = std::fs::remove_dir(store.path());
 }
 
 /// [`remove_unused`] in an open store, given the layers the sessions name.
-fn remove_unused_in(store: &SessionDir, keep: &Path, named: &[PathBuf]) -> usize {
+fn remove_unused_in(store: &StateDir, keep: &Path, named: &[PathBuf]) -> usize {
     let mut removed = 0;
     let Ok(names) = store.names() else {
         return 0;
@@ -426,9 +426,9 @@ fn remove_unused_in(store: &SessionDir, keep: &Path, named: &[PathBuf]) -> usize
         ) else {
             continue;
         };
-        if session_dir::rename(&from, &to).is_ok() {
+        if state_dir::rename(&from, &to).is_ok() {
             drop(f);
-            let _ = session_dir::remove_tree(&to);
+            let _ = state_dir::remove_tree(&to);
             removed += 1;
         }
     }

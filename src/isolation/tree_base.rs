@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::fs::Timestamp;
 use crate::git::repo::GitRepo;
 use crate::tree::diff::{self, BaseSource, Manifest};
@@ -50,7 +50,7 @@ impl TreeBase {
 
     /// Copies `nodes` (nodes of this base, sorted by path) into `dst` from whichever layer
     /// holds each; returns each one's stat key in `dst` (`None`: not copied).
-    pub fn copy_nodes(&self, nodes: &[&Node], dst: &SessionPath) -> Result<Vec<Option<StatKey>>> {
+    pub fn copy_nodes(&self, nodes: &[&Node], dst: &StatePath) -> Result<Vec<Option<StatKey>>> {
         let Some(under) = &self.under else {
             return Ok(snapshot::copy_tree(&self.dir, nodes, dst, None, None)?.keys);
         };
@@ -98,18 +98,18 @@ pub fn node_of(e: &select::Selected) -> Node {
 /// inside the resource). Returns the base and the repository the resource belongs to.
 pub fn take(
     original: &Path,
-    dst: &SessionPath,
+    dst: &StatePath,
     exclude: &[PathBuf],
 ) -> Result<(TreeBase, Option<GitRepo>)> {
     let sel = select::select_project(original, exclude)?;
     let nodes: Vec<Node> = sel.entries.iter().map(node_of).collect();
-    session_dir::create_dir_new(dst)?;
+    state_dir::create_dir_new(dst)?;
     Ok((copy_whole(original, nodes, dst)?, sel.git))
 }
 
 /// A base holding every one of `nodes`, copied from `original` into `dst` (made already);
 /// a file that vanished while being copied is not in it.
-pub fn copy_whole(original: &Path, nodes: Vec<Node>, dst: &SessionPath) -> Result<TreeBase> {
+pub fn copy_whole(original: &Path, nodes: Vec<Node>, dst: &StatePath) -> Result<TreeBase> {
     let out = snapshot::copy_tree(original, &nodes, dst, None, None)?;
     let nodes = nodes
         .into_iter()
@@ -138,8 +138,8 @@ pub fn load(dir: &Path) -> Result<TreeBase> {
 
 /// Copies the whole base into `dst` (made here) and returns the manifest of the copy, so
 /// a later diff trusts unchanged stat data instead of reading every file.
-pub fn copy_to(base: &TreeBase, dst: &SessionPath, marker: &SessionPath) -> Result<Manifest> {
-    session_dir::create_dir_new(dst)?;
+pub fn copy_to(base: &TreeBase, dst: &StatePath, marker: &StatePath) -> Result<Manifest> {
+    state_dir::create_dir_new(dst)?;
     let all: Vec<&Node> = base.nodes.iter().collect();
     let keys = base.copy_nodes(&all, dst)?;
     manifest_of(&base.nodes, &keys, marker)
@@ -150,7 +150,7 @@ pub fn copy_to(base: &TreeBase, dst: &SessionPath, marker: &SessionPath) -> Resu
 pub fn manifest_of(
     nodes: &[Node],
     keys: &[Option<StatKey>],
-    marker: &SessionPath,
+    marker: &StatePath,
 ) -> Result<Manifest> {
     let mut newest = Timestamp::default();
     let entries: Vec<diff::ManifestEntry> = nodes

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 
 /// Name of the journal in a plan's directory.
 pub const JOURNAL_FILE: &str = "commit.journal";
@@ -36,11 +36,11 @@ impl CommitJournal {
     pub fn write(&self, plan_dir: &Path) -> Result<(), SandboxError> {
         let data = serde_json::to_vec(self)
             .map_err(|e| SandboxError::sandbox(None, format!("encode commit journal: {e}")))?;
-        let dir = SessionDir::open(plan_dir).map_err(|e| io("open plan directory", e))?;
+        let dir = StateDir::open(plan_dir).map_err(|e| io("open plan directory", e))?;
         let p = dir
             .join(Path::new(JOURNAL_FILE))
             .map_err(|e| io("commit journal", e))?;
-        session_dir::write_atomic(&p, &data).map_err(|e| io("write commit journal", e))
+        state_dir::write_atomic(&p, &data).map_err(|e| io("write commit journal", e))
     }
 
     /// The journal of `plan_dir`, if one is there.
@@ -60,11 +60,11 @@ impl CommitJournal {
 
     /// Removes the journal of `plan_dir` (the commit_all is over).
     pub fn remove(plan_dir: &Path) -> Result<(), SandboxError> {
-        let dir = SessionDir::open(plan_dir).map_err(|e| io("open plan directory", e))?;
+        let dir = StateDir::open(plan_dir).map_err(|e| io("open plan directory", e))?;
         let p = dir
             .join(Path::new(JOURNAL_FILE))
             .map_err(|e| io("commit journal", e))?;
-        session_dir::remove_file(&p).map_err(|e| io("remove commit journal", e))?;
+        state_dir::remove_file(&p).map_err(|e| io("remove commit journal", e))?;
         // Durable removal: a journal that came back after a power loss would roll back a
         // completed commit_all.
         std::fs::File::open(plan_dir)

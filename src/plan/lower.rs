@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::unix_millis;
 use super::strategy::tree_base::{load as load_tree_base, TreeBase};
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 use crate::fs::RelPath;
 use crate::isolation::{layered, shared_lower};
 use crate::tree::snapshot::{Node, NodeKind};
@@ -142,7 +142,7 @@ pub(crate) fn prepare(
     let tmp = lowers.join(format!("{TMP_PREFIX}{id}"));
     std::fs::create_dir(&tmp).map_err(|e| io("create directory", &tmp, e))?;
     let made = (|| {
-        let sd = SessionDir::open(&tmp)?;
+        let sd = StateDir::open(&tmp)?;
         let (base, layer, _) = layered::take(
             &root_of(lowers),
             original,
@@ -154,7 +154,7 @@ pub(crate) fn prepare(
             // until then this process holds it.
             shared_lower::hold_for(l, &lowers.join(&id))?;
         }
-        session_dir::write_atomic(&sd.join(Path::new(NODES))?, &encode_nodes(&base.nodes))?;
+        state_dir::write_atomic(&sd.join(Path::new(NODES))?, &encode_nodes(&base.nodes))?;
         let info = SnapshotInfo {
             id: id.clone(),
             original: original.to_path_buf(),
@@ -167,13 +167,13 @@ pub(crate) fn prepare(
         };
         let json = serde_json::to_vec_pretty(&info)
             .map_err(|e| io("encode", &tmp.join(INFO), std::io::Error::other(e)))?;
-        session_dir::write_atomic(&sd.join(Path::new(INFO))?, &json)?;
+        state_dir::write_atomic(&sd.join(Path::new(INFO))?, &json)?;
         Ok::<_, crate::Error>((info, base, layer))
     })();
     let (mut info, mut base, _layer) = match made {
         Ok(x) => x,
         Err(e) => {
-            let _ = session_dir::remove_dir_tree(&tmp);
+            let _ = state_dir::remove_dir_tree(&tmp);
             return Err(e);
         }
     };
@@ -254,7 +254,7 @@ pub(crate) fn load_base(lowers: &Path, id: &str) -> Result<TreeBase, crate::Erro
 
 /// Removes snapshot `id` (ready or not).
 pub(crate) fn remove(lowers: &Path, name: &str) -> Result<(), crate::Error> {
-    session_dir::remove_dir_tree(&lowers.join(name))
+    state_dir::remove_dir_tree(&lowers.join(name))
 }
 
 /// Sweeps `lowers` (the caller holds the exclusive [`lock`]): removes the snapshots `referenced` does not

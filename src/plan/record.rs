@@ -16,7 +16,7 @@ use super::error::SandboxError;
 use super::lock::PlanGuard;
 use super::model::{unix_millis, SandboxContext, Strategy};
 use super::status::Status;
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 
 /// Name of the state file in a sandbox's directory.
 pub const STATE_FILE: &str = "state.json";
@@ -356,12 +356,12 @@ impl Lifecycle {
         }
         let data = serde_json::to_vec_pretty(r)
             .map_err(|e| SandboxError::sandbox(Some(&self.id), format!("encode state: {e}")))?;
-        let dir = SessionDir::open(&self.dir)
+        let dir = StateDir::open(&self.dir)
             .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))?;
         let p = dir
             .join(Path::new(STATE_FILE))
             .map_err(|e| SandboxError::from_lower(Some(&self.id), "state file", e))?;
-        session_dir::write_atomic(&p, &data)
+        state_dir::write_atomic(&p, &data)
             .map_err(|e| SandboxError::from_lower(Some(&self.id), "write sandbox state", e))
     }
 
@@ -386,8 +386,8 @@ impl Lifecycle {
     }
 
     /// The sandbox directory as a chokepoint capability (writes inside it go through it).
-    pub fn session_dir(&self) -> Result<SessionDir, SandboxError> {
-        SessionDir::open(&self.dir)
+    pub fn state_dir(&self) -> Result<StateDir, SandboxError> {
+        StateDir::open(&self.dir)
             .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))
     }
 }

@@ -22,7 +22,7 @@
 //!     pending/<id>.patch        patches waiting for review (+ .meta, .pre/ pre-images)
 //! ```
 //!
-//! Writes inside a session go through the chokepoint of [`crate::fs::session_dir`]; the only
+//! Writes inside a session go through the chokepoint of [`crate::fs::state_dir`]; the only
 //! writes this module makes outside an existing session directory are creating the root and
 //! the new session directory itself.
 
@@ -30,7 +30,7 @@ use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 use crate::fs::RelPath;
 use crate::id::{DelegationId, SessionId};
 
@@ -145,7 +145,7 @@ pub struct NewSession {
     /// The open, exclusively `flock`ed `session.lock`; the session is alive while it is held.
     pub lock: File,
     /// The session directory, open: every write into it goes through this capability.
-    pub handle: SessionDir,
+    pub handle: StateDir,
 }
 
 /// Name of the lock file in a session directory.
@@ -164,9 +164,9 @@ pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
     let id = SessionId::new();
     let tmp = root.join(format!(".{id}.tmp"));
     fs::create_dir(&tmp).ctx("create session directory", &tmp)?;
-    let handle = SessionDir::open(&tmp)?;
+    let handle = StateDir::open(&tmp)?;
     let tmp_dir = handle.join(&tmp)?;
-    let lock = session_dir::open_lock_file(&tmp_dir.child(&RelPath::new(LOCK_FILE)?))?;
+    let lock = state_dir::open_lock_file(&tmp_dir.child(&RelPath::new(LOCK_FILE)?))?;
     lock.try_lock().map_err(|e| {
         Error::io(
             "lock session",
@@ -175,7 +175,7 @@ pub fn create_session(root: &Path, project: &Path) -> Result<NewSession> {
         )
     })?;
     use std::os::unix::ffi::OsStrExt;
-    session_dir::write_atomic(
+    state_dir::write_atomic(
         &tmp_dir.child(&RelPath::new(META_FILE)?),
         project.as_os_str().as_bytes(),
     )?;

@@ -17,7 +17,7 @@ use crate::apply::store::UndoStore;
 use crate::apply::{ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::git::oid::{from_hex, to_hex};
 use crate::id::DelegationId;
 use crate::session::layout;
@@ -132,7 +132,7 @@ pub fn write_pending(
     patch: &[u8],
     preimages: Option<(&[RelPath], PreimageFn<'_>)>,
 ) -> Result<PathBuf> {
-    write_pending_in(&SessionDir::open(session_dir)?, meta, patch, preimages)
+    write_pending_in(&StateDir::open(session_dir)?, meta, patch, preimages)
 }
 
 /// [`write_pending`] into a session directory already open: every file of the entry is
@@ -141,7 +141,7 @@ pub fn write_pending(
 ///
 /// `meta.delegation` is text here: it is parsed as a [`DelegationId`] (the boundary).
 pub fn write_pending_in(
-    session: &SessionDir,
+    session: &StateDir,
     meta: &PendingMeta,
     patch: &[u8],
     preimages: Option<(&[RelPath], PreimageFn<'_>)>,
@@ -153,7 +153,7 @@ pub fn write_pending_in(
 /// [`write_pending_in`] for a delegation id already parsed: `id` names the files, and
 /// `meta` (whose `delegation` is `id`) is stored beside them.
 pub(crate) fn write_pending_as(
-    session: &SessionDir,
+    session: &StateDir,
     id: &DelegationId,
     meta: &PendingMeta,
     patch: &[u8],
@@ -168,7 +168,7 @@ pub(crate) fn write_pending_as(
         });
     }
     let dir = session.join(Path::new(PENDING_DIR))?;
-    session_dir::create_dir_all(&dir)?;
+    state_dir::create_dir_all(&dir)?;
     let at = |name: String| RelPath::new(name).map(|n| dir.child(&n));
     let pre_tmp = match preimages {
         Some((paths, read)) => Some(fill_preimages(
@@ -191,25 +191,25 @@ pub(crate) fn write_pending_as(
                 at(format!("{stem}.pre"))?,
                 at(format!("{stem}.patch"))?,
             );
-            let taken = |p: &SessionPath| session_dir::exists(p);
+            let taken = |p: &StatePath| state_dir::exists(p);
             if taken(&patch_path)? || taken(&meta_path)? || taken(&pre_path)? {
                 continue;
             }
-            if !session_dir::write_atomic_new(&meta_path, &encoded)? {
+            if !state_dir::write_atomic_new(&meta_path, &encoded)? {
                 continue;
             }
             // From here the name is ours; a lost race on a later file gives it back.
             if let Some(tmp) = &pre_tmp {
-                if !session_dir::rename_noreplace(tmp, &pre_path)? {
-                    session_dir::remove_file(&meta_path)?;
+                if !state_dir::rename_noreplace(tmp, &pre_path)? {
+                    state_dir::remove_file(&meta_path)?;
                     continue;
                 }
             }
-            if !session_dir::write_atomic_new(&patch_path, patch)? {
+            if !state_dir::write_atomic_new(&patch_path, patch)? {
                 if let Some(tmp) = &pre_tmp {
-                    session_dir::rename(&pre_path, tmp)?;
+                    state_dir::rename(&pre_path, tmp)?;
                 }
-                session_dir::remove_file(&meta_path)?;
+                state_dir::remove_file(&meta_path)?;
                 continue;
             }
             return Ok(patch_path.as_path().to_path_buf());
@@ -221,33 +221,28 @@ pub(crate) fn write_pending_as(
     })();
     if let Some(tmp) = &pre_tmp {
         // Gone already when it was renamed into place.
-        let _ = session_dir::remove_tree(tmp);
+        let _ = state_dir::remove_tree(tmp);
     }
     result
 }
 
 /// Writes the base versions of `paths` into the new directory `tmp` and returns it.
-fn fill_preimages(
-    tmp: &SessionPath,
-    paths: &[RelPath],
-    read: PreimageFn<'_>,
-) -> Result<SessionPath> {
-    session_dir::create_dir_all(tmp)?;
+fn fill_preimages(tmp: &StatePath, paths: &[RelPath], read: PreimageFn<'_>) -> Result<StatePath> {
+    state_dir::create_dir_all(tmp)?;
     let filled = (|| {
         for rel in paths {
             let Some((kind, data)) = read(rel)? else {
                 continue; // added by the patch: no pre-image
             };
             if let Some(parent) = rel.parent() {
-                session_dir::create_dir_all(&tmp.child(&parent))?;
+                state_dir::create_dir_all(&tmp.child(&parent))?;
             }
             let dst = tmp.child(rel);
             match kind {
-                NodeKind::Symlink => session_dir::create_symlink(
-                    Path::new(std::ffi::OsStr::from_bytes(&data)),
-                    &dst,
-                )?,
-                NodeKind::File { executable } => session_dir::write_file_replace(
+                NodeKind::Symlink => {
+                    state_dir::create_symlink(Path::new(std::ffi::OsStr::from_bytes(&data)), &dst)?
+                }
+                NodeKind::File { executable } => state_dir::write_file_replace(
                     &dst,
                     &data,
                     if executable { 0o755 } else { 0o644 },
@@ -259,7 +254,7 @@ fn fill_preimages(
     match filled {
         Ok(()) => Ok(tmp.clone()),
         Err(e) => {
-            let _ = session_dir::remove_tree(tmp);
+            let _ = state_dir::remove_tree(tmp);
             Err(e)
         }
     }
@@ -270,11 +265,11 @@ fn fill_preimages(
 /// arrived. Only for a session nobody writes any more (a dead one, claimed by its caller): in
 /// a live one these are a writer's work in progress.
 pub fn tidy_dead_session(session_dir: &Path) -> Result<()> {
-    tidy_dead_session_in(&SessionDir::open(session_dir)?)
+    tidy_dead_session_in(&StateDir::open(session_dir)?)
 }
 
 /// [`tidy_dead_session`] of a session directory already open.
-pub fn tidy_dead_session_in(session: &SessionDir) -> Result<()> {
+pub fn tidy_dead_session_in(session: &StateDir) -> Result<()> {
     let dir = session.path().join(PENDING_DIR);
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -289,7 +284,7 @@ pub fn tidy_dead_session_in(session: &SessionDir) -> Result<()> {
         let stem = n.strip_suffix(".meta").or_else(|| n.strip_suffix(".pre"));
         let orphan = stem.is_some_and(|s| !names.contains(&format!("{s}.patch")));
         if n.starts_with('.') || orphan {
-            session_dir::remove_tree(&session.join(&dir.join(n))?)?;
+            state_dir::remove_tree(&session.join(&dir.join(n))?)?;
         }
     }
     Ok(())
@@ -437,21 +432,21 @@ pub fn drop_pending(root: &Path, id: &str) -> Result<()> {
         .ctx("resolve root", root)?
         .join(e.session());
     let d = e.delegation().to_string();
-    let session = SessionDir::open(&session_dir)?;
+    let session = StateDir::open(&session_dir)?;
     let pdir = Path::new(PENDING_DIR);
     // The patch file is the entry: once it is gone, the rest is tidying up.
-    session_dir::remove_file(&session.join(&pdir.join(format!("{d}.patch")))?)?;
+    state_dir::remove_file(&session.join(&pdir.join(format!("{d}.patch")))?)?;
     let tidy = || -> Result<()> {
-        session_dir::remove_file(&session.join(&pdir.join(format!("{d}.meta")))?)?;
-        session_dir::remove_tree(&session.join(&pdir.join(format!("{d}.pre")))?)?;
+        state_dir::remove_file(&session.join(&pdir.join(format!("{d}.meta")))?)?;
+        state_dir::remove_tree(&session.join(&pdir.join(format!("{d}.pre")))?)?;
         let p = session.join(pdir)?;
         // A session without its lock file has ended; once its last pending patch is gone, so
         // is the session directory.
-        if session_dir::remove_empty_dir(&p)?
-            && !session_dir::exists(&session.join(Path::new(layout::LOCK_FILE))?)?
+        if state_dir::remove_empty_dir(&p)?
+            && !state_dir::exists(&session.join(Path::new(layout::LOCK_FILE))?)?
         {
-            session_dir::remove_file(&session.join(Path::new(layout::META_FILE))?)?;
-            session_dir::remove_empty_dir(&session.join(&session_dir)?)?;
+            state_dir::remove_file(&session.join(Path::new(layout::META_FILE))?)?;
+            state_dir::remove_empty_dir(&session.join(&session_dir)?)?;
         }
         Ok(())
     };

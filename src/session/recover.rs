@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::fs::overlay::mount::{self, Backend};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 use crate::git::ignore::IgnoreRules;
 use crate::git::repo::{discover_repo, GitRepo};
 use crate::id::{DelegationId, SessionId};
@@ -195,9 +195,9 @@ fn remove_dead_half_made_sessions(root: &Path, report: &mut PruneReport) {
         let dir = root.join(&name);
         match layout::try_claim_session(&dir) {
             Ok(Some(_lock)) => {
-                let r = SessionDir::open(&dir)
+                let r = StateDir::open(&dir)
                     .and_then(|s| s.join(&dir))
-                    .and_then(|p| session_dir::remove_tree(&p));
+                    .and_then(|p| state_dir::remove_tree(&p));
                 if let Err(e) = r {
                     report.errors.push(e.to_string());
                 }
@@ -248,7 +248,7 @@ pub fn reap(root: &Path, id: &str) -> Result<PruneReport> {
 
 fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     // Every write of the recovery goes through this one open session directory.
-    let session = match SessionDir::open(dir) {
+    let session = match StateDir::open(dir) {
         Ok(s) => s,
         Err(e) => {
             report.errors.push(format!("session {id}: {e}"));
@@ -308,8 +308,8 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
                 let r = session.join(&sb).and_then(|p| {
                     let trash =
                         session.join(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-                    session_dir::rename(&p, &trash)?;
-                    session_dir::remove_tree(&trash)
+                    state_dir::rename(&p, &trash)?;
+                    state_dir::remove_tree(&trash)
                 });
                 if let Err(e) = r {
                     report.errors.push(e.to_string());
@@ -355,7 +355,7 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
         let r = overlay::unmount_entry(dir, rel).and_then(|()| {
             session
                 .join(Path::new(rel))
-                .and_then(|p| session_dir::remove_tree(&p))
+                .and_then(|p| state_dir::remove_tree(&p))
         });
         if let Err(e) = r {
             report.errors.push(e.to_string());
@@ -378,13 +378,13 @@ fn recover_session(dir: &Path, id: &str, report: &mut PruneReport) {
     if !has_pending {
         let _ = session
             .join(dir)
-            .and_then(|p| session_dir::remove_empty_dir(&p));
+            .and_then(|p| state_dir::remove_empty_dir(&p));
     }
     report.pruned.push(id.to_string());
 }
 
 fn recover_one(
-    session_dir: &SessionDir,
+    session_dir: &StateDir,
     session: &str,
     d_id: &str,
     project: &Path,
@@ -418,7 +418,7 @@ fn recover_one(
 
 /// What recovering one delegation works with.
 struct Ctx<'a> {
-    session_dir: &'a SessionDir,
+    session_dir: &'a StateDir,
     session: &'a str,
     d_id: &'a str,
     project: &'a Path,

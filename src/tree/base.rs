@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
 use crate::git::oid::{from_hex, to_hex, ObjectId};
@@ -120,22 +120,17 @@ impl Base {
     /// merge against `base_dir`). Safe to race: written to a temporary file in `scratch` (a
     /// directory of the session outside `base/`, so a crash leaves nothing in `base/` that
     /// could be taken for a project file), then renamed into place.
-    pub fn materialize(
-        &self,
-        base_dir: &SessionPath,
-        scratch: &SessionPath,
-        i: usize,
-    ) -> Result<()> {
+    pub fn materialize(&self, base_dir: &StatePath, scratch: &StatePath, i: usize) -> Result<()> {
         let node = &self.nodes[i];
         let dst = base_dir.child(&node.rel);
-        if session_dir::exists(&dst)? {
+        if state_dir::exists(&dst)? {
             return Ok(());
         }
         let BaseSrc::Blob(_, st) = self.srcs[i] else {
             return Ok(());
         };
         if let Some(parent) = node.rel.parent() {
-            session_dir::create_dir_all(&base_dir.child(&parent))?;
+            state_dir::create_dir_all(&base_dir.child(&parent))?;
         }
         let mode = match node.kind {
             NodeKind::File { executable: true } => 0o755,
@@ -144,7 +139,7 @@ impl Base {
         // An unchanged project file is copied in the kernel (copy_file_range), never held
         // in memory: a multi-megabyte file costs no resident memory here.
         if let Some(src) = self.open_unchanged_project_file(i, &st) {
-            let copied = session_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
+            let copied = state_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
                 std::io::copy(&mut &src, f).ctx("copy", tmp)?;
                 Ok(still_unchanged(&src, &st))
             })?;
@@ -155,7 +150,7 @@ impl Base {
         let Some(data) = self.read_blob(i)? else {
             return Ok(());
         };
-        session_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
+        state_dir::write_file_replace_via(&dst, scratch, mode, |f, tmp| {
             f.write_all(&data).ctx("write", tmp)?;
             Ok(true)
         })
@@ -172,8 +167,8 @@ impl Base {
     /// `base_dir` is the snapshot, read by consumers, never written by them.
     pub fn materialize_linked(
         &self,
-        base_dir: &SessionPath,
-        scratch: &SessionPath,
+        base_dir: &StatePath,
+        scratch: &StatePath,
         i: usize,
         layer_file: Option<&Path>,
     ) -> Result<()> {
@@ -186,7 +181,7 @@ impl Base {
     }
 
     /// Links `src` into `base/` as node `i`'s pre-image; `false` when it was not linked.
-    fn link_preimage(&self, base_dir: &SessionPath, i: usize, src: &Path) -> Result<bool> {
+    fn link_preimage(&self, base_dir: &StatePath, i: usize, src: &Path) -> Result<bool> {
         use std::os::unix::fs::PermissionsExt;
         let node = &self.nodes[i];
         let (BaseSrc::Blob(_, st), NodeKind::File { executable }) = (self.srcs[i], node.kind)
@@ -203,15 +198,15 @@ impl Base {
             return Ok(false);
         }
         if let Some(parent) = node.rel.parent() {
-            session_dir::create_dir_all(&base_dir.child(&parent))?;
+            state_dir::create_dir_all(&base_dir.child(&parent))?;
         }
         // Already there (`Ok(false)`): an earlier finalize made it.
-        Ok(session_dir::link_new(src, &base_dir.child(&node.rel)).is_ok())
+        Ok(state_dir::link_new(src, &base_dir.child(&node.rel)).is_ok())
     }
 
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
     /// (the size lets recovery compare without reading; lists from before it had no size).
-    pub fn write_blob_list(&self, p: &SessionPath) -> Result<()> {
+    pub fn write_blob_list(&self, p: &StatePath) -> Result<()> {
         let mut out = Vec::new();
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, st) = s {
@@ -221,7 +216,7 @@ impl Base {
                 out.extend_from_slice(format!(" {}\n", st.size).as_bytes());
             }
         }
-        session_dir::write_scratch(p, &out)
+        state_dir::write_scratch(p, &out)
     }
 
     /// Rebuilds a base from a session directory after a crash: `base/` plus `base.blobs`,

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, DirHandle, SessionPath};
+use crate::fs::state_dir::{self, DirHandle, StatePath};
 use crate::fs::Timestamp;
 
 /// The type of a node in a tree: what git can store.
@@ -155,14 +155,14 @@ enum Copied {
 pub fn copy_tree<N: Borrow<Node> + Sync>(
     src_root: &Path,
     nodes: &[N],
-    dst_root: &SessionPath,
+    dst_root: &StatePath,
     progress: Option<&ProgressFn>,
     verify: Option<&VerifyFn<'_>>,
 ) -> Result<CopyOutcome> {
     // The directory being filled, opened once beneath its session directory: every
     // directory and file of the copy is made relative to descriptors reached from it, never
     // by a path the kernel resolves again.
-    let root = session_dir::open_dir(dst_root)?;
+    let root = state_dir::open_dir(dst_root)?;
     let mut parents: Vec<RelPath> = Vec::new();
     for n in nodes {
         let n: &Node = n.borrow();
@@ -271,12 +271,12 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
 /// Touches `marker` until the filesystem clock has moved past `newest` (the newest ctime of
 /// the copies), and returns the marker's ctime. Waiting one clock tick (a few ms) means
 /// nodes copied before it are not racy, so finalize can trust their stat data.
-pub fn clock_stamp_after(marker: &SessionPath, newest: Timestamp) -> Result<Timestamp> {
+pub fn clock_stamp_after(marker: &StatePath, newest: Timestamp) -> Result<Timestamp> {
     let mut stamp = newest;
     for _ in 0..200 {
-        session_dir::remove_file(marker)?;
-        session_dir::write_scratch(marker, b"")?;
-        let m = session_dir::symlink_metadata(marker)?;
+        state_dir::remove_file(marker)?;
+        state_dir::write_scratch(marker, b"")?;
+        let m = state_dir::symlink_metadata(marker)?;
         stamp = Timestamp::ctime_of(&m);
         if stamp > newest {
             break;
@@ -285,7 +285,7 @@ pub fn clock_stamp_after(marker: &SessionPath, newest: Timestamp) -> Result<Time
     }
     // If the clock never advanced (frozen clock, odd filesystem), every node stays racy:
     // slow but correct.
-    session_dir::remove_file(marker)?;
+    state_dir::remove_file(marker)?;
     Ok(stamp)
 }
 

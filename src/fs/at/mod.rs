@@ -2,7 +2,7 @@
 //! descriptor and every `*at` operation the library makes, written once on `rustix`.
 //!
 //! Why a layer of its own: the project chokepoint (`fs::project`, guarding the user's files)
-//! and the session chokepoint (`fs::session_dir`, guarding the library's own state
+//! and the state chokepoint (`fs::state_dir`, guarding the library's own state
 //! directories) keep the same invariant — nothing they do follows a symlink at a parent
 //! component, and the last component is acted on relative to its parent's descriptor with a
 //! call that does not follow a symlink there either. Each is a policy (which paths, what a

@@ -22,12 +22,12 @@ use std::path::Path;
 use super::upper::{is_opaque, is_whiteout};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::at;
-use crate::fs::session_dir::SessionPath;
+use crate::fs::state_dir::StatePath;
 
 /// Applies the layer `src` over the layer `dst` (an existing directory of the session;
 /// empty to make a frozen copy): afterwards `dst` stacked alone shows what `src` stacked
 /// over the old `dst` showed.
-pub fn merge(src: &Path, dst: &SessionPath) -> Result<()> {
+pub fn merge(src: &Path, dst: &StatePath) -> Result<()> {
     merge_dir(src, dst.as_path(), true)
 }
 
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn merge_applies_a_higher_layer() {
         let t = tempfile::tempdir().unwrap();
-        let session = crate::fs::session_dir::SessionDir::open(t.path()).unwrap();
+        let session = crate::fs::state_dir::StateDir::open(t.path()).unwrap();
         let (a, b) = (t.path().join("a"), t.path().join("b"));
         std::fs::create_dir_all(a.join("d")).unwrap();
         std::fs::write(a.join("d/f"), "1").unwrap();

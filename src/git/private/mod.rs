@@ -66,7 +66,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
 use crate::git::oid::{to_hex, ObjectKind};
@@ -213,10 +213,10 @@ impl SnapshotRepo {
     /// must be `None` unless the sandbox's file has stat data `stat(i)` and the entry's content.
     pub fn write_into(
         &self,
-        dot_git: &SessionPath,
+        dot_git: &StatePath,
         stat: &dyn Fn(usize) -> Option<LStat>,
     ) -> Result<()> {
-        let at = |rel: &str| -> Result<SessionPath> { Ok(dot_git.child(&RelPath::new(rel)?)) };
+        let at = |rel: &str| -> Result<StatePath> { Ok(dot_git.child(&RelPath::new(rel)?)) };
         for d in [
             "objects/info",
             "objects/pack",
@@ -224,45 +224,45 @@ impl SnapshotRepo {
             "refs/tags",
             "info",
         ] {
-            session_dir::create_dir_all(&at(d)?)?;
+            state_dir::create_dir_all(&at(d)?)?;
         }
-        session_dir::write_scratch(&at("config")?, &self.config)?;
+        state_dir::write_scratch(&at("config")?, &self.config)?;
         let mut alt = Vec::new();
         for a in &self.alternates {
             alt.extend_from_slice(a.as_os_str().as_encoded_bytes());
             alt.push(b'\n');
         }
-        session_dir::write_scratch(&at("objects/info/alternates")?, &alt)?;
+        state_dir::write_scratch(&at("objects/info/alternates")?, &alt)?;
         if !self.refs.is_empty() {
             let mut packed = b"# pack-refs with: sorted \n".to_vec();
             for (name, oid) in &self.refs {
                 packed.extend_from_slice(format!("{} {name}\n", to_hex(oid)).as_bytes());
             }
-            session_dir::write_scratch(&at("packed-refs")?, &packed)?;
+            state_dir::write_scratch(&at("packed-refs")?, &packed)?;
         }
         if let Some(s) = &self.shallow {
-            session_dir::write_scratch(&at("shallow")?, s)?;
+            state_dir::write_scratch(&at("shallow")?, s)?;
         }
         if let Some(x) = &self.exclude {
-            session_dir::write_scratch(&at("info/exclude")?, x)?;
+            state_dir::write_scratch(&at("info/exclude")?, x)?;
         }
         let index = index_write::encode_index(&self.entries, stat);
-        session_dir::write_scratch(&at("index")?, &index)?;
+        state_dir::write_scratch(&at("index")?, &index)?;
         let head = match (&self.branch, self.commit) {
             (Some(b), commit) => {
                 if let Some(c) = commit {
                     let file = at(b)?;
                     if let Some(parent) = RelPath::new(b)?.parent() {
-                        session_dir::create_dir_all(&dot_git.child(&parent))?;
+                        state_dir::create_dir_all(&dot_git.child(&parent))?;
                     }
-                    session_dir::write_scratch(&file, format!("{}\n", to_hex(&c)).as_bytes())?;
+                    state_dir::write_scratch(&file, format!("{}\n", to_hex(&c)).as_bytes())?;
                 }
                 format!("ref: {b}\n")
             }
             (None, Some(c)) => format!("{}\n", to_hex(&c)),
             (None, None) => "ref: refs/heads/main\n".to_string(),
         };
-        session_dir::write_scratch(&at("HEAD")?, head.as_bytes())
+        state_dir::write_scratch(&at("HEAD")?, head.as_bytes())
     }
 }
 

@@ -23,7 +23,7 @@ use flate2::Compression;
 
 use crate::error::{IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::git::odb::ObjectStore;
 use crate::git::oid::{object_id, to_hex, ObjectKind};
 use crate::git::private::TreeEntry;
@@ -31,7 +31,7 @@ use crate::git::private::TreeEntry;
 /// Writes loose objects into one objects directory, skipping those the user's store (or the
 /// directory itself) already holds.
 pub struct LooseWriter<'a> {
-    dir: SessionPath,
+    dir: StatePath,
     user: Option<&'a ObjectStore>,
     wrote: AtomicBool,
 }
@@ -39,7 +39,7 @@ pub struct LooseWriter<'a> {
 impl<'a> LooseWriter<'a> {
     /// A writer into `dir` (an `objects` directory of the session; created on the first
     /// write), consulting `user` before writing.
-    pub fn new(dir: SessionPath, user: Option<&'a ObjectStore>) -> LooseWriter<'a> {
+    pub fn new(dir: StatePath, user: Option<&'a ObjectStore>) -> LooseWriter<'a> {
         LooseWriter {
             dir,
             user,
@@ -53,7 +53,7 @@ impl<'a> LooseWriter<'a> {
     }
 
     /// The objects directory written to.
-    pub fn dir(&self) -> &SessionPath {
+    pub fn dir(&self) -> &StatePath {
         &self.dir
     }
 
@@ -66,17 +66,17 @@ impl<'a> LooseWriter<'a> {
         let hex = to_hex(&oid);
         let sub = self.dir.child(&RelPath::from_bytes(&hex.as_bytes()[..2])?);
         let file = sub.child(&RelPath::from_bytes(&hex.as_bytes()[2..])?);
-        if session_dir::exists(&file)? {
+        if state_dir::exists(&file)? {
             return Ok(oid);
         }
-        session_dir::create_dir_all(&sub)?;
+        state_dir::create_dir_all(&sub)?;
         let mut z = ZlibEncoder::new(Vec::with_capacity(data.len() / 2 + 64), Compression::fast());
         let shown = file.as_path();
         z.write_all(format!("{} {}\0", kind.as_str(), data.len()).as_bytes())
             .ctx("compress object", shown)?;
         z.write_all(data).ctx("compress object", shown)?;
         let packed = z.finish().ctx("compress object", shown)?;
-        session_dir::write_file_replace(&file, &packed, 0o444)?;
+        state_dir::write_file_replace(&file, &packed, 0o444)?;
         self.wrote.store(true, Ordering::Relaxed);
         Ok(oid)
     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 use crate::git::oid::{blob_id, ObjectId};
 use crate::id::CheckpointId;
 use crate::plan::error::SandboxError;
@@ -124,14 +124,14 @@ impl Store {
         &self.dir
     }
 
-    fn session(&self) -> Result<SessionDir, SandboxError> {
+    fn session(&self) -> Result<StateDir, SandboxError> {
         std::fs::create_dir_all(self.dir.join(OBJECTS_DIR)).map_err(|e| {
             lower(
                 "create checkpoint store",
                 crate::Error::io("create directory", &self.dir, e),
             )
         })?;
-        SessionDir::open(&self.dir).map_err(|e| lower("open checkpoint store", e))
+        StateDir::open(&self.dir).map_err(|e| lower("open checkpoint store", e))
     }
 
     /// Stores `data` (once: an object already present is not written again); returns its id.
@@ -147,7 +147,7 @@ impl Store {
         // checkpoint. A process crash cannot leave a partial object; a power loss can leave
         // an empty one, which `get` refuses by its id (never restored as content), and the
         // manifest that names it is fsynced after the objects are written.
-        session_dir::write_file_replace(&p, data, 0o644)
+        state_dir::write_file_replace(&p, data, 0o644)
             .map_err(|e| lower("write checkpoint object", e))?;
         Ok(oid)
     }
@@ -180,7 +180,7 @@ impl Store {
         let p = sd
             .join(Path::new(&name))
             .map_err(|e| lower("checkpoint path", e))?;
-        session_dir::write_atomic(&p, &data).map_err(|e| lower("write checkpoint", e))?;
+        state_dir::write_atomic(&p, &data).map_err(|e| lower("write checkpoint", e))?;
         Ok(self.manifest_path(&m.checkpoint_id))
     }
 

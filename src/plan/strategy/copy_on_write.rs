@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use super::tree_base::{self, TreeBase};
 use super::Env;
 use crate::fs::overlay::fingerprint::Fingerprint;
-use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
 use crate::plan::backend::Backend;
 use crate::plan::error::SandboxError;
@@ -108,11 +108,11 @@ impl CopyOnWrite {
             .lock_op(|st| super::through_apply::reconcile(&self.lc, st, &self.env.undo))
     }
 
-    fn dir(&self) -> Result<SessionDir, SandboxError> {
-        self.lc.session_dir()
+    fn dir(&self) -> Result<StateDir, SandboxError> {
+        self.lc.state_dir()
     }
 
-    fn at(&self, dir: &SessionDir, name: &str) -> Result<SessionPath, SandboxError> {
+    fn at(&self, dir: &StateDir, name: &str) -> Result<StatePath, SandboxError> {
         dir.join(Path::new(name))
             .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))
     }
@@ -158,8 +158,8 @@ impl CopyOnWrite {
         let err = |e| self.lower("write the pre-images", e);
         let dir = self.dir()?;
         let pre = self.at(&dir, PREIMAGES)?;
-        session_dir::remove_tree(&pre).map_err(err)?;
-        session_dir::create_dir_new(&pre).map_err(err)?;
+        state_dir::remove_tree(&pre).map_err(err)?;
+        state_dir::create_dir_new(&pre).map_err(err)?;
         for e in &d.entries {
             let (Some(before), Some(mode)) = (&e.before, e.before_mode) else {
                 continue;
@@ -173,10 +173,10 @@ impl CopyOnWrite {
                 continue;
             }
             if let Some(parent) = rel.parent() {
-                session_dir::create_dir_all(&pre.child(&parent)).map_err(err)?;
+                state_dir::create_dir_all(&pre.child(&parent)).map_err(err)?;
             }
             let perm = if mode == 0o100755 { 0o755 } else { 0o644 };
-            session_dir::write_file_replace(&pre.child(&rel), before, perm).map_err(err)?;
+            state_dir::write_file_replace(&pre.child(&rel), before, perm).map_err(err)?;
         }
         Ok(pre.as_path().to_path_buf())
     }
@@ -247,25 +247,25 @@ impl CopyOnWrite {
     }
 
     /// Makes the (empty) sandbox directory.
-    pub(super) fn make_dir(&self) -> Result<SessionDir, crate::Error> {
+    pub(super) fn make_dir(&self) -> Result<StateDir, crate::Error> {
         let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(plan_dir)
             .map_err(|e| crate::Error::io("create plan directory", plan_dir, e))?;
         std::fs::create_dir(self.lc.dir())
             .map_err(|e| crate::Error::io("create sandbox directory", self.lc.dir(), e))?;
-        SessionDir::open(self.lc.dir())
+        StateDir::open(self.lc.dir())
     }
 
     /// Copies the base into `tree/` and records its manifest: the sandbox of this strategy.
     pub(super) fn make_copy(
         &self,
-        dir: &SessionDir,
+        dir: &StateDir,
         base: &TreeBase,
-    ) -> Result<SessionPath, crate::Error> {
+    ) -> Result<StatePath, crate::Error> {
         let tree_p = dir.join(Path::new(TREE))?;
         let marker = dir.join(Path::new(".clock"))?;
         let manifest = tree_base::copy_to(base, &tree_p, &marker)?;
-        session_dir::write_atomic(&dir.join(Path::new(MANIFEST))?, &manifest.encode())?;
+        state_dir::write_atomic(&dir.join(Path::new(MANIFEST))?, &manifest.encode())?;
         Ok(tree_p)
     }
 
@@ -471,7 +471,7 @@ impl CopyOnWrite {
         let marker = self.at(&dir, ".clock")?;
         let manifest = tree_base::reset(&*self.base()?, &tree, &changes, &marker)
             .map_err(|e| self.lower("reset the sandbox", e))?;
-        session_dir::write_atomic(&self.at(&dir, MANIFEST)?, &manifest.encode())
+        state_dir::write_atomic(&self.at(&dir, MANIFEST)?, &manifest.encode())
             .map_err(|e| self.lower("write the manifest", e))
     }
 }

@@ -197,8 +197,8 @@ pub(crate) fn contained(root: &Path, rel: &Path) -> Result<PathBuf, &'static str
 }
 
 /// Removes a directory tree; a missing one is fine (the strategies' name for
-/// [`session_dir::remove_dir_tree`](crate::fs::session_dir::remove_dir_tree)).
-pub(crate) use crate::fs::session_dir::remove_dir_tree as remove_dir;
+/// [`state_dir::remove_dir_tree`](crate::fs::state_dir::remove_dir_tree)).
+pub(crate) use crate::fs::state_dir::remove_dir_tree as remove_dir;
 
 /// Cleanup as every strategy does it: the steps the lifecycle requires from the current
 /// status to `CleanedUp` are checked, `teardown` undoes what the strategy set up outside

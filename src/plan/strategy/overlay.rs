@@ -47,7 +47,7 @@ use crate::fs::overlay::fingerprint::{self, Fingerprint};
 use crate::fs::overlay::mount::{self, Backend, Layers};
 use crate::fs::overlay::mountinfo::is_mounted;
 use crate::fs::overlay::upper::{self, UpperScan};
-use crate::fs::session_dir::{self, SessionDir};
+use crate::fs::state_dir::{self, StateDir};
 use crate::fs::RelPath;
 use crate::plan::backend::Backend as PlanBackend;
 use crate::plan::error::SandboxError;
@@ -249,7 +249,7 @@ impl Overlay {
         self.cow.use_shared(&shared.id);
         let dir = self.cow.make_dir()?;
         for name in [UPPER, WORK, TREE] {
-            session_dir::create_dir_new(&dir.join(Path::new(name))?)?;
+            state_dir::create_dir_new(&dir.join(Path::new(name))?)?;
         }
         let (mode, refusals) = match crate::isolation::backend::choose(forced, |b| {
             self.mount(if b == Backend::Kernel {
@@ -277,7 +277,7 @@ impl Overlay {
             .collect();
         if mode == Mode::Copy {
             for name in [UPPER, WORK, TREE] {
-                session_dir::remove_tree(&dir.join(Path::new(name))?)?;
+                state_dir::remove_tree(&dir.join(Path::new(name))?)?;
             }
             let base = match base {
                 Some(b) => b,
@@ -378,11 +378,11 @@ impl Overlay {
     fn discard(&self, mode: Mode, _st: &mut State) -> Result<(), SandboxError> {
         let run = || -> Result<(), crate::Error> {
             self.unmount(mode)?;
-            let dir = SessionDir::open(self.cow.lc.dir())?;
+            let dir = StateDir::open(self.cow.lc.dir())?;
             for name in [UPPER, WORK] {
                 let p = dir.join(Path::new(name))?;
-                session_dir::remove_tree(&p)?;
-                session_dir::create_dir_new(&p)?;
+                state_dir::remove_tree(&p)?;
+                state_dir::create_dir_new(&p)?;
             }
             self.mount(mode)
         };

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::fs::session_dir::{self, SessionPath};
+use crate::fs::state_dir::{self, StatePath};
 use crate::fs::RelPath;
 use crate::git::ignore::IgnoreRules;
 use crate::git::repo::discover_repo;
@@ -82,13 +82,13 @@ pub fn render(
 /// Writes only inside `tree`, through the session chokepoint.
 pub fn reset(
     base: &TreeBase,
-    tree: &SessionPath,
+    tree: &StatePath,
     changes: &[Change],
-    marker: &SessionPath,
+    marker: &StatePath,
 ) -> Result<Manifest> {
     let mut emptied: Vec<RelPath> = Vec::new();
     for c in changes.iter().filter(|c| c.new.is_some()) {
-        session_dir::remove_file(&tree.child(&c.rel))?;
+        state_dir::remove_file(&tree.child(&c.rel))?;
         let mut p = c.rel.parent();
         while let Some(d) = p {
             p = d.parent();
@@ -100,7 +100,7 @@ pub fn reset(
     emptied.sort_by(|a, b| b.as_bytes().len().cmp(&a.as_bytes().len()).then(b.cmp(a)));
     emptied.dedup();
     for d in &emptied {
-        session_dir::remove_empty_dir(&tree.child(d))?;
+        state_dir::remove_empty_dir(&tree.child(d))?;
     }
     let restore: Vec<&Node> = changes
         .iter()
@@ -109,7 +109,7 @@ pub fn reset(
         .collect();
     for n in &restore {
         // A directory the sandbox made where the base has a file, now empty.
-        session_dir::remove_empty_dir(&tree.child(&n.rel))?;
+        state_dir::remove_empty_dir(&tree.child(&n.rel))?;
     }
     base.copy_nodes(&restore, tree)?;
     let listing = snapshot::list_tree(tree.as_path())?;

@@ -18,7 +18,7 @@ impl Sandbox {
     /// manifest of its copy) or an overlay (with its layers).
     pub(super) fn new(
         id: &DelegationId,
-        dir: &SessionPath,
+        dir: &StatePath,
         base: &Base,
         manifest: Manifest,
         overlay: Option<overlay::OverlaySb>,
@@ -93,10 +93,10 @@ impl SandboxManager {
             .filter(|(_, s)| **s == BaseSrc::Dir)
             .map(|(n, _)| n)
             .collect();
-        let tmp = self.path_in_session_base(Path::new(".creating-base"))?;
-        let dir = self.path_in_session_base(Path::new(layout::BASE_DIR))?;
-        session_dir::remove_tree(&tmp)?;
-        session_dir::create_dir_new(&tmp)?;
+        let tmp = self.path_in_state_dir(Path::new(".creating-base"))?;
+        let dir = self.path_in_state_dir(Path::new(layout::BASE_DIR))?;
+        state_dir::remove_tree(&tmp)?;
+        state_dir::create_dir_new(&tmp)?;
         let out = match snapshot::copy_tree(
             &self.project,
             &to_copy,
@@ -106,7 +106,7 @@ impl SandboxManager {
         ) {
             Ok(o) => o,
             Err(e) => {
-                let _ = session_dir::remove_tree(&tmp);
+                let _ = state_dir::remove_tree(&tmp);
                 return Err(e);
             }
         };
@@ -129,11 +129,9 @@ impl SandboxManager {
             odb,
             project: Some(self.project.clone()),
         };
-        base.write_blob_list(
-            &self.path_in_session_base(Path::new(crate::tree::base::BLOBS_FILE))?,
-        )?;
+        base.write_blob_list(&self.path_in_state_dir(Path::new(crate::tree::base::BLOBS_FILE))?)?;
         release_freed_memory();
-        session_dir::rename(&tmp, &dir)?;
+        state_dir::rename(&tmp, &dir)?;
         let links_into_project = base
             .nodes
             .iter()
@@ -157,7 +155,7 @@ impl SandboxManager {
     pub(super) fn build_sandbox(
         &self,
         id: &DelegationId,
-        dir: &SessionPath,
+        dir: &StatePath,
         chain_from: Option<&SandboxInfo>,
     ) -> Result<Sandbox> {
         let sbase = self.ensure_base()?;
@@ -169,10 +167,10 @@ impl SandboxManager {
                 return self.build_overlay(id, dir, prev.as_ref(), backend, &sbase);
             }
         }
-        let tmp = self.path_in_session_base(Path::new(&format!(".creating-{id}")))?;
-        let marker = self.path_in_session_base(Path::new(&format!(".clock-{id}")))?;
-        session_dir::remove_tree(&tmp)?;
-        session_dir::create_dir_new(&tmp)?;
+        let tmp = self.path_in_state_dir(Path::new(&format!(".creating-{id}")))?;
+        let marker = self.path_in_state_dir(Path::new(&format!(".clock-{id}")))?;
+        state_dir::remove_tree(&tmp)?;
+        state_dir::create_dir_new(&tmp)?;
         let made = match chain_from {
             None => self.copy_fresh(base, &tmp),
             Some(prev_info) => self.copy_chained(base, prev_info, &tmp),
@@ -186,7 +184,7 @@ impl SandboxManager {
         let (entries, newest) = match made {
             Ok(x) => x,
             Err(e) => {
-                let _ = session_dir::remove_tree(&tmp);
+                let _ = state_dir::remove_tree(&tmp);
                 return Err(e);
             }
         };
@@ -194,18 +192,18 @@ impl SandboxManager {
         // so recovery of a crashed session diffs by stat data as finalize does (without it,
         // recovery compares by content: slower, as exact).
         let manifest_file =
-            self.path_in_session_base(Path::new(&format!("{}{id}", layout::MANIFEST_PREFIX)))?;
+            self.path_in_state_dir(Path::new(&format!("{}{id}", layout::MANIFEST_PREFIX)))?;
         let made = snapshot::clock_stamp_after(&marker, newest).and_then(|stamp| {
             let manifest = Manifest::new(entries, stamp);
-            session_dir::write_scratch(&manifest_file, &manifest.encode())?;
-            session_dir::rename(&tmp, dir)?;
+            state_dir::write_scratch(&manifest_file, &manifest.encode())?;
+            state_dir::rename(&tmp, dir)?;
             Ok(manifest)
         });
         let manifest = match made {
             Ok(m) => m,
             Err(e) => {
-                let _ = session_dir::remove_tree(&tmp);
-                let _ = session_dir::remove_file(&manifest_file);
+                let _ = state_dir::remove_tree(&tmp);
+                let _ = state_dir::remove_file(&manifest_file);
                 return Err(e);
             }
         };
@@ -218,7 +216,7 @@ impl SandboxManager {
     pub(super) fn copy_fresh(
         &self,
         base: &Base,
-        tmp: &SessionPath,
+        tmp: &StatePath,
     ) -> Result<(Vec<ManifestEntry>, Timestamp)> {
         let mut dir_nodes = Vec::new();
         let mut blob_nodes = Vec::new();
@@ -288,7 +286,7 @@ impl SandboxManager {
         &self,
         base: &Base,
         idx: &[usize],
-        dst: &SessionPath,
+        dst: &StatePath,
         progress: Option<&snapshot::ProgressFn>,
     ) -> Result<Vec<StatKey>> {
         let nodes: Vec<&Node> = idx.iter().map(|&i| &base.nodes[i]).collect();
@@ -314,15 +312,15 @@ impl SandboxManager {
                 None => {
                     let data = crate::tree::diff::BaseSource::read(base, i)?;
                     let dst = dst.child(&n.rel);
-                    session_dir::remove_file(&dst)?;
+                    state_dir::remove_file(&dst)?;
                     let mode = if matches!(n.kind, NodeKind::File { executable: true }) {
                         0o755
                     } else {
                         0o644
                     };
-                    session_dir::write_file_replace(&dst, &data, mode)?;
-                    session_dir::set_mtime(&dst, st.mtime)?;
-                    StatKey::from_metadata(&session_dir::symlink_metadata(&dst)?)
+                    state_dir::write_file_replace(&dst, &data, mode)?;
+                    state_dir::set_mtime(&dst, st.mtime)?;
+                    StatKey::from_metadata(&state_dir::symlink_metadata(&dst)?)
                 }
             };
             keys.push(key);
@@ -336,7 +334,7 @@ impl SandboxManager {
         &self,
         base: &Base,
         prev_info: &SandboxInfo,
-        tmp: &SessionPath,
+        tmp: &StatePath,
     ) -> Result<(Vec<ManifestEntry>, Timestamp)> {
         let prev = self.lookup(prev_info)?;
         // One listing serves both the diff (what the predecessor changed) and the copy.

@@ -53,7 +53,7 @@ impl SandboxManager {
         &self,
         pred: &Sandbox,
         o: &OverlaySb,
-        successor: &SessionPath,
+        successor: &StatePath,
     ) -> Result<Option<Swapped>> {
         if o.backend != Backend::Kernel {
             return Ok(None);
@@ -76,7 +76,7 @@ impl SandboxManager {
         if !ov::layers_of(&self.session_dir, id.as_str(), &new_rec).fits() {
             return Ok(None);
         }
-        let at = |p: String| self.path_in_session_base(Path::new(&p));
+        let at = |p: String| self.path_in_state_dir(Path::new(&p));
         let x = at(name.clone())?;
         let upper = at(format!("{}{id}", layout::UPPER_PREFIX))?;
         let record = at(format!("{}{id}", layout::OVERLAY_PREFIX))?;
@@ -89,11 +89,11 @@ impl SandboxManager {
             layers: new_rec.layers.clone(),
         };
         // 1–3, undone on a refusal.
-        session_dir::create_dir_new(&x)?;
-        let undo = |x: &SessionPath| {
-            let _ = session_dir::write_atomic(&record, &old_rec.encode());
-            let _ = session_dir::remove_file(successor);
-            let _ = session_dir::remove_tree(x);
+        state_dir::create_dir_new(&x)?;
+        let undo = |x: &StatePath| {
+            let _ = state_dir::write_atomic(&record, &old_rec.encode());
+            let _ = state_dir::remove_file(successor);
+            let _ = state_dir::remove_tree(x);
         };
         // Both records are written without a sync of their own: the `syncfs` of step 4
         // makes them durable, in one journal commit instead of four `fsync`s (which took
@@ -104,12 +104,12 @@ impl SandboxManager {
         // record durably first, as before. The successor has no upper layer yet, so
         // recovery passes over its record whatever it holds.
         let written = if old_rec.layers.is_empty() {
-            session_dir::write_atomic_unsynced(&record, &new_rec.encode())
+            state_dir::write_atomic_unsynced(&record, &new_rec.encode())
         } else {
-            session_dir::write_atomic(&record, &new_rec.encode())
+            state_dir::write_atomic(&record, &new_rec.encode())
         };
         if written
-            .and_then(|()| session_dir::write_atomic_unsynced(successor, &succ_rec.encode()))
+            .and_then(|()| state_dir::write_atomic_unsynced(successor, &succ_rec.encode()))
             .is_err()
         {
             undo(&x);
@@ -138,7 +138,7 @@ impl SandboxManager {
         };
         // Where the write-back failed, the records are made durable one by one before
         // anything moves; the caller rewrites the successor's.
-        if !synced && session_dir::write_atomic(&record, &new_rec.encode()).is_err() {
+        if !synced && state_dir::write_atomic(&record, &new_rec.encode()).is_err() {
             undo(&x);
             return Ok(None);
         }
@@ -152,13 +152,13 @@ impl SandboxManager {
         // 5–7. Until the new mount is in place `d-<id>/` shows nothing: any failure mounts
         // the recorded stack back, which shows what the old one did at every step.
         let swapped = (|| -> Result<()> {
-            let git = |dir: &SessionPath| self.path_in_session_base(&dir.as_path().join(".git"));
-            match session_dir::rename(&git(&upper)?, &git(&x)?) {
+            let git = |dir: &StatePath| self.path_in_state_dir(&dir.as_path().join(".git"));
+            match state_dir::rename(&git(&upper)?, &git(&x)?) {
                 Ok(()) => {}
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
-            session_dir::exchange(&upper, &x)?;
+            state_dir::exchange(&upper, &x)?;
             swap::attach(prepared, mnt)
         })();
         let layer = Arc::new(FrozenLayer {
@@ -178,7 +178,7 @@ impl SandboxManager {
             return match back {
                 Ok(()) => Ok(None),
                 Err(_) => {
-                    let _ = session_dir::remove_file(successor);
+                    let _ = state_dir::remove_file(successor);
                     // Not mounted: finalize refuses rather than read an empty view; the
                     // layers and the record keep the work for the session's cleanup, which
                     // recovers it as pending.

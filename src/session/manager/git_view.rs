@@ -59,7 +59,7 @@ impl SandboxManager {
     pub(super) fn add_git_repo(
         &self,
         sbase: &SessionBase,
-        dir: &SessionPath,
+        dir: &StatePath,
         made: Option<&[ManifestEntry]>,
     ) -> Result<()> {
         match self.git_view_of(sbase)? {
@@ -79,7 +79,7 @@ impl SandboxManager {
         }
         let view = match &sbase.repo {
             Some(repo) => {
-                let store = self.path_in_session_base(Path::new(layout::GIT_OBJECTS_DIR))?;
+                let store = self.path_in_state_dir(Path::new(layout::GIT_OBJECTS_DIR))?;
                 // Written when the session began, before the snapshot.
                 let began = std::fs::metadata(self.session_dir.join(layout::META_FILE))
                     .ok()
@@ -98,7 +98,7 @@ impl SandboxManager {
 fn prepare(
     base: &Base,
     repo: &GitRepo,
-    store: SessionPath,
+    store: StatePath,
     began: Option<Timestamp>,
 ) -> Result<SnapshotRepo> {
     let odb = match &base.odb {
@@ -256,12 +256,12 @@ fn indexed_copies(
 /// is `lstat`ed.
 fn write_sandbox_repo(
     view: &SnapshotRepo,
-    sandbox: &SessionPath,
+    sandbox: &StatePath,
     known: Option<&[ManifestEntry]>,
 ) -> Result<()> {
     // Every file of a sandbox was made by this process in directories it made: its device,
     // owner and group are the sandbox directory's.
-    let root = session_dir::symlink_metadata(sandbox)?;
+    let root = state_dir::symlink_metadata(sandbox)?;
     let dot_git = sandbox.child(&RelPath::new(".git")?);
     let entries = view.entries();
     let stats: Vec<Option<LStat>> = match known {
@@ -299,7 +299,7 @@ fn write_sandbox_repo(
                     return None;
                 }
                 let rel = RelPath::from_bytes(&e.path).ok()?;
-                let m = session_dir::symlink_metadata(&sandbox.child(&rel)).ok()?;
+                let m = state_dir::symlink_metadata(&sandbox.child(&rel)).ok()?;
                 Some(LStat::from_metadata(&m))
             })
             .collect(),
@@ -347,8 +347,8 @@ mod tests {
         )
         .unwrap();
         let sb = mgr.create_sandbox("t", None).unwrap();
-        let dir = mgr.path_in_session_base(&sb.path).unwrap();
-        session_dir::remove_tree(&dir.child(&RelPath::new(".git").unwrap())).unwrap();
+        let dir = mgr.path_in_state_dir(&sb.path).unwrap();
+        state_dir::remove_tree(&dir.child(&RelPath::new(".git").unwrap())).unwrap();
         let sbase = mgr.ensure_base().unwrap();
         mgr.add_git_repo(&sbase, &dir, None).unwrap();
         assert_eq!(git(&sb.path, &["diff-files", "--name-only"]), "");

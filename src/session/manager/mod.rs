@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::fs::session_dir::{self, SessionDir, SessionPath};
+use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::git::ignore::IgnoreRules;
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
@@ -165,7 +165,7 @@ pub struct Manager {
     session_id: SessionId,
     session_dir: PathBuf,
     /// The session directory, open: the capability every write of this manager goes through.
-    handle: SessionDir,
+    handle: StateDir,
     lock: Mutex<Option<File>>,
     progress: Option<Arc<ProgressFn>>,
     base: Mutex<Option<Arc<SessionBase>>>,
@@ -308,8 +308,8 @@ impl SandboxManager {
         &self.root
     }
 
-    /// The chokepoint for this session: see [`SessionDir::join`].
-    pub fn path_in_session_base(&self, p: &Path) -> Result<SessionPath> {
+    /// The chokepoint for this session: see [`StateDir::join`].
+    pub fn path_in_state_dir(&self, p: &Path) -> Result<StatePath> {
         self.handle.join(p)
     }
 
@@ -356,10 +356,10 @@ impl SandboxManager {
         chain_from: Option<&SandboxInfo>,
     ) -> Result<SandboxInfo> {
         let delegation_id = delegation_id.into_id()?;
-        let dir = self.path_in_session_base(Path::new(&format!("d-{delegation_id}")))?;
+        let dir = self.path_in_state_dir(Path::new(&format!("d-{delegation_id}")))?;
         {
             let mut map = self.sandboxes.lock();
-            if map.contains_key(&delegation_id) || session_dir::exists(&dir)? {
+            if map.contains_key(&delegation_id) || state_dir::exists(&dir)? {
                 return Err(Error::IdInUse {
                     id: delegation_id.into_string(),
                 });
@@ -413,9 +413,9 @@ impl SandboxManager {
         }
         // The sandbox listing is gone; the patch may need room for large files.
         release_freed_memory();
-        let base_dir = self.path_in_session_base(&base.dir)?;
-        let scratch = self.path_in_session_base(Path::new(layout::SCRATCH_DIR))?;
-        session_dir::create_dir_all(&scratch)?;
+        let base_dir = self.path_in_state_dir(&base.dir)?;
+        let scratch = self.path_in_state_dir(Path::new(layout::SCRATCH_DIR))?;
+        state_dir::create_dir_all(&scratch)?;
         // The pre-images are put into `base/` (linked from an overlay session's layers, else
         // copied) while the patch is rendered from the project and the sandbox: neither
         // reads what the other writes, and on two cores the slower one sets the time, not
@@ -451,7 +451,7 @@ impl SandboxManager {
     /// Removes a sandbox. Idempotent. A path outside this session's `d-*` sandboxes is
     /// refused with an error and nothing is removed.
     pub fn discard_sandbox(&self, info: &SandboxInfo) -> Result<()> {
-        let p = self.path_in_session_base(&info.path)?;
+        let p = self.path_in_state_dir(&info.path)?;
         let expected = self.session_dir.join(format!("d-{}", info.delegation_id));
         // The id is valid by its type: only the path is left to match it.
         if p.as_path() != expected {
@@ -501,7 +501,7 @@ impl SandboxManager {
     /// layer for recovery to read), then its mount point removed as the directory it is,
     /// wherever it was renamed: an empty directory once unmounted, so it goes at once. A
     /// foreign entry at `d-<id>` (a symlink swapped in) is never removed.
-    fn discard_mounted(&self, sb: &Sandbox, p: &SessionPath) -> Result<()> {
+    fn discard_mounted(&self, sb: &Sandbox, p: &StatePath) -> Result<()> {
         self.unmount_sandbox(sb)?;
         self.remove_private_files(&sb.info.delegation_id)?;
         match &sb.overlay {
@@ -513,38 +513,35 @@ impl SandboxManager {
     /// The confined tools' private TMPDIR and the manifest of sandbox `id`.
     fn remove_private_files(&self, id: &DelegationId) -> Result<()> {
         for prefix in [layout::TMP_PREFIX, layout::MANIFEST_PREFIX] {
-            session_dir::remove_tree(
-                &self.path_in_session_base(Path::new(&format!("{prefix}{id}")))?,
-            )?;
+            state_dir::remove_tree(&self.path_in_state_dir(Path::new(&format!("{prefix}{id}")))?)?;
         }
         Ok(())
     }
 
     /// The rest of a discard: the sandbox's private files go, and the sandbox leaves view
     /// at once and is deleted aside. `id` is the sandbox's delegation (`p` is its `d-<id>`).
-    fn move_to_trash(&self, p: &SessionPath, id: &DelegationId) -> Result<()> {
+    fn move_to_trash(&self, p: &StatePath, id: &DelegationId) -> Result<()> {
         // The confined tools' private TMPDIR and the manifest go with the sandbox.
         self.remove_private_files(id)?;
         // Removal is moved off the caller's path: the sandbox is renamed to a hidden trash
         // name at once (so the id is free and the tree is gone from view) and deleted by a
         // background thread. Drop waits for those threads; a crash leaves `.trash-*`, which
         // pruning removes (it is discarded work, never recovered).
-        let trash =
-            self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-        match session_dir::rename(p, &trash) {
+        let trash = self.path_in_state_dir(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
+        match state_dir::rename(p, &trash) {
             Ok(()) => {}
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(())
             }
             // Refused (a symlink swapped in): nothing is removed.
             Err(e @ Error::Containment { .. }) => return Err(e),
-            Err(_) => return session_dir::remove_tree(p),
+            Err(_) => return state_dir::remove_tree(p),
         }
         let in_thread = trash.clone();
         let handle = std::thread::Builder::new()
             .name("patchbox-remove".into())
             .spawn(move || {
-                let _ = session_dir::remove_tree(&in_thread);
+                let _ = state_dir::remove_tree(&in_thread);
             });
         match handle {
             Ok(h) => {
@@ -554,7 +551,7 @@ impl SandboxManager {
                 Ok(())
             }
             // No thread to be had: remove here.
-            Err(_) => session_dir::remove_tree(&trash),
+            Err(_) => state_dir::remove_tree(&trash),
         }
     }
 
@@ -712,12 +709,12 @@ impl SandboxManager {
             // A failure to make the private TMPDIR leaves the tool without one; it is still
             // confined (writes to it fail, nothing else does).
             let tmp = self
-                .path_in_session_base(Path::new(&format!(
+                .path_in_state_dir(Path::new(&format!(
                     "{}{}",
                     layout::TMP_PREFIX,
                     info.delegation_id
                 )))
-                .and_then(|p| session_dir::create_dir_all(&p).map(|()| p));
+                .and_then(|p| state_dir::create_dir_all(&p).map(|()| p));
             if let Ok(tmp) = &tmp {
                 c.env("TMPDIR", tmp.as_path());
             }

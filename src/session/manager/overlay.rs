@@ -25,7 +25,7 @@ use crate::session::overlay::{self as ov, Record};
 /// A frozen layer, shared by every chained sandbox stacking it; removed when the last of
 /// them is discarded (a kept session keeps it: recovery stacks it again).
 pub(super) struct FrozenLayer {
-    pub(super) path: SessionPath,
+    pub(super) path: StatePath,
     pub(super) name: String,
 }
 
@@ -50,7 +50,7 @@ pub(super) struct OverlaySb {
     pub(super) server: Mutex<Option<Child>>,
     /// The mount point `d-<id>`, held since it was made: unmounted and removed only while it
     /// is proven to be this directory (another writer may rename entries of the session).
-    pub(super) mount_point: session_dir::PinnedDir,
+    pub(super) mount_point: state_dir::PinnedDir,
 }
 
 /// The session's immutable layers holding the snapshot's files (`.lower/`, and the shared
@@ -129,15 +129,15 @@ impl SandboxManager {
 
     /// Mounts and unmounts an overlay of empty directories with `backend`.
     fn probe(&self, backend: Backend) -> Result<()> {
-        let dir = self.path_in_session_base(Path::new(&format!(
+        let dir = self.path_in_state_dir(Path::new(&format!(
             "{}{}",
             layout::PROBE_PREFIX,
             ulid::Ulid::new()
         )))?;
-        session_dir::create_dir_new(&dir)?;
+        state_dir::create_dir_new(&dir)?;
         let run = || -> Result<()> {
             for n in ["l", "u", "w", "m"] {
-                session_dir::create_dir_new(&self.path_in_session_base(&dir.as_path().join(n))?)?;
+                state_dir::create_dir_new(&self.path_in_state_dir(&dir.as_path().join(n))?)?;
             }
             let d = dir.as_path();
             let layers = Layers {
@@ -151,9 +151,9 @@ impl SandboxManager {
         };
         let r = run();
         if r.is_ok() {
-            session_dir::remove_tree(&dir)?;
+            state_dir::remove_tree(&dir)?;
         } else if !crate::fs::overlay::mountinfo::is_mounted(&dir.as_path().join("m"))? {
-            let _ = session_dir::remove_tree(&dir);
+            let _ = state_dir::remove_tree(&dir);
         }
         r
     }
@@ -171,13 +171,13 @@ impl SandboxManager {
         if let Some(p) = guard.as_ref() {
             return Ok(p.clone());
         }
-        let tmp = self.path_in_session_base(Path::new(".creating-lower"))?;
-        let dir = self.path_in_session_base(Path::new(layout::LOWER_DIR))?;
+        let tmp = self.path_in_state_dir(Path::new(".creating-lower"))?;
+        let dir = self.path_in_state_dir(Path::new(layout::LOWER_DIR))?;
         // What a failed earlier attempt may have left.
-        let shared = self.path_in_session_base(Path::new(layout::SHARED_LOWER_FILE))?;
-        session_dir::remove_file(&shared)?;
-        session_dir::remove_tree(&tmp)?;
-        session_dir::create_dir_new(&tmp)?;
+        let shared = self.path_in_state_dir(Path::new(layout::SHARED_LOWER_FILE))?;
+        state_dir::remove_file(&shared)?;
+        state_dir::remove_tree(&tmp)?;
+        state_dir::create_dir_new(&tmp)?;
         let made = match self.lower_over_shared(sbase, &tmp) {
             Ok(Some(entries)) => self.add_git_repo(sbase, &tmp, Some(&entries)),
             Ok(None) => self
@@ -186,11 +186,11 @@ impl SandboxManager {
             Err(e) => Err(e),
         };
         if let Err(e) = made {
-            let _ = session_dir::remove_tree(&tmp);
-            let _ = session_dir::remove_file(&shared);
+            let _ = state_dir::remove_tree(&tmp);
+            let _ = state_dir::remove_file(&shared);
             return Err(e);
         }
-        session_dir::rename(&tmp, &dir)?;
+        state_dir::rename(&tmp, &dir)?;
         let p = dir.as_path().to_path_buf();
         *guard = Some(p.clone());
         Ok(p)
@@ -207,11 +207,11 @@ impl SandboxManager {
     /// A new frozen layer: `srcs` merged into it bottom first.
     fn freeze(&self, srcs: &[&Path]) -> Result<Arc<FrozenLayer>> {
         let name = format!("{}{}", layout::LAYER_PREFIX, ulid::Ulid::new());
-        let path = self.path_in_session_base(Path::new(&name))?;
-        session_dir::create_dir_new(&path)?;
+        let path = self.path_in_state_dir(Path::new(&name))?;
+        state_dir::create_dir_new(&path)?;
         for s in srcs {
             if let Err(e) = layer::merge(s, &path) {
-                let _ = session_dir::remove_tree(&path);
+                let _ = state_dir::remove_tree(&path);
                 return Err(e);
             }
         }
@@ -222,7 +222,7 @@ impl SandboxManager {
     pub(super) fn build_overlay(
         &self,
         id: &DelegationId,
-        dir: &SessionPath,
+        dir: &StatePath,
         chain_from: Option<&Arc<Sandbox>>,
         backend: Backend,
         sbase: &SessionBase,
@@ -230,7 +230,7 @@ impl SandboxManager {
         let base = &sbase.base;
         self.ensure_lower(sbase)?;
         let at = |prefix: &str, suffix: &str| {
-            self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))
+            self.path_in_state_dir(Path::new(&format!("{prefix}{id}{suffix}")))
         };
         let record = at(layout::OVERLAY_PREFIX, "")?;
         let mut layers: Vec<Arc<FrozenLayer>> = Vec::new();
@@ -263,7 +263,7 @@ impl SandboxManager {
         let upper = at(layout::UPPER_PREFIX, "")?;
         let work = at(layout::WORK_PREFIX, "")?;
         let log = at(layout::FUSE_LOG_PREFIX, ".log")?;
-        let made = (|| -> Result<(session_dir::PinnedDir, mount::Mounted)> {
+        let made = (|| -> Result<(state_dir::PinnedDir, mount::Mounted)> {
             // The record first: recovery never finds a mount point without it. A fresh
             // sandbox's record (no frozen layers) is not synced: after a power loss recovery
             // rebuilds a lost or emptied one from its upper layer (`read_record_for_recovery`),
@@ -272,15 +272,15 @@ impl SandboxManager {
             // (by the swap's `syncfs` when it wrote this very record).
             match (durable_record.as_ref() == Some(&rec), rec.layers.is_empty()) {
                 (true, _) => {}
-                (false, true) => session_dir::write_atomic_unsynced(&record, &rec.encode())?,
-                (false, false) => session_dir::write_atomic(&record, &rec.encode())?,
+                (false, true) => state_dir::write_atomic_unsynced(&record, &rec.encode())?,
+                (false, false) => state_dir::write_atomic(&record, &rec.encode())?,
             }
-            session_dir::create_dir_new(&upper)?;
-            session_dir::create_dir_new(&work)?;
+            state_dir::create_dir_new(&upper)?;
+            state_dir::create_dir_new(&work)?;
             // The mount point is made aside and held, then named `d-<id>`: the mount lands
             // on this directory and no other (whatever is renamed in the session meanwhile),
             // and a failure removes this directory, wherever it went, and nothing else.
-            let pin = session_dir::create_dir_pinned(
+            let pin = state_dir::create_dir_pinned(
                 dir,
                 &at(".creating-", &format!(".{}", ulid::Ulid::new()))?,
             )?
@@ -300,7 +300,7 @@ impl SandboxManager {
             Ok(m) => m,
             Err(e) => {
                 for p in [&upper, &work, &log, &record] {
-                    let _ = session_dir::remove_tree(p);
+                    let _ = state_dir::remove_tree(p);
                 }
                 release_layers(layers);
                 return Err(e);
@@ -392,12 +392,12 @@ impl SandboxManager {
     /// wherever it was renamed in the session; an error names what is left.
     pub(super) fn remove_mount_point(
         &self,
-        pin: &session_dir::PinnedDir,
-        dir: &SessionPath,
+        pin: &state_dir::PinnedDir,
+        dir: &StatePath,
     ) -> Result<()> {
         let private =
-            self.path_in_session_base(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
-        session_dir::remove_pinned_dir(pin, dir, &private)
+            self.path_in_state_dir(Path::new(&format!(".trash-{}", ulid::Ulid::new())))?;
+        state_dir::remove_pinned_dir(pin, dir, &private)
     }
 
     /// Removes what an overlay sandbox `id` keeps beside its mount point (it is unmounted).
@@ -408,8 +408,8 @@ impl SandboxManager {
             (layout::FUSE_LOG_PREFIX, ".log"),
             (layout::OVERLAY_PREFIX, ""),
         ] {
-            session_dir::remove_tree(
-                &self.path_in_session_base(Path::new(&format!("{prefix}{id}{suffix}")))?,
+            state_dir::remove_tree(
+                &self.path_in_state_dir(Path::new(&format!("{prefix}{id}{suffix}")))?,
             )?;
         }
         Ok(())
@@ -430,7 +430,7 @@ impl SandboxManager {
 fn release_layers(layers: Vec<Arc<FrozenLayer>>) {
     for l in layers {
         if let Some(l) = Arc::into_inner(l) {
-            let _ = session_dir::remove_tree(&l.path);
+            let _ = state_dir::remove_tree(&l.path);
         }
     }
 }

@@ -21,7 +21,7 @@ impl SandboxManager {
     pub(super) fn lower_over_shared(
         &self,
         sbase: &SessionBase,
-        tmp: &SessionPath,
+        tmp: &StatePath,
     ) -> Result<Option<Vec<ManifestEntry>>> {
         let base = &sbase.base;
         let Some(min) = layered::min_files() else {
@@ -47,8 +47,8 @@ impl SandboxManager {
             }
         };
         let entries = self.fill_delta(base, &layer, tmp)?;
-        let record = self.path_in_session_base(Path::new(layout::SHARED_LOWER_FILE))?;
-        session_dir::write_atomic(&record, layer.tree().as_os_str().as_bytes())?;
+        let record = self.path_in_state_dir(Path::new(layout::SHARED_LOWER_FILE))?;
+        state_dir::write_atomic(&record, layer.tree().as_os_str().as_bytes())?;
         // Only the hold is kept for the session's life: the manifest (tens of MB on a large
         // tree) is read again by whoever needs it.
         let mut layer = layer;
@@ -58,7 +58,7 @@ impl SandboxManager {
     }
 
     /// Writes the blob nodes `blobs` of `base` into a new shared layer's `tree`.
-    fn fill_shared(&self, base: &Base, blobs: &[usize], tree: &SessionPath) -> Result<Manifest> {
+    fn fill_shared(&self, base: &Base, blobs: &[usize], tree: &StatePath) -> Result<Manifest> {
         self.copy_blobs(base, blobs, tree, None)?;
         let all = vec![true; blobs.len()];
         Ok(layered::manifest_of(&base.nodes, &base.srcs, blobs, &all))
@@ -71,7 +71,7 @@ impl SandboxManager {
         &self,
         base: &Base,
         layer: &shared::SharedLayer,
-        tmp: &SessionPath,
+        tmp: &StatePath,
     ) -> Result<Vec<ManifestEntry>> {
         let mut copies = Vec::new();
         let mut differ = Vec::new();

@@ -121,8 +121,8 @@ impl SandboxManager {
                     return n;
                 }
                 let trash = format!(".trash-{}", ulid::Ulid::new());
-                let moved = self.path_in_session_base(Path::new(&n)).and_then(|from| {
-                    session_dir::rename(&from, &self.path_in_session_base(Path::new(&trash))?)
+                let moved = self.path_in_state_dir(Path::new(&n)).and_then(|from| {
+                    state_dir::rename(&from, &self.path_in_state_dir(Path::new(&trash))?)
                 });
                 match moved {
                     Ok(()) => trash,
@@ -153,8 +153,8 @@ impl SandboxManager {
                     ));
                 }
                 note(
-                    self.path_in_session_base(Path::new(&n))
-                        .and_then(|p| session_dir::remove_tree(&p)),
+                    self.path_in_state_dir(Path::new(&n))
+                        .and_then(|p| state_dir::remove_tree(&p)),
                 );
             }
         }
@@ -162,22 +162,22 @@ impl SandboxManager {
             !pending::list_session(&self.session_dir, self.session_id.as_str())?.is_empty();
         if !has_pending {
             note(
-                self.path_in_session_base(Path::new(pending::PENDING_DIR))
-                    .and_then(|p| session_dir::remove_tree(&p)),
+                self.path_in_state_dir(Path::new(pending::PENDING_DIR))
+                    .and_then(|p| state_dir::remove_tree(&p)),
             );
             note(
-                self.path_in_session_base(Path::new(layout::META_FILE))
-                    .and_then(|p| session_dir::remove_file(&p)),
+                self.path_in_state_dir(Path::new(layout::META_FILE))
+                    .and_then(|p| state_dir::remove_file(&p)),
             );
         }
         note(
-            self.path_in_session_base(Path::new(layout::LOCK_FILE))
-                .and_then(|p| session_dir::remove_file(&p)),
+            self.path_in_state_dir(Path::new(layout::LOCK_FILE))
+                .and_then(|p| state_dir::remove_file(&p)),
         );
         if !has_pending {
             note(
-                self.path_in_session_base(&self.session_dir)
-                    .and_then(|p| session_dir::remove_empty_dir(&p).map(|_| ())),
+                self.path_in_state_dir(&self.session_dir)
+                    .and_then(|p| state_dir::remove_empty_dir(&p).map(|_| ())),
             );
         }
         match first_err {

@@ -125,7 +125,7 @@ pub use row_change::RowChange;
 pub use value::{Rows, SqlValue};
 
 use self::live::Live;
-use crate::fs::session_dir;
+use crate::fs::state_dir;
 use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
@@ -486,11 +486,11 @@ impl SqliteSandbox {
     }
 
     fn write_changeset(&self, name: &str, cs: &[u8]) -> Result<(), SandboxError> {
-        let dir = self.lc.session_dir()?;
+        let dir = self.lc.state_dir()?;
         let p = dir
             .join(Path::new(name))
             .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))?;
-        session_dir::write_atomic(&p, cs)
+        state_dir::write_atomic(&p, cs)
             .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "write the changeset", e))
     }
 

@@ -1,10 +1,11 @@
-//! The session chokepoint: every write, rename and removal the library makes inside a
-//! session directory goes through a helper here, and each takes a [`SessionPath`].
+//! The state chokepoint: every write, rename and removal the library makes inside its own
+//! state directories (a session's directory, a plan sandbox's, the stores of shared layers,
+//! snapshots and checkpoints) goes through a helper here, and each takes a [`StatePath`].
 //!
-//! The chokepoint is a capability, not a check. A [`SessionDir`] holds an open descriptor of
-//! the session directory; a [`SessionPath`] is that descriptor plus a [`RelPath`] below it,
-//! and is only built here ([`SessionDir::join`], [`path_in_session_base`]). Every helper
-//! resolves the parent directory of its path at the moment of the call, beneath the session
+//! The chokepoint is a capability, not a check. A [`StateDir`] holds an open descriptor of
+//! the state directory; a [`StatePath`] is that descriptor plus a [`RelPath`] below it,
+//! and is only built here ([`StateDir::join`], [`path_in_state_dir`]). Every helper
+//! resolves the parent directory of its path at the moment of the call, beneath the state
 //! directory's descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (or, on a
 //! kernel without `openat2`, one `openat(O_NOFOLLOW | O_DIRECTORY)` per component), then acts
 //! on the last component with a `*at` call relative to that descriptor that does not follow
@@ -18,7 +19,7 @@
 //!
 //! The copy engine ([`crate::tree::snapshot`]) works with a [`DirHandle`] of the directory
 //! it fills, and makes its files relative to directory descriptors it opened beneath it.
-//! The layout of what lives in a session directory is [`crate::session::layout`]'s.
+//! The layout of what lives in a state directory is [`crate::session::layout`]'s.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -31,77 +32,77 @@ use crate::fs::at::{self, Errno};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
 
-/// An open session directory: the capability every [`SessionPath`] is relative to.
+/// An open state directory: the capability every [`StatePath`] is relative to.
 ///
 /// It holds a descriptor of the directory, opened without following a symlink, and its
 /// path (for messages, and to hand to callers that need one). Cloning is cheap (shared).
 #[derive(Clone)]
-pub struct SessionDir(Arc<DirInner>);
+pub struct StateDir(Arc<DirInner>);
 
 struct DirInner {
     fd: OwnedFd,
     path: PathBuf,
 }
 
-impl std::fmt::Debug for SessionDir {
+impl std::fmt::Debug for StateDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SessionDir").field(&self.0.path).finish()
+        f.debug_tuple("StateDir").field(&self.0.path).finish()
     }
 }
 
-/// A path proven to lie inside a session directory: the session directory's descriptor and
-/// a relative path below it (none: the session directory itself).
+/// A path proven to lie inside a state directory: the state directory's descriptor and
+/// a relative path below it (none: the state directory itself).
 ///
-/// Only [`SessionDir::join`] (and [`path_in_session_base`]) and `SessionPath::child`
+/// Only [`StateDir::join`] (and [`path_in_state_dir`]) and `StatePath::child`
 /// (crate-private) build one; the write helpers of this module accept nothing else, and each
 /// resolves it beneath the descriptor, never following a symlink, when it is called.
 #[derive(Clone)]
-pub struct SessionPath {
-    dir: SessionDir,
+pub struct StatePath {
+    dir: StateDir,
     rel: Option<RelPath>,
     full: PathBuf,
 }
 
-impl std::fmt::Debug for SessionPath {
+impl std::fmt::Debug for StatePath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SessionPath").field(&self.full).finish()
+        f.debug_tuple("StatePath").field(&self.full).finish()
     }
 }
 
-impl PartialEq for SessionPath {
+impl PartialEq for StatePath {
     fn eq(&self, other: &Self) -> bool {
         self.full == other.full
     }
 }
 
-impl Eq for SessionPath {}
+impl Eq for StatePath {}
 
-impl SessionPath {
+impl StatePath {
     /// The full path (for messages and for callers that hand it on; the helpers of this
     /// module never open it in one piece).
     pub fn as_path(&self) -> &Path {
         &self.full
     }
 
-    /// The path relative to the session directory; `None` for the session directory itself.
+    /// The path relative to the state directory; `None` for the state directory itself.
     pub fn rel(&self) -> Option<&RelPath> {
         self.rel.as_ref()
     }
 
-    /// The session directory it is relative to.
-    pub fn session(&self) -> &SessionDir {
+    /// The state directory it is relative to.
+    pub fn session(&self) -> &StateDir {
         &self.dir
     }
 
     /// A path below this one. The join is lexically contained (a [`RelPath`] has no `..`),
-    /// and like every [`SessionPath`] it is resolved beneath the session directory, without
+    /// and like every [`StatePath`] it is resolved beneath the state directory, without
     /// following symlinks, by each helper it is given to.
-    pub(crate) fn child(&self, rel: &RelPath) -> SessionPath {
+    pub(crate) fn child(&self, rel: &RelPath) -> StatePath {
         let rel = match &self.rel {
             Some(r) => r.join(rel),
             None => rel.clone(),
         };
-        SessionPath {
+        StatePath {
             full: self.dir.0.path.join(rel.as_path()),
             dir: self.dir.clone(),
             rel: Some(rel),
@@ -109,7 +110,7 @@ impl SessionPath {
     }
 }
 
-impl AsRef<Path> for SessionPath {
+impl AsRef<Path> for StatePath {
     fn as_ref(&self) -> &Path {
         &self.full
     }
@@ -132,7 +133,7 @@ fn io_err(op: &'static str, path: &Path, e: Errno) -> Error {
     Error::io(op, path, std::io::Error::from(e))
 }
 
-/// A directory descriptor for a `*at` call: the session directory's own, or one opened
+/// A directory descriptor for a `*at` call: the state directory's own, or one opened
 /// beneath it.
 enum At<'a> {
     Borrowed(BorrowedFd<'a>),
@@ -148,18 +149,18 @@ impl AsFd for At<'_> {
     }
 }
 
-impl SessionDir {
-    /// Opens the session directory `path` (which must be a real directory, not a symlink).
+impl StateDir {
+    /// Opens the state directory `path` (which must be a real directory, not a symlink).
     ///
     /// ```
-    /// use patchbox::fs::session_dir::SessionDir;
+    /// use patchbox::fs::state_dir::StateDir;
     /// let dir = tempfile::tempdir().unwrap();
-    /// let s = SessionDir::open(dir.path()).unwrap();
+    /// let s = StateDir::open(dir.path()).unwrap();
     /// assert_eq!(s.path(), dir.path());
     /// ```
-    pub fn open(path: &Path) -> Result<SessionDir> {
+    pub fn open(path: &Path) -> Result<StateDir> {
         match at::open_path_dir_nofollow(path) {
-            Ok(fd) => Ok(SessionDir(Arc::new(DirInner {
+            Ok(fd) => Ok(StateDir(Arc::new(DirInner {
                 fd,
                 path: path.to_path_buf(),
             }))),
@@ -173,20 +174,20 @@ impl SessionDir {
     }
 
     /// The same open directory under a new path (it was renamed there).
-    pub(crate) fn renamed(&self, path: &Path) -> Result<SessionDir> {
+    pub(crate) fn renamed(&self, path: &Path) -> Result<StateDir> {
         let fd = self.0.fd.try_clone().ctx("duplicate descriptor", path)?;
-        Ok(SessionDir(Arc::new(DirInner {
+        Ok(StateDir(Arc::new(DirInner {
             fd,
             path: path.to_path_buf(),
         })))
     }
 
-    /// The session directory's path.
+    /// The state directory's path.
     pub fn path(&self) -> &Path {
         &self.0.path
     }
 
-    /// The names in the session directory, read through its descriptor (so they are the
+    /// The names in the state directory, read through its descriptor (so they are the
     /// names of the directory this capability holds, wherever its path now leads).
     pub fn names(&self) -> Result<Vec<OsString>> {
         // Opened afresh: a listing of its own, from the first name.
@@ -207,24 +208,24 @@ impl SessionDir {
         }
     }
 
-    /// The chokepoint: proves that `candidate` lies inside this session directory and
-    /// returns it as a [`SessionPath`].
+    /// The chokepoint: proves that `candidate` lies inside this state directory and
+    /// returns it as a [`StatePath`].
     ///
-    /// `candidate` may be absolute or relative to the session directory. Refused: any `..`
-    /// component; a path outside the session directory (compared by components, so
+    /// `candidate` may be absolute or relative to the state directory. Refused: any `..`
+    /// component; a path outside the state directory (compared by components, so
     /// `/x/sandbox-backup` is not inside `/x/sandbox`); a path through or at a symlink
     /// (a `pending/` or `d-x/` replaced by a link pointing elsewhere). This early check
     /// gives a clear error; the helpers check again, by construction, when they are called.
     ///
     /// ```
-    /// use patchbox::fs::session_dir::SessionDir;
+    /// use patchbox::fs::state_dir::StateDir;
     /// let dir = tempfile::tempdir().unwrap();
-    /// let s = SessionDir::open(&dir.path().canonicalize().unwrap()).unwrap();
+    /// let s = StateDir::open(&dir.path().canonicalize().unwrap()).unwrap();
     /// assert!(s.join(&s.path().join("d-1")).is_ok());
     /// assert!(s.join(std::path::Path::new("pending/x.patch")).is_ok());
     /// assert!(s.join(&s.path().join("../elsewhere")).is_err());
     /// ```
-    pub fn join(&self, candidate: &Path) -> Result<SessionPath> {
+    pub fn join(&self, candidate: &Path) -> Result<StatePath> {
         let base = &self.0.path;
         let joined = if candidate.is_absolute() {
             candidate.to_path_buf()
@@ -238,14 +239,14 @@ impl SessionDir {
             return Err(self.refuse(candidate, "path is not below the session directory"));
         };
         if rest.as_os_str().is_empty() {
-            return Ok(SessionPath {
+            return Ok(StatePath {
                 dir: self.clone(),
                 rel: None,
                 full: norm,
             });
         }
         let rel = RelPath::new(rest)?;
-        let p = SessionPath {
+        let p = StatePath {
             dir: self.clone(),
             rel: Some(rel),
             full: norm,
@@ -265,24 +266,24 @@ impl SessionDir {
     }
 }
 
-/// The chokepoint for a session directory given by path: opens it ([`SessionDir::open`])
-/// and checks `candidate` with [`SessionDir::join`]. Code that works on one session many
-/// times holds a [`SessionDir`] instead.
+/// The chokepoint for a state directory given by path: opens it ([`StateDir::open`])
+/// and checks `candidate` with [`StateDir::join`]. Code that works on one session many
+/// times holds a [`StateDir`] instead.
 ///
 /// ```
-/// use patchbox::fs::session_dir::path_in_session_base;
+/// use patchbox::fs::state_dir::path_in_state_dir;
 /// let dir = tempfile::tempdir().unwrap();
 /// let s = dir.path().canonicalize().unwrap();
-/// assert!(path_in_session_base(&s, &s.join("d-1")).is_ok());
-/// assert!(path_in_session_base(&s, &s.join("../elsewhere")).is_err());
+/// assert!(path_in_state_dir(&s, &s.join("d-1")).is_ok());
+/// assert!(path_in_state_dir(&s, &s.join("../elsewhere")).is_err());
 /// let sibling = format!("{}-backup/x", s.display());
-/// assert!(path_in_session_base(&s, std::path::Path::new(&sibling)).is_err());
+/// assert!(path_in_state_dir(&s, std::path::Path::new(&sibling)).is_err());
 /// ```
-pub fn path_in_session_base(session_dir: &Path, candidate: &Path) -> Result<SessionPath> {
-    SessionDir::open(session_dir)?.join(candidate)
+pub fn path_in_state_dir(session_dir: &Path, candidate: &Path) -> Result<StatePath> {
+    StateDir::open(session_dir)?.join(candidate)
 }
 
-impl SessionPath {
+impl StatePath {
     fn refuse(&self, reason: &'static str) -> Error {
         Error::Containment {
             path: self.full.clone(),
@@ -300,9 +301,9 @@ impl SessionPath {
         }
     }
 
-    /// The parent directory (opened beneath the session directory now, no symlink followed)
+    /// The parent directory (opened beneath the state directory now, no symlink followed)
     /// and the last component. `Ok(None)`: a parent directory does not exist. For the
-    /// session directory itself, the directory holding it (see [`SessionPath::self_at`]).
+    /// state directory itself, the directory holding it (see [`StatePath::self_at`]).
     fn parent_at(&self, op: &'static str) -> Result<Option<(At<'_>, OsString)>> {
         let Some(rel) = &self.rel else {
             return self.self_at(op).map(Some);
@@ -319,9 +320,9 @@ impl SessionPath {
         }
     }
 
-    /// [`SessionPath::parent_at`] for a call that needs the parent to exist. Only removals
-    /// act on the session directory itself: anything else given it is refused, so no write
-    /// ever lands beside the session directory.
+    /// [`StatePath::parent_at`] for a call that needs the parent to exist. Only removals
+    /// act on the state directory itself: anything else given it is refused, so no write
+    /// ever lands beside the state directory.
     fn need_parent(&self, op: &'static str) -> Result<(At<'_>, OsString)> {
         if self.rel.is_none() {
             return Err(self.refuse("only removal may act on the session directory itself"));
@@ -338,7 +339,7 @@ impl SessionPath {
         })
     }
 
-    /// The directory holding the session directory, and its name there, after checking that
+    /// The directory holding the state directory, and its name there, after checking that
     /// the name still is the directory whose descriptor this session holds (the session
     /// directory itself is removed through it).
     fn self_at(&self, op: &'static str) -> Result<(At<'_>, OsString)> {
@@ -355,7 +356,7 @@ impl SessionPath {
         Ok((At::Owned(pfd), name.to_os_string()))
     }
 
-    /// Opens this path as a directory (the session directory itself included).
+    /// Opens this path as a directory (the state directory itself included).
     fn open_dir(&self, op: &'static str) -> std::result::Result<OwnedFd, Error> {
         let r = match &self.rel {
             None => self

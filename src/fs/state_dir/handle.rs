@@ -13,7 +13,7 @@ use crate::fs::Timestamp;
 use super::ops::create_file_new_at;
 use super::*;
 
-/// A directory opened beneath a session directory (no symlink on the way), whose entries
+/// A directory opened beneath a state directory (no symlink on the way), whose entries
 /// are made relative to its descriptor: the copy engine holds one per directory it fills, so
 /// a file costs one `openat` of its own name, not a walk of its whole path.
 pub struct DirHandle {
@@ -27,8 +27,8 @@ impl std::fmt::Debug for DirHandle {
     }
 }
 
-/// Opens the directory `p` beneath its session directory.
-pub fn open_dir(p: &SessionPath) -> Result<DirHandle> {
+/// Opens the directory `p` beneath its state directory.
+pub fn open_dir(p: &StatePath) -> Result<DirHandle> {
     Ok(DirHandle {
         fd: p.open_dir("open directory")?,
         path: p.full.clone(),

@@ -1,8 +1,8 @@
-//! A directory this process made in a session directory, held by a descriptor from the moment
+//! A directory this process made in a state directory, held by a descriptor from the moment
 //! it was made: a mount lands on it (and only on it) wherever someone renamed it, and it is
 //! removed only once it is proven to be it, never by re-resolving its name.
 //!
-//! Another writer in the session directory may exchange names at any moment (an agent, or
+//! Another writer in the state directory may exchange names at any moment (an agent, or
 //! the chokepoint test's racer swapping `d-x` with a symlink and back). A directory made by
 //! `mkdir d-x` and then opened by name could be the other writer's by the time it is opened,
 //! and a removal by name could remove the other writer's entry or miss ours, leaving it to
@@ -64,7 +64,7 @@ impl PinnedDir {
 /// in the same directory), opened there, then renamed to `p` unless something is at `p`
 /// (`renameat2(RENAME_NOREPLACE)`). `Ok(None)` when `p` exists: nothing is left (the private
 /// directory is removed) and what is at `p` is untouched.
-pub fn create_dir_pinned(p: &SessionPath, private: &SessionPath) -> Result<Option<PinnedDir>> {
+pub fn create_dir_pinned(p: &StatePath, private: &StatePath) -> Result<Option<PinnedDir>> {
     let (dir, name) = p.need_parent("create directory")?;
     let (pdir, pname) = private.need_parent("create directory")?;
     at::mkdir(pdir.as_fd(), &pname, 0o777)
@@ -104,7 +104,7 @@ pub fn create_dir_pinned(p: &SessionPath, private: &SessionPath) -> Result<Optio
 /// directory; anything else caught so is put back under the name it had. An error names what
 /// is left: the directory where it is now (moved out of `p`'s directory, or never caught),
 /// or a foreign entry that could not be put back (left at `private`).
-pub fn remove_pinned_dir(pin: &PinnedDir, p: &SessionPath, private: &SessionPath) -> Result<()> {
+pub fn remove_pinned_dir(pin: &PinnedDir, p: &StatePath, private: &StatePath) -> Result<()> {
     let (dir, _) = p.need_parent("remove directory")?;
     let (pdir, pname) = private.need_parent("remove directory")?;
     let parent = p.full.parent().unwrap_or(Path::new("/"));
@@ -168,10 +168,10 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    fn session() -> (tempfile::TempDir, SessionDir) {
+    fn session() -> (tempfile::TempDir, StateDir) {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().canonicalize().unwrap();
-        let s = SessionDir::open(&path).unwrap();
+        let s = StateDir::open(&path).unwrap();
         (tmp, s)
     }
 

@@ -1,5 +1,5 @@
 //! The chokepoint's operations: every write, rename, removal and stat the library makes in a
-//! session directory, each resolving its parent beneath the session's descriptor at the
+//! state directory, each resolving its parent beneath the session's descriptor at the
 //! moment of the call and acting on the last component with a `*at` call.
 
 use std::ffi::{CStr, OsStr, OsString};
@@ -16,7 +16,7 @@ use crate::fs::Timestamp;
 use super::*;
 
 /// Creates a directory and its missing parents; none of them may be a symlink.
-pub fn create_dir_all(p: &SessionPath) -> Result<()> {
+pub fn create_dir_all(p: &StatePath) -> Result<()> {
     let Some(rel) = &p.rel else {
         return Ok(());
     };
@@ -47,13 +47,13 @@ pub fn create_dir_all(p: &SessionPath) -> Result<()> {
 }
 
 /// Creates one directory; fails if it exists (so an id in use is never reused silently).
-pub fn create_dir_new(p: &SessionPath) -> Result<()> {
+pub fn create_dir_new(p: &StatePath) -> Result<()> {
     let (dir, name) = p.need_parent("create directory")?;
     at::mkdir(dir.as_fd(), &name, 0o777).map_err(|e| io_err("create directory", &p.full, e))
 }
 
 /// Removes the directory tree at `dir`, a path the library owns (a sandbox's directory, a
-/// shared snapshot), through the chokepoint: its parent is opened as a [`SessionDir`] and
+/// shared snapshot), through the chokepoint: its parent is opened as a [`StateDir`] and
 /// the tree goes by [`remove_tree`]. A missing `dir` is not an error.
 pub fn remove_dir_tree(dir: &Path) -> Result<()> {
     match fs::symlink_metadata(dir) {
@@ -66,19 +66,19 @@ pub fn remove_dir_tree(dir: &Path) -> Result<()> {
         .file_name()
         .map(std::path::PathBuf::from)
         .unwrap_or_default();
-    remove_tree(&SessionDir::open(parent)?.join(&name)?)
+    remove_tree(&StateDir::open(parent)?.join(&name)?)
 }
 
 /// Removes a directory tree; a missing path is not an error. Symlinks inside are removed,
 /// never followed, also one swapped in for a directory while the tree is being removed: the
 /// walk goes from directory descriptor to directory descriptor (`openat` with
 /// `O_NOFOLLOW`), never by path.
-pub fn remove_tree(p: &SessionPath) -> Result<()> {
+pub fn remove_tree(p: &StatePath) -> Result<()> {
     let Some((dir, name)) = p.parent_at("remove")? else {
         return Ok(());
     };
     if p.rel.is_none() {
-        // The session directory itself: emptied through the descriptor this session holds
+        // The state directory itself: emptied through the descriptor this session holds
         // (checked to still be the one at its path by `self_at`).
         let fd = p.open_dir("remove")?;
         empty_dir(fd, &p.full)?;
@@ -183,7 +183,7 @@ fn empty_dir(top: OwnedFd, display: &Path) -> Result<()> {
 }
 
 /// Removes one file or symlink; a missing path is not an error.
-pub fn remove_file(p: &SessionPath) -> Result<()> {
+pub fn remove_file(p: &StatePath) -> Result<()> {
     let Some((dir, name)) = p.parent_at("remove file")? else {
         return Ok(());
     };
@@ -194,7 +194,7 @@ pub fn remove_file(p: &SessionPath) -> Result<()> {
 }
 
 /// Removes an empty directory; a missing or non-empty directory is left alone.
-pub fn remove_empty_dir(p: &SessionPath) -> Result<bool> {
+pub fn remove_empty_dir(p: &StatePath) -> Result<bool> {
     let Some((dir, name)) = p.parent_at("remove directory")? else {
         return Ok(false);
     };
@@ -207,7 +207,7 @@ pub fn remove_empty_dir(p: &SessionPath) -> Result<bool> {
 
 /// Renames within the session. A missing `from` is an [`Error::Io`] whose source is of kind
 /// `NotFound`.
-pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
+pub fn rename(from: &StatePath, to: &StatePath) -> Result<()> {
     let (fdir, fname) = from.need_parent("rename")?;
     let (tdir, tname) = to.need_parent("rename")?;
     at::rename(fdir.as_fd(), &fname, tdir.as_fd(), &tname)
@@ -216,7 +216,7 @@ pub fn rename(from: &SessionPath, to: &SessionPath) -> Result<()> {
 
 /// Exchanges the names of `a` and `b` (both must exist), atomically (`renameat2` with
 /// `RENAME_EXCHANGE`): a crash leaves each name on one of the two, never on neither.
-pub fn exchange(a: &SessionPath, b: &SessionPath) -> Result<()> {
+pub fn exchange(a: &StatePath, b: &StatePath) -> Result<()> {
     let (adir, aname) = a.need_parent("exchange")?;
     let (bdir, bname) = b.need_parent("exchange")?;
     at::rename2(
@@ -232,7 +232,7 @@ pub fn exchange(a: &SessionPath, b: &SessionPath) -> Result<()> {
 /// Renames `from` to `to` unless `to` exists, atomically (`renameat2` with
 /// `RENAME_NOREPLACE`): `Ok(false)` when it exists, so whatever another writer put there is
 /// never replaced.
-pub fn rename_noreplace(from: &SessionPath, to: &SessionPath) -> Result<bool> {
+pub fn rename_noreplace(from: &StatePath, to: &StatePath) -> Result<bool> {
     let (fdir, fname) = from.need_parent("rename")?;
     let (tdir, tname) = to.need_parent("rename")?;
     rename_noreplace_at(fdir.as_fd(), &fname, tdir.as_fd(), &tname, &to.full)
@@ -267,7 +267,7 @@ pub(super) fn rename_noreplace_at(
 /// Writes `data` to `p` atomically: a temporary file in the same directory is written,
 /// fsynced, renamed over `p`, and the directory is fsynced. A crash leaves either the old
 /// file or the complete new one, never a partial one.
-pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
+pub fn write_atomic(p: &StatePath, data: &[u8]) -> Result<()> {
     write_atomic_with(p, data, true, true).map(|_| ())
 }
 
@@ -276,18 +276,18 @@ pub fn write_atomic(p: &SessionPath, data: &[u8]) -> Result<()> {
 /// allocates at writeback, leave it empty). Only for records whose loss recovery can make
 /// good from what else is on disk: each `fsync` waits for a journal commit, which on a busy
 /// journaled filesystem is most of a millisecond-scale operation.
-pub fn write_atomic_unsynced(p: &SessionPath, data: &[u8]) -> Result<()> {
+pub fn write_atomic_unsynced(p: &StatePath, data: &[u8]) -> Result<()> {
     write_atomic_with(p, data, true, false).map(|_| ())
 }
 
 /// [`write_atomic`] that never replaces: `Ok(false)` (and nothing written) when `p` exists,
 /// also when another writer creates it at the same moment. For files whose presence is a
 /// record nobody may overwrite (pending patches).
-pub fn write_atomic_new(p: &SessionPath, data: &[u8]) -> Result<bool> {
+pub fn write_atomic_new(p: &StatePath, data: &[u8]) -> Result<bool> {
     write_atomic_with(p, data, false, true)
 }
 
-fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool) -> Result<bool> {
+fn write_atomic_with(p: &StatePath, data: &[u8], replace: bool, durable: bool) -> Result<bool> {
     let (dir, name) = p.need_parent("create temporary file")?;
     let tmp = tmp_name(".", &name, ".tmp");
     let tmp_full = p.full.with_file_name(&tmp);
@@ -320,7 +320,7 @@ fn write_atomic_with(p: &SessionPath, data: &[u8], replace: bool, durable: bool)
 /// Creates or truncates `p` and writes `data`, without fsync: for scratch files whose loss in
 /// a crash does not matter (an fsync here would flush every dirty page of a fresh copy).
 /// A symlink at `p` is refused, never written through.
-pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
+pub fn write_scratch(p: &StatePath, data: &[u8]) -> Result<()> {
     let (dir, name) = p.need_parent("write")?;
     let fd = match at::open_trunc(dir.as_fd(), &name, 0o666) {
         Ok(fd) => fd,
@@ -332,7 +332,7 @@ pub fn write_scratch(p: &SessionPath, data: &[u8]) -> Result<()> {
 
 /// Writes `data` to a temporary name beside `p` and renames it over `p` (no fsync): a
 /// reader never sees a partial file, and concurrent writers of the same content are safe.
-pub fn write_file_replace(p: &SessionPath, data: &[u8], mode: u32) -> Result<()> {
+pub fn write_file_replace(p: &StatePath, data: &[u8], mode: u32) -> Result<()> {
     write_file_replace_with(p, mode, |f, tmp| {
         f.write_all(data).ctx("write", tmp)?;
         Ok(true)
@@ -344,7 +344,7 @@ pub fn write_file_replace(p: &SessionPath, data: &[u8], mode: u32) -> Result<()>
 /// and its path). When `fill` returns `Ok(false)` the temporary file is removed and `p` left
 /// as it was; the result is then `Ok(false)`.
 pub fn write_file_replace_with(
-    p: &SessionPath,
+    p: &StatePath,
     mode: u32,
     fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
 ) -> Result<bool> {
@@ -358,8 +358,8 @@ pub fn write_file_replace_with(
 /// name is taken for content (the base snapshot): a crash must not leave a temporary file
 /// there that recovery would read as a project file.
 pub fn write_file_replace_via(
-    p: &SessionPath,
-    scratch: &SessionPath,
+    p: &StatePath,
+    scratch: &StatePath,
     mode: u32,
     fill: impl FnOnce(&mut File, &Path) -> Result<bool>,
 ) -> Result<bool> {
@@ -410,7 +410,7 @@ fn replace_through(
 /// component is never followed: `linkat` without `AT_SYMLINK_FOLLOW`). `Ok(false)` when `dst`
 /// exists already (whatever is there is never replaced). Any other failure (another
 /// filesystem, a link count at its limit) is an error the caller may answer by copying.
-pub fn link_new(src: &Path, dst: &SessionPath) -> Result<bool> {
+pub fn link_new(src: &Path, dst: &StatePath) -> Result<bool> {
     let (dir, name) = dst.need_parent("link")?;
     match at::link(at::CWD, src, dir.as_fd(), &name) {
         Ok(()) => Ok(true),
@@ -420,27 +420,27 @@ pub fn link_new(src: &Path, dst: &SessionPath) -> Result<bool> {
 }
 
 /// Creates a symlink at `dst` pointing to `target` (stored as is, never resolved).
-pub fn create_symlink(target: &Path, dst: &SessionPath) -> Result<()> {
+pub fn create_symlink(target: &Path, dst: &StatePath) -> Result<()> {
     let (dir, name) = dst.need_parent("create symlink")?;
     at::symlink(target, dir.as_fd(), &name).map_err(|e| io_err("create symlink", &dst.full, e))
 }
 
 /// Makes an OverlayFS whiteout at `p` (a character device 0/0, which hides whatever lower
 /// layers hold at that path); `p` must not exist. Needs `CAP_MKNOD`.
-pub fn create_whiteout(p: &SessionPath) -> Result<()> {
+pub fn create_whiteout(p: &StatePath) -> Result<()> {
     let (dir, name) = p.need_parent("create whiteout")?;
     at::mknod_whiteout(dir.as_fd(), &name).map_err(|e| io_err("create whiteout", &p.full, e))
 }
 
 /// Sets the modification time of `p` without following a symlink at `p`.
-pub fn set_mtime(p: &SessionPath, mtime: Timestamp) -> Result<()> {
+pub fn set_mtime(p: &StatePath, mtime: Timestamp) -> Result<()> {
     let (dir, name) = p.need_parent("set mtime")?;
     at::set_mtime(dir.as_fd(), &name, mtime).map_err(|e| io_err("set mtime", &p.full, e))
 }
 
 /// The metadata of what is at `p`, not following a symlink there (`lstat`), read relative
-/// to its parent directory opened beneath the session directory.
-pub fn symlink_metadata(p: &SessionPath) -> Result<fs::Metadata> {
+/// to its parent directory opened beneath the state directory.
+pub fn symlink_metadata(p: &StatePath) -> Result<fs::Metadata> {
     let fd = match &p.rel {
         None => p.open_dir("stat")?,
         Some(_) => {
@@ -452,7 +452,7 @@ pub fn symlink_metadata(p: &SessionPath) -> Result<fs::Metadata> {
 }
 
 /// Whether anything (a symlink included) is at `p`. A path through a symlink is refused.
-pub fn exists(p: &SessionPath) -> Result<bool> {
+pub fn exists(p: &StatePath) -> Result<bool> {
     let Some((dir, name)) = p.parent_at("inspect")? else {
         return Ok(false);
     };
@@ -465,7 +465,7 @@ pub fn exists(p: &SessionPath) -> Result<bool> {
 
 /// Opens (creating) a file for locking and metadata; never truncates, never follows a
 /// symlink.
-pub fn open_lock_file(p: &SessionPath) -> Result<File> {
+pub fn open_lock_file(p: &StatePath) -> Result<File> {
     let (dir, name) = p.need_parent("open lock file")?;
     match at::open_rw_create(dir.as_fd(), &name, 0o644) {
         Ok(fd) => Ok(File::from(fd)),
@@ -508,7 +508,7 @@ pub(super) fn create_file_new_at(
 }
 
 /// Creates a new regular file (it must not exist) with the given permission bits.
-pub fn create_file_new(p: &SessionPath, mode: u32) -> Result<File> {
+pub fn create_file_new(p: &StatePath, mode: u32) -> Result<File> {
     let (dir, name) = p.need_parent("create")?;
     create_file_new_at(dir.as_fd(), &name, &p.full, mode)
 }
@@ -518,8 +518,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    /// A session directory with `sub/` in it, and a victim directory outside.
-    fn setup() -> (tempfile::TempDir, SessionDir, PathBuf) {
+    /// A state directory with `sub/` in it, and a victim directory outside.
+    fn setup() -> (tempfile::TempDir, StateDir, PathBuf) {
         let t = tempfile::tempdir().unwrap();
         let s = t.path().canonicalize().unwrap().join("s");
         let victim = t.path().canonicalize().unwrap().join("victim");
@@ -530,12 +530,12 @@ mod tests {
         fs::write(victim.join("keep"), b"precious").unwrap();
         fs::create_dir(victim.join("inner")).unwrap();
         fs::write(victim.join("inner/g"), b"precious").unwrap();
-        let sd = SessionDir::open(&s).unwrap();
+        let sd = StateDir::open(&s).unwrap();
         (t, sd, victim)
     }
 
     /// Replaces `sub/` by a symlink to the victim, after the path was obtained.
-    fn swap(sd: &SessionDir, victim: &Path) {
+    fn swap(sd: &StateDir, victim: &Path) {
         let sub = sd.path().join("sub");
         fs::rename(&sub, sd.path().join("moved")).unwrap();
         symlink(victim, &sub).unwrap();
@@ -604,7 +604,7 @@ mod tests {
         // The up-front check refuses them too, now.
         refused(sd.join(Path::new("sub/keep")));
         refused(sd.join(Path::new("sub")));
-        // The session directory's own files are still reachable.
+        // The state directory's own files are still reachable.
         assert!(exists(&here).unwrap());
     }
 
@@ -652,7 +652,7 @@ mod tests {
         symlink(&victim, sd.path().join("link")).unwrap();
         let me = sd.join(sd.path()).unwrap();
         assert!(!remove_empty_dir(&me).unwrap());
-        // Nothing but removal acts on the session directory itself (its parent is the root).
+        // Nothing but removal acts on the state directory itself (its parent is the root).
         refused(write_scratch(&me, b"x"));
         refused(rename(&me, &sd.join(Path::new("elsewhere")).unwrap()));
         refused(create_dir_new(&me));
