@@ -19,8 +19,8 @@ use crate::plan::handle::SandboxHandle;
 use crate::plan::model::Strategy;
 use crate::plan::record::Record;
 use crate::plan::sandbox::Sandbox;
-use crate::plan::strategy::factory::{self, BackendFactory, NewBackend};
-use crate::plan::strategy::Env;
+use crate::plan::strategy::factory::{BackendFactory, NewBackend};
+use crate::plan::strategy::{builtins, Env};
 
 /// Makes the protocol instance of a new sandbox (called once per sandbox made or reopened).
 pub type StrategyFactory = Arc<dyn Fn() -> Arc<dyn StrategyProtocol> + Send + Sync>;
@@ -92,7 +92,7 @@ impl BackendFactory for ProtocolFactory {
 
 impl Default for StrategyRegistry {
     fn default() -> StrategyRegistry {
-        let entries = factory::builtins()
+        let entries = builtins::builtins()
             .into_iter()
             .map(|(name, backend)| {
                 let e = Entry {

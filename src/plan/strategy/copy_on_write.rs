@@ -30,6 +30,7 @@ use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, OpGuard, Record, State};
 use crate::plan::status::Status;
+use crate::plan::strategy::factory::FnFactory;
 use crate::tree::diff::Manifest;
 
 const BASE: &str = "base";
@@ -531,3 +532,16 @@ impl Backend for CopyOnWrite {
         Ok(())
     }
 }
+
+/// How the registry makes and reopens `copy_on_write` backends (see [`builtins`](crate::plan::strategy::builtins)).
+pub const FACTORY: FnFactory = FnFactory {
+    new: |r| {
+        Ok(Box::new(CopyOnWrite::new(
+            r.env.clone(),
+            r.plan_dir,
+            r.resource_id,
+            r.original,
+        )))
+    },
+    open: |env, rec, dir| Ok(Box::new(CopyOnWrite::open(env.clone(), rec, dir)?)),
+};

@@ -1,12 +1,12 @@
 //! [`BackendFactory`]: how a strategy's backends are made, by name, from the
 //! [`StrategyRegistry`](crate::plan::custom::StrategyRegistry) — a new pending one, or one
-//! found on disk — and the factories of the built-in strategies, which every registry holds
-//! from its construction.
+//! found on disk. Each built-in strategy's file defines its own `FACTORY` with
+//! [`FnFactory`]; [`builtins`](crate::plan::strategy::builtins) lists them by name.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{copy_on_write, git_worktree, none, overlay, sqlite, Env};
+use super::Env;
 use crate::plan::backend::Backend;
 use crate::plan::error::SandboxError;
 use crate::plan::model::Strategy;
@@ -67,90 +67,4 @@ impl BackendFactory for FnFactory {
     ) -> Result<Box<dyn Backend>, SandboxError> {
         (self.open)(env, record, dir)
     }
-}
-
-/// The built-in strategies by name, as every registry holds them from its construction.
-pub fn builtins() -> Vec<(&'static str, Arc<dyn BackendFactory>)> {
-    vec![
-        (
-            "none",
-            Arc::new(FnFactory {
-                new: |r| {
-                    Ok(Box::new(none::NoSandbox::new(
-                        r.plan_dir,
-                        r.resource_id,
-                        r.original,
-                    )))
-                },
-                open: |_, rec, dir| Ok(Box::new(none::NoSandbox::open(rec, dir))),
-            }),
-        ),
-        (
-            "copy_on_write",
-            Arc::new(FnFactory {
-                new: |r| {
-                    Ok(Box::new(copy_on_write::CopyOnWrite::new(
-                        r.env.clone(),
-                        r.plan_dir,
-                        r.resource_id,
-                        r.original,
-                    )))
-                },
-                open: |env, rec, dir| {
-                    Ok(Box::new(copy_on_write::CopyOnWrite::open(
-                        env.clone(),
-                        rec,
-                        dir,
-                    )?))
-                },
-            }),
-        ),
-        (
-            "overlay",
-            Arc::new(FnFactory {
-                new: |r| {
-                    Ok(Box::new(overlay::Overlay::new(
-                        r.env.clone(),
-                        r.plan_dir,
-                        r.resource_id,
-                        r.original,
-                    )))
-                },
-                open: |env, rec, dir| Ok(Box::new(overlay::Overlay::open(env.clone(), rec, dir)?)),
-            }),
-        ),
-        (
-            "git_worktree",
-            Arc::new(FnFactory {
-                new: |r| {
-                    Ok(Box::new(git_worktree::GitWorktree::new(
-                        r.env.clone(),
-                        r.plan_dir,
-                        r.resource_id,
-                        r.original,
-                    )))
-                },
-                open: |env, rec, dir| {
-                    Ok(Box::new(git_worktree::GitWorktree::open(
-                        env.clone(),
-                        rec,
-                        dir,
-                    )?))
-                },
-            }),
-        ),
-        (
-            "transaction_rollback",
-            Arc::new(FnFactory {
-                new: |r| {
-                    Ok(Box::new(sqlite::SqliteSandbox::new(
-                        r.plan_dir,
-                        r.resource_id,
-                        r.original,
-                    )))
-                },
-                open: |_, rec, dir| Ok(Box::new(sqlite::SqliteSandbox::open(rec, dir)?)),
-            }),
-        ),
-    ]
 }

@@ -34,6 +34,7 @@ use super::record::{Lifecycle, Record, State};
 use super::status::Status;
 use crate::apply::store::UndoStore;
 
+pub mod builtins;
 pub mod copy_on_write;
 pub mod factory;
 pub mod git_worktree;

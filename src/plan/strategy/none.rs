@@ -13,6 +13,7 @@ use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record};
 use crate::plan::status::Status;
+use crate::plan::strategy::factory::FnFactory;
 
 /// A `none` sandbox.
 pub struct NoSandbox {
@@ -119,3 +120,15 @@ impl Backend for NoSandbox {
         Checkpoints::None
     }
 }
+
+/// How the registry makes and reopens `none` backends (see [`builtins`](crate::plan::strategy::builtins)).
+pub const FACTORY: FnFactory = FnFactory {
+    new: |r| {
+        Ok(Box::new(NoSandbox::new(
+            r.plan_dir,
+            r.resource_id,
+            r.original,
+        )))
+    },
+    open: |_, rec, dir| Ok(Box::new(NoSandbox::open(rec, dir))),
+};

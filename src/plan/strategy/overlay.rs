@@ -56,6 +56,7 @@ use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, S
 use crate::plan::record::Lifecycle;
 use crate::plan::record::{Record, State};
 use crate::plan::status::Status;
+use crate::plan::strategy::factory::FnFactory;
 use crate::tree::diff::Change;
 use crate::tree::overlay_diff;
 
@@ -525,3 +526,16 @@ fn changes_of_scan(
 ) -> Result<Vec<Change>, crate::Error> {
     Ok(overlay_diff::diff_scan(&base.nodes, base, tree, scan, is_ignored)?.changes)
 }
+
+/// How the registry makes and reopens `overlay` backends (see [`builtins`](crate::plan::strategy::builtins)).
+pub const FACTORY: FnFactory = FnFactory {
+    new: |r| {
+        Ok(Box::new(Overlay::new(
+            r.env.clone(),
+            r.plan_dir,
+            r.resource_id,
+            r.original,
+        )))
+    },
+    open: |env, rec, dir| Ok(Box::new(Overlay::open(env.clone(), rec, dir)?)),
+};

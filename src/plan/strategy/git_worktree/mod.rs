@@ -86,6 +86,7 @@ mod repo;
 mod rollback;
 mod settle;
 
+use crate::plan::strategy::factory::FnFactory;
 use lock::with_repo_lock;
 use repo::Repo;
 
@@ -224,3 +225,16 @@ impl NativeCheckpoints for GitWorktree {
         self.release_checkpoint(id)
     }
 }
+
+/// How the registry makes and reopens `git_worktree` backends (see [`builtins`](crate::plan::strategy::builtins)).
+pub const FACTORY: FnFactory = FnFactory {
+    new: |r| {
+        Ok(Box::new(GitWorktree::new(
+            r.env.clone(),
+            r.plan_dir,
+            r.resource_id,
+            r.original,
+        )))
+    },
+    open: |env, rec, dir| Ok(Box::new(GitWorktree::open(env.clone(), rec, dir)?)),
+};

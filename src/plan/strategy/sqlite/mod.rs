@@ -131,6 +131,7 @@ use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::{Lifecycle, Record, State};
 use crate::plan::status::Status;
+use crate::plan::strategy::factory::FnFactory;
 
 /// Metadata key of the reason a sandbox became `Errored`.
 const ERROR_KEY: &str = "sqlite.error";
@@ -789,3 +790,16 @@ impl SqlAccess for SqliteSandbox {
         self.run(f)
     }
 }
+
+/// How the registry makes and reopens `transaction_rollback` backends (see
+/// [`builtins`](crate::plan::strategy::builtins)).
+pub const FACTORY: FnFactory = FnFactory {
+    new: |r| {
+        Ok(Box::new(SqliteSandbox::new(
+            r.plan_dir,
+            r.resource_id,
+            r.original,
+        )))
+    },
+    open: |_, rec, dir| Ok(Box::new(SqliteSandbox::open(rec, dir)?)),
+};
