@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use super::{forget_plan_dir, subdirs, PlanManager};
+use crate::id::{IntoId, PlanId};
 use crate::plan::error::SandboxError;
 use crate::plan::record::STATE_FILE;
 use crate::plan::status::Status;
@@ -14,10 +15,11 @@ use crate::plan::strategy;
 impl PlanManager {
     /// Rolls back every `Active` (discarding its changes) and `Committed` (undoing its
     /// commit) sandbox of the plan; the first error is returned after trying them all.
-    pub fn rollback_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+    pub fn rollback_all(&self, plan_id: impl IntoId<PlanId>) -> Result<(), SandboxError> {
+        let plan_id = &plan_id.into_id()?;
         let _plan = self.lock_plan(plan_id)?;
         let mut first = None;
-        for s in self.list_sandboxes(plan_id).into_iter().rev() {
+        for s in self.sandboxes_of(plan_id).into_iter().rev() {
             if matches!(s.status(), Status::Active | Status::Committed) {
                 if let Err(e) = s.rollback() {
                     first.get_or_insert(e);
@@ -29,10 +31,11 @@ impl PlanManager {
 
     /// Cleans up every sandbox of the plan (an active one's changes are discarded) and
     /// forgets them; the first error is returned after trying them all.
-    pub fn cleanup_all(&self, plan_id: &str) -> Result<(), SandboxError> {
+    pub fn cleanup_all(&self, plan_id: impl IntoId<PlanId>) -> Result<(), SandboxError> {
+        let plan_id = &plan_id.into_id()?;
         let plan = self.lock_plan(plan_id)?;
         let mut first = None;
-        for s in self.list_sandboxes(plan_id) {
+        for s in self.sandboxes_of(plan_id) {
             if let Err(e) = s.cleanup() {
                 first.get_or_insert(e);
             }
@@ -57,8 +60,9 @@ impl PlanManager {
         let mut n = 0;
         // Every plan's lock, in turn order: no sandbox is half-made or in use meanwhile.
         let mut guards = Vec::new();
-        for (plan_id, _) in self.plan_dirs()? {
-            guards.push(self.lock_plan(&plan_id)?);
+        for (name, _) in self.plan_dirs()? {
+            // A directory whose name is not a plan id is refused, as it always was.
+            guards.push(self.lock_plan(&PlanId::parse(&name)?)?);
         }
         for (_, slot) in self.slots() {
             let sb = slot.lock().clone();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::parallel::{check_all, commit_caught, commit_group, group_len};
 use super::PlanManager;
+use crate::id::{IntoId, PlanId};
 use crate::plan::batch::CommitBatch;
 use crate::plan::error::SandboxError;
 use crate::plan::journal::CommitJournal;
@@ -36,7 +37,10 @@ impl PlanManager {
     ///    upper layer's stat data show nothing was written since.
     /// 4. A crash anywhere in 3 leaves the journal: the next manager opened over the root
     ///    rolls the plan back (see [`crate::plan::journal`]).
-    pub fn commit_all(&self, plan_id: &str) -> Result<Vec<CommitResult>, SandboxError> {
+    pub fn commit_all(
+        &self,
+        plan_id: impl IntoId<PlanId>,
+    ) -> Result<Vec<CommitResult>, SandboxError> {
         self.commit_all_with(plan_id, &CommitAllOptions::default())
     }
 
@@ -49,7 +53,7 @@ impl PlanManager {
     /// [`Provenance::from_metadata`]: crate::provenance::Provenance::from_metadata
     pub fn commit_all_as(
         &self,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         provenance: &crate::provenance::Provenance,
     ) -> Result<Vec<CommitResult>, SandboxError> {
         // Without the feature `fault-injection` the provenance is the only field.
@@ -66,13 +70,14 @@ impl PlanManager {
     #[doc(hidden)]
     pub fn commit_all_with(
         &self,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         opts: &CommitAllOptions,
     ) -> Result<Vec<CommitResult>, SandboxError> {
+        let plan_id = &plan_id.into_id()?;
         let plan_dir = self.plan_dir(plan_id);
         let _lock = self.lock_plan(plan_id)?;
         let mut todo: Vec<Arc<dyn Sandbox>> = self
-            .list_sandboxes(plan_id)
+            .sandboxes_of(plan_id)
             .into_iter()
             .filter(|s| matches!(s.status(), Status::Created | Status::Active))
             .collect();
@@ -95,7 +100,7 @@ impl PlanManager {
             let reason = format!("check failed, nothing written: {e}");
             if e.is_sandbox_level() {
                 return Ok(vec![CommitResult::failed(
-                    plan_id,
+                    plan_id.as_str(),
                     s.sandbox_id(),
                     reason,
                     &[],
@@ -158,7 +163,12 @@ impl PlanManager {
             let (undone, failed) = self.roll_back_lifo(plan_id, &order);
             if let (true, true, Some(id)) = (sandbox_level, failed.is_empty(), failed_id) {
                 CommitJournal::remove(&plan_dir)?;
-                return Ok(vec![CommitResult::failed(plan_id, id, reason, &undone)]);
+                return Ok(vec![CommitResult::failed(
+                    plan_id.as_str(),
+                    id,
+                    reason,
+                    &undone,
+                )]);
             }
             let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
             for (id, why) in &failed {

@@ -25,7 +25,8 @@
 //! commits), `cleanup.rs` (rollback, cleanup, what a drop removes), `snapshots.rs` (shared
 //! snapshots of originals) and `resources.rs` (the sandbox a resource shares under its
 //! boundary). This file holds what they share: the [`Manager`] with its table of sandboxes,
-//! the on-disk names, and the small helpers over plan directories and ids.
+//! the on-disk names, and the small helpers over plan directories. A plan id is parsed into a
+//! [`PlanId`] once, by the public method it is given to, and carried as the type after that.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ use super::error::SandboxError;
 use super::lock::PlanGuard;
 use super::sandbox::Sandbox;
 use super::strategy::Env;
+use crate::id::PlanId;
 
 mod cleanup;
 mod commit;
@@ -58,8 +60,8 @@ pub const PLANS_DIR: &str = "plans";
 /// Prefix of a plan's directory.
 const PLAN_PREFIX: &str = "plan-";
 
-/// Longest accepted plan id, in bytes.
-const MAX_ID_LEN: usize = 128;
+/// The key of a sandbox in the table: its plan and its resource.
+type Key = (PlanId, String);
 
 /// A slot of the sandbox table: filled once, by the first caller (others wait on its lock).
 type Slot = Arc<Mutex<Option<Arc<dyn Sandbox>>>>;
@@ -91,7 +93,7 @@ pub struct Manager {
     /// The strategies sandboxes are made of by name (the built-in registry until the manager
     /// is given one).
     registry: parking_lot::RwLock<Option<Arc<StrategyRegistry>>>,
-    table: Mutex<BTreeMap<(String, String), Slot>>,
+    table: Mutex<BTreeMap<Key, Slot>>,
     boundaries: Mutex<HashMap<String, String>>,
     recovery: Mutex<Recovery>,
     /// The sandboxes this manager made: the only ones its drop may clean up (others may be
@@ -116,10 +118,12 @@ impl PlanManager {
         self.recovery.lock().clone()
     }
 
-    fn plan_dir(&self, plan_id: &str) -> PathBuf {
+    fn plan_dir(&self, plan_id: &PlanId) -> PathBuf {
         self.env.plans_dir.join(format!("{PLAN_PREFIX}{plan_id}"))
     }
 
+    /// Every plan directory under the root, with the name it gives its plan as found on
+    /// disk (not checked: a caller that acts on the plan parses it).
     fn plan_dirs(&self) -> Result<Vec<(String, PathBuf)>, SandboxError> {
         let mut out = Vec::new();
         for d in subdirs(&self.env.plans_dir) {
@@ -133,7 +137,7 @@ impl PlanManager {
         Ok(out)
     }
 
-    fn slots(&self) -> Vec<((String, String), Slot)> {
+    fn slots(&self) -> Vec<(Key, Slot)> {
         self.table
             .lock()
             .iter()
@@ -170,21 +174,4 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
-}
-
-fn validate_id(what: &str, id: &str) -> Result<(), SandboxError> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_ID_LEN
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(SandboxError::sandbox(
-            None,
-            format!("invalid {what} {id:?}: use 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ - (not starting with '.')"),
-        ))
-    }
 }

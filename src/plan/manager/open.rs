@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 
 use super::{subdirs, PlanManager, Recovery, PLANS_DIR};
 use crate::apply::store::{PrunePolicy, UndoStore};
+use crate::id::PlanId;
 use crate::plan::custom::registry::{self, StrategyRegistry};
 use crate::plan::error::SandboxError;
 use crate::plan::record::{Record, STATE_FILE};
@@ -74,7 +75,11 @@ impl PlanManager {
                 if !r.strategy.is_custom() || r.status.is_terminal() {
                     continue;
                 }
-                let key = (r.plan_id.clone(), r.resource_id.clone());
+                // A record naming no plan id is none of this manager's sandboxes.
+                let Ok(plan_id) = PlanId::parse(&r.plan_id) else {
+                    continue;
+                };
+                let key = (plan_id, r.resource_id.clone());
                 let slot = self.table.lock().entry(key.clone()).or_default().clone();
                 let mut filled = slot.lock();
                 if filled.is_some() {

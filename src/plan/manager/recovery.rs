@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{subdirs, validate_id, PlanManager, Recovery};
+use super::{subdirs, PlanManager, Recovery};
+use crate::id::{IntoId, PlanId};
 use crate::plan::error::SandboxError;
 use crate::plan::journal::CommitJournal;
 use crate::plan::lock::PlanGuard;
@@ -21,11 +22,23 @@ impl PlanManager {
     /// interrupted `commit_all` rolled back, commits left in flight settled); a plan whose
     /// lock is held elsewhere is left to its holder ([`Recovery::busy`]).
     pub(super) fn load(&mut self) -> Result<(), SandboxError> {
-        for (plan_id, plan_dir) in self.plan_dirs()? {
+        for (name, plan_dir) in self.plan_dirs()? {
+            // Only a plan id names a plan directory this library made: another name is not
+            // a plan to load or settle.
+            let plan_id = match PlanId::parse(&name) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.recovery
+                        .get_mut()
+                        .warnings
+                        .push(format!("{}: {e}", plan_dir.display()));
+                    continue;
+                }
+            };
             self.sync_plan(&plan_id);
             match PlanGuard::try_acquire_for(&plan_dir, crate::plan::lock::FORK_PATIENCE)? {
                 Some(guard) => self.recover_plan(&plan_id, &guard)?,
-                None => self.recovery.get_mut().busy.push(plan_id),
+                None => self.recovery.get_mut().busy.push(plan_id.into_string()),
             }
         }
         Ok(())
@@ -35,7 +48,7 @@ impl PlanManager {
     /// another process, may have made some): a sandbox the table lacks is opened. The
     /// newest of a resource's sandboxes holds its slot unless the slot's is still in use.
     /// Changes nothing on disk.
-    pub(super) fn sync_plan(&self, plan_id: &str) {
+    pub(super) fn sync_plan(&self, plan_id: &PlanId) {
         let plan_dir = self.plan_dir(plan_id);
         let known: HashSet<String> = self
             .slots()
@@ -49,14 +62,14 @@ impl PlanManager {
                 continue;
             }
             let record = match Record::load(&dir) {
-                Ok(r) if r.plan_id == plan_id => r,
+                Ok(r) if *plan_id == r.plan_id => r,
                 Ok(_) => continue,
                 Err(e) => {
                     self.warn(format!("{}: {e}", dir.display()));
                     continue;
                 }
             };
-            let key = (record.plan_id.clone(), record.resource_id.clone());
+            let key = (plan_id.clone(), record.resource_id.clone());
             let slot = self.table.lock().entry(key.clone()).or_default().clone();
             let mut filled = slot.lock();
             let replace = match filled.as_ref() {
@@ -80,8 +93,7 @@ impl PlanManager {
     /// Takes the plan's lock for an operation that changes the plan. The table is synced
     /// with the disk first; a holder that took the lock itself settles what a dead holder
     /// left (see [`PlanManager::recover_plan`]).
-    pub(super) fn lock_plan(&self, plan_id: &str) -> Result<PlanGuard, SandboxError> {
-        validate_id("plan id", plan_id)?;
+    pub(super) fn lock_plan(&self, plan_id: &PlanId) -> Result<PlanGuard, SandboxError> {
         let guard = PlanGuard::acquire(&self.plan_dir(plan_id))?;
         self.sync_plan(plan_id);
         if guard.is_fresh() {
@@ -94,15 +106,15 @@ impl PlanManager {
     /// `commit_all` is rolled back, commits and reverts left in flight are settled (a git
     /// that outlived its caller is waited for: it holds the lock until it exits). For a plan
     /// [`Recovery::busy`] named at open. Returns [`PlanManager::recovery`] afterwards.
-    pub fn recover(&self, plan_id: &str) -> Result<Recovery, SandboxError> {
-        drop(self.lock_plan(plan_id)?);
+    pub fn recover(&self, plan_id: impl IntoId<PlanId>) -> Result<Recovery, SandboxError> {
+        drop(self.lock_plan(&plan_id.into_id()?)?);
         Ok(self.recovery())
     }
 
     /// Under the plan's lock, taken by this thread itself (`guard` proves that no
     /// `commit_all` of the plan is running anywhere): an interrupted `commit_all` (its
     /// journal) is rolled back, and commits left in flight are settled.
-    fn recover_plan(&self, plan_id: &str, guard: &PlanGuard) -> Result<(), SandboxError> {
+    fn recover_plan(&self, plan_id: &PlanId, guard: &PlanGuard) -> Result<(), SandboxError> {
         debug_assert!(guard.is_fresh());
         let plan_dir = guard.plan_dir();
         if let Some(j) = CommitJournal::read(plan_dir)? {
@@ -118,7 +130,7 @@ impl PlanManager {
                 .rolled_back
                 .push((plan_id.to_string(), undone));
         }
-        for s in self.list_sandboxes(plan_id) {
+        for s in self.sandboxes_of(plan_id) {
             if matches!(s.status(), Status::Active | Status::Committed) {
                 if let Err(e) = s.settle_in_flight() {
                     self.warn(format!(
@@ -137,11 +149,11 @@ impl PlanManager {
     /// ids undone (in that order) and those that could not be.
     pub(super) fn roll_back_lifo(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         order: &[String],
     ) -> (Vec<String>, Vec<(String, String)>) {
         let by_id: HashMap<String, Arc<dyn Sandbox>> = self
-            .list_sandboxes(plan_id)
+            .sandboxes_of(plan_id)
             .into_iter()
             .map(|s| (s.sandbox_id().to_string(), s))
             .collect();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::PlanManager;
+use crate::id::{IntoId, PlanId};
 use crate::plan::boundary::{Resource, ResourceRegistry};
 use crate::plan::error::SandboxError;
 use crate::plan::sandbox::Sandbox;
@@ -32,7 +33,7 @@ impl PlanManager {
     /// boundary; the returned view's `get_path` maps resource-relative paths into it.
     pub fn get_or_create_sandbox_for_resource(
         &self,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         resource: &Resource,
         registry: &ResourceRegistry,
     ) -> Result<ResourceSandbox, SandboxError> {

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{forget_plan_dir, validate_id, PlanManager};
+use super::{forget_plan_dir, Key, PlanManager};
+use crate::id::{IntoId, PlanId};
 use crate::plan::custom::registry;
 use crate::plan::error::SandboxError;
 use crate::plan::lower;
@@ -17,15 +18,16 @@ impl PlanManager {
     /// `strategy` over `original_path`. Later calls return the same sandbox (whatever
     /// strategy they name). Concurrent first calls make it once. A [`Strategy::Custom`] needs
     /// its name registered in the manager's registry ([`PlanManager::open_with_registry`]);
-    /// otherwise the error names the built-in and registered strategies.
+    /// otherwise the error names the built-in and registered strategies. A `plan_id` that is
+    /// not a [`PlanId`] is refused first.
     pub fn get_or_create_sandbox(
         &self,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         resource_id: &str,
         original_path: impl AsRef<Path>,
         strategy: Strategy,
     ) -> Result<Arc<dyn Sandbox>, SandboxError> {
-        validate_id("plan id", plan_id)?;
+        let plan_id = &plan_id.into_id()?;
         if resource_id.is_empty() {
             return Err(SandboxError::sandbox(
                 None,
@@ -35,7 +37,7 @@ impl PlanManager {
         // Under the plan's lock, after the table learnt the sandboxes made elsewhere: a
         // second caller, in this process or another, finds the first one's sandbox.
         let plan = self.lock_plan(plan_id)?;
-        let key = (plan_id.to_string(), resource_id.to_string());
+        let key = (plan_id.clone(), resource_id.to_string());
         let slot = self.table.lock().entry(key.clone()).or_default().clone();
         let mut filled = slot.lock();
         if let Some(sb) = filled.as_ref() {
@@ -82,7 +84,7 @@ impl PlanManager {
             resource_id,
             original,
         )
-        .and_then(|sb| sb.create(plan_id).map(|_| sb));
+        .and_then(|sb| sb.create(plan_id.as_str()).map(|_| sb));
         match made {
             Ok(sb) => {
                 self.made.lock().insert(sb.sandbox_id().to_string());
@@ -99,7 +101,7 @@ impl PlanManager {
     }
 
     /// Removes the slot of `key` if no sandbox was made in it (a failed creation).
-    pub(super) fn forget_empty(&self, key: &(String, String)) {
+    pub(super) fn forget_empty(&self, key: &Key) {
         let mut table = self.table.lock();
         if table
             .get(key)
@@ -109,21 +111,36 @@ impl PlanManager {
         }
     }
 
-    /// The sandbox of `(plan_id, resource_id)`, if one was made.
-    pub fn get_sandbox(&self, plan_id: &str, resource_id: &str) -> Option<Arc<dyn Sandbox>> {
-        self.sync_plan(plan_id);
+    /// The sandbox of `(plan_id, resource_id)`, if one was made (none when `plan_id` is not
+    /// a [`PlanId`]).
+    pub fn get_sandbox(
+        &self,
+        plan_id: impl IntoId<PlanId>,
+        resource_id: &str,
+    ) -> Option<Arc<dyn Sandbox>> {
+        let plan_id = plan_id.into_id().ok()?;
+        self.sync_plan(&plan_id);
         let slot = self
             .table
             .lock()
-            .get(&(plan_id.to_string(), resource_id.to_string()))
+            .get(&(plan_id, resource_id.to_string()))
             .cloned()?;
         let sb = slot.lock().clone();
         sb
     }
 
     /// Every sandbox of `plan_id`, in creation order (those other managers of the root made
-    /// too). A read: nothing is changed or recovered.
-    pub fn list_sandboxes(&self, plan_id: &str) -> Vec<Arc<dyn Sandbox>> {
+    /// too). A read: nothing is changed or recovered. None when `plan_id` is not a
+    /// [`PlanId`].
+    pub fn list_sandboxes(&self, plan_id: impl IntoId<PlanId>) -> Vec<Arc<dyn Sandbox>> {
+        match plan_id.into_id() {
+            Ok(plan_id) => self.sandboxes_of(&plan_id),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// [`PlanManager::list_sandboxes`] of a plan id already checked.
+    pub(super) fn sandboxes_of(&self, plan_id: &PlanId) -> Vec<Arc<dyn Sandbox>> {
         self.sync_plan(plan_id);
         let mut out: Vec<Arc<dyn Sandbox>> = self
             .slots()
@@ -138,7 +155,8 @@ impl PlanManager {
     /// The ids of every plan with sandboxes.
     pub fn list_plans(&self) -> Vec<String> {
         if let Ok(plans) = self.plan_dirs() {
-            for (p, _) in plans {
+            // A directory whose name is not a plan id holds no plan (see `load`).
+            for p in plans.iter().filter_map(|(p, _)| PlanId::parse(p).ok()) {
                 self.sync_plan(&p);
             }
         }
@@ -146,7 +164,7 @@ impl PlanManager {
             .slots()
             .into_iter()
             .filter(|(_, s)| s.lock().is_some())
-            .map(|((p, _), _)| p)
+            .map(|((p, _), _)| p.into_string())
             .collect();
         plans.dedup();
         plans
