@@ -2,6 +2,7 @@
 //! and journaled, committed (the first ones as a group sharing one sync), and rolled back in
 //! LIFO order when one fails. Its options (provenance, test faults) are here too.
 
+use super::options::CommitAllOptions;
 use std::sync::Arc;
 
 use super::parallel::{check_all, commit_caught, commit_group, group_len};
@@ -205,43 +206,5 @@ impl PlanManager {
                 .extend(provenance.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         Ok(results)
-    }
-}
-
-/// The options of [`PlanManager::commit_all_with`].
-#[doc(hidden)]
-#[derive(Clone, Debug, Default)]
-pub struct CommitAllOptions {
-    /// Test fault (feature `fault-injection`): the commit at this position fails (as a
-    /// conflict would).
-    #[cfg(feature = "fault-injection")]
-    pub fail_at: Option<usize>,
-    /// Test fault (feature `fault-injection`): the process aborts before the commit at this
-    /// position.
-    #[cfg(feature = "fault-injection")]
-    pub crash_before: Option<usize>,
-    /// What produced the work, into each result's metadata.
-    pub provenance: crate::provenance::Provenance,
-}
-
-impl CommitAllOptions {
-    /// The failure injected into the commit at position `i` (`s`'s), if any; never one
-    /// without the feature `fault-injection`.
-    pub(super) fn injected_failure(&self, i: usize, s: &Arc<dyn Sandbox>) -> Option<SandboxError> {
-        #[cfg(feature = "fault-injection")]
-        if self.fail_at == Some(i) {
-            return Some(crate::plan::fault::commit_failure(s.sandbox_id()));
-        }
-        let _ = (i, s);
-        None
-    }
-
-    /// Where the process is to abort (before the commit at that position); never without
-    /// the feature `fault-injection`.
-    pub(super) fn crash_point(&self) -> Option<usize> {
-        #[cfg(feature = "fault-injection")]
-        return self.crash_before;
-        #[cfg(not(feature = "fault-injection"))]
-        None
     }
 }

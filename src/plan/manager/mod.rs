@@ -21,7 +21,7 @@
 //! The manager is split by idea, one file each: `open.rs` (opening over a root, the registry
 //! of custom strategies), `recovery.rs` (the table learning the disk, the plan's lock, and
 //! settling what a dead holder left), `sandboxes.rs` (lazy creation and lookup),
-//! `commit.rs` (`commit_all`'s algorithm), `parallel.rs` (its parallel checks and grouped
+//! `commit.rs` (`commit_all`'s algorithm), `options.rs` (its options), `parallel.rs` (its parallel checks and grouped
 //! commits), `cleanup.rs` (rollback, cleanup, what a drop removes), `snapshots.rs` (shared
 //! snapshots of originals) and `resources.rs` (the sandbox a resource shares under its
 //! boundary). This file holds what they share: the [`Manager`] with its table of sandboxes,
@@ -45,13 +45,14 @@ use crate::id::PlanId;
 mod cleanup;
 mod commit;
 mod open;
+mod options;
 mod parallel;
 mod recovery;
 mod resources;
 mod sandboxes;
 mod snapshots;
 
-pub use commit::CommitAllOptions;
+pub use options::CommitAllOptions;
 pub use resources::ResourceSandbox;
 
 /// Name of the plans directory under the root.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::commit::CommitAllOptions;
+use super::options::CommitAllOptions;
 use crate::plan::batch::CommitBatch;
 use crate::plan::error::SandboxError;
 use crate::plan::group::CommitGroup;
