@@ -427,14 +427,7 @@ impl SandboxManager {
 fn settle(m: &PlanManager) {
     for plan in m.list_plans() {
         for s in m.list_sandboxes(&plan) {
-            let keep = match s.status() {
-                Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
-                Status::Pending | Status::CleanedUp => true,
-                _ => false,
-            };
-            if !keep {
-                let _ = s.cleanup();
-            }
+            patchbox::plan::manager::clean_up_if_idle(s.as_ref());
         }
     }
 }

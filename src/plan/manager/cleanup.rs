@@ -9,6 +9,7 @@ use super::{forget_plan_dir, subdirs, PlanManager};
 use crate::id::{IntoId, PlanId};
 use crate::plan::error::SandboxError;
 use crate::plan::record::STATE_FILE;
+use crate::plan::sandbox::Sandbox;
 use crate::plan::status::Status;
 use crate::plan::strategy;
 
@@ -119,14 +120,22 @@ impl Drop for PlanManager {
             if !made.contains(s.sandbox_id()) {
                 continue;
             }
-            let keep = match s.status() {
-                Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
-                Status::Pending | Status::CleanedUp => true,
-                _ => false,
-            };
-            if !keep {
-                let _ = s.cleanup();
-            }
+            clean_up_if_idle(s.as_ref());
         }
+    }
+}
+
+/// Cleans `s` up unless it may hold work not committed yet: what a manager's drop (and the
+/// Python manager's `close`) does to each sandbox. Kept: a pending sandbox (nothing made yet),
+/// an active one with changes or whose diff fails (its work must not be lost to a cleanup),
+/// and one already cleaned up. Errors are ignored: the sandbox stays for the next cleanup.
+pub fn clean_up_if_idle(s: &dyn Sandbox) {
+    let keep = match s.status() {
+        Status::Active => s.diff().map(|d| !d.entries.is_empty()).unwrap_or(true),
+        Status::Pending | Status::CleanedUp => true,
+        _ => false,
+    };
+    if !keep {
+        let _ = s.cleanup();
     }
 }

@@ -52,6 +52,7 @@ mod resources;
 mod sandboxes;
 mod snapshots;
 
+pub use cleanup::clean_up_if_idle;
 pub use options::CommitAllOptions;
 pub use resources::ResourceSandbox;
 
