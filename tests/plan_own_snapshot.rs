@@ -193,3 +193,79 @@ fn copy_on_write_sandboxes_of_a_plan_share_their_base() {
     mgr.cleanup_all("p").unwrap();
     assert!(!info.path.exists(), "removed with its last sandbox");
 }
+
+/// The sandbox directory of `sb` (`<root>/plans/plan-<plan>/<sandbox id>`).
+fn sandbox_dir(root: &Path, plan: &str, sb: &dyn Sandbox) -> std::path::PathBuf {
+    root.join("plans")
+        .join(format!("plan-{plan}"))
+        .join(sb.sandbox_id())
+}
+
+/// One prune for both faces: `sessions prune` removes a plan snapshot once no sandbox that
+/// took it exists (here its sandbox's directory vanished, as after a crash and a manual
+/// removal), and keeps one a sandbox still holds.
+#[test]
+fn sessions_prune_removes_plan_snapshots_nobody_holds() {
+    let _g = serial();
+    let root = tempfile::tempdir().unwrap();
+    let (o1, o2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    project(o1.path());
+    project(o2.path());
+    let mgr = PlanManager::open(root.path()).unwrap();
+    mgr.set_cleanup_on_drop(false);
+    let a = create(&mgr, "p", "r1", o1.path(), "copy");
+    let b = create(&mgr, "q", "r1", o2.path(), "copy");
+    let (gone, kept) = (lower_of(&*a), lower_of(&*b));
+    let store = root.path().join("plans/lower");
+    fs::remove_dir_all(sandbox_dir(root.path(), "p", &*a)).unwrap();
+    drop((a, b, mgr));
+
+    let report = patchbox::session::recover::prune(root.path()).unwrap();
+    assert_eq!(report.snapshots_removed, 1, "{report:?}");
+    assert!(!store.join(&gone).exists(), "the unheld snapshot went");
+    assert!(
+        store.join(&kept).join("base/a.txt").exists(),
+        "the held one stays"
+    );
+    let again = patchbox::session::recover::prune(root.path()).unwrap();
+    assert_eq!(again.snapshots_removed, 0, "{again:?}");
+}
+
+/// A snapshot whose users were never recorded (as an earlier version left them) is never
+/// guessed unused: `sessions prune` keeps it; a plan manager's cleanup records its users
+/// from the sandboxes' states, and then prunes it when none names it.
+#[test]
+fn snapshots_without_holder_records_are_kept_until_their_users_are_known() {
+    let _g = serial();
+    let root = tempfile::tempdir().unwrap();
+    let orig = tempfile::tempdir().unwrap();
+    project(orig.path());
+    let store = root.path().join("plans/lower");
+    let mgr = PlanManager::open(root.path()).unwrap();
+    mgr.set_cleanup_on_drop(false);
+    let live = create(&mgr, "p", "r1", orig.path(), "copy");
+    let dead = create(&mgr, "q", "r1", orig.path(), "copy");
+    let (live_id, dead_id) = (lower_of(&*live), lower_of(&*dead));
+    assert_ne!(live_id, dead_id, "each plan takes its own");
+    for id in [&live_id, &dead_id] {
+        fs::remove_dir_all(store.join(id).join("holders")).unwrap();
+    }
+    fs::remove_dir_all(sandbox_dir(root.path(), "q", &*dead)).unwrap();
+    drop((dead, mgr));
+
+    let report = patchbox::session::recover::prune(root.path()).unwrap();
+    assert_eq!(report.snapshots_removed, 0, "unknown users: {report:?}");
+    assert!(store.join(&dead_id).exists());
+
+    let mgr = PlanManager::open(root.path()).unwrap();
+    mgr.set_cleanup_on_drop(false);
+    mgr.cleanup_abandoned().unwrap();
+    assert!(!store.join(&dead_id).exists(), "no state names it: pruned");
+    assert!(
+        store.join(&live_id).join("holders").is_dir(),
+        "its user recorded"
+    );
+    assert_eq!(read(&*live, "a.txt"), "one\n");
+    live.cleanup().unwrap();
+    assert!(!store.join(&live_id).exists(), "gone with its last sandbox");
+}

@@ -427,6 +427,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
                             r.shared_layers_removed
                         );
                     }
+                    if r.snapshots_removed > 0 {
+                        eprintln!("removed {} unused plan snapshot(s)", r.snapshots_removed);
+                    }
                     for e in &r.errors {
                         eprintln!("patchbox: {e}");
                     }

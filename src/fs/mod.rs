@@ -21,6 +21,7 @@ pub mod project;
 pub mod relpath;
 pub mod state_dir;
 pub mod timestamp;
+pub mod unix_millis;
 
 pub use relpath::RelPath;
 pub use timestamp::Timestamp;

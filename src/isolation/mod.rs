@@ -6,8 +6,12 @@
 //! - [`backend`]: the choice kernel OverlayFS → `fuse-overlayfs` → copy, and the one reader
 //!   of the environment variable that forces it;
 //! - [`shared_lower`]: the store of lower layers shared by every overlay sandbox of a
-//!   project (`<root>/lowers/`), session or plan, with its one sweep;
+//!   project (`<root>/lowers/`), session or plan;
 //! - [`layered`]: a snapshot over that layer, holding only what differs from it;
+//! - [`snapshot`]: the store of point-in-time snapshots plan sandboxes start from, each
+//!   stacked on a shared layer where the project allows;
+//! - [`holders`]: who uses a layer or a snapshot, recorded beside it;
+//! - [`prune`]: the one prune of both stores, which both faces call;
 //! - [`tree_base`]: a stable snapshot of a project's selected files, the pre-images and
 //!   lower layer of a plan's `copy_on_write` and `overlay` sandboxes.
 //!
@@ -15,9 +19,12 @@
 //! of it.
 
 pub mod backend;
+pub mod holders;
 pub mod layered;
+pub mod prune;
 pub mod root;
 pub mod shared_lower;
+pub mod snapshot;
 pub mod tree_base;
 
 pub use root::default_root;

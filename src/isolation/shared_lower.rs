@@ -478,23 +478,12 @@ fn is_ulid(name: &str) -> bool {
 /// snapshot) as using `layer`: the sweep keeps the layer while that directory exists. Called
 /// while the layer is held, so no sweep removes it meanwhile; `holder` may be made after.
 pub fn hold_for(layer: &SharedLayer, holder: &Path) -> Result<()> {
-    let dir = layer.dir.join(HOLDERS_DIR);
-    std::fs::create_dir_all(&dir).ctx("create shared lower holders", &dir)?;
-    let id = crate::git::oid::object_id(ObjectKind::Blob, holder.as_os_str().as_bytes());
-    let p = dir.join(&to_hex(&id)[..16]);
-    std::fs::write(&p, holder.as_os_str().as_bytes()).ctx("record shared lower holder", &p)
+    super::holders::record(&layer.dir.join(HOLDERS_DIR), holder)
 }
 
 /// Whether a directory recorded by [`hold_for`] in the layer at `dir` still exists (a
 /// holder file that cannot be read counts as holding: the layer is kept, never guessed
 /// unused).
 fn held(dir: &Path) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir.join(HOLDERS_DIR)) else {
-        return false;
-    };
-    rd.filter_map(|e| e.ok())
-        .any(|e| match std::fs::read(e.path()) {
-            Ok(b) => Path::new(std::ffi::OsStr::from_bytes(&b)).exists(),
-            Err(_) => true,
-        })
+    super::holders::held(&dir.join(HOLDERS_DIR), false)
 }

@@ -55,7 +55,7 @@
 //! | [`record`] | a sandbox's state on disk, and the lifecycle guard |
 //! | [`strategy`] | the built-in strategies |
 //! | [`manager`] | [`Manager`] (also [`PlanManager`]): lazy creation, `commit_all`, cleanup, recovery |
-//! | [`lower`] | shared lower snapshots: `overlay` sandboxes made in O(1) |
+//! | [`own_snapshot`] | when a plan's later sandboxes reuse the snapshot its first one took |
 //! | [`journal`] | the journal that makes `commit_all` crash-atomic |
 //! | [`boundary`] | resources, the registry, and which sandbox a resource belongs to |
 //! | [`checkpoint`] | checkpoints (deduplicated, proportional to change) and rollback to them |
@@ -79,21 +79,20 @@ pub mod group;
 pub mod handle;
 pub mod journal;
 pub mod lock;
-pub mod lower;
 pub mod manager;
 pub mod model;
+pub mod own_snapshot;
 pub mod phases;
-pub mod plan_lower;
 pub mod record;
 pub mod sandbox;
 pub mod status;
 pub mod strategy;
 
+pub use crate::isolation::snapshot::SnapshotInfo;
 pub use backend::{Backend, Checkpoints, NativeCheckpoints};
 pub use boundary::{Resource, ResourceKind, ResourceRegistry};
 pub use error::SandboxError;
 pub use handle::SandboxHandle;
-pub use lower::SnapshotInfo;
 pub use manager::{Manager, PlanManager, Recovery, ResourceSandbox};
 pub use model::{CommitResult, DiffEntry, DiffOp, SandboxContext, SandboxDiff, Strategy};
 pub use sandbox::{CheckpointSupport, Sandbox};

@@ -249,21 +249,4 @@ impl SandboxDiff {
 }
 
 /// Serializes a `SystemTime` as milliseconds since the epoch (what the state files hold).
-pub(crate) mod unix_millis {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        let ms = t
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        s.serialize_u64(ms)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
-        let ms = u64::deserialize(d)?;
-        Ok(UNIX_EPOCH + Duration::from_millis(ms))
-    }
-}
+pub(crate) use crate::fs::unix_millis;

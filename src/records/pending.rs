@@ -189,6 +189,8 @@ pub struct PruneRecord {
     pub live: Vec<String>,
     /// Shared lower layers removed.
     pub shared_layers_removed: usize,
+    /// Plan snapshots removed (no sandbox held them).
+    pub snapshots_removed: usize,
     /// Problems met (the affected sandboxes were left in place).
     pub errors: Vec<String>,
 }
@@ -200,6 +202,7 @@ impl From<&PruneReport> for PruneRecord {
             pruned: r.pruned.clone(),
             live: r.live.clone(),
             shared_layers_removed: r.shared_layers_removed,
+            snapshots_removed: r.snapshots_removed,
             errors: r.errors.clone(),
         }
     }

@@ -42,6 +42,9 @@ pub struct PruneReport {
     /// Shared lower layers removed: superseded ones nobody uses, and ones a dead process
     /// was writing (an unbounded [`prune`] only; see [`crate::isolation::shared_lower::sweep`]).
     pub shared_layers_removed: usize,
+    /// Snapshots of the snapshot store no sandbox held any more, and ones a crash cut
+    /// short (an unbounded [`prune`] only; see [`crate::isolation::prune`]).
+    pub snapshots_removed: usize,
 }
 
 /// A session found under a root.
@@ -124,8 +127,8 @@ pub fn prune(root: &Path) -> Result<PruneReport> {
 /// [`prune`] within a bound: no dead session is started after `time` has passed or once
 /// `max_sessions` have been recovered; the rest are listed as deferred, for a later prune.
 /// (A manager recovers this way at start, on a thread of its own.) Without a `time` bound
-/// it also sweeps the shared lower layers nobody uses (see
-/// [`crate::isolation::shared_lower::sweep`]).
+/// it also runs the substrate's prune: the plan snapshots and shared lower layers nobody
+/// uses (see [`crate::isolation::prune`]).
 pub fn prune_within(
     root: &Path,
     time: Option<std::time::Duration>,
@@ -157,10 +160,16 @@ pub fn prune_within(
             Err(e) => report.errors.push(e.to_string()),
         }
     }
-    // Only an unbounded prune sweeps the shared layers: a bounded one runs as a manager
-    // starts, and a layer is a tree of tens of thousands of files to remove.
+    // Only an unbounded prune runs the substrate's prune: a bounded one runs as a manager
+    // starts, and a layer or a snapshot is a tree of tens of thousands of files to remove.
     if time.is_none() {
-        report.shared_layers_removed = crate::isolation::shared_lower::sweep(&root);
+        match crate::isolation::prune::prune(&root, crate::isolation::prune::Scope::Stale) {
+            Ok(p) => {
+                report.shared_layers_removed = p.layers;
+                report.snapshots_removed = p.snapshots;
+            }
+            Err(e) => report.errors.push(e.to_string()),
+        }
     }
     Ok(report)
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::{forget_plan_dir, subdirs, PlanManager};
 use crate::id::{IntoId, PlanId};
+use crate::isolation::prune::Scope;
 use crate::plan::error::SandboxError;
 use crate::plan::record::STATE_FILE;
 use crate::plan::sandbox::Sandbox;
@@ -102,7 +103,7 @@ impl PlanManager {
             }
         }
         drop(guards);
-        n += self.sweep_lowers(&|_, newest| !newest)?;
+        n += self.sweep_lowers(Scope::Stale)?;
         Ok(n)
     }
 }

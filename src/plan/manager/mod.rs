@@ -3,7 +3,7 @@
 //! ```text
 //! <root>/plans/
 //!   undo/                     undo records of commits (their ids are commit_refs)
-//!   lower/                    shared snapshots of originals (see crate::plan::lower)
+//!   lower/                    snapshots of originals (see crate::isolation::snapshot)
 //!   plan-<plan id>/
 //!     commit.lock             the plan's lock (see crate::plan::lock)
 //!     commit.journal          present while a commit_all runs (see journal)

@@ -122,7 +122,7 @@ impl PlanManager {
                 ..PrunePolicy::default()
             }),
             exclude: vec![root.clone()],
-            lowers: plans_dir.join(crate::plan::lower::LOWER_DIR),
+            lowers: crate::isolation::snapshot::store_dir(&root),
             lower_bases: Mutex::new(HashMap::new()),
             plans_dir,
         });

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::{forget_plan_dir, Key, PlanManager};
 use crate::id::{IntoId, PlanId};
+use crate::isolation::snapshot;
 use crate::plan::custom::registry;
 use crate::plan::error::SandboxError;
-use crate::plan::lower;
 use crate::plan::model::Strategy;
 use crate::plan::sandbox::Sandbox;
 
@@ -69,7 +69,7 @@ impl PlanManager {
         // latter, as a copy_on_write one does: no sweep removes one meanwhile.
         let _lower_lock = if matches!(strategy, Strategy::Overlay | Strategy::CopyOnWrite) {
             Some(
-                lower::lock(&self.env.lowers, false)
+                snapshot::lock_shared(&self.env.lowers)
                     .map_err(|e| SandboxError::from_lower(None, "lock the shared snapshots", e))?,
             )
         } else {

@@ -1,14 +1,14 @@
 //! Shared snapshots of originals: `prepare_snapshot` takes one that later `overlay` and
-//! `copy_on_write` sandboxes of that original use instead of copying the tree; the sweeps
-//! remove those no sandbox's state names.
+//! `copy_on_write` sandboxes of that original use instead of copying the tree; the
+//! substrate's one prune ([`crate::isolation::prune`]) removes those no sandbox holds.
 
-use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{subdirs, PlanManager};
+use crate::isolation::prune::{self, Scope};
+use crate::isolation::snapshot::{self, SnapshotInfo};
 use crate::plan::error::SandboxError;
-use crate::plan::lower::{self, SnapshotInfo};
 use crate::plan::record::{Record, STATE_FILE};
 
 impl PlanManager {
@@ -41,7 +41,7 @@ impl PlanManager {
                     format!("cannot snapshot {}: not a directory", original.display()),
                 )
             })?;
-        let (info, base) = lower::prepare(&self.env.lowers, &canon, &self.env.exclude, None)
+        let (info, base) = snapshot::prepare(&self.env.lowers, &canon, &self.env.exclude, None)
             .map_err(|e| SandboxError::from_lower(None, "prepare a snapshot", e))?;
         self.env
             .lower_bases
@@ -51,18 +51,18 @@ impl PlanManager {
         // newest is), and each is a copy of the tree: those no sandbox uses go now rather
         // than at the next `cleanup_abandoned`, so repeated prepares do not fill the disk.
         // The new snapshot is ready either way: a sweep that fails is retried by that call.
-        let _ = self.sweep_lowers(&|s, newest| s.original == canon && !newest);
+        let _ = self.sweep_lowers(Scope::StaleOf(&canon));
         // The cached bases of the removed ones go too (a stat each, not a second listing).
         self.env
             .lower_bases
             .lock()
-            .retain(|id, _| lower::base_dir(&self.env.lowers, id).is_dir());
+            .retain(|id, _| snapshot::base_dir(&self.env.lowers, id).is_dir());
         Ok(info)
     }
 
     /// Every ready shared snapshot under the root, oldest first.
     pub fn snapshots(&self) -> Vec<SnapshotInfo> {
-        lower::list(&self.env.lowers)
+        snapshot::list(&self.env.lowers)
     }
 
     /// Removes every shared snapshot of `original` that no sandbox uses (the newest too:
@@ -71,37 +71,51 @@ impl PlanManager {
     pub fn drop_snapshots(&self, original: impl AsRef<Path>) -> Result<usize, SandboxError> {
         let original = original.as_ref();
         let canon = std::fs::canonicalize(original).unwrap_or_else(|_| original.to_path_buf());
-        self.sweep_lowers(&|s, _| s.original == canon)
+        self.sweep_lowers(Scope::AllOf(&canon))
     }
 
-    /// Removes the shared snapshots no sandbox's state names that `removable` accepts.
-    pub(super) fn sweep_lowers(
-        &self,
-        removable: &dyn Fn(&SnapshotInfo, bool) -> bool,
-    ) -> Result<usize, SandboxError> {
+    /// Removes the shared snapshots no sandbox holds that `scope` names, then the shared
+    /// layers nobody holds: the substrate's one prune, after the users of snapshots an
+    /// earlier version made (which recorded none) are recorded from the sandboxes' states.
+    pub(super) fn sweep_lowers(&self, scope: Scope<'_>) -> Result<usize, SandboxError> {
         let err = |e| SandboxError::from_lower(None, "remove unused shared snapshots", e);
         if !self.env.lowers.is_dir() {
             return Ok(0);
         }
-        // Taken first, so no sandbox can start using a snapshot while references are read.
-        let _lock = lower::lock(&self.env.lowers, true).map_err(err)?;
-        let mut referenced = HashSet::new();
-        for (_, plan_dir) in self.plan_dirs()? {
+        self.adopt_snapshot_users().map_err(err)?;
+        prune::prune(&self.root, scope)
+            .map(|p| p.snapshots)
+            .map_err(err)
+    }
+
+    /// Records, as holders of the snapshots that have no holder records, the sandboxes
+    /// whose state names them. Under the store's exclusive lock, so no sandbox starts using
+    /// one meanwhile; when a state cannot be read (it might name any of them) nothing is
+    /// recorded and those snapshots stay unjudged, so the prune keeps them.
+    fn adopt_snapshot_users(&self) -> Result<(), crate::Error> {
+        let locked = snapshot::lock_exclusive(&self.env.lowers)?;
+        if !snapshot::needs_adoption(&locked) {
+            return Ok(());
+        }
+        let mut users: Vec<(String, PathBuf)> = Vec::new();
+        let Ok(plans) = self.plan_dirs() else {
+            return Ok(());
+        };
+        for (_, plan_dir) in plans {
             for dir in subdirs(&plan_dir) {
                 if !dir.join(STATE_FILE).exists() {
                     continue;
                 }
                 match Record::load(&dir) {
                     Ok(r) => {
-                        if let Some(id) = r.metadata.get(lower::LOWER_KEY) {
-                            referenced.insert(id.clone());
+                        if let Some(id) = r.metadata.get(snapshot::LOWER_KEY) {
+                            users.push((id.clone(), dir));
                         }
                     }
-                    // A state that cannot be read might name any of them: keep them all.
-                    Err(_) => return Ok(0),
+                    Err(_) => return Ok(()),
                 }
             }
         }
-        lower::sweep(&self.env.lowers, &referenced, removable).map_err(err)
+        snapshot::adopt(&locked, &users).map(|_| ())
     }
 }

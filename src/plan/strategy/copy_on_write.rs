@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The base (pre-images, rollback source) is the plan's own snapshot of the original in the
-//! shared store (see [`crate::plan::plan_lower`]), which the plan's later sandboxes over the
+//! shared store (see [`crate::plan::own_snapshot`]), which the plan's later sandboxes over the
 //! same original share. A plan's first create costs two copies of the selected files
 //! (reflinks where the filesystem has them), its later ones one; diff costs one `lstat` per
 //! file plus reading what changed; commit costs what changed.
@@ -47,8 +47,8 @@ pub struct CopyOnWrite {
     pub(super) original: PathBuf,
     /// The base, loaded on first need after a reopen.
     base: Mutex<Option<Arc<TreeBase>>>,
-    /// The shared snapshot used as base instead of `base/` (see [`crate::plan::lower`] and
-    /// [`crate::plan::plan_lower`]); `None` for a sandbox made with a private `base/`.
+    /// The shared snapshot used as base instead of `base/` (see [`crate::isolation::snapshot`] and
+    /// [`crate::plan::own_snapshot`]); `None` for a sandbox made with a private `base/`.
     shared: Mutex<Option<String>>,
     /// The last successful check, for the commit that follows (`commit_all`).
     checked: Mutex<Option<super::through_apply::Checked>>,
@@ -90,7 +90,12 @@ impl CopyOnWrite {
         let sb = CopyOnWrite {
             resource_id: record.resource_id.clone(),
             original: record.original_path.clone(),
-            shared: Mutex::new(record.metadata.get(crate::plan::lower::LOWER_KEY).cloned()),
+            shared: Mutex::new(
+                record
+                    .metadata
+                    .get(crate::isolation::snapshot::LOWER_KEY)
+                    .cloned(),
+            ),
             lc: Lifecycle::loaded(record, dir),
             env,
             base: Mutex::new(None),
@@ -132,7 +137,7 @@ impl CopyOnWrite {
     /// Where the base's files are: `base/`, or the shared snapshot's files.
     pub(super) fn base_dir(&self) -> PathBuf {
         match self.shared.lock().as_deref() {
-            Some(id) => crate::plan::lower::base_dir(&self.env.lowers, id),
+            Some(id) => crate::isolation::snapshot::base_dir(&self.env.lowers, id),
             None => self.lc.dir().join(BASE),
         }
     }
@@ -142,7 +147,9 @@ impl CopyOnWrite {
     pub(super) fn lower_layers(&self) -> Vec<PathBuf> {
         let mut v = vec![self.base_dir()];
         if let Some(id) = self.shared.lock().as_deref() {
-            v.extend(crate::plan::lower::read_info(&self.env.lowers, id).and_then(|i| i.shared));
+            v.extend(
+                crate::isolation::snapshot::read_info(&self.env.lowers, id).and_then(|i| i.shared),
+            );
         }
         v
     }
@@ -290,20 +297,26 @@ impl CopyOnWrite {
     }
 
     /// Takes the plan's own snapshot of the original (`canon`) as this sandbox's base (see
-    /// [`crate::plan::plan_lower`]): reused, or taken now and then returned with its listing.
-    pub(super) fn take_plan_lower(
+    /// [`crate::plan::own_snapshot`]): reused, or taken now and then returned with its listing.
+    pub(super) fn take_own_snapshot(
         &self,
         plan_id: &str,
         canon: &Path,
-    ) -> Result<(crate::plan::lower::SnapshotInfo, Option<Arc<TreeBase>>), crate::Error> {
+    ) -> Result<
+        (
+            crate::isolation::snapshot::SnapshotInfo,
+            Option<Arc<TreeBase>>,
+        ),
+        crate::Error,
+    > {
         let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
         let env = &self.env;
-        let (info, base) = crate::plan::plan_lower::take(
+        let (info, base) = crate::plan::own_snapshot::take(
             &env.lowers,
             &env.exclude,
             plan_dir,
             plan_id,
-            self.lc.id(),
+            self.lc.dir(),
             canon,
         )?;
         let base = base.map(|b| {
@@ -317,10 +330,9 @@ impl CopyOnWrite {
 
     /// Lets go of the plan's own snapshot this sandbox took, if it did: removed when no
     /// sandbox that took it is left.
-    pub(super) fn release_plan_lower(&self) {
+    pub(super) fn release_own_snapshot(&self) {
         if let Some(id) = self.shared_lower() {
-            let plan_dir = self.lc.dir().parent().unwrap_or(Path::new("/"));
-            crate::plan::plan_lower::release(&self.env.lowers, plan_dir, &id);
+            crate::plan::own_snapshot::release(&self.env.lowers, &id);
         }
     }
 
@@ -329,7 +341,7 @@ impl CopyOnWrite {
     fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
         let canon = std::fs::canonicalize(&self.original)
             .map_err(|e| crate::Error::io("resolve", &self.original, e))?;
-        let (info, base) = self.take_plan_lower(plan_id, &canon)?;
+        let (info, base) = self.take_own_snapshot(plan_id, &canon)?;
         let base = match base {
             Some(b) => b,
             None => self.env.lower_base(&info.id)?,
@@ -337,7 +349,7 @@ impl CopyOnWrite {
         let dir = self.make_dir()?;
         let tree_p = self.make_copy(&dir, &base)?;
         let mut metadata = std::collections::BTreeMap::new();
-        metadata.insert(crate::plan::lower::LOWER_KEY.to_string(), info.id);
+        metadata.insert(crate::isolation::snapshot::LOWER_KEY.to_string(), info.id);
         Ok(self.new_record(plan_id, tree_p.as_path(), metadata))
     }
 
@@ -528,7 +540,7 @@ impl Backend for CopyOnWrite {
         let mut st = self.op()?;
         super::cleanup_dir(&self.lc, &mut st, || Ok(()))?;
         drop(st);
-        self.release_plan_lower();
+        self.release_own_snapshot();
         Ok(())
     }
 }

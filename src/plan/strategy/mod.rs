@@ -67,7 +67,7 @@ pub struct Env {
     pub undo: UndoStore,
     /// Directories never copied into a sandbox (the root itself, when inside a resource).
     pub exclude: Vec<PathBuf>,
-    /// The shared lower snapshots (`<root>/plans/lower`, see [`crate::plan::lower`]).
+    /// The snapshot store (`<root>/plans/lower`, see [`crate::isolation::snapshot`]).
     pub lowers: PathBuf,
     /// Shared snapshots' listings, loaded once per manager.
     pub lower_bases:
@@ -80,7 +80,7 @@ impl Env {
         if let Some(b) = self.lower_bases.lock().get(id) {
             return Ok(b.clone());
         }
-        let b = Arc::new(crate::plan::lower::load_base(&self.lowers, id)?);
+        let b = Arc::new(crate::isolation::snapshot::load_base(&self.lowers, id)?);
         self.lower_bases.lock().insert(id.to_string(), b.clone());
         Ok(b)
     }

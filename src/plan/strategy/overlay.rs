@@ -18,7 +18,7 @@
 //! the pre-images instead of `base/`: create then copies nothing (a few directories, a
 //! mount), and is O(1) in the tree's size. Without one, the plan's own snapshot plays that
 //! part: taken by the plan's first sandbox over the original, reused by its later ones (see
-//! [`crate::plan::plan_lower`]). In a git project either snapshot stacks the project's shared
+//! [`crate::plan::own_snapshot`]). In a git project either snapshot stacks the project's shared
 //! lower layer, the one its sessions stack ([`crate::isolation::layered`]): a new plan's
 //! first create then costs the walk of the project and copies of what differs from the
 //! layer, not a copy of the project, and the mount stacks both. A commit's pre-images are
@@ -49,9 +49,9 @@ use crate::fs::overlay::mountinfo::is_mounted;
 use crate::fs::overlay::upper::{self, UpperScan};
 use crate::fs::state_dir::{self, StateDir};
 use crate::fs::RelPath;
+use crate::isolation::snapshot;
 use crate::plan::backend::Backend as PlanBackend;
 use crate::plan::error::SandboxError;
-use crate::plan::lower;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
 use crate::plan::record::Lifecycle;
 use crate::plan::record::{Record, State};
@@ -236,14 +236,19 @@ impl Overlay {
 
     fn make(&self, plan_id: &str, forced: Option<Mode>) -> Result<Record, crate::Error> {
         // The newest snapshot prepared for every plan, else the plan's own one (reused, or
-        // taken now: see `plan_lower`).
+        // taken now: see `own_snapshot`).
         let env = &self.cow.env;
         let canon = std::fs::canonicalize(&self.cow.original)
             .map_err(|e| crate::Error::io("resolve", &self.cow.original, e))?;
-        let (shared, base) = match lower::newest_for(&env.lowers, &canon) {
-            Some(info) => (info, None),
+        let (shared, base) = match snapshot::newest_for(&env.lowers, &canon) {
+            Some(info) => {
+                // Recorded before the record names it, under the store's shared lock: no
+                // prune removes it from here on.
+                snapshot::hold_for(&env.lowers, &info.id, self.cow.lc.dir())?;
+                (info, None)
+            }
             None => {
-                let (info, base) = self.cow.take_plan_lower(plan_id, &canon)?;
+                let (info, base) = self.cow.take_own_snapshot(plan_id, &canon)?;
                 (info, base)
             }
         };
@@ -289,7 +294,7 @@ impl Overlay {
         *self.mode.lock() = Some(mode);
         let mut metadata = std::collections::BTreeMap::new();
         metadata.insert(MODE_KEY.to_string(), mode.name().to_string());
-        metadata.insert(lower::LOWER_KEY.to_string(), shared.id.clone());
+        metadata.insert(snapshot::LOWER_KEY.to_string(), shared.id.clone());
         if !refusals.is_empty() {
             metadata.insert("overlay.refused".into(), refusals.join("; "));
         }
@@ -420,7 +425,7 @@ impl PlanBackend for Overlay {
                 // What a failed mount attempt may have left.
                 let _ = self.unmount(Mode::Kernel);
                 *self.mode.lock() = None;
-                self.cow.release_plan_lower();
+                self.cow.release_own_snapshot();
             },
         )
     }
@@ -508,7 +513,7 @@ impl PlanBackend for Overlay {
             }
         };
         if done.is_ok() {
-            self.cow.release_plan_lower();
+            self.cow.release_own_snapshot();
         }
         done
     }
