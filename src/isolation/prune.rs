@@ -52,7 +52,7 @@ pub struct Pruned {
 /// Prunes the substrate under `root` (canonical): the snapshots `scope` names that nobody
 /// holds, then every shared layer nobody holds (see [`shared_lower::sweep`]). Waits for the
 /// store's creates in progress to finish.
-pub fn prune(root: &Path, scope: Scope<'_>) -> Result<Pruned, crate::Error> {
+pub fn prune(root: &Path, scope: Scope<'_>) -> Result<Pruned, crate::error::Error> {
     let store = snapshot::store_dir(root);
     let snapshots = if store.is_dir() {
         prune_snapshots(&snapshot::lock_exclusive(&store)?, scope)?
@@ -64,7 +64,7 @@ pub fn prune(root: &Path, scope: Scope<'_>) -> Result<Pruned, crate::Error> {
 }
 
 /// The snapshot half of [`prune`], under a lock the caller holds. Returns how many went.
-fn prune_snapshots(locked: &Exclusive, scope: Scope<'_>) -> Result<usize, crate::Error> {
+fn prune_snapshots(locked: &Exclusive, scope: Scope<'_>) -> Result<usize, crate::error::Error> {
     let store = locked.store();
     let mut n = 0;
     let all = snapshot::list(store);
@@ -79,7 +79,8 @@ fn prune_snapshots(locked: &Exclusive, scope: Scope<'_>) -> Result<usize, crate:
         }
     }
     // Under the exclusive lock no snapshot is being prepared: these are remains of a crash.
-    let rd = std::fs::read_dir(store).map_err(|e| crate::Error::io("read directory", store, e))?;
+    let rd = std::fs::read_dir(store)
+        .map_err(|e| crate::error::Error::io("read directory", store, e))?;
     for e in rd.filter_map(|e| e.ok()) {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };

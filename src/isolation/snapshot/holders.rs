@@ -16,7 +16,7 @@ fn dir(store: &Path, id: &str) -> PathBuf {
 
 /// Records `holder` (a sandbox's directory) as using snapshot `id` of `store`. Called with
 /// the store's shared lock held, before the holder's state names the snapshot.
-pub fn hold_for(store: &Path, id: &str, holder: &Path) -> Result<(), crate::Error> {
+pub fn hold_for(store: &Path, id: &str, holder: &Path) -> Result<(), crate::error::Error> {
     records::record(&dir(store, id), holder)
 }
 
@@ -44,7 +44,7 @@ pub(crate) fn recorded(store: &Path, id: &str) -> bool {
 pub fn adopt(
     locked: &super::Exclusive,
     users: &[(String, PathBuf)],
-) -> Result<usize, crate::Error> {
+) -> Result<usize, crate::error::Error> {
     let store = locked.store();
     let mut n = 0;
     for s in super::list(store) {
@@ -55,7 +55,8 @@ pub fn adopt(
             hold_for(store, &s.id, dir)?;
         }
         let d = dir(store, &s.id);
-        std::fs::create_dir_all(&d).map_err(|e| crate::Error::io("create directory", &d, e))?;
+        std::fs::create_dir_all(&d)
+            .map_err(|e| crate::error::Error::io("create directory", &d, e))?;
         n += 1;
     }
     Ok(n)

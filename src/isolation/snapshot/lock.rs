@@ -8,23 +8,29 @@ use std::path::{Path, PathBuf};
 
 const LOCK: &str = "lock";
 
-fn open(store: &Path) -> Result<File, crate::Error> {
-    std::fs::create_dir_all(store).map_err(|e| crate::Error::io("create directory", store, e))?;
+fn open(store: &Path) -> Result<File, crate::error::Error> {
+    std::fs::create_dir_all(store)
+        .map_err(|e| crate::error::Error::io("create directory", store, e))?;
     let p = store.join(LOCK);
     std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&p)
-        .map_err(|e| crate::Error::io("open", &p, e))
+        .map_err(|e| crate::error::Error::io("open", &p, e))
 }
 
-fn flock(f: &File, store: &Path, op: rustix::fs::FlockOperation) -> Result<(), crate::Error> {
-    rustix::fs::flock(f, op).map_err(|e| crate::Error::io("flock", store.join(LOCK), e.into()))
+fn flock(
+    f: &File,
+    store: &Path,
+    op: rustix::fs::FlockOperation,
+) -> Result<(), crate::error::Error> {
+    rustix::fs::flock(f, op)
+        .map_err(|e| crate::error::Error::io("flock", store.join(LOCK), e.into()))
 }
 
 /// The store's lock, shared (blocking); made with the store. Released when dropped.
-pub fn lock_shared(store: &Path) -> Result<File, crate::Error> {
+pub fn lock_shared(store: &Path) -> Result<File, crate::error::Error> {
     let f = open(store)?;
     flock(&f, store, rustix::fs::FlockOperation::LockShared)?;
     Ok(f)
@@ -45,7 +51,7 @@ impl Exclusive {
 }
 
 /// The store's lock, exclusive (blocking); made with the store.
-pub fn lock_exclusive(store: &Path) -> Result<Exclusive, crate::Error> {
+pub fn lock_exclusive(store: &Path) -> Result<Exclusive, crate::error::Error> {
     let f = open(store)?;
     flock(&f, store, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(Exclusive {

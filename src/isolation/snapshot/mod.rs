@@ -95,8 +95,8 @@ pub struct SnapshotInfo {
     pub path: PathBuf,
 }
 
-fn io(what: &'static str, p: &Path, e: std::io::Error) -> crate::Error {
-    crate::Error::io(what, p, e)
+fn io(what: &'static str, p: &Path, e: std::io::Error) -> crate::error::Error {
+    crate::error::Error::io(what, p, e)
 }
 
 /// The root the store `store` (`<root>/plans/lower`) is in: the shared lower layers its
@@ -151,7 +151,7 @@ pub fn newest_for(store: &Path, original: &Path) -> Option<SnapshotInfo> {
 }
 
 /// The base of snapshot `id`: its recorded listing, else a walk of its files.
-pub fn load_base(store: &Path, id: &str) -> Result<TreeBase, crate::Error> {
+pub fn load_base(store: &Path, id: &str) -> Result<TreeBase, crate::error::Error> {
     let dir = base_dir(store, id);
     let under = read_info(store, id).and_then(|i| i.shared);
     if let Some(nodes) = std::fs::read(store.join(id).join(NODES))
@@ -173,6 +173,6 @@ pub fn load_base(store: &Path, id: &str) -> Result<TreeBase, crate::Error> {
 }
 
 /// Removes snapshot `name` (ready or not). The caller holds the exclusive [`lock`].
-pub(crate) fn remove(store: &Path, name: &str) -> Result<(), crate::Error> {
+pub(crate) fn remove(store: &Path, name: &str) -> Result<(), crate::error::Error> {
     crate::fs::state_dir::remove_dir_tree(&store.join(name))
 }

@@ -19,7 +19,7 @@ pub fn prepare(
     original: &Path,
     exclude: &[PathBuf],
     plan: Option<&str>,
-) -> Result<(SnapshotInfo, TreeBase), crate::Error> {
+) -> Result<(SnapshotInfo, TreeBase), crate::error::Error> {
     let _lock = super::lock_shared(store)?;
     let id = crate::id::next_string();
     let tmp = store.join(format!("{TMP_PREFIX}{id}"));
@@ -54,7 +54,7 @@ pub fn prepare(
         let json = serde_json::to_vec_pretty(&info)
             .map_err(|e| io("encode", &tmp.join(INFO), std::io::Error::other(e)))?;
         state_dir::write_atomic(&sd.join(Path::new(INFO))?, &json)?;
-        Ok::<_, crate::Error>((info, base, layer))
+        Ok::<_, crate::error::Error>((info, base, layer))
     })();
     let (mut info, mut base, _layer) = match made {
         Ok(x) => x,
