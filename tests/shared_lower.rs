@@ -617,3 +617,76 @@ fn a_new_plans_overlay_sandbox_stacks_the_projects_shared_layer_and_sees_its_edi
         drop(mgr);
     }
 }
+
+/// What `git ls-files --debug` in `dir` says `rel`'s index entry holds: (ctime, mtime, ino,
+/// size) as text.
+fn index_stat(dir: &Path, rel: &str) -> (String, String, String, String) {
+    let out = git(dir, &["ls-files", "--debug", "--", rel]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| {
+        text.split_whitespace()
+            .skip_while(|w| *w != name)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+            .to_string()
+    };
+    (
+        field("ctime:"),
+        field("mtime:"),
+        field("ino:"),
+        field("size:"),
+    )
+}
+
+/// The stat data the view shows for `rel` under `dir`, as [`index_stat`] prints it.
+fn view_stat(dir: &Path, rel: &str) -> (String, String, String, String) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(dir.join(rel)).unwrap();
+    (
+        format!("{}:{}", m.ctime(), m.ctime_nsec()),
+        format!("{}:{}", m.mtime(), m.mtime_nsec()),
+        m.ino().to_string(),
+        m.size().to_string(),
+    )
+}
+
+/// A later session's private index holds, for a file the shared layer serves, the stat data
+/// the view shows (so git reads no file to see it clean), whether that data comes from the
+/// record the layer's writer left or, that record gone, from the layer itself.
+#[test]
+fn the_private_index_holds_what_the_view_shows_for_the_layers_files() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let s1 = first.create_sandbox("one", None).unwrap();
+    first.discard_sandbox(&s1).unwrap();
+    drop(first);
+    let layer = shared_tree(&e).parent().unwrap().to_path_buf();
+    assert!(
+        layer.join("stats").is_file(),
+        "the writer recorded the stat data"
+    );
+    for round in ["recorded", "read again"] {
+        if round == "read again" {
+            fs::remove_file(layer.join("stats")).unwrap();
+        }
+        let m = manager(&e, Isolation::Overlay);
+        let o = m.create_sandbox("o", None).unwrap();
+        assert!(
+            !files_in(&m.session_base().join(".lower"))
+                .iter()
+                .any(|p| p == "a.txt"),
+            "{round}: a.txt is the layer's"
+        );
+        assert_eq!(
+            index_stat(&o.path, "a.txt"),
+            view_stat(&o.path, "a.txt"),
+            "{round}"
+        );
+        assert!(layer.join("stats").is_file(), "{round}: recorded");
+        m.discard_sandbox(&o).unwrap();
+    }
+}

@@ -86,9 +86,11 @@ pub fn served_by(f: Option<&ManifestFile>, n: &Node, s: &BaseSrc) -> bool {
 /// How many of the blob nodes `blobs` (indices into `nodes`/`srcs`) the layer does not hold
 /// as they are.
 pub fn mismatches(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], m: &Manifest) -> usize {
+    let at = m.positions(blobs.iter().map(|&i| rel_bytes(&nodes[i])));
     blobs
         .iter()
-        .filter(|&&i| !served_by(m.get(rel_bytes(&nodes[i])), &nodes[i], &srcs[i]))
+        .zip(at)
+        .filter(|(&i, k)| !served_by(k.map(|k| &m.files[k]), &nodes[i], &srcs[i]))
         .count()
 }
 

@@ -7,6 +7,7 @@
 //!   of the environment variable that forces it;
 //! - [`shared_lower`]: the store of lower layers shared by every overlay sandbox of a
 //!   project (`<root>/lowers/`), session or plan;
+//! - [`layer_stats`]: the stat data of a shared layer's files, recorded once per layer;
 //! - [`layered`]: a snapshot over that layer, holding only what differs from it;
 //! - [`snapshot`]: the store of point-in-time snapshots plan sandboxes start from, each
 //!   stacked on a shared layer where the project allows;
@@ -20,6 +21,7 @@
 
 pub mod backend;
 pub mod holders;
+pub mod layer_stats;
 pub mod layered;
 pub mod prune;
 pub mod root;

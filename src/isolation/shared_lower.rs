@@ -161,6 +161,30 @@ impl Manifest {
         Some(Manifest { files })
     }
 
+    /// For each of `paths`, the index of the file the layer holds there, if any. Paths in
+    /// ascending byte order (a base's nodes are) are matched in one merge with the
+    /// manifest; one out of order is looked up alone.
+    pub fn positions<'a>(&self, paths: impl IntoIterator<Item = &'a [u8]>) -> Vec<Option<usize>> {
+        let mut j = 0;
+        let mut prev: Option<&[u8]> = None;
+        paths
+            .into_iter()
+            .map(|p| {
+                if prev.is_some_and(|q| p < q) {
+                    return self
+                        .files
+                        .binary_search_by(|f| f.path.as_slice().cmp(p))
+                        .ok();
+                }
+                prev = Some(p);
+                while j < self.files.len() && self.files[j].path.as_slice() < p {
+                    j += 1;
+                }
+                (j < self.files.len() && self.files[j].path == p).then_some(j)
+            })
+            .collect()
+    }
+
     /// The file at `path`, if the layer holds one.
     pub fn get(&self, path: &[u8]) -> Option<&ManifestFile> {
         self.files

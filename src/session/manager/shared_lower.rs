@@ -9,6 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::*;
+use crate::isolation::layer_stats;
 use crate::isolation::layered::{self, rel_bytes, served_by};
 use crate::isolation::shared_lower::{self as shared, Manifest};
 
@@ -39,9 +40,14 @@ impl SandboxManager {
         let layer = match found {
             Some(l) => l,
             None => {
+                let mut keys = Vec::new();
                 let l = shared::make(&self.root, &self.project, |tree| {
-                    self.fill_shared(base, &blobs, tree)
+                    let (m, k) = self.fill_shared(base, &blobs, tree)?;
+                    keys = k;
+                    Ok(m)
                 })?;
+                // What the copy just read is what every later session would stat again.
+                let _ = layer_stats::record(&l, &keys);
                 shared::remove_unused(&self.root, &self.project, &l.dir);
                 l
             }
@@ -57,11 +63,20 @@ impl SandboxManager {
         Ok(Some(entries))
     }
 
-    /// Writes the blob nodes `blobs` of `base` into a new shared layer's `tree`.
-    fn fill_shared(&self, base: &Base, blobs: &[usize], tree: &StatePath) -> Result<Manifest> {
-        self.copy_blobs(base, blobs, tree, None)?;
+    /// Writes the blob nodes `blobs` of `base` into a new shared layer's `tree`. Returns its
+    /// manifest and the stat data of its files, in the manifest's order.
+    fn fill_shared(
+        &self,
+        base: &Base,
+        blobs: &[usize],
+        tree: &StatePath,
+    ) -> Result<(Manifest, Vec<StatKey>)> {
+        let keys = self.copy_blobs(base, blobs, tree, None)?;
         let all = vec![true; blobs.len()];
-        Ok(layered::manifest_of(&base.nodes, &base.srcs, blobs, &all))
+        Ok((
+            layered::manifest_of(&base.nodes, &base.srcs, blobs, &all),
+            keys,
+        ))
     }
 
     /// Fills `tmp` with what the view needs beyond `layer`: the snapshot's copies in
@@ -76,13 +91,15 @@ impl SandboxManager {
         let mut copies = Vec::new();
         let mut differ = Vec::new();
         let mut served = Vec::new();
-        for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+        let m = &layer.manifest;
+        let at = m.positions(base.nodes.iter().map(rel_bytes));
+        for (i, ((n, s), k)) in base.nodes.iter().zip(&base.srcs).zip(at).enumerate() {
             match s {
                 BaseSrc::Dir => copies.push(n),
-                BaseSrc::Blob(..) if served_by(layer.manifest.get(rel_bytes(n)), n, s) => {
-                    served.push(i)
-                }
-                BaseSrc::Blob(..) => differ.push(i),
+                BaseSrc::Blob(..) => match k.filter(|&k| served_by(Some(&m.files[k]), n, s)) {
+                    Some(k) => served.push((i, k)),
+                    None => differ.push(i),
+                },
             }
         }
         let a = snapshot::copy_tree(&base.dir, &copies, tmp, None, None)?;
@@ -104,14 +121,22 @@ impl SandboxManager {
             entries.push(entry(&base.nodes[i].rel, k));
         }
         // Through the mount a file of a lower layer shows that file's own stat data (all
-        // layers on one filesystem), which is what git's index must hold to see it clean.
-        let tree = layer.tree();
-        for &i in &served {
-            let rel = &base.nodes[i].rel;
-            let p = tree.join(rel.as_path());
-            let m = std::fs::symlink_metadata(&p)
-                .map_err(|e| Error::io("stat shared lower file", &p, e))?;
-            entries.push(entry(rel, StatKey::from_metadata(&m)));
+        // layers on one filesystem), which is what git's index must hold to see it clean:
+        // recorded once per layer, not statted again per session.
+        let keys = if served.is_empty() {
+            Vec::new()
+        } else {
+            layer_stats::keys(layer)?
+        };
+        for &(i, k) in &served {
+            let key = keys.get(k).copied().ok_or_else(|| {
+                Error::io(
+                    "read shared lower stats",
+                    layer.dir.as_path(),
+                    std::io::Error::other("fewer records than files"),
+                )
+            })?;
+            entries.push(entry(&base.nodes[i].rel, key));
         }
         Ok(entries)
     }
