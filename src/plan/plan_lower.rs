@@ -26,6 +26,7 @@ use super::lower::{self, SnapshotInfo};
 use super::record::Record;
 use super::status::Status;
 use super::strategy::tree_base::TreeBase;
+use crate::id::{PlanId, SandboxId};
 
 /// The directory of a plan's snapshot naming the sandboxes that took it.
 const TAKERS: &str = "takers";
@@ -38,25 +39,25 @@ pub(crate) fn take(
     lowers: &Path,
     exclude: &[PathBuf],
     plan_dir: &Path,
-    plan_id: &str,
-    sandbox_id: &str,
+    plan_id: &PlanId,
+    sandbox_id: &SandboxId,
     original: &Path,
 ) -> Result<(SnapshotInfo, Option<TreeBase>), crate::Error> {
     let found = lower::list(lowers)
         .into_iter()
         .rev()
-        .find(|s| s.plan.as_deref() == Some(plan_id) && s.original == original)
+        .find(|s| s.plan.as_deref() == Some(plan_id.as_str()) && s.original == original)
         .filter(|s| reusable(lowers, s, plan_dir));
     let (info, base) = match found {
         Some(s) => (s, None),
         None => {
-            let (s, b) = lower::prepare(lowers, original, exclude, Some(plan_id))?;
+            let (s, b) = lower::prepare(lowers, original, exclude, Some(plan_id.as_str()))?;
             (s, Some(b))
         }
     };
     let dir = lowers.join(&info.id).join(TAKERS);
     std::fs::create_dir_all(&dir).map_err(|e| crate::Error::io("create directory", &dir, e))?;
-    let p = dir.join(sandbox_id);
+    let p = dir.join(sandbox_id.as_str());
     std::fs::File::create(&p).map_err(|e| crate::Error::io("create", &p, e))?;
     Ok((info, base))
 }
