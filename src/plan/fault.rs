@@ -44,7 +44,7 @@ pub(crate) fn after_landing(sandbox_id: &SandboxId) {
 }
 
 /// `commit_all`'s injected failure of sandbox `sandbox_id`, as a conflict would fail it.
-pub(crate) fn commit_failure(sandbox_id: &str) -> SandboxError {
+pub(crate) fn commit_failure(sandbox_id: &SandboxId) -> SandboxError {
     SandboxError::Commit {
         sandbox_id: sandbox_id.to_string(),
         reason: "injected failure".into(),
