@@ -582,3 +582,39 @@ fn rollback_to_a_committed_sandbox_is_refused_alike_by_every_strategy() {
     refused("transaction_rollback", &sb, cm.rollback_to(&cp));
     assert_eq!(sb.status(), Status::Committed);
 }
+
+/// Ids from text are parsed where they come in: a bad plan id is refused before a phase runs
+/// or a checkpoint is taken, and a text that is no sandbox id names no checkpoints.
+#[test]
+fn bad_ids_are_refused_at_the_entry_points() {
+    let root = tempfile::tempdir().unwrap();
+    let p = project(1);
+    let plans = PlanManager::open(root.path()).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "r", p.path(), Strategy::CopyOnWrite)
+        .unwrap();
+    let cm = CheckpointManager::new(root.path());
+    let runner = PhaseRunner::new(&plans, Some(&cm));
+    let mut ran = false;
+    let e = runner
+        .execute("a/b", || -> Result<(), String> {
+            ran = true;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(!ran);
+    assert!(e.reason.contains("invalid plan id \"a/b\""), "{}", e.reason);
+    let e = runner.apply("a/b").unwrap_err();
+    assert!(e.reason.contains("invalid plan id \"a/b\""), "{}", e.reason);
+    let e = cm
+        .create_checkpoint(&sb, "a/b", Phase::PreExecute.name(), BTreeMap::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("invalid plan id"), "{e}");
+    cm.create_checkpoint(&sb, "p", Phase::PreExecute.name(), BTreeMap::new())
+        .unwrap();
+    assert_eq!(cm.list_checkpoints(sb.sandbox_id()).unwrap().len(), 1);
+    assert_eq!(cm.list_checkpoints(sb.id()).unwrap().len(), 1);
+    assert!(cm.list_checkpoints("../x").unwrap().is_empty());
+    assert_eq!(cm.disk_bytes("../x"), 0);
+    assert!(cm.disk_bytes(sb.id()) > 0);
+}

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use patchbox::id::PlanId;
 use patchbox::plan::backend::{Backend, Checkpoints};
 use patchbox::plan::custom::StrategyRegistry;
 use patchbox::plan::record::{Lifecycle, Record};
@@ -51,7 +52,7 @@ impl Memory {
     }
 
     fn err(&self, reason: impl Into<String>) -> SandboxError {
-        SandboxError::sandbox(Some(self.lc.id()), reason)
+        SandboxError::sandbox(Some(self.lc.id().as_str()), reason)
     }
 
     fn key(&self, rel: &Path) -> Result<String, SandboxError> {
@@ -97,7 +98,7 @@ impl Backend for Memory {
         &self.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         std::fs::create_dir_all(self.lc.dir()).map_err(|e| self.err(e.to_string()))?;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
+use patchbox::id::PlanId;
 use patchbox::plan::{PlanManager, Sandbox as RsSandbox, Status};
 
 use crate::errors::plan_err;
@@ -74,8 +75,10 @@ impl Sandbox {
     /// Makes the sandbox environment (pending → created); the manager's
     /// `get_or_create_sandbox` has already done it for the sandboxes it returns.
     fn create(&self, py: Python<'_>, plan_id: &str) -> PyResult<Py<PyAny>> {
+        // Parsed here, at the boundary, with the plan layer's message for a bad id.
+        let plan_id = PlanId::parse(plan_id).map_err(|e| plan_err(e.into()))?;
         let sb = self.inner.clone();
-        let ctx = py.detach(|| sb.create(plan_id)).map_err(plan_err)?;
+        let ctx = py.detach(|| sb.create(&plan_id)).map_err(plan_err)?;
         context_record(py, ctx)
     }
 

@@ -300,6 +300,8 @@ def test_create_is_done_once_and_recovery_reports_nothing_on_a_fresh_root(manage
     with pytest.raises(patchbox.SandboxStateError) as e:
         sb.create("p")  # get_or_create_sandbox created it already
     assert (e.value.from_status, e.value.to_status) == ("created", "created")
+    with pytest.raises(patchbox.SandboxError, match="invalid plan id"):
+        sb.create("a/b")  # the plan id is parsed before the sandbox is asked
     assert manager.recovery() == ([], [])
     modes = {d.path: (d.before_mode, d.after_mode) for d in sb.diff().entries}
     assert modes == {}

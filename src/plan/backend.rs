@@ -11,6 +11,7 @@ use super::error::SandboxError;
 use super::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff};
 use super::record::Lifecycle;
 use super::strategy::{self, sqlite::access::SqlAccess};
+use crate::id::PlanId;
 
 /// One strategy's sandbox environment.
 ///
@@ -25,7 +26,7 @@ pub trait Backend: Send + Sync {
 
     /// Makes the sandbox environment (`Pending → Created`); on failure nothing of it is left
     /// and the error is [`SandboxError::Creation`].
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError>;
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError>;
 
     /// Where `resource_relative` lives in the sandbox; makes a created sandbox active.
     /// Default: below the record's sandbox path, refusing absolute paths, `..` and a path
@@ -45,7 +46,7 @@ pub trait Backend: Send + Sync {
             Ok(d) => Ok(Some(d)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SandboxError::from_lower(
-                Some(self.lifecycle().id()),
+                Some(self.lifecycle().id().as_str()),
                 "read",
                 crate::Error::io("read", &p, e),
             )),
@@ -56,7 +57,7 @@ pub trait Backend: Send + Sync {
     /// through [`Backend::get_path`].
     fn write(&self, resource_relative: &Path, data: &[u8]) -> Result<(), SandboxError> {
         let p = self.get_path(resource_relative)?;
-        let id = self.lifecycle().id();
+        let id = self.lifecycle().id().as_str();
         let io = |what: &'static str, e: std::io::Error| {
             SandboxError::from_lower(Some(id), what, crate::Error::io(what, &p, e))
         };

@@ -10,6 +10,7 @@
 use parking_lot::Mutex;
 
 use super::error::SandboxError;
+use crate::id::SandboxId;
 
 /// Sandboxes whose next write of a `Committed` state fails.
 static FAIL_COMMITTED_STATE: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -31,19 +32,19 @@ pub fn panic_after_next_landing(sandbox_id: &str) {
 }
 
 /// Whether this write of `sandbox_id`'s `Committed` state is to fail (the hook is used up).
-pub(crate) fn committed_state_write_fails(sandbox_id: &str) -> bool {
-    take_id(&FAIL_COMMITTED_STATE, sandbox_id)
+pub(crate) fn committed_state_write_fails(sandbox_id: &SandboxId) -> bool {
+    take_id(&FAIL_COMMITTED_STATE, sandbox_id.as_str())
 }
 
 /// Panics when [`panic_after_next_landing`] armed `sandbox_id` (the hook is used up).
-pub(crate) fn after_landing(sandbox_id: &str) {
-    if take_id(&PANIC_AFTER_LANDING, sandbox_id) {
+pub(crate) fn after_landing(sandbox_id: &SandboxId) {
+    if take_id(&PANIC_AFTER_LANDING, sandbox_id.as_str()) {
         panic!("injected panic after the commit of {sandbox_id} landed");
     }
 }
 
 /// `commit_all`'s injected failure of sandbox `sandbox_id`, as a conflict would fail it.
-pub(crate) fn commit_failure(sandbox_id: &str) -> SandboxError {
+pub(crate) fn commit_failure(sandbox_id: &SandboxId) -> SandboxError {
     SandboxError::Commit {
         sandbox_id: sandbox_id.to_string(),
         reason: "injected failure".into(),

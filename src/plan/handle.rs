@@ -14,6 +14,7 @@ use super::record::Lifecycle;
 use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
 use super::strategy::sqlite::access::SqlAccess;
+use crate::id::{PlanId, SandboxId};
 
 /// A sandbox: the lifecycle every strategy shares, over one strategy's [`Backend`].
 pub struct SandboxHandle {
@@ -33,6 +34,10 @@ impl SandboxHandle {
 
 impl Sandbox for SandboxHandle {
     fn sandbox_id(&self) -> &str {
+        self.lc().id().as_str()
+    }
+
+    fn id(&self) -> &SandboxId {
         self.lc().id()
     }
 
@@ -52,7 +57,7 @@ impl Sandbox for SandboxHandle {
         self.lc().dir()
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         self.backend.create(plan_id)
     }
 

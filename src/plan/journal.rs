@@ -14,17 +14,19 @@ use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
 use crate::fs::state_dir::{self, StateDir};
+use crate::id::{PlanId, SandboxId};
 
 /// Name of the journal in a plan's directory.
 pub const JOURNAL_FILE: &str = "commit.journal";
 
-/// What the journal holds.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// What the journal holds. The ids are written as plain strings and checked again when
+/// read: a journal naming something that is not an id is refused as malformed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CommitJournal {
     /// The plan.
-    pub plan_id: String,
+    pub plan_id: PlanId,
     /// The sandboxes to commit, in commit order.
-    pub order: Vec<String>,
+    pub order: Vec<SandboxId>,
 }
 
 fn io(what: &str, e: crate::Error) -> SandboxError {
@@ -75,5 +77,29 @@ impl CommitJournal {
                     crate::Error::io("fsync", plan_dir, e),
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_round_trips_and_one_naming_a_bad_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = CommitJournal {
+            plan_id: PlanId::parse("p").unwrap(),
+            order: vec![SandboxId::new(), SandboxId::new()],
+        };
+        j.write(dir.path()).unwrap();
+        assert_eq!(CommitJournal::read(dir.path()).unwrap(), Some(j));
+        std::fs::write(
+            dir.path().join(JOURNAL_FILE),
+            r#"{"plan_id":"p","order":["../x"]}"#,
+        )
+        .unwrap();
+        let e = CommitJournal::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("malformed commit journal"), "{e}");
+        assert!(e.contains("invalid sandbox id"), "{e}");
     }
 }

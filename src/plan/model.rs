@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
+use crate::id::PlanId;
 
 /// How a resource is isolated. Chosen per resource; see the README's strategy table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -159,7 +160,7 @@ impl CommitResult {
     /// `rolled_back` were undone: `success == false`, `error` the reason, `metadata` holding
     /// `plan_id` and `rolled_back_ids` (comma-separated, in the order they were undone).
     pub fn failed(
-        plan_id: &str,
+        plan_id: &PlanId,
         sandbox_id: &str,
         reason: String,
         rolled_back: &[String],

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::record::Record;
 use super::status::Status;
+use crate::id::PlanId;
 use crate::isolation::prune;
 use crate::isolation::snapshot::{self, SnapshotInfo};
 use crate::isolation::tree_base::TreeBase;
@@ -31,19 +32,19 @@ pub(crate) fn take(
     store: &Path,
     exclude: &[PathBuf],
     plan_dir: &Path,
-    plan_id: &str,
+    plan_id: &PlanId,
     sandbox_dir: &Path,
     original: &Path,
 ) -> Result<(SnapshotInfo, Option<TreeBase>), crate::Error> {
     let found = snapshot::list(store)
         .into_iter()
         .rev()
-        .find(|s| s.plan.as_deref() == Some(plan_id) && s.original == original)
+        .find(|s| s.plan.as_deref() == Some(plan_id.as_str()) && s.original == original)
         .filter(|s| reusable(store, s, plan_dir));
     let (info, base) = match found {
         Some(s) => (s, None),
         None => {
-            let (s, b) = snapshot::prepare(store, original, exclude, Some(plan_id))?;
+            let (s, b) = snapshot::prepare(store, original, exclude, Some(plan_id.as_str()))?;
             (s, Some(b))
         }
     };

@@ -48,6 +48,7 @@ use super::manager::PlanManager;
 use super::model::CommitResult;
 use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
+use crate::id::{IntoId, PlanId};
 
 /// A phase that failed, and what the hooks did about it.
 #[derive(Debug)]
@@ -100,7 +101,7 @@ impl<'a> PhaseRunner<'a> {
         PhaseRunner { plans, checkpoints }
     }
 
-    fn checkpointable(&self, plan_id: &str) -> Vec<Arc<dyn Sandbox>> {
+    fn checkpointable(&self, plan_id: &PlanId) -> Vec<Arc<dyn Sandbox>> {
         self.plans
             .list_sandboxes(plan_id)
             .into_iter()
@@ -111,7 +112,7 @@ impl<'a> PhaseRunner<'a> {
 
     fn checkpoint_all(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         phase: Phase,
         which: &'static str,
     ) -> Result<Taken, PhaseError> {
@@ -147,12 +148,14 @@ impl<'a> PhaseRunner<'a> {
         }
     }
 
-    /// Runs the Execute phase `phase` of `plan_id` (see the module docs).
+    /// Runs the Execute phase `phase` of `plan_id` (see the module docs). A `plan_id` that
+    /// is not a [`PlanId`] is refused before the phase runs.
     pub fn execute<T, E: fmt::Display>(
         &self,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         phase: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, PhaseError> {
+        let plan_id = &parse("execute", plan_id)?;
         let taken = self.checkpoint_all(plan_id, Phase::PreExecute, "execute")?;
         let outcome = catch_unwind(AssertUnwindSafe(phase));
         let mut err = match outcome {
@@ -169,7 +172,8 @@ impl<'a> PhaseRunner<'a> {
 
     /// Runs the Apply phase of `plan_id`: `commit_all` between a `pre_apply` checkpoint and,
     /// on failure, the rollback to it.
-    pub fn apply(&self, plan_id: &str) -> Result<Vec<CommitResult>, PhaseError> {
+    pub fn apply(&self, plan_id: impl IntoId<PlanId>) -> Result<Vec<CommitResult>, PhaseError> {
+        let plan_id = &parse("apply", plan_id)?;
         let taken = self.checkpoint_all(plan_id, Phase::PreApply, "apply")?;
         match catch_unwind(AssertUnwindSafe(|| self.plans.commit_all(plan_id))) {
             Ok(Ok(r)) => match r.iter().find(|r| !r.success) {
@@ -201,6 +205,14 @@ impl<'a> PhaseRunner<'a> {
             }
         }
     }
+}
+
+/// `plan_id` as a [`PlanId`], or the failure of `phase` saying why it is not one.
+fn parse(phase: &'static str, plan_id: impl IntoId<PlanId>) -> Result<PlanId, PhaseError> {
+    plan_id.into_id().map_err(|e| {
+        let e = SandboxError::from(e);
+        failure(phase, e.to_string(), false, Some(e))
+    })
 }
 
 fn failure(

@@ -17,6 +17,7 @@ use super::lock::PlanGuard;
 use super::model::{unix_millis, SandboxContext, Strategy};
 use super::status::Status;
 use crate::fs::state_dir::{self, StateDir};
+use crate::id::{PlanId, SandboxId};
 
 /// Name of the state file in a sandbox's directory.
 pub const STATE_FILE: &str = "state.json";
@@ -25,14 +26,17 @@ pub const STATE_FILE: &str = "state.json";
 const VERSION: u32 = 1;
 
 /// What `state.json` holds.
+///
+/// The ids are written as plain strings and checked again when read: a state file whose
+/// sandbox or plan id is not one is refused by [`Record::load`] as malformed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Record {
     /// Format version.
     pub version: u32,
     /// The sandbox's ULID.
-    pub sandbox_id: String,
+    pub sandbox_id: SandboxId,
     /// Its plan.
-    pub plan_id: String,
+    pub plan_id: PlanId,
     /// Its resource.
     pub resource_id: String,
     /// Its strategy.
@@ -59,11 +63,11 @@ impl Record {
     /// The context this record describes.
     pub fn context(&self) -> SandboxContext {
         SandboxContext {
-            sandbox_id: self.sandbox_id.clone(),
+            sandbox_id: self.sandbox_id.to_string(),
             sandbox_path: self.sandbox_path.clone(),
             original_path: self.original_path.clone(),
             resource_id: self.resource_id.clone(),
-            plan_id: self.plan_id.clone(),
+            plan_id: self.plan_id.to_string(),
             created_at: self.created_at,
             metadata: self.metadata.clone(),
         }
@@ -83,7 +87,7 @@ impl Record {
         })?;
         if r.version != VERSION {
             return Err(SandboxError::sandbox(
-                Some(&r.sandbox_id),
+                Some(r.sandbox_id.as_str()),
                 format!("{}: unknown state version {}", p.display(), r.version),
             ));
         }
@@ -134,7 +138,7 @@ impl std::ops::DerefMut for OpGuard<'_> {
 /// one; an operation takes [`Lifecycle::lock`] for its whole length, so two operations of
 /// one sandbox never interleave.
 pub struct Lifecycle {
-    id: String,
+    id: SandboxId,
     strategy: Strategy,
     /// The sandbox's own directory (`<plan dir>/<sandbox id>`), where its state lives.
     dir: PathBuf,
@@ -181,9 +185,9 @@ impl Lifecycle {
     /// process made before (see [`crate::id`]: a plan's sandboxes are listed and committed
     /// in id order, which must be their creation order).
     pub fn pending(strategy: Strategy, plan_dir: &Path) -> Lifecycle {
-        let id = crate::id::SandboxId::new().into_string();
+        let id = SandboxId::new();
         Lifecycle {
-            dir: plan_dir.join(&id),
+            dir: plan_dir.join(id.as_str()),
             id,
             strategy,
             state: Mutex::new(State {
@@ -207,7 +211,7 @@ impl Lifecycle {
     }
 
     /// The sandbox's ULID.
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &SandboxId {
         &self.id
     }
 
@@ -295,7 +299,7 @@ impl Lifecycle {
 
     /// Refuses the step `from → to` unless the table allows it.
     pub fn check(&self, from: Status, to: Status) -> Result<(), SandboxError> {
-        Status::assert_transition(from, to).map_err(|e| e.for_sandbox(&self.id))
+        Status::assert_transition(from, to).map_err(|e| e.for_sandbox(self.id.as_str()))
     }
 
     /// Moves to `to` (after checking the step) and persists the state.
@@ -350,25 +354,27 @@ impl Lifecycle {
         #[cfg(feature = "fault-injection")]
         if st.status == Status::Committed && super::fault::committed_state_write_fails(&self.id) {
             return Err(SandboxError::sandbox(
-                Some(&self.id),
+                Some(self.id.as_str()),
                 "write sandbox state: injected failure",
             ));
         }
-        let data = serde_json::to_vec_pretty(r)
-            .map_err(|e| SandboxError::sandbox(Some(&self.id), format!("encode state: {e}")))?;
-        let dir = StateDir::open(&self.dir)
-            .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))?;
+        let data = serde_json::to_vec_pretty(r).map_err(|e| {
+            SandboxError::sandbox(Some(self.id.as_str()), format!("encode state: {e}"))
+        })?;
+        let dir = StateDir::open(&self.dir).map_err(|e| {
+            SandboxError::from_lower(Some(self.id.as_str()), "open sandbox directory", e)
+        })?;
         let p = dir
             .join(Path::new(STATE_FILE))
-            .map_err(|e| SandboxError::from_lower(Some(&self.id), "state file", e))?;
+            .map_err(|e| SandboxError::from_lower(Some(self.id.as_str()), "state file", e))?;
         state_dir::write_atomic(&p, &data)
-            .map_err(|e| SandboxError::from_lower(Some(&self.id), "write sandbox state", e))
+            .map_err(|e| SandboxError::from_lower(Some(self.id.as_str()), "write sandbox state", e))
     }
 
     /// A [`SandboxError::Commit`] of this sandbox (no lower-layer source).
     pub fn commit_error(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
         SandboxError::Commit {
-            sandbox_id: self.id.clone(),
+            sandbox_id: self.id.to_string(),
             reason: reason.into(),
             files,
             source: None,
@@ -378,7 +384,7 @@ impl Lifecycle {
     /// A [`SandboxError::Rollback`] of this sandbox (no lower-layer source).
     pub fn rollback_error(&self, reason: impl Into<String>, files: Vec<String>) -> SandboxError {
         SandboxError::Rollback {
-            sandbox_id: self.id.clone(),
+            sandbox_id: self.id.to_string(),
             reason: reason.into(),
             files,
             source: None,
@@ -387,16 +393,17 @@ impl Lifecycle {
 
     /// The sandbox directory as a chokepoint capability (writes inside it go through it).
     pub fn state_dir(&self) -> Result<StateDir, SandboxError> {
-        StateDir::open(&self.dir)
-            .map_err(|e| SandboxError::from_lower(Some(&self.id), "open sandbox directory", e))
+        StateDir::open(&self.dir).map_err(|e| {
+            SandboxError::from_lower(Some(self.id.as_str()), "open sandbox directory", e)
+        })
     }
 }
 
 impl Record {
     /// A new record for a sandbox just created (status set by the first `advance`).
     pub fn new(
-        sandbox_id: &str,
-        plan_id: &str,
+        sandbox_id: &SandboxId,
+        plan_id: &PlanId,
         resource_id: &str,
         strategy: Strategy,
         original_path: &Path,
@@ -405,8 +412,8 @@ impl Record {
     ) -> Record {
         Record {
             version: VERSION,
-            sandbox_id: sandbox_id.to_string(),
-            plan_id: plan_id.to_string(),
+            sandbox_id: sandbox_id.clone(),
+            plan_id: plan_id.clone(),
             resource_id: resource_id.to_string(),
             strategy,
             status: Status::Pending,
@@ -416,6 +423,53 @@ impl Record {
             metadata,
             commit_ref: None,
             commit_in_flight: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record::new(
+            &SandboxId::new(),
+            &PlanId::parse("p-1").unwrap(),
+            "r",
+            Strategy::CopyOnWrite,
+            Path::new("/orig"),
+            Path::new("/tree"),
+            BTreeMap::new(),
+        )
+    }
+
+    #[test]
+    fn ids_are_written_as_plain_strings_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = record();
+        let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["sandbox_id"], r.sandbox_id.as_str());
+        assert_eq!(json["plan_id"], "p-1");
+        std::fs::write(dir.path().join(STATE_FILE), serde_json::to_vec(&r).unwrap()).unwrap();
+        let back = Record::load(dir.path()).unwrap();
+        assert_eq!(back.sandbox_id, r.sandbox_id);
+        assert_eq!(back.plan_id, r.plan_id);
+    }
+
+    #[test]
+    fn a_state_file_with_a_bad_id_is_refused_as_malformed() {
+        for (field, bad, kind) in [
+            ("sandbox_id", "../x", "sandbox id"),
+            ("plan_id", "a/b", "plan id"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut json = serde_json::to_value(record()).unwrap();
+            json[field] = serde_json::Value::from(bad);
+            std::fs::write(dir.path().join(STATE_FILE), json.to_string()).unwrap();
+            let e = Record::load(dir.path()).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("malformed sandbox state"), "{text}");
+            assert!(text.contains(&format!("invalid {kind} {bad:?}")), "{text}");
         }
     }
 }

@@ -10,6 +10,7 @@ use super::error::SandboxError;
 use super::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
 use super::status::Status;
 use super::strategy::sqlite::access::SqlAccess;
+use crate::id::{PlanId, SandboxId};
 
 /// One resource's sandbox in one plan.
 ///
@@ -19,8 +20,11 @@ use super::strategy::sqlite::access::SqlAccess;
 /// operations. The sandbox's state is on disk under the manager's root, so a manager opened
 /// after a crash finds it again.
 pub trait Sandbox: Send + Sync {
-    /// Its ULID.
+    /// Its ULID, as text (what the bridges and messages show).
     fn sandbox_id(&self) -> &str;
+
+    /// Its ULID, as the type an operation that needs a sandbox id takes.
+    fn id(&self) -> &SandboxId;
 
     /// The strategy it implements.
     fn strategy(&self) -> Strategy;
@@ -32,8 +36,9 @@ pub trait Sandbox: Send + Sync {
     fn context(&self) -> Option<SandboxContext>;
 
     /// Makes the sandbox environment (`Pending → Created`). On failure nothing of it is
-    /// left on disk and the error is [`SandboxError::Creation`].
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError>;
+    /// left on disk and the error is [`SandboxError::Creation`]. The bridges parse the plan
+    /// id they are given into a [`PlanId`] before they call it.
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError>;
 
     /// Where `resource_relative` lives in the sandbox. Refuses absolute paths, `..`, and a
     /// path that leads through a symlink out of the sandbox. Makes a created sandbox active.

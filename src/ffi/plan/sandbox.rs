@@ -9,7 +9,8 @@ use super::bridge;
 use super::convert::{bytes, context_out, diff_out, empty_context, result_out};
 use super::error::plan;
 use crate::ffi::{guarded, guarded_or_default, internal, path_from};
-use crate::plan::Sandbox;
+use crate::id::PlanId;
+use crate::plan::{Sandbox, SandboxError};
 
 /// One sandbox handed to C++ (none: `get_sandbox` found nothing).
 pub struct PlanSandbox {
@@ -77,7 +78,12 @@ impl PlanSandbox {
     }
 
     pub(super) fn create(&self, plan_id: &str) -> Result<bridge::FfiPlanContext, String> {
-        guarded(|| Ok(context_out(plan(self.sb()?.create(plan_id))?)))
+        guarded(|| {
+            let sb = self.sb()?;
+            // Parsed here, at the boundary, with the plan layer's message for a bad id.
+            let plan_id = plan(PlanId::parse(plan_id).map_err(SandboxError::from))?;
+            Ok(context_out(plan(sb.create(&plan_id))?))
+        })
     }
 
     pub(super) fn get_path(&self, resource_relative: &[u8]) -> Result<Vec<u8>, String> {

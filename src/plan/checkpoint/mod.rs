@@ -41,7 +41,7 @@ use super::lock::PlanGuard;
 use super::manager::PLANS_DIR;
 use super::sandbox::{CheckpointSupport, Sandbox};
 use super::status::Status;
-use crate::id::CheckpointId;
+use crate::id::{CheckpointId, IntoId, PlanId, SandboxId};
 
 pub mod files;
 pub mod remote;
@@ -96,8 +96,8 @@ impl Checkpoint {
     fn from_manifest(m: &Manifest, path: PathBuf) -> Checkpoint {
         Checkpoint {
             checkpoint_id: m.checkpoint_id.to_string(),
-            sandbox_id: m.sandbox_id.clone(),
-            plan_id: m.plan_id.clone(),
+            sandbox_id: m.sandbox_id.to_string(),
+            plan_id: m.plan_id.to_string(),
             phase: m.phase.clone(),
             created_at: UNIX_EPOCH + Duration::from_millis(m.created_at_ms),
             metadata: m.metadata.clone(),
@@ -123,9 +123,9 @@ pub struct CheckpointManager {
     /// Set by [`CheckpointManager::temporary`]: the manager's own folder under the system
     /// temp folder, where its checkpoints are (removed with them).
     temp_root: Option<PathBuf>,
-    sandboxes: Mutex<HashMap<String, Known>>,
+    sandboxes: Mutex<HashMap<SandboxId, Known>>,
     /// checkpoint id → sandbox id, for the checkpoints made here.
-    made: Mutex<Vec<(CheckpointId, String)>>,
+    made: Mutex<Vec<(CheckpointId, SandboxId)>>,
     keep: AtomicBool,
     /// The object store checkpoints are also written to ([`CheckpointManager::with_store`]).
     remote: Option<RemoteCheckpoints>,
@@ -227,7 +227,7 @@ impl CheckpointManager {
             op: Arc::new(Mutex::new(())),
         };
         let out = (k.store.clone(), k.op.clone());
-        map.insert(sb.sandbox_id().to_string(), k);
+        map.insert(sb.id().clone(), k);
         Ok(out)
     }
 
@@ -236,12 +236,13 @@ impl CheckpointManager {
     pub fn create_checkpoint(
         &self,
         sandbox: &Arc<dyn Sandbox>,
-        plan_id: &str,
+        plan_id: impl IntoId<PlanId>,
         phase: &str,
         metadata: BTreeMap<String, String>,
     ) -> Result<Checkpoint, SandboxError> {
+        let plan_id = plan_id.into_id()?;
         if let Some(ctx) = sandbox.context() {
-            if ctx.plan_id != plan_id {
+            if plan_id != ctx.plan_id {
                 return Err(SandboxError::sandbox(
                     Some(sandbox.sandbox_id()),
                     format!(
@@ -281,8 +282,8 @@ impl CheckpointManager {
         let m = Manifest {
             checkpoint_id: id.clone(),
             parent: parent.map(|p| p.checkpoint_id),
-            sandbox_id: sandbox.sandbox_id().to_string(),
-            plan_id: plan_id.to_string(),
+            sandbox_id: sandbox.id().clone(),
+            plan_id,
             phase: phase.to_string(),
             created_at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -293,9 +294,7 @@ impl CheckpointManager {
             changes,
         };
         let path = store.write(&m)?;
-        self.made
-            .lock()
-            .push((id.clone(), sandbox.sandbox_id().to_string()));
+        self.made.lock().push((id.clone(), sandbox.id().clone()));
         if let (Some(remote), "files") = (&self.remote, kind) {
             // The local checkpoint stands whatever the store does: a failure says so, and
             // `publish_checkpoint` sends it later.
@@ -317,7 +316,7 @@ impl CheckpointManager {
     /// database.
     pub fn publish_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), SandboxError> {
         let remote = self.remote_or_refuse()?;
-        let store = match self.sandboxes.lock().get(&checkpoint.sandbox_id) {
+        let store = match self.sandboxes.lock().get(checkpoint.sandbox_id.as_str()) {
             Some(k) => k.store.clone(),
             None => {
                 return Err(SandboxError::sandbox(
@@ -400,7 +399,7 @@ impl CheckpointManager {
         remote.fetch_into(&m, &store)?;
         files::restore(sandbox.as_ref(), &store, &m.changes)?;
         let local = Manifest {
-            sandbox_id: sandbox.sandbox_id().to_string(),
+            sandbox_id: sandbox.id().clone(),
             ..m
         };
         let path = match store.read(checkpoint_id)? {
@@ -430,7 +429,7 @@ impl CheckpointManager {
     pub fn rollback_to(&self, checkpoint: &Checkpoint) -> Result<bool, SandboxError> {
         let (sb, store, op) = {
             let map = self.sandboxes.lock();
-            let Some(k) = map.get(&checkpoint.sandbox_id) else {
+            let Some(k) = map.get(checkpoint.sandbox_id.as_str()) else {
                 return Err(SandboxError::sandbox(
                     Some(&checkpoint.sandbox_id),
                     "this checkpoint manager does not know the sandbox: attach it first",
@@ -474,7 +473,7 @@ impl CheckpointManager {
     pub fn materialize(&self, checkpoint: &Checkpoint, dest: &Path) -> Result<bool, SandboxError> {
         let (sb, store, op) = {
             let map = self.sandboxes.lock();
-            let Some(k) = map.get(&checkpoint.sandbox_id) else {
+            let Some(k) = map.get(checkpoint.sandbox_id.as_str()) else {
                 return Err(SandboxError::sandbox(
                     Some(&checkpoint.sandbox_id),
                     "this checkpoint manager does not know the sandbox: attach it first",
@@ -533,8 +532,15 @@ impl CheckpointManager {
 
     /// The checkpoints of a sandbox this manager knows, oldest first (none once the sandbox
     /// is cleaned up: its checkpoints went with it).
-    pub fn list_checkpoints(&self, sandbox_id: &str) -> Result<Vec<Checkpoint>, SandboxError> {
-        let store = match self.sandboxes.lock().get(sandbox_id) {
+    /// A `sandbox_id` that is not a [`SandboxId`] names no sandbox here: no checkpoints.
+    pub fn list_checkpoints(
+        &self,
+        sandbox_id: impl IntoId<SandboxId>,
+    ) -> Result<Vec<Checkpoint>, SandboxError> {
+        let Ok(sandbox_id) = sandbox_id.into_id() else {
+            return Ok(Vec::new());
+        };
+        let store = match self.sandboxes.lock().get(&sandbox_id) {
             Some(k) if k.sandbox.status() != Status::CleanedUp => k.store.clone(),
             _ => return Ok(Vec::new()),
         };
@@ -653,11 +659,15 @@ impl CheckpointManager {
         }
     }
 
-    /// Bytes the checkpoints of a sandbox take on disk.
-    pub fn disk_bytes(&self, sandbox_id: &str) -> u64 {
+    /// Bytes the checkpoints of a sandbox take on disk (0 for a `sandbox_id` that is not a
+    /// [`SandboxId`]: it names no sandbox here).
+    pub fn disk_bytes(&self, sandbox_id: impl IntoId<SandboxId>) -> u64 {
+        let Ok(sandbox_id) = sandbox_id.into_id() else {
+            return 0;
+        };
         self.sandboxes
             .lock()
-            .get(sandbox_id)
+            .get(&sandbox_id)
             .map(|k| k.store.disk_bytes())
             .unwrap_or(0)
     }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fs::state_dir::{self, StateDir};
 use crate::git::oid::{blob_id, ObjectId};
-use crate::id::CheckpointId;
+use crate::id::{CheckpointId, PlanId, SandboxId};
 use crate::plan::error::SandboxError;
 
 /// Name of the checkpoints directory in a sandbox's directory.
@@ -46,10 +46,10 @@ pub struct PathState {
 pub struct Manifest {
     /// Its ULID (checked when a manifest is read).
     pub checkpoint_id: CheckpointId,
-    /// The sandbox.
-    pub sandbox_id: String,
+    /// The sandbox (checked when a manifest is read, as the ids below).
+    pub sandbox_id: SandboxId,
     /// The plan.
-    pub plan_id: String,
+    pub plan_id: PlanId,
     /// The phase (`pre_execute`, `post_execute`, `pre_apply`, or free-form).
     pub phase: String,
     /// When it was taken (milliseconds since the epoch).

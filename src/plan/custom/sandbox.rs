@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::protocol::{SandboxRef, StrategyFailure, StrategyProtocol};
+use crate::id::{PlanId, SandboxId};
 use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
@@ -73,13 +74,12 @@ impl CustomSandbox {
     }
 
     fn sref(&self, st: &State) -> Result<SandboxRef, SandboxError> {
-        let r = st
-            .record
-            .as_ref()
-            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))?;
+        let r = st.record.as_ref().ok_or_else(|| {
+            SandboxError::sandbox(Some(self.lc.id().as_str()), "sandbox has no context")
+        })?;
         Ok(SandboxRef {
-            sandbox_id: r.sandbox_id.clone(),
-            plan_id: r.plan_id.clone(),
+            sandbox_id: r.sandbox_id.to_string(),
+            plan_id: r.plan_id.to_string(),
             resource_id: r.resource_id.clone(),
             created_at: r.created_at,
             metadata: r.metadata.clone(),
@@ -88,40 +88,43 @@ impl CustomSandbox {
 
     fn err(&self, what: &str, f: StrategyFailure) -> SandboxError {
         SandboxError::sandbox(
-            Some(self.lc.id()),
+            Some(self.lc.id().as_str()),
             format!("strategy {}: {}", self.name, fail(what, f)),
         )
     }
 }
 
 /// `rel` as the protocol's path: relative, `/`-separated, no `..`, UTF-8.
-fn protocol_path(id: &str, rel: &Path) -> Result<String, SandboxError> {
+fn protocol_path(id: &SandboxId, rel: &Path) -> Result<String, SandboxError> {
     let mut parts = Vec::new();
     for c in rel.components() {
         match c {
             Component::Normal(s) => parts.push(s.to_str().ok_or_else(|| {
                 SandboxError::sandbox(
-                    Some(id),
+                    Some(id.as_str()),
                     format!("refused path {}: not UTF-8", rel.display()),
                 )
             })?),
             Component::CurDir => {}
             Component::ParentDir => {
                 return Err(SandboxError::sandbox(
-                    Some(id),
+                    Some(id.as_str()),
                     format!("refused path {}: path contains '..'", rel.display()),
                 ))
             }
             Component::RootDir | Component::Prefix(_) => {
                 return Err(SandboxError::sandbox(
-                    Some(id),
+                    Some(id.as_str()),
                     format!("refused path {}: path is absolute", rel.display()),
                 ))
             }
         }
     }
     if parts.is_empty() {
-        return Err(SandboxError::sandbox(Some(id), "refused the empty path"));
+        return Err(SandboxError::sandbox(
+            Some(id.as_str()),
+            "refused the empty path",
+        ));
     }
     Ok(parts.join("/"))
 }
@@ -154,7 +157,7 @@ impl Backend for CustomSandbox {
         &self.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String| SandboxError::Creation {
@@ -182,8 +185,8 @@ impl Backend for CustomSandbox {
             metadata,
         );
         let sref = SandboxRef {
-            sandbox_id: record.sandbox_id.clone(),
-            plan_id: record.plan_id.clone(),
+            sandbox_id: record.sandbox_id.to_string(),
+            plan_id: record.plan_id.to_string(),
             resource_id: record.resource_id.clone(),
             created_at: record.created_at,
             metadata: record.metadata.clone(),
@@ -213,7 +216,7 @@ impl Backend for CustomSandbox {
         let empty = rel.components().all(|c| c == Component::CurDir);
         if !empty {
             return Err(SandboxError::sandbox(
-                Some(self.lc.id()),
+                Some(self.lc.id().as_str()),
                 format!(
                     "strategy {} keeps its content itself: use read/write, not get_path({})",
                     self.name,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::parallel::{check_all, commit_caught, commit_group, group_len};
 use super::PlanManager;
-use crate::id::{IntoId, PlanId};
+use crate::id::{IntoId, PlanId, SandboxId};
 use crate::plan::batch::CommitBatch;
 use crate::plan::error::SandboxError;
 use crate::plan::journal::CommitJournal;
@@ -101,7 +101,7 @@ impl PlanManager {
             let reason = format!("check failed, nothing written: {e}");
             if e.is_sandbox_level() {
                 return Ok(vec![CommitResult::failed(
-                    plan_id.as_str(),
+                    plan_id,
                     s.sandbox_id(),
                     reason,
                     &[],
@@ -109,9 +109,13 @@ impl PlanManager {
             }
             return Err(atomic(reason, Some(s.sandbox_id()), vec![], vec![]));
         }
-        let order: Vec<String> = todo.iter().map(|s| s.sandbox_id().to_string()).collect();
+        // The sandboxes' own ids, made by this library.
+        let order: Vec<SandboxId> = todo
+            .iter()
+            .map(|s| SandboxId::trusted(s.sandbox_id().to_string()))
+            .collect();
         CommitJournal {
-            plan_id: plan_id.to_string(),
+            plan_id: plan_id.clone(),
             order: order.clone(),
         }
         .write(&plan_dir)?;
@@ -164,12 +168,7 @@ impl PlanManager {
             let (undone, failed) = self.roll_back_lifo(plan_id, &order);
             if let (true, true, Some(id)) = (sandbox_level, failed.is_empty(), failed_id) {
                 CommitJournal::remove(&plan_dir)?;
-                return Ok(vec![CommitResult::failed(
-                    plan_id.as_str(),
-                    id,
-                    reason,
-                    &undone,
-                )]);
+                return Ok(vec![CommitResult::failed(plan_id, id, reason, &undone)]);
             }
             let failed_ids: Vec<String> = failed.iter().map(|(id, _)| id.clone()).collect();
             for (id, why) in &failed {

@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 
 use super::{subdirs, PlanManager, Recovery, PLANS_DIR};
 use crate::apply::store::{PrunePolicy, UndoStore};
-use crate::id::PlanId;
 use crate::plan::custom::registry::{self, StrategyRegistry};
 use crate::plan::error::SandboxError;
 use crate::plan::record::{Record, STATE_FILE};
@@ -75,11 +74,9 @@ impl PlanManager {
                 if !r.strategy.is_custom() || r.status.is_terminal() {
                     continue;
                 }
-                // A record naming no plan id is none of this manager's sandboxes.
-                let Ok(plan_id) = PlanId::parse(&r.plan_id) else {
-                    continue;
-                };
-                let key = (plan_id, r.resource_id.clone());
+                // Its ids were checked when it was read: a record naming no plan id was
+                // refused above.
+                let key = (r.plan_id.clone(), r.resource_id.clone());
                 let slot = self.table.lock().entry(key.clone()).or_default().clone();
                 let mut filled = slot.lock();
                 if filled.is_some() {
@@ -89,7 +86,7 @@ impl PlanManager {
                 match self.open_sandbox(r, dir.clone()) {
                     Ok(sb) => {
                         *filled = Some(sb);
-                        out.push(id);
+                        out.push(id.into_string());
                     }
                     Err(_) => {
                         drop(filled);

@@ -30,7 +30,7 @@ impl CommitAllOptions {
     pub(super) fn injected_failure(&self, i: usize, s: &Arc<dyn Sandbox>) -> Option<SandboxError> {
         #[cfg(feature = "fault-injection")]
         if self.fail_at == Some(i) {
-            return Some(crate::plan::fault::commit_failure(s.sandbox_id()));
+            return Some(crate::plan::fault::commit_failure(s.id()));
         }
         let _ = (i, s);
         None

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{subdirs, PlanManager, Recovery};
-use crate::id::{IntoId, PlanId};
+use crate::id::{IntoId, PlanId, SandboxId};
 use crate::plan::error::SandboxError;
 use crate::plan::journal::CommitJournal;
 use crate::plan::lock::PlanGuard;
@@ -74,7 +74,7 @@ impl PlanManager {
             let mut filled = slot.lock();
             let replace = match filled.as_ref() {
                 None => true,
-                Some(s) => s.status().is_terminal() && *s.sandbox_id() < *record.sandbox_id,
+                Some(s) => s.status().is_terminal() && s.sandbox_id() < record.sandbox_id.as_str(),
             };
             if !replace {
                 continue;
@@ -150,7 +150,7 @@ impl PlanManager {
     pub(super) fn roll_back_lifo(
         &self,
         plan_id: &PlanId,
-        order: &[String],
+        order: &[SandboxId],
     ) -> (Vec<String>, Vec<(String, String)>) {
         let by_id: HashMap<String, Arc<dyn Sandbox>> = self
             .sandboxes_of(plan_id)
@@ -160,10 +160,12 @@ impl PlanManager {
         let mut undone = Vec::new();
         let mut failed = Vec::new();
         for id in order.iter().rev() {
-            let Some(s) = by_id.get(id) else { continue };
+            let Some(s) = by_id.get(id.as_str()) else {
+                continue;
+            };
             // Also brings the status up to what is on disk (another process's doing).
             if let Err(e) = s.settle_in_flight() {
-                failed.push((id.clone(), e.to_string()));
+                failed.push((id.to_string(), e.to_string()));
                 continue;
             }
             if s.status() != Status::Committed {
@@ -174,9 +176,9 @@ impl PlanManager {
                     // Compensation, not abandonment: the sandbox keeps its changes and is
                     // active again (RolledBack → Active), so the plan can commit again.
                     let _ = s.get_path(Path::new(""));
-                    undone.push(id.clone())
+                    undone.push(id.to_string())
                 }
-                Err(e) => failed.push((id.clone(), e.to_string())),
+                Err(e) => failed.push((id.to_string(), e.to_string())),
             }
         }
         (undone, failed)

@@ -84,7 +84,7 @@ impl PlanManager {
             resource_id,
             original,
         )
-        .and_then(|sb| sb.create(plan_id.as_str()).map(|_| sb));
+        .and_then(|sb| sb.create(plan_id).map(|_| sb));
         match made {
             Ok(sb) => {
                 self.made.lock().insert(sb.sandbox_id().to_string());

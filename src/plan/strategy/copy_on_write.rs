@@ -25,6 +25,7 @@ use super::Env;
 use crate::fs::overlay::fingerprint::Fingerprint;
 use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
+use crate::id::PlanId;
 use crate::plan::backend::Backend;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffEntry, SandboxContext, SandboxDiff, Strategy};
@@ -120,7 +121,7 @@ impl CopyOnWrite {
 
     fn at(&self, dir: &StateDir, name: &str) -> Result<StatePath, SandboxError> {
         dir.join(Path::new(name))
-            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))
+            .map_err(|e| SandboxError::from_lower(Some(self.lc.id().as_str()), "sandbox layout", e))
     }
 
     /// The shared snapshot this sandbox uses as its base, if any.
@@ -200,7 +201,7 @@ impl CopyOnWrite {
             Some(id) => self.env.lower_base(&id),
             None => tree_base::load(&self.lc.dir().join(BASE)).map(Arc::new),
         }
-        .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "read the base", e))?;
+        .map_err(|e| SandboxError::from_lower(Some(self.lc.id().as_str()), "read the base", e))?;
         *b = Some(loaded.clone());
         Ok(loaded)
     }
@@ -213,7 +214,7 @@ impl CopyOnWrite {
 
     /// A plan-layer error naming this sandbox and `what` was being done.
     pub(super) fn lower(&self, what: &str, e: crate::Error) -> SandboxError {
-        SandboxError::from_lower(Some(self.lc.id()), what, e)
+        SandboxError::from_lower(Some(self.lc.id().as_str()), what, e)
     }
 
     /// The changes of `tree/` against the base; with `all`, ignored new files too.
@@ -280,7 +281,7 @@ impl CopyOnWrite {
     /// The record of a sandbox just made, whose files are at `tree`.
     pub(super) fn new_record(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         tree: &Path,
         mut metadata: std::collections::BTreeMap<String, String>,
     ) -> Record {
@@ -300,7 +301,7 @@ impl CopyOnWrite {
     /// [`crate::plan::own_snapshot`]): reused, or taken now and then returned with its listing.
     pub(super) fn take_own_snapshot(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         canon: &Path,
     ) -> Result<
         (
@@ -338,7 +339,7 @@ impl CopyOnWrite {
 
     /// The base is the plan's own snapshot (a plan's later sandboxes over the original copy
     /// the tree once, not twice); the sandbox is a copy of it.
-    fn make(&self, plan_id: &str) -> Result<Record, crate::Error> {
+    fn make(&self, plan_id: &PlanId) -> Result<Record, crate::Error> {
         let canon = std::fs::canonicalize(&self.original)
             .map_err(|e| crate::Error::io("resolve", &self.original, e))?;
         let (info, base) = self.take_own_snapshot(plan_id, &canon)?;
@@ -494,7 +495,7 @@ impl Backend for CopyOnWrite {
         &self.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         self.create_with(|| self.make(plan_id), || ())
     }
 

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use crate::id::SandboxId;
 use crate::plan::error::SandboxError;
 use crate::plan::model::DiffEntry;
 
@@ -58,7 +59,7 @@ pub(crate) fn links_out(original: &Path, entries: &[DiffEntry]) -> Vec<(String, 
 /// reason says the links point outside the resource and whose `files` are their paths, as
 /// `name` shows a resource-relative path (the identity, or the repository path).
 pub(crate) fn refuse_links_out(
-    sandbox_id: &str,
+    sandbox_id: &SandboxId,
     original: &Path,
     entries: &[DiffEntry],
     name: impl Fn(&str) -> String,
@@ -286,7 +287,8 @@ mod tests {
                 "through-etc"
             ]
         );
-        let e = refuse_links_out("s", &root, &entries, |p| format!("r/{p}")).unwrap_err();
+        let e =
+            refuse_links_out(&SandboxId::new(), &root, &entries, |p| format!("r/{p}")).unwrap_err();
         assert!(e.to_string().contains("points outside the resource"), "{e}");
         assert!(matches!(e, SandboxError::Commit { ref files, .. } if files[0] == "r/sub/up"));
         // A changed path that is no longer a symlink is not followed.

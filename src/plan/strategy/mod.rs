@@ -116,7 +116,7 @@ pub fn record_created(
     st.record
         .as_ref()
         .map(Record::context)
-        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id().as_str()), "sandbox has no context"))
 }
 
 /// Refuses operations that need the sandbox to exist (`Pending`, `CleanedUp`, `Errored`).
@@ -151,10 +151,10 @@ pub(crate) fn sandbox_path_of(
         .record
         .as_ref()
         .map(|r| r.sandbox_path.clone())
-        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id().as_str()), "sandbox has no context"))?;
     contained(&root, rel).map_err(|reason| {
         SandboxError::sandbox(
-            Some(lc.id()),
+            Some(lc.id().as_str()),
             format!("refused path {}: {reason}", rel.display()),
         )
     })
@@ -222,7 +222,7 @@ pub fn cleanup_dir(
     }
     teardown()?;
     remove_dir(lc.dir())
-        .map_err(|e| SandboxError::from_lower(Some(lc.id()), "remove the sandbox", e))?;
+        .map_err(|e| SandboxError::from_lower(Some(lc.id().as_str()), "remove the sandbox", e))?;
     st.status = Status::CleanedUp;
     if let Some(r) = st.record.as_mut() {
         r.status = Status::CleanedUp;

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::id::PlanId;
 use crate::plan::backend::{Backend, Checkpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
@@ -47,7 +48,7 @@ impl Backend for NoSandbox {
         &self.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String, source: Option<crate::Error>| SandboxError::Creation {

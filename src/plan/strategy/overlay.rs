@@ -49,6 +49,7 @@ use crate::fs::overlay::mountinfo::is_mounted;
 use crate::fs::overlay::upper::{self, UpperScan};
 use crate::fs::state_dir::{self, StateDir};
 use crate::fs::RelPath;
+use crate::id::PlanId;
 use crate::isolation::snapshot;
 use crate::plan::backend::Backend as PlanBackend;
 use crate::plan::error::SandboxError;
@@ -112,7 +113,7 @@ impl Overlay {
             .and_then(|m| Mode::from_name(m))
             .ok_or_else(|| {
                 SandboxError::sandbox(
-                    Some(&record.sandbox_id),
+                    Some(record.sandbox_id.as_str()),
                     format!("{}: no valid {MODE_KEY} in its state", dir.display()),
                 )
             })?;
@@ -234,7 +235,7 @@ impl Overlay {
 
     // ---- create ---------------------------------------------------------------------------
 
-    fn make(&self, plan_id: &str, forced: Option<Mode>) -> Result<Record, crate::Error> {
+    fn make(&self, plan_id: &PlanId, forced: Option<Mode>) -> Result<Record, crate::Error> {
         // The newest snapshot prepared for every plan, else the plan's own one (reused, or
         // taken now: see `own_snapshot`).
         let env = &self.cow.env;
@@ -410,7 +411,7 @@ impl PlanBackend for Overlay {
         &self.cow.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let forced = Mode::forced().map_err(|bad| SandboxError::Creation {
             resource_id: self.cow.resource_id.clone(),
             reason: bad.to_string(),

@@ -19,6 +19,7 @@ use crate::apply::store::{RecordState, UndoStore};
 use crate::apply::{
     check_patch, recover_project, ApplyOptions, ApplyReport, CheckedApply, FileStatus,
 };
+use crate::id::SandboxId;
 use crate::plan::batch::CommitBatch;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, DiffOp, SandboxDiff};
@@ -124,7 +125,7 @@ pub fn commit(
         .record
         .as_ref()
         .map(|r| r.original_path.clone())
-        .ok_or_else(|| SandboxError::sandbox(Some(lc.id()), "sandbox has no context"))?;
+        .ok_or_else(|| SandboxError::sandbox(Some(lc.id().as_str()), "sandbox has no context"))?;
     let mut commit_ref = None;
     if !diff.patch.is_empty() {
         super::links::refuse_links_out(lc.id(), &original, &diff.entries, str::to_string)?;
@@ -189,7 +190,7 @@ pub fn commit(
 }
 
 /// The [`CommitResult`] of a successful commit of `diff`.
-pub fn result(id: &str, commit_ref: Option<String>, diff: &SandboxDiff) -> CommitResult {
+pub fn result(id: &SandboxId, commit_ref: Option<String>, diff: &SandboxDiff) -> CommitResult {
     CommitResult {
         sandbox_id: id.to_string(),
         success: true,
@@ -218,7 +219,7 @@ pub fn undo(lc: &Lifecycle, st: &mut State, store: &UndoStore) -> Result<(), San
         Some(r) => (r.original_path.clone(), r.commit_ref.clone()),
         None => {
             return Err(SandboxError::sandbox(
-                Some(lc.id()),
+                Some(lc.id().as_str()),
                 "sandbox has no context",
             ))
         }
@@ -263,7 +264,7 @@ pub fn reconcile(lc: &Lifecycle, st: &mut State, store: &UndoStore) -> Result<()
         return Ok(());
     };
     recover_project(&original)
-        .map_err(|e| SandboxError::from_lower(Some(lc.id()), "recover the original", e))?;
+        .map_err(|e| SandboxError::from_lower(Some(lc.id().as_str()), "recover the original", e))?;
     let landed = matches!(store.entry(&id), Ok(e) if e.state == RecordState::Applied);
     if !landed {
         let _ = store.drop_record(&id);

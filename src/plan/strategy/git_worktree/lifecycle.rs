@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::git::Git;
 use super::repo::Repo;
 use super::{GitWorktree, REVERT_IN_FLIGHT, TREE};
+use crate::id::PlanId;
 use crate::plan::error::SandboxError;
 use crate::plan::model::{SandboxContext, Strategy};
 use crate::plan::record::{Record, State};
@@ -19,7 +20,7 @@ use crate::plan::strategy::{cleanup_dir, record_created, remove_dir};
 impl GitWorktree {
     /// [`Sandbox::create`](crate::plan::sandbox::Sandbox::create): makes the worktree and
     /// records it; on any failure nothing is left behind.
-    pub(super) fn create_sandbox(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    pub(super) fn create_sandbox(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         match self.make(plan_id) {
@@ -40,7 +41,7 @@ impl GitWorktree {
     }
 
     /// Finds the repository, adds the worktree and returns the record to keep.
-    fn make(&self, plan_id: &str) -> Result<Record, String> {
+    fn make(&self, plan_id: &PlanId) -> Result<Record, String> {
         let original = std::fs::canonicalize(&self.original)
             .map_err(|e| format!("{}: {e}", self.original.display()))?;
         let g = Git::at(&original);
@@ -98,7 +99,7 @@ impl GitWorktree {
             base,
             branch,
             original_branch,
-            tree: plan_real.join(self.lc.id()).join(TREE),
+            tree: plan_real.join(self.lc.id().as_str()).join(TREE),
         };
         let added = self.locked(&repo, || {
             let tree = repo.tree.to_string_lossy().into_owned();
@@ -258,7 +259,7 @@ impl GitWorktree {
                 Ok(())
             } else {
                 Err(SandboxError::sandbox(
-                    Some(self.lc.id()),
+                    Some(self.lc.id().as_str()),
                     format!("cannot remove the worktree: {}", failed.join("; ")),
                 ))
             }

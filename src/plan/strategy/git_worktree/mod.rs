@@ -70,6 +70,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Env;
+use crate::id::PlanId;
 use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
@@ -139,15 +140,14 @@ impl GitWorktree {
     }
 
     fn repo(&self, st: &State) -> Result<Repo, SandboxError> {
-        let r = st
-            .record
-            .as_ref()
-            .ok_or_else(|| SandboxError::sandbox(Some(self.lc.id()), "sandbox has no context"))?;
+        let r = st.record.as_ref().ok_or_else(|| {
+            SandboxError::sandbox(Some(self.lc.id().as_str()), "sandbox has no context")
+        })?;
         Repo::from_record(r, self.lc.dir())
     }
 
     fn err(&self, what: &str, e: String) -> SandboxError {
-        SandboxError::sandbox(Some(self.lc.id()), format!("{what}: {e}"))
+        SandboxError::sandbox(Some(self.lc.id().as_str()), format!("{what}: {e}"))
     }
 
     /// Runs `f` holding the repository lock (see `lock.rs`); its errors name this sandbox.
@@ -157,7 +157,7 @@ impl GitWorktree {
         f: impl FnOnce() -> Result<R, SandboxError>,
     ) -> Result<R, SandboxError> {
         with_repo_lock(&self.env.plans_dir, &repo.common, f)
-            .map_err(|e| e.for_sandbox(self.lc.id()))
+            .map_err(|e| e.for_sandbox(self.lc.id().as_str()))
     }
 }
 
@@ -166,7 +166,7 @@ impl Backend for GitWorktree {
         &self.lc
     }
 
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         self.create_sandbox(plan_id)
     }
 

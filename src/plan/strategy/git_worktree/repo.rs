@@ -51,7 +51,10 @@ impl Repo {
     pub(super) fn from_record(r: &Record, dir: &Path) -> Result<Repo, SandboxError> {
         let get = |k: &str| {
             r.metadata.get(k).cloned().ok_or_else(|| {
-                SandboxError::sandbox(Some(&r.sandbox_id), format!("sandbox state lacks {k:?}"))
+                SandboxError::sandbox(
+                    Some(r.sandbox_id.as_str()),
+                    format!("sandbox state lacks {k:?}"),
+                )
             })
         };
         Ok(Repo {

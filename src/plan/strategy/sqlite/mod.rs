@@ -126,6 +126,7 @@ pub use row_change::RowChange;
 pub use value::{Rows, SqlValue};
 
 use self::live::Live;
+use crate::id::PlanId;
 use crate::plan::backend::{Backend, Checkpoints, NativeCheckpoints};
 use crate::plan::error::SandboxError;
 use crate::plan::model::{CommitResult, SandboxContext, SandboxDiff, Strategy};
@@ -195,7 +196,7 @@ impl SqliteSandbox {
         let p = self.lc.dir().join(OWNER_LOCK);
         let f = crate::plan::lock::open_lock_file(&p).map_err(|e| {
             SandboxError::from_lower(
-                Some(self.lc.id()),
+                Some(self.lc.id().as_str()),
                 "open the owner lock",
                 crate::Error::io("open", &p, e),
             )
@@ -210,7 +211,7 @@ impl SqliteSandbox {
     }
 
     fn sandbox_err(&self, reason: impl Into<String>) -> SandboxError {
-        SandboxError::sandbox(Some(self.lc.id()), reason)
+        SandboxError::sandbox(Some(self.lc.id().as_str()), reason)
     }
 
     /// Moves to `Errored`, recording why.
@@ -509,7 +510,7 @@ impl Backend for SqliteSandbox {
 
     /// Opens a connection to the database, attaches a session to all its tables and
     /// begins a deferred transaction.
-    fn create(&self, plan_id: &str) -> Result<SandboxContext, SandboxError> {
+    fn create(&self, plan_id: &PlanId) -> Result<SandboxContext, SandboxError> {
         let mut st = self.lc.lock_op(|_| Ok(()))?;
         self.lc.check(st.status, Status::Created)?;
         let creation = |reason: String| SandboxError::Creation {

@@ -29,11 +29,12 @@ impl SqliteSandbox {
 
     pub(super) fn write_changeset(&self, name: &str, cs: &[u8]) -> Result<(), SandboxError> {
         let dir = self.lc.state_dir()?;
-        let p = dir
-            .join(Path::new(name))
-            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "sandbox layout", e))?;
-        state_dir::write_atomic(&p, cs)
-            .map_err(|e| SandboxError::from_lower(Some(self.lc.id()), "write the changeset", e))
+        let p = dir.join(Path::new(name)).map_err(|e| {
+            SandboxError::from_lower(Some(self.lc.id().as_str()), "sandbox layout", e)
+        })?;
+        state_dir::write_atomic(&p, cs).map_err(|e| {
+            SandboxError::from_lower(Some(self.lc.id().as_str()), "write the changeset", e)
+        })
     }
 
     /// `Committed → RolledBack`: the inverted changeset, all or nothing.
