@@ -9,7 +9,6 @@
 //! then the walk that finds what the project holds (one `lstat` per file, the git index
 //! read) and copies of what differs, not a copy of the project.
 
-use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +22,7 @@ use crate::git::index::LStat;
 use crate::git::oid::ObjectId;
 use crate::git::repo::GitRepo;
 use crate::tree::base::BaseSrc;
+use crate::tree::path_hash::PathSet;
 use crate::tree::select::{self, Selected};
 use crate::tree::snapshot::{self, Node, NodeKind};
 
@@ -132,8 +132,8 @@ pub fn manifest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], copied: &[
 /// path of each that the snapshot has nothing at (a whole directory the user removed is one
 /// whiteout); nothing where a snapshot file already covers the path.
 pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &StatePath) -> Result<()> {
-    let files: HashSet<&[u8]> = nodes.iter().map(rel_bytes).collect();
-    let mut dirs: HashSet<&[u8]> = HashSet::new();
+    let files: PathSet = nodes.iter().map(rel_bytes).collect();
+    let mut dirs = PathSet::default();
     for n in nodes {
         let p = rel_bytes(n);
         for (i, b) in p.iter().enumerate() {
@@ -142,7 +142,7 @@ pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &StatePath) -> Result<()> {
             }
         }
     }
-    let mut done: HashSet<&[u8]> = HashSet::new();
+    let mut done = PathSet::default();
     for f in &m.files {
         let p = f.path.as_slice();
         if files.contains(p) || dirs.contains(p) {

@@ -24,6 +24,7 @@ pub mod base;
 pub mod diff;
 pub mod dir_diff;
 pub mod overlay_diff;
+pub(crate) mod path_hash;
 pub mod select;
 pub mod snapshot;
 pub mod walk;

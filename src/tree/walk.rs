@@ -7,7 +7,6 @@
 //! always taken) and otherwise tested against the exclude rules; an excluded directory is not
 //! descended unless it holds tracked files, and then only those are taken.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -15,6 +14,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+use super::path_hash::PathMap;
 use crate::fs::relpath::RelPath;
 use crate::git::ignore::{
     as_path, chain_iter, excluded_by, is_dot_git, load_gitignore_file, Level, Rules,
@@ -60,34 +60,6 @@ pub enum Kind {
     /// A symbolic link (its target is not looked at).
     Symlink,
 }
-
-/// A fast non-cryptographic hasher (FxHash's mixing) for path keys; hash flooding is not a
-/// concern for paths from the user's own index.
-#[derive(Default)]
-struct PathHasher(u64);
-
-impl std::hash::Hasher for PathHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut h = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
-        self.0 = h;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type PathMap<'a, V> = HashMap<&'a [u8], V, std::hash::BuildHasherDefault<PathHasher>>;
 
 /// The tracked paths, for O(1) lookups during the walk.
 pub(crate) struct TrackedIndex<'a> {
