@@ -183,18 +183,21 @@ pub fn take(
     exclude: &[PathBuf],
     dst: &StatePath,
 ) -> Result<(TreeBase, Option<SharedLayer>, Option<GitRepo>)> {
-    let sel = select::select_project(original, exclude)?;
-    let t = index_mtime(sel.git.as_ref());
-    let nodes: Vec<Node> = sel.entries.iter().map(node_of).collect();
-    let srcs: Vec<BaseSrc> = sel.entries.iter().map(|e| source_of(e, t)).collect();
+    let select::Selection { entries, git, .. } = select::select_project(original, exclude)?;
+    let t = index_mtime(git.as_ref());
+    let nodes: Vec<Node> = entries.iter().map(node_of).collect();
+    let srcs: Vec<BaseSrc> = entries.iter().map(|e| source_of(e, t)).collect();
+    // The selection (index entries and stat data of every file) is not needed past here: on
+    // a large tree it is the biggest thing this step holds while it copies.
+    drop(entries);
     let blobs: Vec<usize> = (0..nodes.len())
         .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
         .collect();
     let layered =
-        sel.git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
+        git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
     state_dir::create_dir_new(dst)?;
     if !layered {
-        return Ok((copy_whole(original, nodes, dst)?, None, sel.git));
+        return Ok((copy_whole(original, nodes, dst)?, None, git));
     }
     let layer = match reusable(root, original, &nodes, &srcs, &blobs)? {
         Some(l) => l,
@@ -235,7 +238,7 @@ pub fn take(
         nodes: kept,
         under: Some(layer.tree()),
     };
-    Ok((base, Some(layer), sel.git))
+    Ok((base, Some(layer), git))
 }
 
 /// Writes the blob nodes `blobs` into a new layer's `tree`, copied from the project only
