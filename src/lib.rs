@@ -39,7 +39,7 @@
 //! | `cli` (the binary, feature `cli`), `ffi` (feature `ffi`) | the command line; the C++ bridges |
 //! | [`records`] | the JSON records of `--json` and the C++ and Python faces |
 //! | [`session`], [`plan`] | the two families: engine sessions ([`ScopedSandbox`], pending store, recovery); plan sandboxes (strategies by name, checkpoints, atomic `commit_all`) |
-//! | [`isolation`] | the substrate both stand on: root, overlay backend choice, shared lower layers, tree base |
+//! | [`isolation`] | the substrate both stand on: root, overlay backend choice, shared lower layers, the snapshot store, one prune, tree base |
 //! | [`apply`] | applying a patch to the project: resolver, transaction, undo |
 //! | [`tree`] | a project's file set: selection, walk, snapshot copy, base, tree diff |
 //! | [`patch`] | the patch model, parser, writer, hunk placement, 3-way merge |
