@@ -211,14 +211,10 @@ pub fn take(
     };
     // What the layer does not serve is copied from the project; a file that vanished
     // meanwhile is not in the snapshot.
+    let m = &layer.manifest;
+    let at = m.positions(nodes.iter().map(rel_bytes));
     let served: Vec<bool> = (0..nodes.len())
-        .map(|i| {
-            served_by(
-                layer.manifest.get(rel_bytes(&nodes[i])),
-                &nodes[i],
-                &srcs[i],
-            )
-        })
+        .map(|i| served_by(at[i].map(|k| &m.files[k]), &nodes[i], &srcs[i]))
         .collect();
     let copies: Vec<&Node> = (0..nodes.len())
         .filter(|&i| !served[i])

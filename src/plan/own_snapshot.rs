@@ -13,14 +13,14 @@
 //! committed (or has a commit in flight). Otherwise the create takes a new snapshot. Edits
 //! made to the original by others after the snapshot reach the original's files through
 //! the 3-way commit, as for any sandbox whose original changed after it was created.
-//! Another plan never takes it; once its last taker is cleaned up it is removed.
+//! Another plan never takes it; once its last taker is cleaned up it is removed
+//! ([`crate::isolation::prune::release`]).
 
 use std::path::{Path, PathBuf};
 
 use super::record::Record;
 use super::status::Status;
 use crate::id::PlanId;
-use crate::isolation::prune;
 use crate::isolation::snapshot::{self, SnapshotInfo};
 use crate::isolation::tree_base::TreeBase;
 
@@ -84,11 +84,4 @@ fn reusable(store: &Path, s: &SnapshotInfo, plan_dir: &Path) -> bool {
         .filter_map(|e| Record::load(&e.path()).ok())
         .filter(|r| std::fs::canonicalize(&r.original_path).is_ok_and(|o| o == s.original))
         .all(|r| live(&r) || r.status == Status::Pending)
-}
-
-/// Lets go of the plan's own snapshot `id` (called after a sandbox that took it is cleaned
-/// up, or failed to be created): removed once none of its takers exists any more, else left
-/// for a later prune.
-pub(crate) fn release(store: &Path, id: &str) {
-    prune::release(store, id);
 }

@@ -44,9 +44,8 @@ pub(crate) fn recorded(store: &Path, id: &str) -> bool {
 pub fn adopt(
     locked: &super::Exclusive,
     users: &[(String, PathBuf)],
-) -> Result<usize, crate::error::Error> {
+) -> Result<(), crate::error::Error> {
     let store = locked.store();
-    let mut n = 0;
     for s in super::list(store) {
         if recorded(store, &s.id) {
             continue;
@@ -57,9 +56,8 @@ pub fn adopt(
         let d = dir(store, &s.id);
         std::fs::create_dir_all(&d)
             .map_err(|e| crate::error::Error::io("create directory", &d, e))?;
-        n += 1;
     }
-    Ok(n)
+    Ok(())
 }
 
 /// Whether a ready snapshot of the store has no holder records (see [`adopt`]).

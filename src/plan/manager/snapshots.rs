@@ -116,6 +116,6 @@ impl PlanManager {
                 }
             }
         }
-        snapshot::adopt(&locked, &users).map(|_| ())
+        snapshot::adopt(&locked, &users)
     }
 }

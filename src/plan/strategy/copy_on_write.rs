@@ -333,7 +333,7 @@ impl CopyOnWrite {
     /// sandbox that took it is left.
     pub(super) fn release_own_snapshot(&self) {
         if let Some(id) = self.shared_lower() {
-            crate::plan::own_snapshot::release(&self.env.lowers, &id);
+            crate::isolation::prune::release(&self.env.lowers, &id);
         }
     }
 
