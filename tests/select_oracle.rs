@@ -1389,3 +1389,143 @@ fn no_attributes_no_conversions() {
     let sel = env.select(&env.repo, &[]);
     assert!(sel.entries.iter().all(|e| e.converted));
 }
+
+/// A tree whose ignore rules exclude every top-level directory (`/*`, as packaging trees
+/// have), its files tracked with `add -f`: the selection lists the excluded directories from
+/// the index. Whatever the work tree did to the tracked paths since, the result is git's.
+#[test]
+fn excluded_directories_listed_from_the_index() {
+    let env = Env::new(true, true);
+    let r = &env.repo;
+    write(&r.join(".gitignore"), "/*\n!/.gitignore\n");
+    files(
+        r,
+        &[
+            "a/one",
+            "a/two",
+            "a/b/three",
+            "a/b/c/four",
+            "a/b/c/.gitattributes",
+            "d/five",
+            "d/e/six",
+            "d/e/seven",
+            "f/eight",
+            "g/nine",
+            "h/ten",
+            "h/i/eleven",
+            "top.txt",
+        ],
+    );
+    symlink("one", r.join("a/link")).unwrap();
+    // A submodule (gitlink) inside an excluded directory.
+    files(r, &["s/emb/f"]);
+    env.git(&r.join("s/emb"), &["init", "-q"]);
+    env.git(&r.join("s/emb"), &["add", "f"]);
+    env.git(&r.join("s/emb"), &["commit", "-q", "-m", "e"]);
+    env.git(r, &["add", "-f", "."]);
+    env.git(r, &["commit", "-q", "-m", "init"]);
+    // Untracked files inside excluded directories stay out.
+    files(r, &["a/new", "a/b/new", "zz/new", "a/b/c/new"]);
+    // A tracked file deleted, one replaced by a directory, one by a symlink.
+    fs::remove_file(r.join("a/two")).unwrap();
+    fs::remove_file(r.join("d/five")).unwrap();
+    files(r, &["d/five/inner"]);
+    fs::remove_file(r.join("f/eight")).unwrap();
+    symlink("../g/nine", r.join("f/eight")).unwrap();
+    // A tracked directory replaced by a symlink to another one (never followed) and one
+    // replaced by a file.
+    fs::remove_dir_all(r.join("d/e")).unwrap();
+    symlink("../h/i", r.join("d/e")).unwrap();
+    fs::remove_dir_all(r.join("h/i")).unwrap();
+    write(&r.join("h/i"), "a file now");
+    // An executable bit changed.
+    fs::set_permissions(r.join("a/one"), fs::Permissions::from_mode(0o755)).unwrap();
+    let sel = check(&env, r, &[]);
+    assert_eq!(
+        names(&sel),
+        [
+            ".gitignore",
+            "a/b/c/.gitattributes",
+            "a/b/c/four",
+            "a/b/three",
+            "a/link",
+            "a/one",
+            "f/eight",
+            "g/nine",
+            "h/ten",
+            "top.txt"
+        ]
+    );
+    assert_eq!(sel.entries[4].kind, Kind::Symlink);
+    assert_eq!(sel.entries[5].kind, Kind::File { executable: true });
+    assert_eq!(sel.entries[6].kind, Kind::Symlink);
+    assert_eq!(skipped(&sel), [("s/emb".to_string(), "submodule")]);
+    // A directory excluded by the caller (a sandbox root inside the project) is not entered.
+    let sel = check_without(&env, r, &r.join("a/b"));
+    assert!(!names(&sel).iter().any(|p| p.starts_with("a/b/")));
+    // A subdirectory as the project, inside an excluded directory.
+    let sel = check(&env, &r.join("a/b"), &[]);
+    assert_eq!(names(&sel), ["c/.gitattributes", "c/four", "three"]);
+}
+
+/// Selects `project` with `dir` excluded: git's set without the files below `dir`.
+fn check_without(env: &Env, project: &Path, dir: &Path) -> Selection {
+    let sel = env.select(project, &[dir.to_path_buf()]);
+    let prefix = dir
+        .strip_prefix(project)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+        + "/";
+    let want: Vec<String> = show(&oracle(env, project).files)
+        .into_iter()
+        .filter(|p| !p.starts_with(&prefix))
+        .collect();
+    assert_eq!(names(&sel), want);
+    sel
+}
+
+/// An untracked `.gitattributes` inside an excluded directory applies to the tracked files
+/// below it, as it does for git, although the directory is listed from the index.
+#[test]
+fn attributes_in_an_excluded_directory_apply() {
+    let env = Env::new(true, true);
+    let r = &env.repo;
+    write(&r.join(".gitignore"), "/*\n!/.gitignore\n");
+    let mut paths = Vec::new();
+    for d in ["x", "x/y", "x/y/z", "w"] {
+        for f in [
+            "a.txt", "b.bin", "c.md", "d.txt", "e.c", "f.h", "g.txt", "h.sh",
+        ] {
+            paths.push(format!("{d}/{f}"));
+        }
+    }
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    files(r, &refs);
+    env.git(r, &["add", "-f", "."]);
+    env.git(r, &["commit", "-q", "-m", "init"]);
+    write(&r.join("x/.gitattributes"), "*.txt text\n*.c filter=lfs\n");
+    write(&r.join("x/y/z/.gitattributes"), "*.txt -text\n*.md ident\n");
+    assert_conversions_match_git(&env, r, false);
+    let sel = env.select(r, &[]);
+    let converted: Vec<String> = sel
+        .entries
+        .iter()
+        .filter(|e| e.converted)
+        .map(|e| e.rel.to_string())
+        .collect();
+    assert!(converted.contains(&"x/a.txt".to_string()), "{converted:?}");
+    assert!(converted.contains(&"x/y/e.c".to_string()), "{converted:?}");
+    assert!(
+        !converted.contains(&"x/y/z/a.txt".to_string()),
+        "{converted:?}"
+    );
+    assert!(
+        converted.contains(&"x/y/z/c.md".to_string()),
+        "{converted:?}"
+    );
+    assert!(
+        !converted.iter().any(|p| p.starts_with("w/")),
+        "{converted:?}"
+    );
+}

@@ -23,7 +23,9 @@
 //!   nothing below it can be re-included — except tracked files, which come from the index.
 //! * Directories are read in parallel; only regular files are `lstat`ed (for the executable
 //!   bit), nothing is opened except `.gitignore` and `.gitattributes` files, and no file
-//!   content is read.
+//!   content is read. An excluded directory holding tracked files is not read: its tracked
+//!   entries are `lstat`ed from the index, so a tree whose rules exclude every top-level
+//!   directory costs what `git status` costs there.
 //! * Git attributes ([`crate::git::attributes`]) mark tracked files whose content git converts
 //!   ([`Selected::converted`]): their blobs cannot stand in for the work-tree file. The
 //!   `.gitattributes` files are found by the walk's listings and read once each; a tree

@@ -3,9 +3,11 @@
 //!
 //! Directories are read by a small pool of threads sharing a job stack; only regular files are
 //! `lstat`ed (for the executable bit), nothing is opened except `.gitignore` files, and no file
-//! content is read. Directories holding a `.gitattributes` are noted for the caller. In a git work tree each entry is looked up in the index (tracked files are
-//! always taken) and otherwise tested against the exclude rules; an excluded directory is not
-//! descended unless it holds tracked files, and then only those are taken.
+//! content is read. Directories holding a `.gitattributes` are noted for the caller. In a git
+//! work tree each entry is looked up in the index (tracked files are always taken) and
+//! otherwise tested against the exclude rules; an excluded directory is not descended unless it
+//! holds tracked files, and then it is not read at all: its tracked entries, a sorted run of
+//! the index, are `lstat`ed one by one, as `git status` does.
 
 use std::fs;
 use std::io;
@@ -187,6 +189,9 @@ fn holds_repo(abs: &Path) -> bool {
 }
 
 fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<DirJob>) {
+    if let (Some(git), Mode::TrackedOnly) = (&ctx.git, job.mode) {
+        return process_tracked_dir(ctx, git, job, out, push);
+    }
     let proj_rel = |rel: &[u8]| rel.get(ctx.strip..).unwrap_or(&[]).to_vec();
     let strip_slash = |r: &[u8]| r.strip_suffix(b"/").unwrap_or(r).to_vec();
     let rd = match fs::read_dir(&job.abs) {
@@ -347,6 +352,145 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
                 emit(ctx, &e, &ft, rel, None, out);
             }
         }
+    }
+}
+
+/// An excluded directory holding tracked files, listed from the index instead of the disk.
+///
+/// Only tracked paths can be taken below an excluded directory, so its listing would only be
+/// filtered down to them: `lstat` each tracked entry the directory holds directly and descend
+/// into the subdirectories that hold tracked entries, as `git status` does (it reads no
+/// excluded directory). On a tree whose ignore rules exclude the top-level directories (a
+/// `/*` line, as packaging trees have) this replaces every directory listing with the stats
+/// git performs anyway. What the listing noticed is kept: a regular `.gitattributes` (its
+/// rules apply whether or not it is tracked), a gitlink reported as a submodule, and a
+/// directory or symlink where a tracked file was, or a file or symlink where a tracked
+/// directory was, taken as absent (a symlinked directory is never followed).
+fn process_tracked_dir(
+    ctx: &WalkCtx,
+    git: &GitCtx,
+    job: DirJob,
+    out: &mut WalkOut,
+    push: &mut Vec<DirJob>,
+) {
+    let entries = git.tracked.entries;
+    // `dedup_tracked` sorts the index by path bytes: the entries below `rel` are one run.
+    let lo = entries.partition_point(|e| e.path.as_slice() < job.rel.as_slice());
+    let n = entries[lo..].partition_point(|e| e.path.starts_with(&job.rel));
+    let below = &entries[lo..lo + n];
+    let base = job.rel.len();
+    // The index is read, not trusted: a name the listing could not have produced (empty, `.`,
+    // `..`, `.git`) is never joined onto a path.
+    let listable = |name: &[u8]| {
+        !(name.is_empty() || name == b"." || name == b".." || is_dot_git(name, git.ignore_case))
+    };
+    match fs::symlink_metadata(job.abs.join(".gitattributes")) {
+        Ok(m) if m.is_file() => out.attr_dirs.push(job.rel.clone()),
+        _ => {}
+    }
+    let mut i = 0;
+    while i < below.len() {
+        let entry = &below[i];
+        let tail = &entry.path[base..];
+        let Some(slash) = tail.iter().position(|&b| b == b'/') else {
+            // A tracked path directly in this directory.
+            if listable(tail) {
+                tracked_file(ctx, &job.abs, &entry.path, base, lo + i, entry, out);
+            }
+            i += 1;
+            continue;
+        };
+        // A subdirectory holding tracked entries: all of them form the next run.
+        let dir = &entry.path[..base + slash + 1];
+        let run = below[i..].partition_point(|e| e.path.starts_with(dir));
+        i += run;
+        if !listable(&tail[..slash]) {
+            continue;
+        }
+        let abs = job.abs.join(as_path(&tail[..slash]));
+        if ctx.exclude.contains(&abs) {
+            continue;
+        }
+        match fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_dir() => push.push(DirJob {
+                abs,
+                rel: dir.to_vec(),
+                mode: Mode::TrackedOnly,
+                levels: None,
+                check_nested: false,
+            }),
+            Ok(_) => {} // a file or symlink where the tracked directory was: not followed
+            Err(err) if gone(&err) => {}
+            Err(_) => {
+                let rel = &dir[..dir.len() - 1];
+                out.skipped.push((proj_rel(ctx, rel), "unreadable"));
+            }
+        }
+    }
+}
+
+/// Whether an `lstat` error means the path is not there (or a component is not a directory).
+fn gone(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// `rel` (work-tree-relative) made project-relative.
+fn proj_rel(ctx: &WalkCtx, rel: &[u8]) -> Vec<u8> {
+    rel.get(ctx.strip..).unwrap_or(&[]).to_vec()
+}
+
+/// Records the tracked path `path` (the `idx`th index entry, in the directory `dir_abs` whose
+/// work-tree-relative path is `path[..base]`) from its `lstat`.
+fn tracked_file(
+    ctx: &WalkCtx,
+    dir_abs: &Path,
+    path: &[u8],
+    base: usize,
+    idx: usize,
+    entry: &IndexEntry,
+    out: &mut WalkOut,
+) {
+    let m = match fs::symlink_metadata(dir_abs.join(as_path(&path[base..]))) {
+        Ok(m) => m,
+        Err(err) if gone(&err) => return,
+        Err(_) => {
+            out.skipped.push((proj_rel(ctx, path), "unreadable"));
+            return;
+        }
+    };
+    let ft = m.file_type();
+    if entry.is_gitlink() {
+        out.skipped.push((proj_rel(ctx, path), "submodule"));
+        return;
+    }
+    if ft.is_dir() {
+        return; // a directory where the tracked file was: the listing would not take it either
+    }
+    let Ok(rel) = RelPath::from_bytes(&path[ctx.strip.min(path.len())..]) else {
+        return; // the index holds no empty, `.` or `..` component that could reach here
+    };
+    if ft.is_symlink() {
+        out.found.push(Found {
+            rel,
+            kind: Kind::Symlink,
+            idx: Some(idx),
+            stat: None,
+        });
+    } else if ft.is_file() {
+        out.found.push(Found {
+            rel,
+            kind: Kind::File {
+                executable: m.mode() & 0o100 != 0,
+            },
+            idx: Some(idx),
+            stat: Some(LStat::from_metadata(&m)),
+        });
+    } else {
+        out.skipped
+            .push((proj_rel(ctx, path), file_kind_reason(&ft)));
     }
 }
 
