@@ -553,8 +553,13 @@ fn a_cut_upload_is_never_listed_and_gc_removes_only_what_nothing_refers_to() {
     assert_eq!(store.read(&id).unwrap(), patch);
     let u = store.usage().unwrap();
     assert_eq!(
-        (u.entries, u.object_bytes, u.patch_bytes),
-        (1, 2, patch.len() as u64)
+        (
+            u.entries,
+            u.object_bytes,
+            u.object_bytes_unshared,
+            u.patch_bytes
+        ),
+        (1, 2, 2, patch.len() as u64)
     );
     // Dropped: the entry and its patch go; the pre-image waits for a gc.
     store.drop_pending(&id).unwrap();

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use patchbox::git::odb::ObjectStore;
-use patchbox::git::oid::{object_id, oid_from_hex, to_hex as oid_to_hex, ObjectKind};
+use patchbox::git::oid::{object_id, ObjectId, ObjectKind};
 use patchbox::Error;
 
 // ---------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ fn add_loose_commits(env: &Env, work: &Path, tag: &str, n: usize) {
 }
 
 /// Every object git can see from `work`: oid → (type, content).
-fn git_objects(env: &Env, work: &Path) -> BTreeMap<[u8; 20], (String, Vec<u8>)> {
+fn git_objects(env: &Env, work: &Path) -> BTreeMap<ObjectId, (String, Vec<u8>)> {
     let out = env.git(work, &["cat-file", "--batch-all-objects", "--batch"]);
     let mut map = BTreeMap::new();
     let mut i = 0;
@@ -267,7 +267,7 @@ fn git_objects(env: &Env, work: &Path) -> BTreeMap<[u8; 20], (String, Vec<u8>)> 
         let nl = i + out[i..].iter().position(|&b| b == b'\n').unwrap();
         let head = std::str::from_utf8(&out[i..nl]).unwrap();
         let mut parts = head.split(' ');
-        let oid = oid_from_hex(parts.next().unwrap()).unwrap();
+        let oid = ObjectId::from_hex(parts.next().unwrap()).unwrap();
         let kind = parts.next().unwrap().to_string();
         let size: usize = parts.next().unwrap().parse().unwrap();
         let data = out[nl + 1..nl + 1 + size].to_vec();
@@ -290,22 +290,18 @@ fn check_all(env: &Env, work: &Path, git_dir: &Path) -> usize {
     n
 }
 
-fn check_against(store: &ObjectStore, objects: &BTreeMap<[u8; 20], (String, Vec<u8>)>) -> usize {
+fn check_against(store: &ObjectStore, objects: &BTreeMap<ObjectId, (String, Vec<u8>)>) -> usize {
     let mut blobs = 0;
     for (oid, (kind, data)) in objects {
-        assert!(store.contains(oid), "contains {}", oid_to_hex(oid));
+        assert!(store.contains(oid), "contains {oid}");
         if kind == "blob" {
             let got = store.read_blob(oid).unwrap();
-            assert!(
-                got.as_deref() == Some(&data[..]),
-                "blob {}",
-                oid_to_hex(oid)
-            );
+            assert!(got.as_deref() == Some(&data[..]), "blob {}", oid.to_hex());
             blobs += 1;
         } else {
             let (k, d) = store.read_object(oid).unwrap().unwrap();
-            assert_eq!(k.as_str(), kind, "{}", oid_to_hex(oid));
-            assert!(d == *data, "{} {}", kind, oid_to_hex(oid));
+            assert_eq!(k.as_str(), kind, "{oid}");
+            assert!(d == *data, "{kind} {oid}");
             assert!(matches!(store.read_blob(oid), Err(Error::Git { .. })));
         }
     }
@@ -424,8 +420,8 @@ fn zlib(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-fn loose_file(git_dir: &Path, oid: &[u8; 20]) -> PathBuf {
-    let h = oid_to_hex(oid);
+fn loose_file(git_dir: &Path, oid: &ObjectId) -> PathBuf {
+    let h = oid.to_hex();
     git_dir.join("objects").join(&h[..2]).join(&h[2..])
 }
 
@@ -631,21 +627,27 @@ fn missing_objects_and_non_blobs() {
     let git_dir = repo.join(".git");
     add_loose_commits(&env, &repo, "x", 1);
     let store = ObjectStore::open(&git_dir).unwrap();
-    let missing = [0x5a; 20];
+    let missing = ObjectId::from_bytes([0x5a; 20]);
     assert_eq!(store.read_blob(&missing).unwrap(), None);
     assert_eq!(store.read_object(&missing).unwrap(), None);
     assert!(!store.contains(&missing));
     // An object whose id starts with 0x00 / 0xff fanout edges.
-    assert_eq!(store.read_blob(&[0; 20]).unwrap(), None);
-    assert_eq!(store.read_blob(&[0xff; 20]).unwrap(), None);
+    assert_eq!(
+        store.read_blob(&ObjectId::from_bytes([0; 20])).unwrap(),
+        None
+    );
+    assert_eq!(
+        store.read_blob(&ObjectId::from_bytes([0xff; 20])).unwrap(),
+        None
+    );
 
-    let tree = oid_from_hex(
+    let tree = ObjectId::from_hex(
         String::from_utf8(env.git(&repo, &["rev-parse", "HEAD^{tree}"]))
             .unwrap()
             .trim(),
     )
     .unwrap();
-    let packed_tree = oid_from_hex(
+    let packed_tree = ObjectId::from_hex(
         String::from_utf8(env.git(&repo, &["rev-parse", "HEAD~1^{tree}"]))
             .unwrap()
             .trim(),
@@ -722,7 +724,7 @@ fn corrupt_loose_objects_are_errors() {
 /// content, an error or (only when `allow_none`) a miss — never wrong data, never a panic.
 fn read_all_tolerant(
     git_dir: &Path,
-    objects: &BTreeMap<[u8; 20], (String, Vec<u8>)>,
+    objects: &BTreeMap<ObjectId, (String, Vec<u8>)>,
     allow_none: bool,
 ) -> (usize, usize) {
     let store = match ObjectStore::open(git_dir) {
@@ -735,11 +737,11 @@ fn read_all_tolerant(
         match store.read_object(oid) {
             Ok(Some((k, d))) => {
                 assert_eq!(k.as_str(), kind);
-                assert!(d == *data, "wrong data for {}", oid_to_hex(oid));
+                assert!(d == *data, "wrong data for {oid}");
                 ok += 1;
             }
             Ok(None) => {
-                assert!(allow_none, "{} reported missing", oid_to_hex(oid));
+                assert!(allow_none, "{oid} reported missing");
                 err += 1;
             }
             Err(_) => err += 1,
@@ -774,7 +776,7 @@ fn truncated_or_corrupt_packs_are_errors() {
     assert!(matches!(e, Error::Git { .. }), "{e}");
     assert!(!store.contains(&some_blob));
     // Even a missing object is an error now: the broken pack might hold it.
-    assert!(store.read_blob(&[0x5a; 20]).is_err());
+    assert!(store.read_blob(&ObjectId::from_bytes([0x5a; 20])).is_err());
 
     // Truncated index.
     fs::write(&pack, &pack_bytes).unwrap();
@@ -874,7 +876,7 @@ fn ref_delta_base_outside_the_pack() {
     let base = b"base content line\n".repeat(100);
     let base_hex =
         String::from_utf8(env.git_io(&repo, &["hash-object", "-w", "--stdin"], &base)).unwrap();
-    let base_oid = oid_from_hex(base_hex.trim()).unwrap();
+    let base_oid = ObjectId::from_hex(base_hex.trim()).unwrap();
     let mut target = base.clone();
     target.extend_from_slice(b"tail");
     let target_oid = object_id(ObjectKind::Blob, &target);
@@ -906,7 +908,7 @@ fn ref_delta_base_outside_the_pack() {
         size >>= 7;
     }
     pack.push(c);
-    pack.extend_from_slice(&base_oid);
+    pack.extend_from_slice(base_oid.as_bytes());
     pack.extend_from_slice(&zlib(&delta));
     let ck: [u8; 20] = {
         use sha1::Digest;
@@ -915,10 +917,10 @@ fn ref_delta_base_outside_the_pack() {
     pack.extend_from_slice(&ck);
     let mut idx = b"\xfftOc\0\0\0\x02".to_vec();
     for b in 0..256usize {
-        let n = u32::from(b >= target_oid[0] as usize);
+        let n = u32::from(b >= target_oid.as_bytes()[0] as usize);
         idx.extend_from_slice(&n.to_be_bytes());
     }
-    idx.extend_from_slice(&target_oid);
+    idx.extend_from_slice(target_oid.as_bytes());
     idx.extend_from_slice(&[0; 4]);
     idx.extend_from_slice(&12u32.to_be_bytes());
     idx.extend_from_slice(&ck);
@@ -990,8 +992,9 @@ fn shared_across_threads_and_repository_untouched() {
                         if kind == "blob" {
                             assert_eq!(store.read_blob(oid).unwrap().as_ref(), Some(data));
                         }
-                        let mut miss = *oid;
+                        let mut miss = *oid.as_bytes();
                         miss[19] ^= 0xff;
+                        let miss = ObjectId::from_bytes(miss);
                         if !objects.contains_key(&miss) {
                             assert_eq!(store.read_blob(&miss).unwrap(), None);
                         }
@@ -1065,11 +1068,11 @@ fn bench_read_all_blobs() {
     env.git(&repo, &["prune-packed"]);
     let git_dir = repo.join(".git");
     let check = env.git(&repo, &["cat-file", "--batch-all-objects", "--batch-check"]);
-    let blobs: Vec<[u8; 20]> = String::from_utf8(check)
+    let blobs: Vec<ObjectId> = String::from_utf8(check)
         .unwrap()
         .lines()
         .filter(|l| l.split(' ').nth(1) == Some("blob"))
-        .map(|l| oid_from_hex(&l[..40]).unwrap())
+        .map(|l| ObjectId::from_hex(&l[..40]).unwrap())
         .collect();
     let total: u64 = fs::metadata(files_with_ext(&pack_dir(&git_dir), "pack")[0].clone())
         .unwrap()
@@ -1083,7 +1086,7 @@ fn bench_read_all_blobs() {
     }
     let ours = t.elapsed();
 
-    let input: String = blobs.iter().map(|o| oid_to_hex(o) + "\n").collect();
+    let input: String = blobs.iter().map(|o| o.to_hex() + "\n").collect();
     let t = std::time::Instant::now();
     let mut child = env
         .cmd(&repo, &["cat-file", "--batch"])
@@ -1113,7 +1116,7 @@ fn bench_read_all_blobs() {
 }
 
 /// Called per object of a `git cat-file --batch` stream: (oid, type, content).
-type ObjectCheck<'a> = dyn FnMut(&[u8; 20], &str, &[u8]) + 'a;
+type ObjectCheck<'a> = dyn FnMut(&ObjectId, &str, &[u8]) + 'a;
 
 /// Every object of an existing repository (read-only), compared with git and timed:
 /// `ODB_ORACLE_REPO=/path/to/work/tree cargo test --release --test odb_oracle -- --ignored
@@ -1127,10 +1130,10 @@ fn real_repository_from_env() {
     };
     let env = Env::new();
     let list = env.git(&repo, &["cat-file", "--batch-all-objects", "--batch-check"]);
-    let oids: Vec<[u8; 20]> = String::from_utf8(list)
+    let oids: Vec<ObjectId> = String::from_utf8(list)
         .unwrap()
         .lines()
-        .map(|l| oid_from_hex(&l[..40]).unwrap())
+        .map(|l| ObjectId::from_hex(&l[..40]).unwrap())
         .collect();
     let git_dir = PathBuf::from(
         String::from_utf8(env.git(&repo, &["rev-parse", "--absolute-git-dir"]))
@@ -1156,7 +1159,7 @@ fn real_repository_from_env() {
             }
             let head = std::str::from_utf8(&line).unwrap().trim_end().to_string();
             let mut parts = head.split(' ');
-            let oid = oid_from_hex(parts.next().unwrap()).unwrap();
+            let oid = ObjectId::from_hex(parts.next().unwrap()).unwrap();
             let kind = parts.next().unwrap().to_string();
             let size: usize = parts.next().unwrap().parse().unwrap();
             data.resize(size + 1, 0);
@@ -1183,7 +1186,7 @@ fn real_repository_from_env() {
     batch(&mut |oid, kind, d| {
         let (k, ours) = store.read_object(oid).unwrap().unwrap();
         assert_eq!(k.as_str(), kind);
-        assert!(ours == d, "{}", oid_to_hex(oid));
+        assert!(ours == d, "{oid}");
         n += 1;
     });
     assert_eq!(n, oids.len());

@@ -560,7 +560,7 @@ fn assert_index_matches_git(env: &Env, dir: &Path, index: &Path) {
     for (o, t) in ours.iter().zip(&theirs) {
         let o2: Debug = (
             o.mode,
-            hex(&o.oid),
+            hex(o.oid.as_bytes()),
             o.stage(),
             o.path.clone(),
             o.ctime,

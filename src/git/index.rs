@@ -12,6 +12,7 @@ use sha1::{Digest, Sha1};
 
 use crate::error::{Error, Result};
 use crate::fs::Timestamp;
+use crate::git::oid::ObjectId;
 
 ///
 /// The stat fields are the (32-bit truncated) values git recorded when it last refreshed the
@@ -30,7 +31,7 @@ pub struct IndexEntry {
     /// Git mode: `0o100644`, `0o100755`, `0o120000` (symlink) or `0o160000` (gitlink).
     pub mode: u32,
     /// The object id (SHA-1) of the blob (or commit, for a gitlink).
-    pub oid: [u8; 20],
+    pub oid: ObjectId,
     /// Change time (seconds, nanoseconds).
     pub ctime: (u32, u32),
     /// Modification time (seconds, nanoseconds).
@@ -253,8 +254,9 @@ fn parse_index(data: &[u8]) -> std::result::Result<Vec<IndexEntry>, String> {
             return Err(format!("truncated index entry {i}"));
         }
         let w = |k: usize| be32(body, start + 4 * k);
-        let mut oid = [0u8; 20];
-        oid.copy_from_slice(&body[start + 40..start + 60]);
+        let mut raw = [0u8; 20];
+        raw.copy_from_slice(&body[start + 40..start + 60]);
+        let oid = ObjectId::from_bytes(raw);
         let flags = be16(body, start + 60)?;
         let mut e = IndexEntry {
             path: Vec::new(),

@@ -1,6 +1,6 @@
 //! Object ids and hexadecimal: the one place that hashes an object the way git does
 //! ([`object_id`], [`blob_id`]), the [`ObjectId`] type those ids travel as, and the one hex
-//! codec ([`to_hex`], [`from_hex`], [`oid_from_hex`]) used for ids in patches and
+//! codec ([`to_hex`], [`from_hex`], [`ObjectId::from_hex`]) used for ids in patches and
 //! `base.blobs`, and for the hex-encoded paths of undo records.
 //!
 //! Inside the library an object id is an [`ObjectId`]: twenty bytes, compared and hashed as
@@ -17,6 +17,7 @@ use sha1::{Digest, Sha1};
 ///
 /// Its text form ([`Display`](fmt::Display), [`ObjectId::to_hex`], serde) is 40 lowercase
 /// hex digits, the form git prints and the records on disk hold; parsing accepts either case.
+/// The default is git's null id (twenty zero bytes), which names no object.
 ///
 /// ```
 /// use patchbox::git::oid::{blob_id, ObjectId};
@@ -29,7 +30,7 @@ use sha1::{Digest, Sha1};
 ///     "\"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\""
 /// );
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectId([u8; 20]);
 
 impl ObjectId {
@@ -44,8 +45,22 @@ impl ObjectId {
     }
 
     /// Parses 40 hex digits (either case); `None` for anything else.
+    ///
+    /// ```
+    /// use patchbox::git::oid::ObjectId;
+    /// let hex = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"; // the empty blob
+    /// assert_eq!(ObjectId::from_hex(hex).map(|id| id.to_hex()).as_deref(), Some(hex));
+    /// assert!(ObjectId::from_hex("xyz").is_none());
+    /// assert!(ObjectId::from_hex(&"g".repeat(40)).is_none());
+    /// ```
     pub fn from_hex(hex: &str) -> Option<ObjectId> {
-        oid_from_hex(hex).map(ObjectId)
+        let b = hex.as_bytes();
+        if b.len() != 40 {
+            return None;
+        }
+        let mut out = [0u8; 20];
+        decode_hex(b, &mut out)?;
+        Some(ObjectId(out))
     }
 
     /// The 40 lowercase hex digits.
@@ -175,20 +190,20 @@ impl ObjectKind {
 /// The id git gives an object of `kind` with `data`: SHA-1 of `<kind> <len>\0` + data.
 ///
 /// ```
-/// use patchbox::git::oid::{object_id, to_hex, ObjectKind};
+/// use patchbox::git::oid::{object_id, ObjectKind};
 /// assert_eq!(
-///     to_hex(&object_id(ObjectKind::Blob, b"")),
+///     object_id(ObjectKind::Blob, b"").to_hex(),
 ///     "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 /// );
 /// ```
-pub fn object_id(kind: ObjectKind, data: &[u8]) -> [u8; 20] {
+pub fn object_id(kind: ObjectKind, data: &[u8]) -> ObjectId {
     let mut h = Sha1::new();
     h.update(kind.as_str().as_bytes());
     h.update(b" ");
     h.update(data.len().to_string().as_bytes());
     h.update([0u8]);
     h.update(data);
-    h.finalize().into()
+    ObjectId(h.finalize().into())
 }
 
 /// The git blob id of `data` (SHA-1 of `blob <len>\0` + data) as 40 lowercase hex digits, as
@@ -210,7 +225,7 @@ pub fn blob_id_hex(data: &[u8]) -> String {
 /// assert_eq!(blob_id(b"hello\n").to_hex(), "ce013625030ba8dba906f756967f9e9ca394464a");
 /// ```
 pub fn blob_id(data: &[u8]) -> ObjectId {
-    ObjectId(object_id(ObjectKind::Blob, data))
+    object_id(ObjectKind::Blob, data)
 }
 
 /// Formats bytes as lowercase hexadecimal, two digits a byte (an object id gives 40).
@@ -249,25 +264,6 @@ pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Parses a 40-digit hexadecimal object id (either case).
-///
-/// ```
-/// use patchbox::git::oid::{oid_from_hex, to_hex};
-/// let hex = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"; // the empty blob
-/// let oid = oid_from_hex(hex).unwrap();
-/// assert_eq!(to_hex(&oid), hex);
-/// assert!(oid_from_hex("xyz").is_none());
-/// ```
-pub fn oid_from_hex(hex: &str) -> Option<[u8; 20]> {
-    let b = hex.as_bytes();
-    if b.len() != 40 {
-        return None;
-    }
-    let mut out = [0u8; 20];
-    decode_hex(b, &mut out)?;
-    Some(out)
-}
-
 /// Decodes `2 * out.len()` hex digits of `hex` into `out`.
 fn decode_hex(hex: &[u8], out: &mut [u8]) -> Option<()> {
     let nib = |c: u8| -> Option<u8> {
@@ -294,9 +290,12 @@ mod tests {
         for (i, b) in oid.iter_mut().enumerate() {
             *b = (i * 13) as u8;
         }
-        assert_eq!(oid_from_hex(&to_hex(&oid)), Some(oid));
-        assert_eq!(oid_from_hex(&to_hex(&oid).to_uppercase()), Some(oid));
-        assert!(oid_from_hex(&"g".repeat(40)).is_none());
+        let id = ObjectId::from_bytes(oid);
+        assert_eq!(to_hex(&oid), id.to_hex());
+        assert_eq!(ObjectId::from_hex(&to_hex(&oid)), Some(id));
+        assert_eq!(ObjectId::from_hex(&to_hex(&oid).to_uppercase()), Some(id));
+        assert!(ObjectId::from_hex(&"g".repeat(40)).is_none());
+        assert!(ObjectId::from_hex(&"a".repeat(39)).is_none());
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(from_hex(&to_hex(&all)), Some(all));
         assert!(from_hex("0g").is_none());

@@ -11,6 +11,7 @@
 //! a root snapshot commit instead of one on top of the user's history. Nothing here writes.
 //!
 //! ```
+//! use patchbox::git::oid::ObjectId;
 //! use patchbox::git::refs::{read_head, Head};
 //! let dir = tempfile::tempdir().unwrap();
 //! let git = dir.path();
@@ -18,7 +19,7 @@
 //! std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
 //! assert_eq!(read_head(git, git).unwrap(), Head::Branch { name: "refs/heads/main".into(), commit: None });
 //! std::fs::write(git.join("refs/heads/main"), format!("{}\n", "ab".repeat(20))).unwrap();
-//! assert_eq!(read_head(git, git).unwrap(), Head::Branch { name: "refs/heads/main".into(), commit: Some([0xab; 20]) });
+//! assert_eq!(read_head(git, git).unwrap(), Head::Branch { name: "refs/heads/main".into(), commit: Some(ObjectId::from_bytes([0xab; 20])) });
 //! ```
 
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ use std::io;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::git::oid::oid_from_hex;
+use crate::git::oid::ObjectId;
 
 /// What `HEAD` is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,15 +38,15 @@ pub enum Head {
         /// The full ref name, e.g. `refs/heads/main`.
         name: String,
         /// The commit the branch points at.
-        commit: Option<[u8; 20]>,
+        commit: Option<ObjectId>,
     },
     /// Detached at a commit.
-    Detached([u8; 20]),
+    Detached(ObjectId),
 }
 
 impl Head {
     /// The commit `HEAD` points at, `None` on an unborn branch.
-    pub fn commit(&self) -> Option<[u8; 20]> {
+    pub fn commit(&self) -> Option<ObjectId> {
         match self {
             Head::Branch { commit, .. } => *commit,
             Head::Detached(c) => Some(*c),
@@ -79,8 +80,8 @@ pub fn read_head(git_dir: &Path, common_dir: &Path) -> Result<Head> {
 /// Every ref under `refs/heads/`, `refs/tags/`, `refs/remotes/` and `refs/notes/` with the
 /// object it names, loose refs taking precedence over `packed-refs` (as git reads them).
 /// Symbolic refs (`refs/remotes/origin/HEAD`) and malformed files are left out.
-pub fn read_refs(common_dir: &Path) -> Result<BTreeMap<String, [u8; 20]>> {
-    let mut out: BTreeMap<String, [u8; 20]> = read_packed(common_dir)?
+pub fn read_refs(common_dir: &Path) -> Result<BTreeMap<String, ObjectId>> {
+    let mut out: BTreeMap<String, ObjectId> = read_packed(common_dir)?
         .into_iter()
         .filter(|(n, _)| wanted(n))
         .collect();
@@ -101,7 +102,7 @@ fn collect_loose(
     dir: &Path,
     prefix: &str,
     depth: usize,
-    out: &mut BTreeMap<String, [u8; 20]>,
+    out: &mut BTreeMap<String, ObjectId>,
 ) -> Result<()> {
     if depth > 32 {
         return Ok(());
@@ -139,7 +140,7 @@ fn collect_loose(
 }
 
 /// A loose ref's object id; `None` for a symbolic or malformed ref, or a vanished file.
-fn read_loose_oid(p: &Path) -> Result<Option<[u8; 20]>> {
+fn read_loose_oid(p: &Path) -> Result<Option<ObjectId>> {
     match fs::read(p) {
         Ok(d) => Ok(parse_oid(trim(&d))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -153,9 +154,9 @@ fn resolve(
     name: &str,
     git_dir: &Path,
     common_dir: &Path,
-    packed: &BTreeMap<String, [u8; 20]>,
+    packed: &BTreeMap<String, ObjectId>,
     depth: usize,
-) -> Result<Option<[u8; 20]>> {
+) -> Result<Option<ObjectId>> {
     if depth > 5
         || name
             .split('/')
@@ -188,7 +189,7 @@ fn resolve(
 }
 
 /// `packed-refs`: ref name → object id (peeled `^` lines and comments skipped).
-fn read_packed(common_dir: &Path) -> Result<BTreeMap<String, [u8; 20]>> {
+fn read_packed(common_dir: &Path) -> Result<BTreeMap<String, ObjectId>> {
     let p = common_dir.join("packed-refs");
     let data = match fs::read(&p) {
         Ok(d) => d,
@@ -207,11 +208,12 @@ fn read_packed(common_dir: &Path) -> Result<BTreeMap<String, [u8; 20]>> {
     Ok(out)
 }
 
-fn parse_oid(t: &[u8]) -> Option<[u8; 20]> {
+/// The object id a ref file or `packed-refs` line holds as 40 hex digits.
+fn parse_oid(t: &[u8]) -> Option<ObjectId> {
     if t.len() != 40 {
         return None;
     }
-    oid_from_hex(std::str::from_utf8(t).ok()?)
+    ObjectId::from_hex(std::str::from_utf8(t).ok()?)
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -250,8 +252,9 @@ mod tests {
             names,
             ["refs/heads/feature/x", "refs/heads/main", "refs/tags/v1"]
         );
-        assert_eq!(refs["refs/heads/main"], [0xbb; 20]);
-        assert_eq!(read_head(g, g).unwrap().commit(), Some([0xbb; 20]));
+        let bb = ObjectId::from_bytes([0xbb; 20]);
+        assert_eq!(refs["refs/heads/main"], bb);
+        assert_eq!(read_head(g, g).unwrap().commit(), Some(bb));
     }
 
     #[test]
@@ -259,7 +262,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let g = d.path();
         fs::write(g.join("HEAD"), format!("{}\n", "cd".repeat(20))).unwrap();
-        assert_eq!(read_head(g, g).unwrap(), Head::Detached([0xcd; 20]));
+        assert_eq!(
+            read_head(g, g).unwrap(),
+            Head::Detached(ObjectId::from_bytes([0xcd; 20]))
+        );
         fs::write(g.join("HEAD"), "ref: refs/heads/.invalid\n").unwrap();
         assert_eq!(read_head(g, g).unwrap().commit(), None);
         fs::write(g.join("HEAD"), "ref: refs/heads/../../etc\n").unwrap();

@@ -8,14 +8,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
-use crate::git::oid::{object_id, to_hex, ObjectKind};
+use crate::git::oid::{object_id, ObjectKind};
 
 /// Records `holder` in the records directory `dir` (made if missing). Idempotent: a holder
 /// has one file, named by a hash of its path.
 pub fn record(dir: &Path, holder: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).ctx("create holders directory", dir)?;
     let id = object_id(ObjectKind::Blob, holder.as_os_str().as_bytes());
-    let p = dir.join(&to_hex(&id)[..16]);
+    let p = dir.join(&id.to_hex()[..16]);
     std::fs::write(&p, holder.as_os_str().as_bytes()).ctx("record holder", &p)
 }
 

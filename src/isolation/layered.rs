@@ -19,7 +19,6 @@ use crate::fs::state_dir::{self, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
 use crate::git::index::LStat;
-use crate::git::oid::ObjectId;
 use crate::git::repo::GitRepo;
 use crate::tree::base::BaseSrc;
 use crate::tree::path_hash::PathSet;
@@ -54,7 +53,7 @@ pub fn min_files() -> Option<usize> {
 pub fn source_of(e: &Selected, index_mtime: Option<Timestamp>) -> BaseSrc {
     match (&e.index, e.stat, index_mtime) {
         (Some(ix), Some(st), Some(t)) if !e.converted && ix.stat_matches(&st, t) => {
-            BaseSrc::Blob(ObjectId::from_bytes(ix.oid), st)
+            BaseSrc::Blob(ix.oid, st)
         }
         _ => BaseSrc::Dir,
     }

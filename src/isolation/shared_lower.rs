@@ -57,7 +57,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
-use crate::git::oid::{to_hex, ObjectId, ObjectKind};
+use crate::git::oid::{ObjectId, ObjectKind};
 
 /// The file, in a session directory, naming the shared lower layer stacked under its
 /// `.lower/` (an absolute path), when the session uses one. Written before anything is
@@ -215,7 +215,7 @@ impl SharedLayer {
 /// SHA-1 of the project's canonical path>`.
 pub fn project_dir(root: &Path, project: &Path) -> PathBuf {
     let id = crate::git::oid::object_id(ObjectKind::Blob, project.as_os_str().as_bytes());
-    let hex = to_hex(&id);
+    let hex = id.to_hex();
     root.join(STORE_DIR).join(&hex[..16])
 }
 

@@ -85,7 +85,7 @@ impl Base {
             path: self.dir.clone(),
             reason: "base node refers to a blob but no object store is open".into(),
         })?;
-        match odb.read_blob(oid.as_bytes())? {
+        match odb.read_blob(&oid)? {
             Some(d) => Ok(Some(d)),
             None => Err(Error::Git {
                 path: self.dir.join(self.nodes[i].rel.as_path()),
@@ -286,7 +286,7 @@ impl Base {
             for (_, src) in nodes.iter_mut() {
                 if let BaseSrc::Blob(oid, st) = src {
                     if st.size == u64::MAX {
-                        let data = odb.read_blob(oid.as_bytes())?.ok_or_else(|| Error::Git {
+                        let data = odb.read_blob(oid)?.ok_or_else(|| Error::Git {
                             path: list.clone(),
                             reason: format!("blob {oid} is missing"),
                         })?;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::{git_err, read_at_most};
 use crate::error::{Error, IoContext, Result};
+use crate::git::oid::ObjectId;
 
 /// `.idx` files up to this size are read into memory; larger ones are searched with `pread`.
 const IDX_IN_MEMORY_MAX: u64 = 16 << 20;
@@ -163,7 +164,9 @@ impl Idx {
     }
 
     /// The pack offset of `oid`, if this index lists it.
-    pub(super) fn find(&self, oid: &[u8; 20]) -> Result<Option<u64>> {
+    pub(super) fn find(&self, oid: &ObjectId) -> Result<Option<u64>> {
+        // The table holds raw ids: compare bytes, as it is sorted by them.
+        let oid = oid.as_bytes();
         let first = oid[0] as usize;
         let mut lo = if first == 0 {
             0
@@ -259,12 +262,12 @@ mod tests {
         let idx = Idx::open(&p).unwrap();
         assert_eq!(idx.count, 300);
         for (o, off) in &entries {
-            assert_eq!(idx.find(o).unwrap(), Some(*off));
+            assert_eq!(idx.find(&ObjectId::from_bytes(*o)).unwrap(), Some(*off));
         }
-        assert_eq!(idx.find(&[0xee; 20]).unwrap(), None);
+        assert_eq!(idx.find(&ObjectId::from_bytes([0xee; 20])).unwrap(), None);
         let mut miss = entries[5].0;
         miss[19] = 1;
-        assert_eq!(idx.find(&miss).unwrap(), None);
+        assert_eq!(idx.find(&ObjectId::from_bytes(miss)).unwrap(), None);
 
         // The pread path gives the same answers.
         let big = Idx {
@@ -272,7 +275,7 @@ mod tests {
             ..Idx::open(&p).unwrap()
         };
         for (o, off) in &entries {
-            assert_eq!(big.find(o).unwrap(), Some(*off));
+            assert_eq!(big.find(&ObjectId::from_bytes(*o)).unwrap(), Some(*off));
         }
     }
 
@@ -301,6 +304,6 @@ mod tests {
         bad[at..at + 4].copy_from_slice(&0x8000_0005u32.to_be_bytes());
         std::fs::write(&p, &bad).unwrap();
         let idx = Idx::open(&p).unwrap();
-        assert!(idx.find(&[1u8; 20]).is_err());
+        assert!(idx.find(&ObjectId::from_bytes([1u8; 20])).is_err());
     }
 }

@@ -9,10 +9,10 @@ use flate2::bufread::ZlibDecoder;
 
 use super::{git_err, stream_err, PREALLOC_MAX};
 use crate::error::{Error, IoContext, Result};
-use crate::git::oid::{to_hex, ObjectKind};
+use crate::git::oid::{ObjectId, ObjectKind};
 
-pub(super) fn loose_path(objects: &Path, oid: &[u8; 20]) -> PathBuf {
-    let hex = to_hex(oid);
+pub(super) fn loose_path(objects: &Path, oid: &ObjectId) -> PathBuf {
+    let hex = oid.to_hex();
     objects.join(&hex[..2]).join(&hex[2..])
 }
 

@@ -43,7 +43,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, IoContext, Result};
 use crate::git::delta;
-use crate::git::oid::{object_id, to_hex, ObjectKind};
+use crate::git::oid::{object_id, ObjectId, ObjectKind};
 use crate::git::quote::unquote_c_style;
 use cache::{Cache, Obj};
 use loose::{loose_path, read_loose};
@@ -119,7 +119,7 @@ impl Slot {
 /// use std::io::Write;
 /// use std::process::{Command, Stdio};
 /// use patchbox::git::odb::ObjectStore;
-/// use patchbox::git::oid::oid_from_hex;
+/// use patchbox::git::oid::ObjectId;
 ///
 /// let tmp = tempfile::tempdir()?;
 /// let git = |args: &[&str]| {
@@ -136,12 +136,12 @@ impl Slot {
 /// let mut child = git(&["hash-object", "-w", "--stdin"])?;
 /// child.stdin.take().unwrap().write_all(b"hello\n")?;
 /// let out = child.wait_with_output()?;
-/// let oid = oid_from_hex(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+/// let oid: ObjectId = String::from_utf8_lossy(&out.stdout).trim().parse()?;
 ///
 /// let store = ObjectStore::open(&tmp.path().join(".git"))?;
 /// assert!(store.contains(&oid));
 /// assert_eq!(store.read_blob(&oid)?.as_deref(), Some(&b"hello\n"[..]));
-/// assert_eq!(store.read_blob(&[0x11; 20])?, None);
+/// assert_eq!(store.read_blob(&ObjectId::from_bytes([0x11; 20]))?, None);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ObjectStore {
@@ -230,7 +230,7 @@ impl ObjectStore {
         &self.object_dirs
     }
 
-    /// The content of blob `oid` (20 raw bytes).
+    /// The content of blob `oid`.
     ///
     /// `Ok(None)` when the object is not in the store; [`Error::Git`] when it is there but is
     /// not a blob, or its data is corrupt (including a SHA-1 that does not match `oid`).
@@ -238,21 +238,21 @@ impl ObjectStore {
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
     /// use patchbox::git::odb::ObjectStore;
-    /// use patchbox::git::oid::oid_from_hex;
+    /// use patchbox::git::oid::blob_id;
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
-    /// let oid = oid_from_hex("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391").unwrap();
+    /// let oid = blob_id(b""); // e69de29bb2d1d6434b8b29ae775ad8c2e48c5391
     /// if let Some(data) = store.read_blob(&oid)? {
     ///     assert!(data.is_empty());
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn read_blob(&self, oid: &[u8; 20]) -> Result<Option<Vec<u8>>> {
+    pub fn read_blob(&self, oid: &ObjectId) -> Result<Option<Vec<u8>>> {
         match self.read_object(oid)? {
             None => Ok(None),
             Some((ObjectKind::Blob, data)) => Ok(Some(data)),
             Some((kind, _)) => Err(git_err(
                 &self.git_dir,
-                format!("object {} is a {}, not a blob", to_hex(oid), kind.as_str()),
+                format!("object {oid} is a {}, not a blob", kind.as_str()),
             )),
         }
     }
@@ -263,13 +263,14 @@ impl ObjectStore {
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
     /// use patchbox::git::odb::ObjectStore;
+    /// use patchbox::git::oid::ObjectId;
     /// let store = ObjectStore::open(std::path::Path::new(".git"))?;
-    /// if let Some((kind, data)) = store.read_object(&[0x12; 20])? {
+    /// if let Some((kind, data)) = store.read_object(&ObjectId::from_bytes([0x12; 20]))? {
     ///     println!("{} of {} bytes", kind.as_str(), data.len());
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn read_object(&self, oid: &[u8; 20]) -> Result<Option<(ObjectKind, Vec<u8>)>> {
+    pub fn read_object(&self, oid: &ObjectId) -> Result<Option<(ObjectKind, Vec<u8>)>> {
         Ok(self
             .read_depth(oid, 0)?
             .map(|(k, d)| (k, Arc::try_unwrap(d).unwrap_or_else(|a| (*a).clone()))))
@@ -281,11 +282,12 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
+    /// use patchbox::git::oid::ObjectId;
     /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
-    /// assert!(!store.contains(&[0u8; 20]));
+    /// assert!(!store.contains(&ObjectId::default()));
     /// # Ok(()) }
     /// ```
-    pub fn contains(&self, oid: &[u8; 20]) -> bool {
+    pub fn contains(&self, oid: &ObjectId) -> bool {
         if self.contains_now(oid) {
             return true;
         }
@@ -298,15 +300,16 @@ impl ObjectStore {
     ///
     /// ```no_run
     /// # fn main() -> patchbox::Result<()> {
+    /// use patchbox::git::oid::ObjectId;
     /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
-    /// assert!(!store.contains_known(&[0u8; 20]));
+    /// assert!(!store.contains_known(&ObjectId::default()));
     /// # Ok(()) }
     /// ```
-    pub fn contains_known(&self, oid: &[u8; 20]) -> bool {
+    pub fn contains_known(&self, oid: &ObjectId) -> bool {
         self.contains_now(oid)
     }
 
-    fn contains_now(&self, oid: &[u8; 20]) -> bool {
+    fn contains_now(&self, oid: &ObjectId) -> bool {
         let packs = self.packs.read().clone();
         for slot in packs.iter() {
             if let Slot::Ok(p) = slot {
@@ -320,11 +323,11 @@ impl ObjectStore {
             .any(|d| std::fs::metadata(loose_path(d, oid)).is_ok_and(|m| m.is_file()))
     }
 
-    fn read_depth(&self, oid: &[u8; 20], depth: u32) -> Result<Option<Obj>> {
+    fn read_depth(&self, oid: &ObjectId, depth: u32) -> Result<Option<Obj>> {
         if depth > MAX_CROSS_DEPTH {
             return Err(git_err(
                 &self.git_dir,
-                format!("delta bases of {} nest too deeply", to_hex(oid)),
+                format!("delta bases of {oid} nest too deeply"),
             ));
         }
         if let Some(o) = self.try_read(oid, depth)? {
@@ -339,17 +342,14 @@ impl ObjectStore {
             if let Slot::Broken { idx_path, reason } = slot {
                 return Err(git_err(
                     idx_path,
-                    format!(
-                        "object {} not found, and this pack is unreadable: {reason}",
-                        to_hex(oid)
-                    ),
+                    format!("object {oid} not found, and this pack is unreadable: {reason}"),
                 ));
             }
         }
         Ok(None)
     }
 
-    fn try_read(&self, oid: &[u8; 20], depth: u32) -> Result<Option<Obj>> {
+    fn try_read(&self, oid: &ObjectId, depth: u32) -> Result<Option<Obj>> {
         let packs = self.packs.read().clone();
         for slot in packs.iter() {
             if let Slot::Ok(p) = slot {
@@ -405,10 +405,9 @@ impl ObjectStore {
                     match self.read_depth(&base_oid, depth + 1)? {
                         Some(o) => break o,
                         None => {
-                            return Err(pack.corrupt(
-                                cur,
-                                format!("delta base {} is missing", to_hex(&base_oid)),
-                            ))
+                            return Err(
+                                pack.corrupt(cur, format!("delta base {base_oid} is missing"))
+                            )
                         }
                     }
                 }
@@ -484,16 +483,12 @@ impl ObjectStore {
 }
 
 /// Checks the SHA-1 of an object against the id it was requested by.
-fn verify(path: &Path, oid: &[u8; 20], kind: ObjectKind, data: &[u8]) -> Result<()> {
+fn verify(path: &Path, oid: &ObjectId, kind: ObjectKind, data: &[u8]) -> Result<()> {
     let got = object_id(kind, data);
-    if &got != oid {
+    if got != *oid {
         return Err(git_err(
             path,
-            format!(
-                "object {} hashes to {} (corrupt data)",
-                to_hex(oid),
-                to_hex(&got)
-            ),
+            format!("object {oid} hashes to {got} (corrupt data)"),
         ));
     }
     Ok(())

@@ -12,7 +12,7 @@ use flate2::bufread::ZlibDecoder;
 use super::idx::Idx;
 use super::{git_err, read_at_most, stream_err, PREALLOC_MAX};
 use crate::error::{Error, IoContext, Result};
-use crate::git::oid::ObjectKind;
+use crate::git::oid::{ObjectId, ObjectKind};
 
 /// One `.idx` + `.pack` pair with its open file handles.
 pub(super) struct Pack {
@@ -27,7 +27,7 @@ pub(super) struct Pack {
 pub(super) enum EntryKind {
     Base(ObjectKind),
     Ofs(u64),
-    Ref([u8; 20]),
+    Ref(ObjectId),
 }
 
 pub(super) struct Entry {
@@ -173,7 +173,7 @@ impl Pack {
                 i += 20;
                 let mut oid = [0u8; 20];
                 oid.copy_from_slice(b);
-                EntryKind::Ref(oid)
+                EntryKind::Ref(ObjectId::from_bytes(oid))
             }
             _ => return Err(self.corrupt(off, format!("invalid object type {t}"))),
         };

@@ -10,13 +10,16 @@
 //!
 //! ```
 //! use patchbox::git::index::parse_index_bytes;
+//! use patchbox::git::oid::ObjectId;
 //! use patchbox::git::private::index_write::encode_index;
 //! use patchbox::git::private::TreeEntry;
-//! let e = TreeEntry { path: b"src/lib.rs".to_vec(), mode: 0o100644, oid: [1; 20], skip_worktree: false };
+//! let oid = ObjectId::from_bytes([1; 20]);
+//! let e = TreeEntry { path: b"src/lib.rs".to_vec(), mode: 0o100644, oid, skip_worktree: false };
 //! let bytes = encode_index(&[e], &|_| None);
 //! let back = parse_index_bytes(&bytes).unwrap();
 //! assert_eq!(back[0].path, b"src/lib.rs");
 //! assert_eq!(back[0].size, 0);
+//! assert_eq!(back[0].oid, oid);
 //! ```
 
 use sha1::{Digest, Sha1};
@@ -51,7 +54,7 @@ pub fn encode_index(entries: &[TreeEntry], stat: &dyn Fn(usize) -> Option<LStat>
         ] {
             out.extend_from_slice(&v.to_be_bytes());
         }
-        out.extend_from_slice(&e.oid);
+        out.extend_from_slice(e.oid.as_bytes());
         let mut flags = e.path.len().min(0xfff) as u16;
         if e.skip_worktree {
             flags |= 0x4000;
@@ -74,6 +77,7 @@ pub fn encode_index(entries: &[TreeEntry], stat: &dyn Fn(usize) -> Option<LStat>
 mod tests {
     use super::*;
     use crate::git::index::parse_index_bytes;
+    use crate::git::oid::ObjectId;
 
     #[test]
     fn round_trips_through_the_reader() {
@@ -81,19 +85,19 @@ mod tests {
             TreeEntry {
                 path: b"a".to_vec(),
                 mode: 0o100755,
-                oid: [2; 20],
+                oid: ObjectId::from_bytes([2; 20]),
                 skip_worktree: false,
             },
             TreeEntry {
                 path: vec![b'n'; 5000],
                 mode: 0o100644,
-                oid: [3; 20],
+                oid: ObjectId::from_bytes([3; 20]),
                 skip_worktree: false,
             },
             TreeEntry {
                 path: b"sub".to_vec(),
                 mode: 0o160000,
-                oid: [4; 20],
+                oid: ObjectId::from_bytes([4; 20]),
                 skip_worktree: true,
             },
         ];

@@ -56,8 +56,9 @@
 //! cannot even do that (git then writes the object privately).
 //!
 //! ```
+//! use patchbox::git::oid::ObjectId;
 //! use patchbox::git::private::TreeEntry;
-//! let e = TreeEntry { path: b"README".to_vec(), mode: 0o100644, oid: [0; 20], skip_worktree: false };
+//! let e = TreeEntry { path: b"README".to_vec(), mode: 0o100644, oid: ObjectId::default(), skip_worktree: false };
 //! assert!(!e.skip_worktree);
 //! ```
 
@@ -69,7 +70,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::state_dir::{self, StatePath};
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
-use crate::git::oid::{to_hex, ObjectKind};
+use crate::git::oid::{ObjectId, ObjectKind};
 use crate::git::refs::{read_head, read_refs, Head};
 use crate::git::repo::GitRepo;
 
@@ -86,7 +87,7 @@ pub struct TreeEntry {
     /// Git mode: `0o100644`, `0o100755`, `0o120000` or `0o160000`.
     pub mode: u32,
     /// The blob (or, for a gitlink, commit) id.
-    pub oid: [u8; 20],
+    pub oid: ObjectId,
     /// Not in the sandbox (a submodule, a sparse path): git leaves its file alone.
     pub skip_worktree: bool,
 }
@@ -102,11 +103,11 @@ pub struct SnapshotRepo {
     branch: Option<String>,
     /// The commit `HEAD` names; `None`: unborn (an empty snapshot of a repository without
     /// commits).
-    commit: Option<[u8; 20]>,
+    commit: Option<ObjectId>,
     /// `commit` is a snapshot commit of patchbox (not one of the user's).
     snapshot_commit: bool,
     /// The user's refs, copied.
-    refs: BTreeMap<String, [u8; 20]>,
+    refs: BTreeMap<String, ObjectId>,
     /// Objects directories, in `alternates` order.
     alternates: Vec<PathBuf>,
     /// The user's `shallow` file.
@@ -199,7 +200,7 @@ impl SnapshotRepo {
     }
 
     /// The commit the private `HEAD` names (`None`: unborn).
-    pub fn head_commit(&self) -> Option<[u8; 20]> {
+    pub fn head_commit(&self) -> Option<ObjectId> {
         self.commit
     }
 
@@ -236,7 +237,7 @@ impl SnapshotRepo {
         if !self.refs.is_empty() {
             let mut packed = b"# pack-refs with: sorted \n".to_vec();
             for (name, oid) in &self.refs {
-                packed.extend_from_slice(format!("{} {name}\n", to_hex(oid)).as_bytes());
+                packed.extend_from_slice(format!("{oid} {name}\n").as_bytes());
             }
             state_dir::write_scratch(&at("packed-refs")?, &packed)?;
         }
@@ -255,11 +256,11 @@ impl SnapshotRepo {
                     if let Some(parent) = RelPath::new(b)?.parent() {
                         state_dir::create_dir_all(&dot_git.child(&parent))?;
                     }
-                    state_dir::write_scratch(&file, format!("{}\n", to_hex(&c)).as_bytes())?;
+                    state_dir::write_scratch(&file, format!("{c}\n").as_bytes())?;
                 }
                 format!("ref: {b}\n")
             }
-            (None, Some(c)) => format!("{}\n", to_hex(&c)),
+            (None, Some(c)) => format!("{c}\n"),
             (None, None) => "ref: refs/heads/main\n".to_string(),
         };
         state_dir::write_scratch(&at("HEAD")?, head.as_bytes())
@@ -360,7 +361,7 @@ mod tests {
         let e = |p: &[u8]| TreeEntry {
             path: p.to_vec(),
             mode: 0o100644,
-            oid: [0; 20],
+            oid: ObjectId::default(),
             skip_worktree: false,
         };
         let mut v = vec![e(b"a"), e(b"a-x"), e(b"a.c"), e(b"a/b"), e(b"b")];

@@ -8,11 +8,10 @@
 //! a temporary name renamed into place, so two writers of one object are harmless.
 //!
 //! ```
-//! use patchbox::git::oid::to_hex;
 //! use patchbox::git::private::objects::{tree_bytes, TreeItem};
 //! // The empty tree has the id every git knows.
 //! let (_, id) = tree_bytes(&mut Vec::<TreeItem>::new());
-//! assert_eq!(to_hex(&id), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+//! assert_eq!(id.to_hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
 //! ```
 
 use std::io::Write;
@@ -25,7 +24,7 @@ use crate::error::{IoContext, Result};
 use crate::fs::relpath::RelPath;
 use crate::fs::state_dir::{self, StatePath};
 use crate::git::odb::ObjectStore;
-use crate::git::oid::{object_id, to_hex, ObjectKind};
+use crate::git::oid::{object_id, ObjectId, ObjectKind};
 use crate::git::private::TreeEntry;
 
 /// Writes loose objects into one objects directory, skipping those the user's store (or the
@@ -58,12 +57,12 @@ impl<'a> LooseWriter<'a> {
     }
 
     /// Makes sure an object of `kind` with `data` exists and returns its id.
-    pub fn write(&self, kind: ObjectKind, data: &[u8]) -> Result<[u8; 20]> {
+    pub fn write(&self, kind: ObjectKind, data: &[u8]) -> Result<ObjectId> {
         let oid = object_id(kind, data);
         if self.user.is_some_and(|u| u.contains_known(&oid)) {
             return Ok(oid);
         }
-        let hex = to_hex(&oid);
+        let hex = oid.to_hex();
         let sub = self.dir.child(&RelPath::from_bytes(&hex.as_bytes()[..2])?);
         let file = sub.child(&RelPath::from_bytes(&hex.as_bytes()[2..])?);
         if state_dir::exists(&file)? {
@@ -83,18 +82,18 @@ impl<'a> LooseWriter<'a> {
 }
 
 /// One entry of a tree object: name, git mode (`0o40000` for a tree) and id.
-pub type TreeItem<'a> = (&'a [u8], u32, [u8; 20]);
+pub type TreeItem<'a> = (&'a [u8], u32, ObjectId);
 
 /// The bytes and id of a tree holding `items`, which are sorted here the way git sorts a
 /// tree (names compared as if a tree's name ended in `/`).
-pub fn tree_bytes(items: &mut [TreeItem<'_>]) -> (Vec<u8>, [u8; 20]) {
+pub fn tree_bytes(items: &mut [TreeItem<'_>]) -> (Vec<u8>, ObjectId) {
     items.sort_by(tree_order);
     let mut out = Vec::with_capacity(items.len() * 40);
     for (name, mode, oid) in items.iter() {
         out.extend_from_slice(format!("{mode:o} ").as_bytes());
         out.extend_from_slice(name);
         out.push(0);
-        out.extend_from_slice(oid);
+        out.extend_from_slice(oid.as_bytes());
     }
     let id = object_id(ObjectKind::Tree, &out);
     (out, id)
@@ -115,13 +114,13 @@ fn tree_order(a: &TreeItem<'_>, b: &TreeItem<'_>) -> std::cmp::Ordering {
 
 /// Writes the trees of `entries` (sorted by path bytes, no path both a file and a directory)
 /// and returns the root tree's id.
-pub fn write_trees(entries: &[TreeEntry], w: &LooseWriter<'_>) -> Result<[u8; 20]> {
+pub fn write_trees(entries: &[TreeEntry], w: &LooseWriter<'_>) -> Result<ObjectId> {
     subtree(entries, 0, w)
 }
 
 /// The tree of `entries`, all of whose paths share their first `at` bytes (a directory
 /// prefix ending in `/`).
-fn subtree(entries: &[TreeEntry], at: usize, w: &LooseWriter<'_>) -> Result<[u8; 20]> {
+fn subtree(entries: &[TreeEntry], at: usize, w: &LooseWriter<'_>) -> Result<ObjectId> {
     let mut items: Vec<TreeItem<'_>> = Vec::new();
     let mut i = 0;
     while i < entries.len() {
@@ -153,14 +152,14 @@ fn subtree(entries: &[TreeEntry], at: usize, w: &LooseWriter<'_>) -> Result<[u8;
 /// The bytes of a commit of `tree` with `parent`, by `patchbox <patchbox@localhost>` at
 /// `time` (seconds since the epoch, UTC), with `message`.
 pub fn commit_bytes(
-    tree: &[u8; 20],
-    parent: Option<&[u8; 20]>,
+    tree: &ObjectId,
+    parent: Option<&ObjectId>,
     time: u64,
     message: &str,
 ) -> Vec<u8> {
-    let mut c = format!("tree {}\n", to_hex(tree));
+    let mut c = format!("tree {tree}\n");
     if let Some(p) = parent {
-        c.push_str(&format!("parent {}\n", to_hex(p)));
+        c.push_str(&format!("parent {p}\n"));
     }
     let who = format!("patchbox <patchbox@localhost> {time} +0000");
     c.push_str(&format!("author {who}\ncommitter {who}\n\n{message}\n"));
@@ -168,9 +167,9 @@ pub fn commit_bytes(
 }
 
 /// The tree id named by a commit's `tree` line.
-pub fn commit_tree(commit: &[u8]) -> Option<[u8; 20]> {
+pub fn commit_tree(commit: &[u8]) -> Option<ObjectId> {
     let hex = commit.strip_prefix(b"tree ")?.get(..40)?;
-    crate::git::oid::oid_from_hex(std::str::from_utf8(hex).ok()?)
+    ObjectId::from_hex(std::str::from_utf8(hex).ok()?)
 }
 
 #[cfg(test)]
@@ -179,7 +178,7 @@ mod tests {
 
     #[test]
     fn trees_sort_directories_as_if_they_ended_in_a_slash() {
-        let b = [1u8; 20];
+        let b = ObjectId::from_bytes([1u8; 20]);
         // "a.c" < "a/" (0x2e < 0x2f), but "a0" > "a/".
         let mut items: Vec<TreeItem<'_>> = vec![
             (b"a0", 0o100644, b),
@@ -193,7 +192,7 @@ mod tests {
 
     #[test]
     fn commit_tree_reads_the_tree_line() {
-        let t = [7u8; 20];
+        let t = ObjectId::from_bytes([7u8; 20]);
         let c = commit_bytes(&t, None, 1, "m");
         assert_eq!(commit_tree(&c), Some(t));
         assert_eq!(commit_tree(b"junk"), None);

@@ -80,7 +80,7 @@ impl SandboxManager {
                 (Some(ix), Some(st), Some(odb), Some(t))
                     if !e.converted && ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
                 {
-                    BaseSrc::Blob(ix.oid.into(), st)
+                    BaseSrc::Blob(ix.oid, st)
                 }
                 _ => BaseSrc::Dir,
             };

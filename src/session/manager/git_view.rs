@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::fs::Timestamp;
 use crate::git::index::{read_index, IndexEntry};
-use crate::git::oid::ObjectKind;
+use crate::git::oid::{ObjectId, ObjectKind};
 use crate::git::private::objects::LooseWriter;
 use crate::git::private::{SnapshotRepo, TreeEntry};
 use crate::tree::diff::BaseSource;
@@ -119,7 +119,7 @@ fn prepare(
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
         let oid = match (src, copied.get(&i)) {
-            (BaseSrc::Blob(oid, _), _) => *oid.as_bytes(),
+            (BaseSrc::Blob(oid, _), _) => *oid,
             (BaseSrc::Dir, Some(oid)) => *oid,
             (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
         };
@@ -135,7 +135,7 @@ fn prepare(
 }
 
 /// Base node indices with their blob ids.
-type Blobs = Vec<(usize, [u8; 20])>;
+type Blobs = Vec<(usize, ObjectId)>;
 
 /// The blob ids of the base's copied nodes (modified and untracked files, symlinks) not
 /// `known` already, each written to `writer` unless the user's store has it. Reading, hashing and compressing is
@@ -143,8 +143,8 @@ type Blobs = Vec<(usize, [u8; 20])>;
 fn blobs_of_copies(
     base: &Base,
     writer: &LooseWriter<'_>,
-    known: &std::collections::HashMap<usize, [u8; 20]>,
-) -> Result<std::collections::HashMap<usize, [u8; 20]>> {
+    known: &std::collections::HashMap<usize, ObjectId>,
+) -> Result<std::collections::HashMap<usize, ObjectId>> {
     let todo: Vec<usize> = (0..base.nodes.len())
         .filter(|&i| base.srcs[i] == BaseSrc::Dir && !known.contains_key(&i))
         .collect();
@@ -217,7 +217,7 @@ fn indexed_copies(
     index: &[IndexEntry],
     prefix: &[u8],
     began: Timestamp,
-) -> std::collections::HashMap<usize, [u8; 20]> {
+) -> std::collections::HashMap<usize, ObjectId> {
     let mut out = std::collections::HashMap::new();
     let (Some(project), Ok(im)) = (&base.project, std::fs::metadata(&repo.index_file)) else {
         return out;

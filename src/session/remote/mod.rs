@@ -27,7 +27,7 @@ use crate::apply::store::UndoStore;
 use crate::apply::{ApplyOptions, ApplyReport, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::relpath::RelPath;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id, ObjectId};
 use crate::id::{DelegationId, SessionId};
 use crate::session::pending::{PendingMeta, PreimageFn};
 use crate::store::{Key, Objects, Put, StoreError, StoreUrl};
@@ -127,7 +127,7 @@ impl RemotePending {
             Some((paths, read)) => preimages::upload(self.objects.as_ref(), paths, read)?,
             None => Vec::new(),
         };
-        let patch_oid = blob_id_hex(patch);
+        let patch_oid = blob_id(patch);
         let patch_key = Key::new(format!("{PATCHES_PREFIX}/{}.patch", ulid::Ulid::new()))?;
         self.objects.put_new(&patch_key, patch)?;
         let mut record = Record {
@@ -254,7 +254,7 @@ impl RemotePending {
             key: key.to_string(),
             reason: format!("the patch of pending patch {} is missing", e.id),
         })?;
-        if blob_id_hex(&data) != e.record.patch_oid {
+        if blob_id(&data) != e.record.patch_oid {
             return Err(StoreError::Corrupt {
                 store: self.url(),
                 key: key.to_string(),
@@ -353,13 +353,13 @@ impl RemotePending {
     /// pre-images would take with no sharing.
     pub fn usage(&self) -> Result<Usage> {
         let mut u = Usage::default();
-        let sizes: std::collections::HashMap<String, u64> = self
-            .objects
-            .list(&Key::new(preimages::OBJECTS_PREFIX)?)?
-            .into_iter()
-            .map(|l| (l.key.file_name().to_string(), l.size))
+        let objects = self.objects.list(&Key::new(preimages::OBJECTS_PREFIX)?)?;
+        u.object_bytes = objects.iter().map(|l| l.size).sum();
+        // Pre-image objects are named by their id; a name that is not one is no pre-image.
+        let sizes: std::collections::HashMap<ObjectId, u64> = objects
+            .iter()
+            .filter_map(|l| Some((ObjectId::from_hex(l.key.file_name())?, l.size)))
             .collect();
-        u.object_bytes = sizes.values().sum();
         for l in self.objects.list(&Key::new(RECORDS_PREFIX)?)? {
             u.record_bytes += l.size;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::record::{PreimageRef, Record};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::relpath::RelPath;
-use crate::git::oid::blob_id_hex;
+use crate::git::oid::{blob_id, ObjectId};
 use crate::session::pending::PreimageFn;
 use crate::store::{Key, Objects, StoreError};
 use crate::tree::snapshot::NodeKind;
@@ -20,7 +20,7 @@ pub const OBJECTS_PREFIX: &str = "pending/objects";
 const UPLOAD_BATCH: usize = 32;
 
 /// The key of the object holding content `oid`.
-pub fn object_key(oid: &str) -> Result<Key> {
+pub fn object_key(oid: &ObjectId) -> Result<Key> {
     Ok(Key::new(format!("{OBJECTS_PREFIX}/{oid}"))?)
 }
 
@@ -41,10 +41,10 @@ pub fn upload(
             let Some((kind, data)) = read(rel)? else {
                 continue; // added by the patch: no pre-image
             };
-            let oid = blob_id_hex(&data);
+            let oid = blob_id(&data);
             out.push(PreimageRef {
                 path_hex: Record::hex(rel.as_path().as_os_str().as_bytes()),
-                oid: oid.clone(),
+                oid,
                 mode: match kind {
                     NodeKind::Symlink => 0o120000,
                     NodeKind::File { executable: true } => 0o100755,
@@ -74,7 +74,7 @@ pub fn materialize(objects: &dyn Objects, record: &Record, dir: &Path) -> Result
             key: key.to_string(),
             reason: format!("pre-image of pending patch {} is missing", record.name),
         })?;
-        if blob_id_hex(&data) != p.oid {
+        if blob_id(&data) != p.oid {
             return Err(StoreError::Corrupt {
                 store: objects.url(),
                 key: key.to_string(),

@@ -3,11 +3,12 @@
 //!
 //! It names the patch object (and its git blob id, checked on every read) and, for each path
 //! the patch touches that existed in base, the content-addressed pre-image object and its
-//! mode. Paths and the project are hex-encoded bytes, so any Unix path survives the trip.
+//! mode. Paths and the project are hex-encoded bytes, so any Unix path survives the trip;
+//! object ids are [`ObjectId`]s, written as their 40 hex digits.
 
 use serde::{Deserialize, Serialize};
 
-use crate::git::oid::{from_hex, to_hex};
+use crate::git::oid::{from_hex, to_hex, ObjectId};
 use crate::session::provenance::Provenance;
 use crate::store::{Key, StoreError, StoreResult};
 
@@ -20,7 +21,7 @@ pub struct PreimageRef {
     /// The path, relative to the project, hex-encoded bytes.
     pub path_hex: String,
     /// git blob id of its base content (the object `objects/<oid>`).
-    pub oid: String,
+    pub oid: ObjectId,
     /// git's mode: `0o100644`, `0o100755` or `0o120000` (a symlink, content = target).
     pub mode: u32,
 }
@@ -67,7 +68,7 @@ pub struct Record {
     /// The key of the patch object.
     pub patch_key: String,
     /// git blob id of the patch bytes.
-    pub patch_oid: String,
+    pub patch_oid: ObjectId,
     /// Size of the patch in bytes.
     pub patch_bytes: u64,
     /// Files the patch touches.
@@ -109,5 +110,56 @@ impl Record {
             )));
         }
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::oid::blob_id;
+
+    fn record() -> Record {
+        Record {
+            version: RECORD_VERSION,
+            session: "s".into(),
+            delegation: "d".into(),
+            name: "d".into(),
+            project_hex: Record::hex(b"/p"),
+            host: "h".into(),
+            created: 1,
+            recovered: false,
+            abandoned: false,
+            provenance: Provenance::default(),
+            split_from: None,
+            patch_key: "pending/patches/x.patch".into(),
+            patch_oid: blob_id(b"patch"),
+            patch_bytes: 5,
+            files: 1,
+            preimages: vec![PreimageRef {
+                path_hex: Record::hex(b"a.txt"),
+                oid: blob_id(b""),
+                mode: 0o100644,
+            }],
+        }
+    }
+
+    #[test]
+    fn ids_are_written_as_40_hex_digits_and_read_back() {
+        let r = record();
+        let text = String::from_utf8(r.encode()).unwrap();
+        assert!(
+            text.contains("\"oid\": \"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\""),
+            "{text}"
+        );
+        let patch_hex = blob_id(b"patch").to_hex();
+        assert!(
+            text.contains(&format!("\"patch_oid\": \"{patch_hex}\"")),
+            "{text}"
+        );
+        let key = Key::new("pending/records/s/d.json").unwrap();
+        assert_eq!(Record::decode("mem://", &key, text.as_bytes()).unwrap(), r);
+        // An id that is not one makes the record malformed.
+        let bad = text.replace(&patch_hex, "not-an-id");
+        assert!(Record::decode("mem://", &key, bad.as_bytes()).is_err());
     }
 }
