@@ -235,13 +235,27 @@ pub fn blob_id(data: &[u8]) -> ObjectId {
 /// assert_eq!(patchbox::git::oid::to_hex(b"a/b"), "612f62");
 /// ```
 pub fn to_hex(bytes: &[u8]) -> String {
+    let mut v = Vec::with_capacity(bytes.len() * 2);
+    push_hex(bytes, &mut v);
+    // Only ASCII digits and letters were pushed.
+    String::from_utf8(v).unwrap_or_default()
+}
+
+/// Appends the lowercase hexadecimal of `bytes` to `out`: [`to_hex`] without an allocation
+/// per call, for writers of long lists of ids and paths.
+///
+/// ```
+/// let mut out = b"id ".to_vec();
+/// patchbox::git::oid::push_hex(b"a/b", &mut out);
+/// assert_eq!(out, b"id 612f62");
+/// ```
+pub fn push_hex(bytes: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    out.reserve(bytes.len() * 2);
     for &b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
     }
-    s
 }
 
 /// Parses hexadecimal (either case, two digits a byte) back into bytes: the inverse of

@@ -23,7 +23,7 @@ use crate::fs::relpath::RelPath;
 use crate::fs::state_dir::{self, StatePath};
 use crate::git::index::LStat;
 use crate::git::odb::ObjectStore;
-use crate::git::oid::{from_hex, to_hex, ObjectId};
+use crate::git::oid::{from_hex, push_hex, ObjectId};
 use crate::tree::diff::{read_node, BaseSource};
 use crate::tree::snapshot::{Node, NodeKind};
 
@@ -207,13 +207,16 @@ impl Base {
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
     /// (the size lets recovery compare without reading; lists from before it had no size).
     pub fn write_blob_list(&self, p: &StatePath) -> Result<()> {
-        let mut out = Vec::new();
+        use std::io::Write;
+        // One buffer, no string per line: the list of a large tree has ~100k lines.
+        let mut out = Vec::with_capacity(self.nodes.len() * 96);
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, st) = s {
-                out.extend_from_slice(oid.to_hex().as_bytes());
-                out.extend_from_slice(format!(" {:o} ", n.kind.git_mode()).as_bytes());
-                out.extend_from_slice(to_hex(n.rel.as_bytes()).as_bytes());
-                out.extend_from_slice(format!(" {}\n", st.size).as_bytes());
+                push_hex(oid.as_bytes(), &mut out);
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, " {:o} ", n.kind.git_mode());
+                push_hex(n.rel.as_bytes(), &mut out);
+                let _ = writeln!(out, " {}", st.size);
             }
         }
         state_dir::write_scratch(p, &out)

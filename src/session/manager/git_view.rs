@@ -69,7 +69,7 @@ impl SandboxManager {
     }
 
     /// The session's [`SnapshotRepo`], prepared by the first caller.
-    fn git_view_of(&self, sbase: &SessionBase) -> Result<Option<Arc<SnapshotRepo>>> {
+    pub(super) fn git_view_of(&self, sbase: &SessionBase) -> Result<Option<Arc<SnapshotRepo>>> {
         if !self.git_view.enabled {
             return Ok(None);
         }

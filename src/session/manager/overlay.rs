@@ -178,7 +178,15 @@ impl SandboxManager {
         state_dir::remove_file(&shared)?;
         state_dir::remove_tree(&tmp)?;
         state_dir::create_dir_new(&tmp)?;
-        let made = match self.lower_over_shared(sbase, &tmp) {
+        // The private repository's objects depend on the base alone: they are prepared on a
+        // second core while `.lower/` is matched against the shared layer.
+        let (over_shared, view) = std::thread::scope(|s| {
+            let view = s.spawn(|| self.git_view_of(sbase));
+            let over_shared = self.lower_over_shared(sbase, &tmp);
+            let view = view.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (over_shared, view)
+        });
+        let made = match view.and(over_shared) {
             Ok(Some(entries)) => self.add_git_repo(sbase, &tmp, Some(&entries)),
             Ok(None) => self
                 .copy_fresh(base, &tmp)
