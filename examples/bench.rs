@@ -20,7 +20,8 @@
 //! the edited `cp -a` copy (the full tree diff); and `commit_all` of 4 overlay sandboxes
 //! over 4 copies of the `--small` project, 100 edits each, vs `git apply` of the same four
 //! patches (4 processes, summed), and beside them the same four `git apply` followed by one
-//! `syncfs` (the floor of a durable commit). `--plan-commit` runs only that last row;
+//! `syncfs` (the floor of a durable commit). `--plan-commit` runs only that last row
+//! (`--commit-cow`: with `copy_on_write` sandboxes instead);
 //! `--plan-diff` only the overlay diff and the `diff -rN` of the same edits.
 //! `--apply-only` runs only the apply row (a 100-file patch on `DIR`, with its undo record, vs
 //! `git apply`, and vs `git apply` followed by one `syncfs`; it applies and undoes in `DIR`
@@ -945,6 +946,7 @@ fn main() {
     let mut skip_large = false;
     let mut ext4_image = false;
     let mut plan_only = false;
+    let mut commit_cow = false;
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
@@ -961,6 +963,10 @@ fn main() {
             }
             "--plan" => {
                 plan_only = true;
+                i -= 1;
+            }
+            "--commit-cow" => {
+                commit_cow = true;
                 i -= 1;
             }
             "--plan-commit" | "--plan-diff" | "--apply-only" | "--run-only" | "--isolation"
@@ -1068,7 +1074,13 @@ fn main() {
         fs::create_dir_all(&pw).expect("work dir");
         let mgr = patchbox::plan::PlanManager::open(pw.join("root")).expect("open");
         let mut f = PlanFigures::default();
-        bench_plan_commit(&mgr, &small, &pw, rounds, &mut f);
+        let strategy = if commit_cow {
+            patchbox::plan::Strategy::CopyOnWrite
+        } else {
+            patchbox::plan::Strategy::Overlay
+        };
+        println!("commit_all of 4 {strategy:?} sandboxes over {}", small.display());
+        bench_plan_commit(&mgr, &small, &pw, rounds, strategy, &mut f);
         let (ca, ga) = (median(f.commit_all.clone()), median(f.git_apply.clone()));
         let (cc, gc) = (
             median(f.commit_all_cpu.clone()),
@@ -1352,7 +1364,7 @@ fn bench_plan(
     }
 
     if !diff_only {
-        bench_plan_commit(&mgr, small, &pw, rounds, &mut f);
+        bench_plan_commit(&mgr, small, &pw, rounds, Strategy::Overlay, &mut f);
     }
     drop(kept);
     drop(mgr);
@@ -1368,9 +1380,9 @@ fn bench_plan_commit(
     small: &Path,
     pw: &Path,
     rounds: usize,
+    strategy: patchbox::plan::Strategy,
     f: &mut PlanFigures,
 ) {
-    use patchbox::plan::Strategy;
     // commit_all: four originals (copies of `small`), each with its prepared lower.
     let origs: Vec<PathBuf> = (0..4).map(|i| pw.join(format!("orig{i}"))).collect();
     for o in &origs {
@@ -1390,8 +1402,8 @@ fn bench_plan_commit(
         let mut patches = Vec::new();
         for (i, o) in origs.iter().enumerate() {
             let sb = mgr
-                .get_or_create_sandbox(&plan, &format!("r{i}"), o, Strategy::Overlay)
-                .expect("overlay create");
+                .get_or_create_sandbox(&plan, &format!("r{i}"), o, strategy.clone())
+                .expect("create");
             edit_files(&sb.get_path(Path::new("")).expect("path"), &small_edits);
             let p = pw.join(format!("p{i}.patch"));
             fs::write(&p, sb.diff().expect("diff").patch).expect("write patch");
