@@ -1079,7 +1079,10 @@ fn main() {
         } else {
             patchbox::plan::Strategy::Overlay
         };
-        println!("commit_all of 4 {strategy:?} sandboxes over {}", small.display());
+        println!(
+            "commit_all of 4 {strategy:?} sandboxes over {}",
+            small.display()
+        );
         bench_plan_commit(&mgr, &small, &pw, rounds, strategy, &mut f);
         let (ca, ga) = (median(f.commit_all.clone()), median(f.git_apply.clone()));
         let (cc, gc) = (

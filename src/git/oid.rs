@@ -251,10 +251,11 @@ pub fn to_hex(bytes: &[u8]) -> String {
 /// ```
 pub fn push_hex(bytes: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.reserve(bytes.len() * 2);
-    for &b in bytes {
-        out.push(HEX[(b >> 4) as usize]);
-        out.push(HEX[(b & 15) as usize]);
+    let start = out.len();
+    out.resize(start + bytes.len() * 2, 0);
+    for (d, &b) in out[start..].chunks_exact_mut(2).zip(bytes) {
+        d[0] = HEX[(b >> 4) as usize];
+        d[1] = HEX[(b & 15) as usize];
     }
 }
 

@@ -214,7 +214,11 @@ impl Base {
             if let BaseSrc::Blob(oid, st) = s {
                 push_hex(oid.as_bytes(), &mut out);
                 // Writing into a Vec cannot fail.
-                let _ = write!(out, " {:o} ", n.kind.git_mode());
+                out.extend_from_slice(match n.kind {
+                    NodeKind::File { executable: true } => b" 100755 ",
+                    NodeKind::File { executable: false } => b" 100644 ",
+                    NodeKind::Symlink => b" 120000 ",
+                });
                 push_hex(n.rel.as_bytes(), &mut out);
                 let _ = writeln!(out, " {}", st.size);
             }

@@ -216,9 +216,7 @@ pub fn select_project_with(
     // Sorting the walk's findings in place and moving each tracked entry into its finding
     // keeps one copy of the per-file data alive at a time (this runs on trees of 100k files).
     let mut found = out.found;
-    // Each directory's findings arrive in runs that are often sorted already (those listed
-    // from the index are): the stable sort merges runs instead of sorting from scratch.
-    found.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+    found.sort_unstable_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
     let mut tracked: Vec<Option<IndexEntry>> = tracked.into_iter().map(Some).collect();
     let mut entries: Vec<Selected> = found
         .into_iter()
