@@ -1,7 +1,7 @@
 // Private to the library (not installed): the C++ side of a custom strategy for the plan
 // bridge (src/ffi/plan.rs). The generated header `patchbox/src/ffi/plan.rs.h` includes this
 // file before it defines the shared structs, so they are only forward-declared here; the
-// methods are defined in cpp/plan.cpp.
+// methods are defined in cpp/plan_custom_strategy.cpp.
 #ifndef PATCHBOX_CPP_CUSTOM_STRATEGY_H
 #define PATCHBOX_CPP_CUSTOM_STRATEGY_H
 

@@ -49,7 +49,7 @@ inline constexpr KindName kKinds[] = {
 
 // Every ErrorKind (Plan is the last) has its row; the C++ tests check the names before
 // Internal against the Rust library's Error::KINDS. The plan bridge's errors (`plan_<kind>`)
-// are decoded by cpp/plan.cpp, not by kind_from().
+// are decoded by cpp/plan_errors.cpp, not by kind_from().
 static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == static_cast<std::size_t>(ErrorKind::Plan) + 1,
               "kKinds must list every ErrorKind");
 

@@ -1,12 +1,15 @@
-// Private to the library (not installed): what cpp/plan.cpp shares with the other glue files
-// of the plan bridge (cpp/checkpoint.cpp, cpp/strategy_registry.cpp). The functions are defined
-// at the end of cpp/plan.cpp.
+// Private to the library (not installed): what the glue files of the plan bridge share
+// (cpp/plan_*.cpp, cpp/checkpoint.cpp, cpp/sqlite.cpp, cpp/strategy_adapter.cpp,
+// cpp/strategy_registry.cpp). rethrow is defined in cpp/plan_errors.cpp, the rest in
+// cpp/plan_sandbox.cpp.
 #ifndef PATCHBOX_CPP_PLAN_INTERNAL_H
 #define PATCHBOX_CPP_PLAN_INTERNAL_H
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "patchbox/plan.hpp"
 #include "patchbox/strategy_registry.hpp"
@@ -47,6 +50,15 @@ auto call(F&& f) -> decltype(f()) {
 /// The Rust sandbox behind @p sb when it is the built-in implementation; null for a user's
 /// own Sandbox subclass.
 const bridge::plan::PlanSandbox* rust_sandbox(const Sandbox& sb) noexcept;
+
+/// The library sandbox over @p sb, of its strategy's class (a built-in Sandbox subclass).
+std::shared_ptr<Sandbox> sandbox_of(rust::Box<bridge::plan::PlanSandbox> sb);
+
+/// Bridge strings as std::strings.
+std::vector<std::string> strings_of(const rust::Vec<rust::String>& v);
+
+/// A bridge commit result as a CommitResult.
+CommitResult result_of(const bridge::plan::FfiCommitResult& r);
 
 /// Milliseconds since the Unix epoch as a time point.
 Clock::time_point time_of(std::int64_t ms);

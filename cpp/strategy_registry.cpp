@@ -1,7 +1,7 @@
 // The C++ glue of <patchbox/strategy_registry.hpp>: SandboxStrategyRegistry over the Rust
 // registry (PlanRegistry, src/ffi/plan/registry.rs), shared by its copies; SandboxFactory over
 // it and the linked library's built-in strategy names. SandboxManager::open(root, registry) is
-// in cpp/plan.cpp (it needs the manager's internals).
+// in cpp/plan_manager.cpp (it needs the manager's internals).
 #include "patchbox/strategy_registry.hpp"
 
 #include <algorithm>

@@ -1,4 +1,9 @@
-"""Type stubs of the compiled module ``patchbox._native``."""
+"""Type stubs of the compiled module ``patchbox._native``.
+
+One file, longer than the usual limit, on purpose: type checkers read the stub of an
+extension module from the single ``_native.pyi`` beside it, so it cannot be split the way the
+Python sources are.
+"""
 
 import os
 from datetime import datetime

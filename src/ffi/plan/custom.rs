@@ -23,7 +23,7 @@ pub(super) struct CppStrategy {
 }
 
 /// What the glue puts before the message of an exception that is not a
-/// `patchbox::plan::SandboxError` (cpp/plan.cpp's `kUnexpected`): not a sandbox-level failure.
+/// `patchbox::plan::SandboxError` (cpp/plan_custom_strategy.cpp's `kUnexpected`): not a sandbox-level failure.
 const UNEXPECTED_MARK: &str = "\u{1f}unexpected\u{1f}";
 
 impl CppStrategy {
