@@ -192,7 +192,7 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
     if let (Some(git), Mode::TrackedOnly) = (&ctx.git, job.mode) {
         return process_tracked_dir(ctx, git, job, out, push);
     }
-    let proj_rel = |rel: &[u8]| rel.get(ctx.strip..).unwrap_or(&[]).to_vec();
+    let proj_rel = |rel: &[u8]| proj_rel(ctx, rel);
     let strip_slash = |r: &[u8]| r.strip_suffix(b"/").unwrap_or(r).to_vec();
     let rd = match fs::read_dir(&job.abs) {
         Ok(rd) => rd,
@@ -453,90 +453,91 @@ fn tracked_file(
     entry: &IndexEntry,
     out: &mut WalkOut,
 ) {
-    let m = match fs::symlink_metadata(dir_abs.join(as_path(&path[base..]))) {
-        Ok(m) => m,
-        Err(err) if gone(&err) => return,
-        Err(_) => {
-            out.skipped.push((proj_rel(ctx, path), "unreadable"));
-            return;
-        }
-    };
-    let ft = m.file_type();
+    let meta = fs::symlink_metadata(dir_abs.join(as_path(&path[base..])));
     if entry.is_gitlink() {
-        out.skipped.push((proj_rel(ctx, path), "submodule"));
+        match meta {
+            Ok(_) => out.skipped.push((proj_rel(ctx, path), "submodule")),
+            Err(err) if gone(&err) => {}
+            Err(_) => out.skipped.push((proj_rel(ctx, path), "unreadable")),
+        }
         return;
     }
-    if ft.is_dir() {
+    if meta.as_ref().is_ok_and(|m| m.is_dir()) {
         return; // a directory where the tracked file was: the listing would not take it either
     }
-    let Ok(rel) = RelPath::from_bytes(&path[ctx.strip.min(path.len())..]) else {
-        return; // the index holds no empty, `.` or `..` component that could reach here
-    };
-    if ft.is_symlink() {
-        out.found.push(Found {
-            rel,
-            kind: Kind::Symlink,
-            idx: Some(idx),
-            stat: None,
-        });
-    } else if ft.is_file() {
-        out.found.push(Found {
-            rel,
-            kind: Kind::File {
-                executable: m.mode() & 0o100 != 0,
-            },
-            idx: Some(idx),
-            stat: Some(LStat::from_metadata(&m)),
-        });
-    } else {
-        out.skipped
-            .push((proj_rel(ctx, path), file_kind_reason(&ft)));
-    }
+    record(ctx, path, Some(idx), meta, out);
 }
 
-/// Records a non-directory entry: a file (lstat for the exec bit), a symlink, or a skip.
+/// Records a non-directory entry of a listing: a symlink as it is, a file from its `lstat`
+/// (for the exec bit and the stat data), anything else as a skip.
 fn emit(
     ctx: &WalkCtx,
     e: &fs::DirEntry,
     ft: &fs::FileType,
-    mut rel: Vec<u8>,
+    rel: Vec<u8>,
     idx: Option<usize>,
     out: &mut WalkOut,
 ) {
-    rel.drain(..ctx.strip.min(rel.len()));
-    let Ok(rp) = RelPath::from_bytes(&rel) else {
-        return; // readdir never yields "", "." or ".."
-    };
     if ft.is_symlink() {
-        out.found.push(Found {
-            rel: rp,
-            kind: Kind::Symlink,
-            idx,
-            stat: None,
-        });
-    } else if ft.is_file() {
-        match e.metadata() {
-            Ok(m) if m.is_file() => out.found.push(Found {
-                rel: rp,
-                kind: Kind::File {
-                    executable: m.mode() & 0o100 != 0,
-                },
-                idx,
-                stat: Some(LStat::from_metadata(&m)),
-            }),
-            Ok(m) if m.file_type().is_symlink() => out.found.push(Found {
+        if let Ok(rp) = RelPath::from_bytes(&rel[ctx.strip.min(rel.len())..]) {
+            out.found.push(Found {
                 rel: rp,
                 kind: Kind::Symlink,
                 idx,
                 stat: None,
-            }),
-            Ok(m) => out.skipped.push((rel, file_kind_reason(&m.file_type()))),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {} // vanished
-            Err(_) => out.skipped.push((rel, "unreadable")),
+            });
+        }
+    } else if ft.is_file() {
+        record(ctx, &rel, idx, e.metadata(), out);
+    } else {
+        out.skipped
+            .push((proj_rel(ctx, &rel), file_kind_reason(ft)));
+    }
+}
+
+/// Records the work-tree-relative `rel` from its `lstat` result: a regular file with its stat
+/// data, a symlink, a skip for anything else or an unreadable path; nothing when it is gone.
+fn record(
+    ctx: &WalkCtx,
+    rel: &[u8],
+    idx: Option<usize>,
+    meta: io::Result<fs::Metadata>,
+    out: &mut WalkOut,
+) {
+    let m = match meta {
+        Ok(m) => m,
+        Err(err) if gone(&err) => return, // vanished
+        Err(_) => {
+            out.skipped.push((proj_rel(ctx, rel), "unreadable"));
+            return;
+        }
+    };
+    let ft = m.file_type();
+    if !(ft.is_file() || ft.is_symlink()) {
+        out.skipped
+            .push((proj_rel(ctx, rel), file_kind_reason(&ft)));
+        return;
+    }
+    let Ok(rp) = RelPath::from_bytes(&rel[ctx.strip.min(rel.len())..]) else {
+        return; // neither a listing nor a checked index name yields "", "." or ".."
+    };
+    out.found.push(if ft.is_file() {
+        Found {
+            rel: rp,
+            kind: Kind::File {
+                executable: m.mode() & 0o100 != 0,
+            },
+            idx,
+            stat: Some(LStat::from_metadata(&m)),
         }
     } else {
-        out.skipped.push((rel, file_kind_reason(ft)));
-    }
+        Found {
+            rel: rp,
+            kind: Kind::Symlink,
+            idx,
+            stat: None,
+        }
+    });
 }
 
 struct Queue {
