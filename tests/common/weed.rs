@@ -143,23 +143,48 @@ impl Weed {
 
     /// Creates `bucket` (the server has no access control configured here) and waits until
     /// it takes writes.
+    ///
+    /// A port found free by binding and releasing it can be taken by another test's server
+    /// before this one binds it, and a server missing one of its ports never takes writes:
+    /// after 45 s without a write the server is started again on other ports (three tries).
     pub fn create_bucket(&mut self, bucket: &str) {
-        self.until_ok("PUT", &format!("/{bucket}"));
-        self.until_ok("PUT", &format!("/{bucket}/.patchbox-test-probe"));
+        let wait = Duration::from_secs(45);
+        for attempt in 0.. {
+            if self.answers_ok("PUT", &format!("/{bucket}"), wait)
+                && self.answers_ok("PUT", &format!("/{bucket}/.patchbox-test-probe"), wait)
+            {
+                break;
+            }
+            assert!(
+                attempt < 2,
+                "weed took no writes on three sets of ports; see {}",
+                self.log_path().display()
+            );
+            self.ports = free_ports(8);
+            self.restart();
+        }
         self.buckets.push(bucket.to_string());
     }
 
     /// Sends the request until it is answered with 200 (bounded: two minutes).
     fn until_ok(&self, method: &str, path: &str) {
-        let deadline = Instant::now() + Duration::from_secs(120);
+        assert!(
+            self.answers_ok(method, path, Duration::from_secs(120)),
+            "weed did not answer {method} {path} with 200; see {}",
+            self.log_path().display()
+        );
+    }
+
+    /// Sends the request until it is answered with 200, for at most `wait`; whether it was.
+    fn answers_ok(&self, method: &str, path: &str, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
         while self.request(method, path) != Some(200) {
-            assert!(
-                Instant::now() < deadline,
-                "weed did not answer {method} {path} with 200; see {}",
-                self.log_path().display()
-            );
+            if Instant::now() >= deadline {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
+        true
     }
 
     fn log_path(&self) -> PathBuf {
