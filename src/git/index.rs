@@ -84,6 +84,15 @@ impl IndexEntry {
     pub fn intent_to_add(&self) -> bool {
         self.extended_flags & 0x2000 != 0
     }
+
+    /// A copy of the entry with an empty `path`: the stat data, mode, id and flags only, made
+    /// without an allocation. For holders that key the entry by a path of their own.
+    pub fn without_path(&self) -> IndexEntry {
+        IndexEntry {
+            path: Vec::new(),
+            ..*self
+        }
+    }
 }
 
 /// The `lstat` fields git records in its index, at full width.

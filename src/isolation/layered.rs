@@ -257,5 +257,8 @@ fn fill_layer(
     let verify = |k: usize, m: &std::fs::Metadata| Some(LStat::from_metadata(m)) == stats[k];
     let out = snapshot::copy_tree(original, &picked, tree, None, Some(&verify))?;
     let copied: Vec<bool> = out.keys.iter().map(Option::is_some).collect();
+    // The copy's records and the stat list go before the manifest is built: on a large tree
+    // each is megabytes, and this is the step's peak.
+    drop((out, stats, picked));
     Ok(manifest_of(nodes, srcs, blobs, &copied))
 }

@@ -68,7 +68,9 @@ use crate::git::index::{dedup_tracked, read_index, IndexEntry, LStat};
 use crate::git::odb::ObjectStore;
 use crate::git::repo::{canonical_project, discover_repo_with, GitRepo, SelectOptions};
 pub use crate::tree::walk::Kind;
-use crate::tree::walk::{leading_path, run_walk, DirJob, GitCtx, Mode, TrackedIndex, WalkCtx};
+use crate::tree::walk::{
+    leading_path, run_walk, DirJob, Found, GitCtx, Mode, TrackedIndex, WalkCtx,
+};
 
 /// A file or symlink that belongs in the snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +92,10 @@ pub struct Selected {
     /// work tree. Always `false` for untracked files and symlinks.
     pub converted: bool,
 }
+
+// The selection is collected in place from the walk's findings only while it is no larger.
+const _: () = assert!(std::mem::size_of::<Selected>() <= std::mem::size_of::<Found>());
+const _: () = assert!(std::mem::align_of::<Selected>() == std::mem::align_of::<Found>());
 
 /// A path that was left out although git would not have ignored it, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,7 +181,7 @@ pub fn select_project_with(
                 levels: None,
                 check_nested: false,
             };
-            (Vec::new(), run_walk(&ctx, root), None)
+            (Vec::new(), run_walk(&ctx, root, 0), None)
         }
         Some(repo) => {
             let tracked = dedup_tracked(read_index(&repo.index_file)?);
@@ -207,38 +213,28 @@ pub fn select_project_with(
                 levels,
                 check_nested: false,
             };
-            let out = run_walk(&ctx, root);
+            let out = run_walk(&ctx, root, tracked.len());
             let conv = load_conversions(repo, &prefix, &out.attr_dirs, &tracked);
             (tracked, out, conv)
         }
     };
 
-    // Sorting the walk's findings in place and moving each tracked entry into its finding
-    // keeps one copy of the per-file data alive at a time (this runs on trees of 100k files).
+    // The findings already carry their index entries; the parsed index goes before they are
+    // sorted, and the selection is made in the findings' own buffer (the two types have one
+    // size), so one list of the per-file data is alive at a time (trees of 100k files).
+    drop(tracked);
     let mut found = out.found;
     found.sort_unstable_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
-    let mut tracked: Vec<Option<IndexEntry>> = tracked.into_iter().map(Some).collect();
     let mut entries: Vec<Selected> = found
         .into_iter()
-        .map(|f| {
-            let index = f
-                .idx
-                .and_then(|i| tracked.get_mut(i)?.take())
-                .map(|mut ix| {
-                    // The path is `rel` again (relative to the repository): drop the copy.
-                    ix.path = Vec::new();
-                    ix
-                });
-            Selected {
-                rel: f.rel,
-                kind: f.kind,
-                index,
-                stat: f.stat,
-                converted: false,
-            }
+        .map(|f| Selected {
+            rel: f.rel,
+            kind: f.kind,
+            index: f.index,
+            stat: f.stat,
+            converted: false,
         })
         .collect();
-    drop(tracked);
     if let (Some(mut conv), Some(repo)) = (conv, &repo) {
         let mut path: Vec<u8> = match &repo.prefix {
             Some(p) => [p.as_bytes(), b"/"].concat(),

@@ -112,11 +112,15 @@ pub(crate) struct WalkCtx<'a> {
     pub(crate) strip: usize,
 }
 
+/// One selected path as the walk finds it. It has the selection's fields (its index entry
+/// already copied, without the path) so that the selection is made from the walk's own
+/// buffer, in place: on a tree of 100k files a second list of them is tens of megabytes.
 pub(crate) struct Found {
     /// Project-relative; built in the workers so the conversion runs in parallel.
     pub(crate) rel: RelPath,
     pub(crate) kind: Kind,
-    pub(crate) idx: Option<usize>,
+    /// The path's index entry (its `path` left empty), `None` when untracked.
+    pub(crate) index: Option<IndexEntry>,
     pub(crate) stat: Option<LStat>,
 }
 
@@ -192,13 +196,12 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
     if let (Some(git), Mode::TrackedOnly) = (&ctx.git, job.mode) {
         return process_tracked_dir(ctx, git, job, out, push);
     }
-    let proj_rel = |rel: &[u8]| proj_rel(ctx, rel);
     let strip_slash = |r: &[u8]| r.strip_suffix(b"/").unwrap_or(r).to_vec();
     let rd = match fs::read_dir(&job.abs) {
         Ok(rd) => rd,
         Err(_) => {
             out.skipped
-                .push((proj_rel(&strip_slash(&job.rel)), "unreadable"));
+                .push((proj_rel(ctx, &strip_slash(&job.rel)), "unreadable"));
             return;
         }
     };
@@ -211,7 +214,7 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
             }
             Err(_) => {
                 out.skipped
-                    .push((proj_rel(&strip_slash(&job.rel)), "unreadable"));
+                    .push((proj_rel(ctx, &strip_slash(&job.rel)), "unreadable"));
                 return;
             }
         }
@@ -224,7 +227,7 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
         && holds_repo(&job.abs)
     {
         out.skipped
-            .push((proj_rel(&strip_slash(&job.rel)), "nested repository"));
+            .push((proj_rel(ctx, &strip_slash(&job.rel)), "nested repository"));
         return;
     }
     if ctx.git.is_some()
@@ -298,7 +301,7 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
                     .get(i)
                     .is_some_and(IndexEntry::is_gitlink)
                 {
-                    out.skipped.push((proj_rel(&rel), "submodule"));
+                    out.skipped.push((proj_rel(ctx, &rel), "submodule"));
                     continue;
                 }
             }
@@ -342,9 +345,9 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
                     .get(i)
                     .is_some_and(IndexEntry::is_gitlink) =>
             {
-                out.skipped.push((proj_rel(&rel), "submodule"));
+                out.skipped.push((proj_rel(ctx, &rel), "submodule"));
             }
-            Some(i) => emit(ctx, &e, &ft, rel, Some(i), out),
+            Some(i) => emit(ctx, &e, &ft, rel, git.tracked.entries.get(i), out),
             None => {
                 if job.mode == Mode::TrackedOnly || git.excluded(levels.as_ref(), &rel, false) {
                     continue;
@@ -395,7 +398,7 @@ fn process_tracked_dir(
         let Some(slash) = tail.iter().position(|&b| b == b'/') else {
             // A tracked path directly in this directory.
             if listable(tail) {
-                tracked_file(ctx, &job.abs, &entry.path, base, lo + i, entry, out);
+                tracked_file(ctx, &job.abs, base, entry, out);
             }
             i += 1;
             continue;
@@ -442,17 +445,10 @@ fn proj_rel(ctx: &WalkCtx, rel: &[u8]) -> Vec<u8> {
     rel.get(ctx.strip..).unwrap_or(&[]).to_vec()
 }
 
-/// Records the tracked path `path` (the `idx`th index entry, in the directory `dir_abs` whose
-/// work-tree-relative path is `path[..base]`) from its `lstat`.
-fn tracked_file(
-    ctx: &WalkCtx,
-    dir_abs: &Path,
-    path: &[u8],
-    base: usize,
-    idx: usize,
-    entry: &IndexEntry,
-    out: &mut WalkOut,
-) {
+/// Records the tracked `entry` (in the directory `dir_abs` whose work-tree-relative path is
+/// `entry.path[..base]`) from its `lstat`.
+fn tracked_file(ctx: &WalkCtx, dir_abs: &Path, base: usize, entry: &IndexEntry, out: &mut WalkOut) {
+    let path = entry.path.as_slice();
     let meta = fs::symlink_metadata(dir_abs.join(as_path(&path[base..])));
     if entry.is_gitlink() {
         match meta {
@@ -465,7 +461,7 @@ fn tracked_file(
     if meta.as_ref().is_ok_and(|m| m.is_dir()) {
         return; // a directory where the tracked file was: the listing would not take it either
     }
-    record(ctx, path, Some(idx), meta, out);
+    record(ctx, path, Some(entry), meta, out);
 }
 
 /// Records a non-directory entry of a listing: a symlink as it is, a file from its `lstat`
@@ -475,20 +471,21 @@ fn emit(
     e: &fs::DirEntry,
     ft: &fs::FileType,
     rel: Vec<u8>,
-    idx: Option<usize>,
+    index: Option<&IndexEntry>,
     out: &mut WalkOut,
 ) {
     if ft.is_symlink() {
+        // The listing's type is enough for a symlink: no `lstat`.
         if let Ok(rp) = RelPath::from_bytes(&rel[ctx.strip.min(rel.len())..]) {
             out.found.push(Found {
                 rel: rp,
                 kind: Kind::Symlink,
-                idx,
+                index: index.map(IndexEntry::without_path),
                 stat: None,
             });
         }
     } else if ft.is_file() {
-        record(ctx, &rel, idx, e.metadata(), out);
+        record(ctx, &rel, index, e.metadata(), out);
     } else {
         out.skipped
             .push((proj_rel(ctx, &rel), file_kind_reason(ft)));
@@ -500,7 +497,7 @@ fn emit(
 fn record(
     ctx: &WalkCtx,
     rel: &[u8],
-    idx: Option<usize>,
+    index: Option<&IndexEntry>,
     meta: io::Result<fs::Metadata>,
     out: &mut WalkOut,
 ) {
@@ -527,14 +524,14 @@ fn record(
             kind: Kind::File {
                 executable: m.mode() & 0o100 != 0,
             },
-            idx,
+            index: index.map(IndexEntry::without_path),
             stat: Some(LStat::from_metadata(&m)),
         }
     } else {
         Found {
             rel: rp,
             kind: Kind::Symlink,
-            idx,
+            index: index.map(IndexEntry::without_path),
             stat: None,
         }
     });
@@ -545,13 +542,23 @@ struct Queue {
     active: usize,
 }
 
-pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
+/// How many findings a worker gathers before it moves them into the shared list.
+const FLUSH_AT: usize = 256;
+
+/// Walks from `root` on up to 8 threads. `expected`: how many findings there will likely be
+/// (the number of tracked files): the list is made that large once, so that it is neither
+/// grown nor merged while every finding is held (trees of 100k files); room not used costs
+/// address space only.
+pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob, expected: usize) -> WalkOut {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 8);
     if threads == 1 {
-        let mut out = WalkOut::default();
+        let mut out = WalkOut {
+            found: Vec::with_capacity(expected),
+            ..WalkOut::default()
+        };
         let mut stack = vec![root];
         while let Some(job) = stack.pop() {
             process_dir(ctx, job, &mut out, &mut stack);
@@ -562,6 +569,13 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
         jobs: vec![root],
         active: 0,
     });
+    let found = Mutex::new(Vec::with_capacity(expected));
+    let flush = |local: &mut Vec<Found>| {
+        found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(local);
+    };
     let cv = Condvar::new();
     let worker = || {
         let mut out = WalkOut::default();
@@ -582,9 +596,13 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
             };
             let Some(job) = job else {
                 cv.notify_all();
+                flush(&mut out.found);
                 return out;
             };
             process_dir(ctx, job, &mut out, &mut pushed);
+            if out.found.len() >= FLUSH_AT {
+                flush(&mut out.found);
+            }
             let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
             q.active -= 1;
             let n = pushed.len();
@@ -596,13 +614,12 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
             }
         }
     };
-    std::thread::scope(|s| {
+    let mut all = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
         let mut all = WalkOut::default();
         for h in handles {
             match h.join() {
                 Ok(mut o) => {
-                    all.found.append(&mut o.found);
                     all.skipped.append(&mut o.skipped);
                     all.attr_dirs.append(&mut o.attr_dirs);
                 }
@@ -610,5 +627,7 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob) -> WalkOut {
             }
         }
         all
-    })
+    });
+    all.found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+    all
 }

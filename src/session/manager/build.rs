@@ -162,15 +162,20 @@ impl SandboxManager {
         chain_from: Option<&SandboxInfo>,
     ) -> Result<Sandbox> {
         // The first create decides the isolation (an overlay probe: a mount and an unmount,
-        // mostly waiting on the kernel) while the project is selected.
-        let (sbase, decided) = std::thread::scope(|s| {
-            let decided = s.spawn(|| self.decide());
-            let sbase = self.ensure_base();
-            let decided = decided
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (sbase, decided)
-        });
+        // mostly waiting on the kernel) while the project is selected; later ones find it
+        // decided.
+        let known = *self.decided.lock();
+        let (sbase, decided) = match known {
+            Some(d) => (self.ensure_base(), Ok(d)),
+            None => std::thread::scope(|s| {
+                let decided = s.spawn(|| self.decide());
+                let sbase = self.ensure_base();
+                let decided = decided
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (sbase, decided)
+            }),
+        };
         let sbase = sbase?;
         let base = &sbase.base;
         if let overlay::Decided::Overlay(backend) = decided? {
