@@ -518,3 +518,64 @@ pub fn hold_for(layer: &SharedLayer, holder: &Path) -> Result<()> {
 fn held(dir: &Path) -> bool {
     super::holders::held(&dir.join(HOLDERS_DIR), false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &[u8], executable: bool, secs: i64, nanos: i64) -> ManifestFile {
+        ManifestFile {
+            path: path.to_vec(),
+            executable,
+            oid: ObjectId::from_bytes([0xab; 20]),
+            mtime: Timestamp::new(secs, nanos),
+        }
+    }
+
+    /// Paths with spaces and any byte but NUL, and times before the epoch, come back as
+    /// they were written.
+    #[test]
+    fn decode_reads_back_what_encode_wrote() {
+        let m = Manifest {
+            files: vec![
+                file(b"a b  c", true, 0, 0),
+                file(b"d/\xff\x01 e", false, -5, 999_999_999),
+                file(b"z", false, i64::MAX, 1),
+            ],
+        };
+        assert_eq!(Manifest::decode(&m.encode()), Some(m));
+        let empty = Manifest { files: vec![] };
+        assert_eq!(Manifest::decode(&empty.encode()), Some(empty));
+    }
+
+    /// A damaged record, a wrong magic line or paths out of order make the bytes no
+    /// manifest.
+    #[test]
+    fn decode_refuses_what_is_not_a_manifest() {
+        let good = Manifest {
+            files: vec![file(b"a", false, 1, 2), file(b"b", true, 3, 4)],
+        }
+        .encode();
+        assert!(Manifest::decode(&good).is_some());
+        let rec = |s: &str| [MAGIC, s.as_bytes(), b"\0"].concat();
+        let hex = "ab".repeat(20);
+        assert!(Manifest::decode(&rec(&format!("- {hex} 1 2 p"))).is_some());
+        for bad in [
+            format!("? {hex} 1 2 p"),
+            format!("-  {hex} 1 2 p"),
+            format!("- {} 1 2 p", &hex[..38]),
+            format!("- {}zz 1 2 p", &hex[..38]),
+            format!("- {hex} x 2 p"),
+            format!("- {hex} 1 2.5 p"),
+            format!("- {hex} 1 2 "),
+            format!("- {hex} 1 2"),
+            format!("- {hex}"),
+            "-".to_string(),
+        ] {
+            assert_eq!(Manifest::decode(&rec(&bad)), None, "{bad:?}");
+        }
+        assert_eq!(Manifest::decode(&good[1..]), None);
+        let unsorted = [MAGIC, format!("- {hex} 1 2 b\0- {hex} 1 2 a\0").as_bytes()].concat();
+        assert_eq!(Manifest::decode(&unsorted), None);
+    }
+}
