@@ -131,6 +131,9 @@ pub fn manifest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize], copied: &[
 /// path of each that the snapshot has nothing at (a whole directory the user removed is one
 /// whiteout); nothing where a snapshot file already covers the path.
 pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &StatePath) -> Result<()> {
+    if every_file_kept(nodes, m) {
+        return Ok(());
+    }
     let files: PathSet = nodes.iter().map(rel_bytes).collect();
     let mut dirs = PathSet::default();
     for n in nodes {
@@ -169,6 +172,26 @@ pub fn whiteouts(nodes: &[Node], m: &Manifest, tmp: &StatePath) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether each of the layer's files is at one of `nodes`' paths: then no whiteout is
+/// needed, which is the usual case (the user removed no tracked file), found without the path
+/// sets of [`whiteouts`]. Both lists in path order are matched in one merge; nodes out of
+/// order only make it answer `false`, never a wrong `true` (a hit is an equal path, and each
+/// layer file is counted once).
+fn every_file_kept(nodes: &[Node], m: &Manifest) -> bool {
+    let mut j = 0;
+    let mut hits = 0;
+    for p in nodes.iter().map(rel_bytes) {
+        while m.files.get(j).is_some_and(|f| f.path.as_slice() < p) {
+            j += 1;
+        }
+        if m.files.get(j).is_some_and(|f| f.path == p) {
+            hits += 1;
+            j += 1;
+        }
+    }
+    hits == m.files.len()
 }
 
 /// A snapshot of `original` (canonical) into `dst` (made here): over the project's shared
@@ -261,4 +284,50 @@ fn fill_layer(
     // each is megabytes, and this is the step's peak.
     drop((out, stats, picked));
     Ok(manifest_of(nodes, srcs, blobs, &copied))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::oid::ObjectId;
+
+    fn nodes(paths: &[&str]) -> Vec<Node> {
+        paths
+            .iter()
+            .map(|p| Node {
+                rel: RelPath::new(p).unwrap(),
+                kind: NodeKind::Symlink,
+            })
+            .collect()
+    }
+
+    fn manifest(paths: &[&str]) -> Manifest {
+        let files = paths
+            .iter()
+            .map(|p| ManifestFile {
+                path: p.as_bytes().to_vec(),
+                executable: false,
+                oid: ObjectId::default(),
+                mtime: Timestamp::new(0, 0),
+            })
+            .collect();
+        Manifest { files }
+    }
+
+    /// The shortcut answers `true` only when each layer file is one of the nodes' paths.
+    #[test]
+    fn every_file_kept_only_when_each_layer_file_is_a_node() {
+        let m = manifest(&["a", "b/c", "d"]);
+        assert!(every_file_kept(&nodes(&["a", "b/c", "d"]), &m));
+        assert!(every_file_kept(
+            &nodes(&["0", "a", "b/b", "b/c", "c", "d", "e"]),
+            &m
+        ));
+        assert!(!every_file_kept(&nodes(&["a", "d"]), &m));
+        assert!(!every_file_kept(&nodes(&["a", "b", "d"]), &m));
+        assert!(!every_file_kept(&nodes(&["a", "b/c/x", "d"]), &m));
+        assert!(!every_file_kept(&nodes(&["d", "b/c", "a"]), &m));
+        assert!(every_file_kept(&nodes(&[]), &manifest(&[])));
+        assert!(!every_file_kept(&nodes(&[]), &m));
+    }
 }
