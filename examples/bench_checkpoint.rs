@@ -3,7 +3,12 @@
 //!
 //! ```text
 //! cargo run --release --example bench_checkpoint -- --tree DIR [--rounds N] [--work DIR]
+//!     [--strategy overlay|copy_on_write]
 //! ```
+//! On Btrfs, with `--work` on the same filesystem and as root, a `copy_on_write` sandbox
+//! learns its changes from the filesystem's change record instead of a walk. Every timed
+//! step, the peers' too, starts after an untimed `sync`: the record's look commits the
+//! filesystem's transaction, which would otherwise carry the writeback of the step before.
 //! `DIR` is a large project (e.g. the Linux tree from `../shared/corpus/linux-tree.sh DIR`).
 //! Rows, per strategy (`overlay`, `copy_on_write`):
 //! * **checkpoint** of the sandbox after 100 files changed, vs `cp -a` of the sandbox (the
@@ -105,9 +110,13 @@ fn main() {
     let plans = PlanManager::open(&root).unwrap();
     let cm = CheckpointManager::new(&root);
     let files = some_files(&tree, 100);
+    let only = arg("--strategy");
     println!("| strategy | step | patchbox | cp -a of the sandbox | shadow git | vs cp -a | vs shadow git | target |");
     println!("|---|---|---|---|---|---|---|---|");
     for strategy in [Strategy::Overlay, Strategy::CopyOnWrite] {
+        if only.as_deref().is_some_and(|o| o != strategy.name()) {
+            continue;
+        }
         let t = Instant::now();
         let sb = plans
             .get_or_create_sandbox("bench", strategy.name(), &tree, strategy.clone())
@@ -135,6 +144,7 @@ fn main() {
         for round in 0..rounds {
             let bytes = edit(&sb, &files, round);
             let before = cm.disk_bytes(sb.sandbox_id());
+            sh("sync", &work);
             let t = Instant::now();
             let cp_now = cm
                 .create_checkpoint(&sb, "bench", "post_execute", BTreeMap::new())
@@ -144,6 +154,7 @@ fn main() {
             changed.push(bytes as f64);
             // The peers' checkpoints of the same state.
             let copy = work.join(format!("copy-{round}"));
+            sh("sync", &work);
             cp.push(
                 sh(
                     &format!("cp -a {} {}", sandbox.display(), copy.display()),
@@ -151,6 +162,7 @@ fn main() {
                 )
                 .as_secs_f64(),
             );
+            sh("sync", &work);
             sg.push(
                 sh(
                     &format!("{g} add -A -f && {g} commit -q -m r{round}"),
@@ -160,14 +172,23 @@ fn main() {
             );
             let _ = fs::remove_dir_all(&copy);
             // Rollback to the checkpoint before the edits, then forward again.
+            sh("sync", &work);
             let t = Instant::now();
             assert!(cm.rollback_to(&last).unwrap());
             rb.push(t.elapsed().as_secs_f64());
             assert!(cm.rollback_to(&cp_now).unwrap());
             // The shadow repository's rollback of the same 100 files, and forward again.
+            sh("sync", &work);
             sgr.push(sh(&format!("{g} read-tree -u --reset HEAD~1"), &sandbox).as_secs_f64());
             sh(&format!("{g} read-tree -u --reset HEAD"), &sandbox);
             last = cp_now;
+            eprintln!(
+                "round {round}: checkpoint {:.1} ms, rollback {:.1} ms, shadow git {:.0} / {:.0} ms",
+                ck[round] * 1e3,
+                rb[round] * 1e3,
+                sg[round] * 1e3,
+                sgr[round] * 1e3
+            );
         }
         let (c, r, p, s, sr) = (median(ck), median(rb), median(cp), median(sg), median(sgr));
         let (d, ch) = (median(disk), median(changed));

@@ -15,6 +15,7 @@
 //! ```
 
 pub(crate) mod at;
+pub mod btrfs;
 pub(crate) mod dotgit;
 pub mod overlay;
 pub mod project;

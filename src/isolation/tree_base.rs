@@ -140,6 +140,12 @@ pub fn load(dir: &Path) -> Result<TreeBase> {
 /// a later diff trusts unchanged stat data instead of reading every file.
 pub fn copy_to(base: &TreeBase, dst: &StatePath, marker: &StatePath) -> Result<Manifest> {
     state_dir::create_dir_new(dst)?;
+    copy_into(base, dst, marker)
+}
+
+/// [`copy_to`] into `dst`, an empty directory made by the caller (a Btrfs subvolume, so
+/// that the copy's changes can later be learned from the filesystem: [`crate::fs::btrfs`]).
+pub fn copy_into(base: &TreeBase, dst: &StatePath, marker: &StatePath) -> Result<Manifest> {
     let all: Vec<&Node> = base.nodes.iter().collect();
     let keys = base.copy_nodes(&all, dst)?;
     manifest_of(&base.nodes, &keys, marker)

@@ -151,6 +151,7 @@ impl Manifest {
         c.0.is_empty().then(|| Manifest::new(entries, stamp))
     }
 
+    #[cfg(test)]
     fn lookup(&self, rel: &RelPath) -> Option<&ManifestEntry> {
         self.entries
             .binary_search_by(|e| e.rel.as_bytes().cmp(rel.as_bytes()))
@@ -160,11 +161,29 @@ impl Manifest {
 
     /// True when the node at `rel`, now with stat data `now`, is certainly unchanged since
     /// recording and was equal to base then.
+    #[cfg(test)]
     fn trusted_same(&self, rel: &RelPath, now: &StatKey) -> bool {
-        match self.lookup(rel) {
-            Some(e) => e.same_as_base && e.key == *now && e.key.ctime < self.stamp,
-            None => false,
+        self.lookup(rel).is_some_and(|e| self.trusts(e, now))
+    }
+
+    /// [`Manifest::trusted_same`] for paths asked in ascending order: `at` is where the
+    /// previous answer stopped, so a listing's whole run costs one pass over the manifest
+    /// instead of a binary search per path.
+    fn trusted_same_from(&self, at: &mut usize, rel: &RelPath, now: &StatKey) -> bool {
+        while self
+            .entries
+            .get(*at)
+            .is_some_and(|e| e.rel.as_bytes() < rel.as_bytes())
+        {
+            *at += 1;
         }
+        self.entries
+            .get(*at)
+            .is_some_and(|e| e.rel.as_bytes() == rel.as_bytes() && self.trusts(e, now))
+    }
+
+    fn trusts(&self, e: &ManifestEntry, now: &StatKey) -> bool {
+        e.same_as_base && e.key == *now && e.key.ctime < self.stamp
     }
 }
 
@@ -218,6 +237,8 @@ pub fn diff_listing(
 ) -> Result<TreeDiff> {
     let mut out = TreeDiff::default();
     let (mut i, mut j) = (0, 0);
+    // Where the manifest's search stopped: head is sorted, so it only moves forward.
+    let mut at = 0usize;
     while i < base.len() || j < head.len() {
         let ord = match (base.get(i), head.get(j)) {
             (Some(b), Some(h)) => b.rel.as_bytes().cmp(h.0.rel.as_bytes()),
@@ -252,7 +273,7 @@ pub fn diff_listing(
             std::cmp::Ordering::Equal => {
                 let b = &base[i];
                 let (h, key) = &head[j];
-                let trusted = manifest.is_some_and(|m| m.trusted_same(&h.rel, key));
+                let trusted = manifest.is_some_and(|m| m.trusted_same_from(&mut at, &h.rel, key));
                 if !trusted
                     && (b.kind != h.kind
                         || !same_content(src, i, &head_dir.join(h.rel.as_path()), h.kind, key)?)

@@ -23,6 +23,7 @@
 pub mod base;
 pub mod diff;
 pub mod dir_diff;
+pub mod listing;
 pub mod overlay_diff;
 pub(crate) mod path_hash;
 pub mod select;

@@ -444,6 +444,16 @@ fn copy_contents(
 /// This is the whole cost of an unchanged finalize (one `lstat` per node), so directories are
 /// read by all cores from a shared queue.
 pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
+    Ok(list_tree_and_dirs(root)?.0)
+}
+
+/// [`list_tree`], and every directory it read below `root` with its inode number (from the
+/// directory entry: no `stat`), `.git` directories left out as there; unsorted.
+///
+/// A listing kept up to date from a change record ([`crate::tree::listing`]) needs the
+/// directories: one replaced by another at the same path is told by its inode number.
+#[allow(clippy::type_complexity)]
+pub fn list_tree_and_dirs(root: &Path) -> Result<(Vec<(Node, StatKey)>, Vec<(Vec<u8>, u64)>)> {
     struct Queue {
         dirs: Vec<Vec<u8>>,
         active: usize,
@@ -459,46 +469,52 @@ pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
         .map(|n| n.get())
         .unwrap_or(2)
         .clamp(1, 8);
-    let results: Vec<Option<Vec<(Node, StatKey)>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let rel_dir = {
+    #[allow(clippy::type_complexity)]
+    let results: Vec<Option<(Vec<(Node, StatKey)>, Vec<(Vec<u8>, u64)>)>> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut out = Vec::new();
+                        let mut seen_dirs = Vec::new();
+                        loop {
+                            let rel_dir = {
+                                let mut q = queue.lock();
+                                loop {
+                                    if q.failed.is_some() {
+                                        return (out, seen_dirs);
+                                    }
+                                    if let Some(d) = q.dirs.pop() {
+                                        q.active += 1;
+                                        break d;
+                                    }
+                                    if q.active == 0 {
+                                        cv.notify_all();
+                                        return (out, seen_dirs);
+                                    }
+                                    cv.wait(&mut q);
+                                }
+                            };
+                            let mut found_dirs = Vec::new();
+                            let r = list_dir(root, &rel_dir, &mut out, &mut found_dirs);
                             let mut q = queue.lock();
-                            loop {
-                                if q.failed.is_some() {
-                                    return out;
+                            q.active -= 1;
+                            match r {
+                                Ok(()) => q.dirs.extend(found_dirs.into_iter().map(|(d, ino)| {
+                                    seen_dirs.push((d.clone(), ino));
+                                    d
+                                })),
+                                Err(e) => {
+                                    q.failed.get_or_insert(e);
                                 }
-                                if let Some(d) = q.dirs.pop() {
-                                    q.active += 1;
-                                    break d;
-                                }
-                                if q.active == 0 {
-                                    cv.notify_all();
-                                    return out;
-                                }
-                                cv.wait(&mut q);
                             }
-                        };
-                        let mut found_dirs = Vec::new();
-                        let r = list_dir(root, &rel_dir, &mut out, &mut found_dirs);
-                        let mut q = queue.lock();
-                        q.active -= 1;
-                        match r {
-                            Ok(()) => q.dirs.extend(found_dirs),
-                            Err(e) => {
-                                q.failed.get_or_insert(e);
-                            }
+                            cv.notify_all();
                         }
-                        cv.notify_all();
-                    }
+                    })
                 })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().ok()).collect()
-    });
+                .collect();
+            handles.into_iter().map(|h| h.join().ok()).collect()
+        });
     if let Some(e) = queue.into_inner().failed {
         return Err(e);
     }
@@ -510,9 +526,14 @@ pub fn list_tree(root: &Path) -> Result<Vec<(Node, StatKey)>> {
             std::io::Error::other("a listing thread panicked"),
         ));
     };
-    let mut out: Vec<(Node, StatKey)> = parts.into_iter().flatten().collect();
+    let mut dirs = Vec::new();
+    let mut out: Vec<(Node, StatKey)> = Vec::new();
+    for (files, d) in parts {
+        out.extend(files);
+        dirs.extend(d);
+    }
     out.sort_unstable_by(|a, b| a.0.rel.as_bytes().cmp(b.0.rel.as_bytes()));
-    Ok(out)
+    Ok((out, dirs))
 }
 
 /// Reads one directory of [`list_tree`]: nodes into `out`, subdirectories into `dirs`.
@@ -520,7 +541,7 @@ fn list_dir(
     root: &Path,
     rel_dir: &[u8],
     out: &mut Vec<(Node, StatKey)>,
-    dirs: &mut Vec<Vec<u8>>,
+    dirs: &mut Vec<(Vec<u8>, u64)>,
 ) -> Result<()> {
     let abs = root.join(std::ffi::OsStr::from_bytes(rel_dir));
     let rd = fs::read_dir(&abs).ctx("read directory", &abs)?;
@@ -536,7 +557,7 @@ fn list_dir(
         let ft = entry.file_type().ctx("stat", &entry.path())?;
         if ft.is_dir() {
             if name != ".git" {
-                dirs.push(rel);
+                dirs.push((rel, std::os::unix::fs::DirEntryExt::ino(&entry)));
             }
             continue;
         }

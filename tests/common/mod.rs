@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: temporary projects, tree fingerprints, git.
 #![allow(dead_code)]
 
+pub mod btrfs;
 pub mod overlay;
 pub mod weed;
 

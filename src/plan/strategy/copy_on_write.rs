@@ -13,13 +13,16 @@
 //! shared store (see [`crate::plan::own_snapshot`]), which the plan's later sandboxes over the
 //! same original share. A plan's first create costs two copies of the selected files
 //! (reflinks where the filesystem has them), its later ones one; diff costs one `lstat` per
-//! file plus reading what changed; commit costs what changed.
+//! file plus reading what changed — or, where `tree/` is a Btrfs subvolume with a change
+//! record ([`change_record`](super::change_record)), what changed alone; commit costs what
+//! changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::change_record::{self, ChangeRecord};
 use super::tree_base::{self, TreeBase};
 use super::Env;
 use crate::fs::overlay::fingerprint::Fingerprint;
@@ -33,6 +36,7 @@ use crate::plan::record::{Lifecycle, OpGuard, Record, State};
 use crate::plan::status::Status;
 use crate::plan::strategy::factory::FnFactory;
 use crate::tree::diff::Manifest;
+use crate::tree::snapshot::StatKey;
 
 const BASE: &str = "base";
 const TREE: &str = "tree";
@@ -57,6 +61,11 @@ pub struct CopyOnWrite {
     /// computed: the commit reuses it when the fingerprint is the same then (see
     /// [`CopyOnWrite::commit_with`]).
     checked_diff: Mutex<Option<(Fingerprint, SandboxDiff)>>,
+    /// How `tree/`'s changes are learned: a walk, or the filesystem's own record.
+    record: Mutex<ChangeRecord>,
+    /// The manifest as last read, with the stat data of its file then: read again only
+    /// when the file was replaced (by this process or another).
+    manifest: Mutex<Option<(StatKey, Arc<Manifest>)>>,
 }
 
 impl CopyOnWrite {
@@ -83,6 +92,8 @@ impl CopyOnWrite {
             shared: Mutex::new(None),
             checked: Mutex::new(None),
             checked_diff: Mutex::new(None),
+            record: Mutex::new(ChangeRecord::default()),
+            manifest: Mutex::new(None),
         }
     }
 
@@ -102,6 +113,8 @@ impl CopyOnWrite {
             base: Mutex::new(None),
             checked: Mutex::new(None),
             checked_diff: Mutex::new(None),
+            record: Mutex::new(ChangeRecord::default()),
+            manifest: Mutex::new(None),
         };
         // A commit it shows in flight is settled by the first operation that takes the
         // plan's lock (see `op`): opening proves nothing about its committer.
@@ -206,10 +219,22 @@ impl CopyOnWrite {
         Ok(loaded)
     }
 
-    fn manifest(&self) -> Option<Manifest> {
-        std::fs::read(self.lc.dir().join(MANIFEST))
-            .ok()
-            .and_then(|d| Manifest::decode(&d))
+    /// The manifest of `tree/`; `None` when it is missing or unreadable (the diff then
+    /// reads every file that exists in both trees).
+    fn manifest(&self) -> Option<Arc<Manifest>> {
+        let path = self.lc.dir().join(MANIFEST);
+        let now = StatKey::from_metadata(&std::fs::metadata(&path).ok()?);
+        let mut cached = self.manifest.lock();
+        if let Some((key, m)) = cached.as_ref() {
+            if *key == now {
+                return Some(m.clone());
+            }
+        }
+        // Stat first, read second: a replacement in between leaves a stale key, which only
+        // makes the next call read again.
+        let m = Arc::new(Manifest::decode(&std::fs::read(&path).ok()?)?);
+        *cached = Some((now, m.clone()));
+        Some(m)
     }
 
     /// A plan-layer error naming this sandbox and `what` was being done.
@@ -221,8 +246,6 @@ impl CopyOnWrite {
     fn changes(&self, all: bool) -> Result<Vec<crate::tree::diff::Change>, SandboxError> {
         let base = self.base()?;
         let tree = self.lc.dir().join(TREE);
-        let head = crate::tree::snapshot::list_tree(&tree)
-            .map_err(|e| self.lower("list the sandbox", e))?;
         let manifest = self.manifest();
         let rules = if all {
             None
@@ -232,10 +255,13 @@ impl CopyOnWrite {
                     .map_err(|e| self.lower("ignore rules", e))?,
             )
         };
-        tree_base::changes(&base, &tree, &head, manifest.as_ref(), &|rel: &RelPath| {
-            rules.as_ref().is_some_and(|r| r.is_ignored(rel, false))
-        })
-        .map_err(|e| self.lower("diff the sandbox", e))
+        let ignored = |rel: &RelPath| rules.as_ref().is_some_and(|r| r.is_ignored(rel, false));
+        self.record
+            .lock()
+            .with_listing(&tree, |head| {
+                tree_base::changes(&base, &tree, head, manifest.as_deref(), &ignored)
+            })
+            .map_err(|e| self.lower("diff the sandbox", e))
     }
 
     /// The diff of `tree/` against the base.
@@ -273,7 +299,11 @@ impl CopyOnWrite {
     ) -> Result<StatePath, crate::Error> {
         let tree_p = dir.join(Path::new(TREE))?;
         let marker = dir.join(Path::new(".clock"))?;
-        let manifest = tree_base::copy_to(base, &tree_p, &marker)?;
+        let manifest = if change_record::make_subvolume(dir.path(), TREE)? {
+            tree_base::copy_into(base, &tree_p, &marker)?
+        } else {
+            tree_base::copy_to(base, &tree_p, &marker)?
+        };
         state_dir::write_atomic(&dir.join(Path::new(MANIFEST))?, &manifest.encode())?;
         Ok(tree_p)
     }

@@ -35,6 +35,7 @@ use super::status::Status;
 use crate::apply::store::UndoStore;
 
 pub mod builtins;
+mod change_record;
 pub mod copy_on_write;
 pub mod factory;
 pub mod git_worktree;

@@ -1,0 +1,260 @@
+//! `copy_on_write` on Btrfs: `tree/` is a subvolume and the sandbox learns its changes from
+//! the filesystem's change record (transaction ids) instead of a walk. A long-lived handle
+//! that follows the record must report exactly what a fresh handle, which walks, reports,
+//! after every kind of edit: writes, same-size rewrites, modes, symlinks, hard links,
+//! renames of files and directories (moved in, moved out, swapped), trees removed, files
+//! becoming directories and back, and nested `.git` directories. Checkpoints and
+//! rollbacks over the record restore exactly. Needs root (mount, tree search); skipped
+//! otherwise.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{mode_view, write, Rng};
+use patchbox::plan::checkpoint::CheckpointManager;
+use patchbox::plan::{PlanManager, Sandbox, Strategy};
+
+/// A project of `n` files in nested directories on `fs`.
+fn project(fs_root: &Path, n: usize) -> PathBuf {
+    let p = fs_root.join("project");
+    for i in 0..n {
+        write(
+            &p,
+            &format!("d{}/s{}/f{i}.txt", i % 5, i % 3),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
+    p
+}
+
+/// One random edit under the sandbox's root `t`.
+fn edit(t: &Path, rng: &mut Rng, n: usize) {
+    let i = rng.below(n as u64) as usize;
+    let f = t.join(format!("d{}/s{}/f{i}.txt", i % 5, i % 3));
+    let d = t.join(format!("d{}", rng.below(5)));
+    let other = t.join(format!("d{}", rng.below(5)));
+    let is_file = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    match rng.below(13) {
+        0 => {
+            let _ = fs::write(&f, format!("edited {}\n", rng.below(1000)));
+        }
+        // The same size, written twice in a row: a timestamp may not move.
+        1 => {
+            if let Ok(len) = fs::metadata(&f).map(|m| m.len()) {
+                let _ = fs::write(&f, vec![b'a'; len as usize]);
+                let _ = fs::write(&f, vec![b'b'; len as usize]);
+            }
+        }
+        2 => {
+            let _ = fs::remove_file(&f);
+        }
+        3 => {
+            if is_file(&f) {
+                let mode = if rng.below(2) == 0 { 0o755 } else { 0o644 };
+                fs::set_permissions(&f, fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+        4 => {
+            if is_file(&f) {
+                fs::remove_file(&f).unwrap();
+                std::os::unix::fs::symlink(format!("f{}.txt", rng.below(n as u64)), &f).unwrap();
+            }
+        }
+        5 => {
+            if is_file(&f) {
+                let link = t.join(format!("hard{}", rng.below(4)));
+                let _ = fs::remove_file(&link);
+                fs::hard_link(&f, &link).unwrap();
+            }
+        }
+        // A file renamed into another directory.
+        6 => {
+            if is_file(&f) && d.is_dir() {
+                let _ = fs::rename(&f, d.join(format!("moved{}", rng.below(50))));
+            }
+        }
+        // A directory renamed, swapped with another, or moved down.
+        7 => {
+            if d.is_dir() && other.is_dir() && d != other {
+                let tmp = t.join("swap-tmp");
+                fs::rename(&d, &tmp).unwrap();
+                fs::rename(&other, &d).unwrap();
+                fs::rename(&tmp, &other).unwrap();
+            }
+        }
+        8 => {
+            if d.is_dir() && other.is_dir() && d != other {
+                let _ = fs::rename(&d, other.join(format!("sub{}", rng.below(3))));
+            }
+        }
+        9 => {
+            if d.is_dir() {
+                let _ = fs::rename(&d, t.join(format!("renamed{}", rng.below(3))));
+            }
+        }
+        10 => {
+            if is_file(&f) {
+                fs::remove_file(&f).unwrap();
+                fs::create_dir(&f).unwrap();
+                fs::write(f.join("inside"), "x\n").unwrap();
+            } else if f.is_dir() {
+                fs::remove_dir_all(&f).unwrap();
+                fs::write(&f, "back\n").unwrap();
+            }
+        }
+        11 => {
+            let _ = fs::remove_dir_all(&d);
+            if rng.below(2) == 0 {
+                write(t, &format!("d{}/fresh/new.txt", rng.below(5)), b"fresh\n");
+            }
+        }
+        _ => {
+            // A repository inside the sandbox: its `.git` is never listed.
+            write(t, &format!("d{}/inner/.git/HEAD", rng.below(5)), b"ref\n");
+            write(
+                t,
+                &format!("d{}/inner/code.rs", rng.below(5)),
+                b"fn x() {}\n",
+            );
+        }
+    }
+}
+
+/// Files and symlinks with their mode and content: checkpoints record no directories and
+/// nothing inside a `.git` directory.
+fn files_view(t: &Path) -> common::ModeView {
+    let mut v = mode_view(t);
+    v.retain(|k, (kind, _, _)| *kind != 'd' && !k.split(|&b| b == b'/').any(|c| c == b".git"));
+    v
+}
+
+/// The sandbox `r` of plan `p` as a fresh handle sees it: its first diff walks.
+fn walked(root: &Path) -> patchbox::plan::SandboxDiff {
+    let plans = PlanManager::open(root).unwrap();
+    plans.set_cleanup_on_drop(false);
+    let sb = plans.get_sandbox("p", "r").expect("the sandbox is there");
+    sb.diff().unwrap()
+}
+
+fn setup(fs_root: &Path, n: usize) -> (PathBuf, PlanManager, Arc<dyn Sandbox>, PathBuf) {
+    let project = project(fs_root, n);
+    let root = fs_root.join("plans");
+    let plans = PlanManager::open(&root).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p", "r", &project, Strategy::CopyOnWrite)
+        .unwrap();
+    let tree = sb.get_path(Path::new("")).unwrap();
+    // The sandbox is a subvolume's root: that is what gives it the record.
+    assert_eq!(
+        fs::metadata(&tree).unwrap().ino(),
+        256,
+        "tree/ is a subvolume"
+    );
+    (root, plans, sb, tree)
+}
+
+#[test]
+fn the_record_reports_what_a_walk_reports_after_every_kind_of_edit() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    let n = 60;
+    let (root, _plans, sb, tree) = setup(btrfs.path(), n);
+    let mut rng = Rng::new("btrfs record vs walk");
+    assert!(sb.diff().unwrap().entries.is_empty());
+    for round in 0..40 {
+        for _ in 0..=rng.below(6) {
+            edit(&tree, &mut rng, n);
+        }
+        let followed = sb.diff().unwrap();
+        let fresh = walked(&root);
+        assert_eq!(
+            followed.entries, fresh.entries,
+            "round {round}: the record and a walk disagree"
+        );
+        assert_eq!(followed.patch, fresh.patch, "round {round}");
+    }
+    // And an unchanged sandbox stays unchanged, look after look.
+    let a = sb.diff().unwrap();
+    assert_eq!(a, sb.diff().unwrap());
+}
+
+#[test]
+fn checkpoints_over_the_record_restore_exactly() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    let n = 40;
+    let (root, _plans, sb, tree) = setup(btrfs.path(), n);
+    let cm = CheckpointManager::new(&root);
+    let mut rng = Rng::new("btrfs record checkpoints");
+    let mut taken = Vec::new();
+    for _ in 0..8 {
+        for _ in 0..=rng.below(5) {
+            edit(&tree, &mut rng, n);
+        }
+        let c = cm
+            .create_checkpoint(&sb, "p", "post_execute", Default::default())
+            .unwrap();
+        taken.push((c, files_view(&tree)));
+    }
+    for _ in 0..8 {
+        let (c, want) = &taken[rng.below(taken.len() as u64) as usize];
+        edit(&tree, &mut rng, n);
+        assert!(cm.rollback_to(c).unwrap());
+        let now = files_view(&tree);
+        let differ: Vec<String> = now
+            .keys()
+            .chain(want.keys())
+            .filter(|k| now.get(*k) != want.get(*k))
+            .map(|k| {
+                format!(
+                    "{}: {:?} / {:?}",
+                    String::from_utf8_lossy(k),
+                    now.get(k),
+                    want.get(k)
+                )
+            })
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "rollback to {}: {differ:#?}",
+            c.checkpoint_id
+        );
+    }
+}
+
+#[test]
+fn a_nested_subvolume_makes_the_sandbox_walk() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    let (root, _plans, sb, tree) = setup(btrfs.path(), 10);
+    assert!(sb.diff().unwrap().entries.is_empty());
+    // Writes inside a nested subvolume are in another tree, which the record does not
+    // search: the sandbox must see them all the same.
+    let ok = std::process::Command::new("btrfs")
+        .args(["subvolume", "create"])
+        .arg(tree.join("nested"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: the btrfs tool is not available");
+        return;
+    }
+    assert_eq!(sb.diff().unwrap().entries.len(), 0);
+    fs::write(tree.join("nested/a.txt"), "a\n").unwrap();
+    let d = sb.diff().unwrap();
+    assert_eq!(d.entries.len(), 1);
+    fs::write(tree.join("nested/a.txt"), "ab\n").unwrap();
+    assert_eq!(sb.diff().unwrap().entries, walked(&root).entries);
+    assert_eq!(
+        sb.diff().unwrap().entries[0].after.as_deref(),
+        Some(&b"ab\n"[..])
+    );
+    fs::remove_dir_all(tree.join("nested")).unwrap();
+}
