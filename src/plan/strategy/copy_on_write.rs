@@ -14,7 +14,7 @@
 //! same original share. A plan's first create costs two copies of the selected files
 //! (reflinks where the filesystem has them), its later ones one; diff costs one `lstat` per
 //! file plus reading what changed — or, where `tree/` is a Btrfs subvolume with a change
-//! record (`tree/` a subvolume: [`crate::fs::btrfs`]), what changed alone; commit costs what
+//! record ([`crate::fs::btrfs`]), what changed alone; commit costs what
 //! changed.
 
 use std::path::{Path, PathBuf};
