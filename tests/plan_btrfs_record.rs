@@ -134,9 +134,16 @@ fn files_view(t: &Path) -> common::ModeView {
 
 /// The sandbox `r` of plan `p` as a fresh handle sees it: its first diff walks.
 fn walked(root: &Path) -> patchbox::plan::SandboxDiff {
+    walked_of(root, "r")
+}
+
+/// The sandbox `resource` of plan `p` as a fresh handle sees it.
+fn walked_of(root: &Path, resource: &str) -> patchbox::plan::SandboxDiff {
     let plans = PlanManager::open(root).unwrap();
     plans.set_cleanup_on_drop(false);
-    let sb = plans.get_sandbox("p", "r").expect("the sandbox is there");
+    let sb = plans
+        .get_sandbox("p", resource)
+        .expect("the sandbox is there");
     sb.diff().unwrap()
 }
 
@@ -257,4 +264,99 @@ fn a_nested_subvolume_makes_the_sandbox_walk() {
         Some(&b"ab\n"[..])
     );
     fs::remove_dir_all(tree.join("nested")).unwrap();
+}
+
+/// A git project on Btrfs: the project's shared layer is a subvolume, and a
+/// `copy_on_write` sandbox is a snapshot of it with the project's own changes laid over.
+#[test]
+fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    // Small projects get a shared layer too (as the shared_lower tests do).
+    std::env::set_var("PATCHBOX_SHARED_LOWER_MIN", "1");
+    let project = project(btrfs.path(), 50);
+    write(&project, "dir/link-target.txt", b"t\n");
+    std::os::unix::fs::symlink("link-target.txt", project.join("dir/link")).unwrap();
+    common::git_init(&project);
+    common::git_commit_all(&project);
+    // The project as the user left it: edited, deleted, added, a file where a directory
+    // was, and a directory where a file was.
+    fs::write(project.join("d0/s0/f0.txt"), "user edit\n").unwrap();
+    fs::remove_file(project.join("d1/s1/f1.txt")).unwrap();
+    write(&project, "untracked/new.txt", b"new\n");
+    fs::remove_dir_all(project.join("d2/s2")).unwrap();
+    fs::write(project.join("d2/s2"), "now a file\n").unwrap();
+    fs::remove_file(project.join("d3/s0/f3.txt")).unwrap();
+    write(&project, "d3/s0/f3.txt/inside.txt", b"now a directory\n");
+
+    let root = btrfs.path().join("plans");
+    let plans = PlanManager::open(&root).unwrap();
+    for resource in ["r", "r2"] {
+        let sb = plans
+            .get_or_create_sandbox("p", resource, &project, Strategy::CopyOnWrite)
+            .unwrap();
+        let tree = sb.get_path(Path::new("")).unwrap();
+        assert_eq!(
+            fs::metadata(&tree).unwrap().ino(),
+            256,
+            "tree/ is a subvolume"
+        );
+        // A snapshot: it has a parent subvolume (the layer).
+        if let Ok(o) = std::process::Command::new("btrfs")
+            .args(["subvolume", "show"])
+            .arg(&tree)
+            .output()
+        {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let parent = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("Parent UUID:"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string());
+            assert!(
+                parent.as_deref().is_some_and(|p| p != "-"),
+                "{resource}: tree/ is a snapshot: {text}"
+            );
+        }
+        let mut want = files_view(&project);
+        want.retain(|k, _| !k.starts_with(b".git"));
+        assert_eq!(
+            files_view(&tree),
+            want,
+            "{resource}: the sandbox is the project"
+        );
+        assert!(
+            sb.diff().unwrap().entries.is_empty(),
+            "{resource}: no change yet"
+        );
+    }
+    // The layer is a subvolume (what the sandboxes were snapshots of).
+    let layers: Vec<PathBuf> = walkdir::WalkDir::new(root.join("lowers"))
+        .max_depth(3)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() == "tree")
+        .map(|e| e.path().to_path_buf())
+        .collect();
+    assert!(!layers.is_empty(), "the project has a shared layer");
+    assert!(layers.iter().all(|l| fs::metadata(l).unwrap().ino() == 256));
+
+    // Work in the sandbox reaches the project through the commit, and only that work.
+    let sb = plans.get_sandbox("p", "r").unwrap();
+    let tree = sb.get_path(Path::new("")).unwrap();
+    fs::write(tree.join("d4/s1/f4.txt"), "sandbox edit\n").unwrap();
+    fs::remove_file(tree.join("untracked/new.txt")).unwrap();
+    let d = sb.diff().unwrap();
+    assert_eq!(d.entries, walked_of(&root, "r").entries);
+    assert_eq!(d.entries.len(), 2);
+    sb.commit(None).unwrap();
+    assert_eq!(
+        fs::read_to_string(project.join("d4/s1/f4.txt")).unwrap(),
+        "sandbox edit\n"
+    );
+    assert!(!project.join("untracked/new.txt").exists());
+    assert_eq!(
+        fs::read_to_string(project.join("d0/s0/f0.txt")).unwrap(),
+        "user edit\n"
+    );
 }

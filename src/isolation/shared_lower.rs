@@ -303,7 +303,12 @@ pub fn make(
     state_dir::create_dir_new(&tmp)?;
     let made = (|| -> Result<()> {
         let tree = tmp.child(&RelPath::new(TREE_DIR)?);
-        state_dir::create_dir_new(&tree)?;
+        // On Btrfs (as root) a subvolume: a plan's copy of the layer is then a snapshot.
+        let sub = crate::fs::btrfs::create_subvolume_in(tmp.as_path(), TREE_DIR.as_ref())
+            .map_err(|e| Error::io("create subvolume", tree.as_path(), e))?;
+        if !sub {
+            state_dir::create_dir_new(&tree)?;
+        }
         let manifest = fill(&tree)?;
         let m = tmp.child(&RelPath::new(MANIFEST_FILE)?);
         state_dir::write_atomic(&m, &manifest.encode())

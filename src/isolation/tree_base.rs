@@ -151,6 +151,95 @@ pub fn copy_into(base: &TreeBase, dst: &StatePath, marker: &StatePath) -> Result
     manifest_of(&base.nodes, &keys, marker)
 }
 
+/// [`copy_to`] without copying the shared layer: `dst` is made a Btrfs snapshot of the layer
+/// a layered base stacks (a copy of any size in one transaction), then the layer's files the
+/// base does not hold are removed and the base's own files copied over them. `Ok(None)`
+/// when that cannot be done here (the base is not layered, the layer is not a subvolume on
+/// Btrfs, or this process is not root): nothing was made, and the caller copies.
+///
+/// The manifest holds the snapshot's own stat data for the layer's files (a snapshot keeps
+/// inode numbers and times), so a diff trusts them as it trusts copied ones.
+pub fn copy_by_snapshot(
+    base: &TreeBase,
+    dst: &StatePath,
+    marker: &StatePath,
+) -> Result<Option<Manifest>> {
+    let Some(under) = &base.under else {
+        return Ok(None);
+    };
+    let (Some(parent), Some(name)) = (dst.as_path().parent(), dst.as_path().file_name()) else {
+        return Ok(None);
+    };
+    let made = crate::fs::btrfs::snapshot_of(under, parent, name)
+        .map_err(|e| crate::Error::io("snapshot the shared layer", dst.as_path(), e))?;
+    if !made {
+        return Ok(None);
+    }
+    // The base's own files: the few that differ from the layer (its whiteouts are neither
+    // files nor symlinks, so the listing leaves them out).
+    let top: std::collections::HashSet<Vec<u8>> = snapshot::list_tree(&base.dir)?
+        .into_iter()
+        .map(|(n, _)| n.rel.as_bytes().to_vec())
+        .collect();
+    let listed = snapshot::list_tree(dst.as_path())?;
+    let mut keys: Vec<Option<StatKey>> = vec![None; base.nodes.len()];
+    let mut from_top: Vec<usize> = Vec::new();
+    let mut missing: Vec<usize> = Vec::new();
+    let mut li = 0usize;
+    for (i, n) in base.nodes.iter().enumerate() {
+        let rel = n.rel.as_bytes();
+        // The layer's files before this node that the base does not hold go.
+        while let Some((l, _)) = listed.get(li) {
+            if l.rel.as_bytes() >= rel {
+                break;
+            }
+            state_dir::remove_file(&dst.child(&l.rel))?;
+            li += 1;
+        }
+        let in_layer = listed
+            .get(li)
+            .filter(|(l, _)| l.rel.as_bytes() == rel)
+            .map(|(l, k)| (l.kind, *k));
+        if in_layer.is_some() {
+            li += 1;
+        }
+        if top.contains(rel) {
+            if in_layer.is_some() {
+                state_dir::remove_file(&dst.child(&n.rel))?;
+            }
+            from_top.push(i);
+        } else {
+            match in_layer {
+                Some((kind, k)) if kind == n.kind => keys[i] = Some(k),
+                // Not in the layer as the base lists it: copied from the layer's file.
+                Some(_) => {
+                    state_dir::remove_file(&dst.child(&n.rel))?;
+                    missing.push(i);
+                }
+                None => missing.push(i),
+            }
+        }
+    }
+    for (l, _) in &listed[li..] {
+        state_dir::remove_file(&dst.child(&l.rel))?;
+    }
+    // A directory of the layer where the base has a file is cleared first.
+    for &i in from_top.iter().chain(&missing) {
+        let p = dst.child(&base.nodes[i].rel);
+        if std::fs::symlink_metadata(p.as_path()).is_ok_and(|m| m.is_dir()) {
+            state_dir::remove_tree(&p)?;
+        }
+    }
+    for (src, idx) in [(&base.dir, &from_top), (under, &missing)] {
+        let nodes: Vec<&Node> = idx.iter().map(|&i| &base.nodes[i]).collect();
+        let copied = snapshot::copy_tree(src, &nodes, dst, None, None)?;
+        for (&i, k) in idx.iter().zip(copied.keys) {
+            keys[i] = k;
+        }
+    }
+    manifest_of(&base.nodes, &keys, marker).map(Some)
+}
+
 /// The manifest of a copy of `nodes` whose stat keys are `keys` (`None`: not copied), with
 /// a clock stamp taken after the newest of them.
 pub fn manifest_of(

@@ -19,6 +19,7 @@ const fn ioc(dir: u64, nr: u64, size: u64) -> u64 {
 const WRITE: u64 = 1;
 const READ_WRITE: u64 = 3;
 const SUBVOL_CREATE: u64 = ioc(WRITE, 14, 4096);
+const SNAP_CREATE_V2: u64 = ioc(WRITE, 23, 4096);
 const TREE_SEARCH_V2: u64 = ioc(READ_WRITE, 17, 112);
 const INO_LOOKUP: u64 = ioc(READ_WRITE, 18, 4096);
 
@@ -209,6 +210,39 @@ pub fn create_subvolume(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     Ok(())
 }
 
+/// `struct btrfs_ioctl_vol_args_v2`.
+#[repr(C)]
+struct VolArgsV2 {
+    fd: i64,
+    transid: u64,
+    flags: u64,
+    unused: [u64; 4],
+    name: [u8; 4040],
+}
+
+/// Makes `name` in directory `dir` a writable snapshot of the subvolume whose root is
+/// `source`: every file shared with it until one side writes.
+pub fn snapshot(source: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= 4040 || bytes.contains(&b'/') || bytes.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut args = Box::new(VolArgsV2 {
+        fd: i64::from(source.as_raw_fd()),
+        transid: 0,
+        flags: 0,
+        unused: [0; 4],
+        name: [0; 4040],
+    });
+    args.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `args` is a live `btrfs_ioctl_vol_args_v2` with a NUL-terminated name.
+    let r = unsafe { libc::ioctl(dir.as_raw_fd(), SNAP_CREATE_V2 as _, &mut *args) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The little-endian `u64` at `at` of `b` (0 past its end: callers check lengths first).
 pub fn le64(b: &[u8], at: usize) -> u64 {
     b.get(at..at + 8)
@@ -241,6 +275,8 @@ mod tests {
     fn ioctl_numbers_match_the_kernel_headers() {
         // The values `linux/btrfs.h` produces on x86-64 and aarch64.
         assert_eq!(SUBVOL_CREATE, 0x5000_940e);
+        assert_eq!(SNAP_CREATE_V2, 0x5000_9417);
+        assert_eq!(std::mem::size_of::<VolArgsV2>(), 4096);
         assert_eq!(TREE_SEARCH_V2, 0xc070_9411);
         assert_eq!(INO_LOOKUP, 0xd000_9412);
         assert_eq!(std::mem::size_of::<SearchKey>(), 104);

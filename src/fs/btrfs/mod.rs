@@ -67,14 +67,38 @@ pub struct Tracker {
 }
 
 /// Creates directory `name` in `dir` as a Btrfs subvolume, so that a [`Tracker`] can follow
-/// it. `Ok(false)`: not Btrfs (or the kernel refused), nothing was created, and the caller
-/// makes a plain directory.
+/// it and [`snapshot_of`] can copy it at once. `Ok(false)`: not Btrfs, not root (only root
+/// may search a subvolume's tree, and remove one that is not empty), or the kernel refused;
+/// nothing was created, and the caller makes a plain directory.
 pub fn create_subvolume_in(dir: &Path, name: &std::ffi::OsStr) -> io::Result<bool> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(false);
+    }
     let d = File::open(dir)?;
     if !is_btrfs(&d) {
         return Ok(false);
     }
     match ioctl::create_subvolume(d.as_fd(), name) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Makes `name` in `dir` a writable snapshot of `source`, when `source` is a subvolume's root
+/// on Btrfs and this process is root; `Ok(false)` (nothing made) otherwise. The snapshot
+/// shares every file with `source` until one of them is written: a copy of any size in one
+/// transaction.
+pub fn snapshot_of(source: &Path, dir: &Path, name: &std::ffi::OsStr) -> io::Result<bool> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(false);
+    }
+    let src = File::open(source)?;
+    if !is_btrfs(&src) || rustix::fs::fstat(&src)?.st_ino != SUBVOLUME_ROOT_INO {
+        return Ok(false);
+    }
+    let d = File::open(dir)?;
+    match ioctl::snapshot(src.as_fd(), d.as_fd(), name) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
         Err(_) => Ok(false),

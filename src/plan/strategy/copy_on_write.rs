@@ -299,7 +299,9 @@ impl CopyOnWrite {
     ) -> Result<StatePath, crate::Error> {
         let tree_p = dir.join(Path::new(TREE))?;
         let marker = dir.join(Path::new(".clock"))?;
-        let manifest = if change_record::make_subvolume(dir.path(), TREE)? {
+        let manifest = if let Some(m) = tree_base::copy_by_snapshot(base, &tree_p, &marker)? {
+            m
+        } else if change_record::make_subvolume(dir.path(), TREE)? {
             tree_base::copy_into(base, &tree_p, &marker)?
         } else {
             tree_base::copy_to(base, &tree_p, &marker)?

@@ -14,7 +14,7 @@ use crate::tree::diff::{self, BaseSource, Change, Manifest};
 use crate::tree::snapshot::{self, Node, StatKey};
 
 use crate::isolation::tree_base::manifest_of;
-pub use crate::isolation::tree_base::{copy_into, copy_to, load, take, TreeBase};
+pub use crate::isolation::tree_base::{copy_by_snapshot, copy_into, copy_to, load, take, TreeBase};
 
 /// The ignore rules for new paths of a sandbox rooted at `tree` whose original is
 /// `original`: a build's output in the sandbox is not part of its changes.
