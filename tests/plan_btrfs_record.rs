@@ -147,6 +147,25 @@ fn walked_of(root: &Path, resource: &str) -> patchbox::plan::SandboxDiff {
     sb.diff().unwrap()
 }
 
+/// Whether the subvolume at `p` is a snapshot of another (`btrfs subvolume show` names a
+/// parent); `None` without the `btrfs` tool.
+fn is_snapshot(p: &Path) -> Option<bool> {
+    let o = std::process::Command::new("btrfs")
+        .args(["subvolume", "show"])
+        .arg(p)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let parent = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Parent UUID:"))?
+        .split(':')
+        .nth(1)?
+        .trim()
+        .to_string();
+    Some(parent != "-")
+}
+
 fn setup(fs_root: &Path, n: usize) -> (PathBuf, PlanManager, Arc<dyn Sandbox>, PathBuf) {
     let project = project(fs_root, n);
     let root = fs_root.join("plans");
@@ -161,6 +180,8 @@ fn setup(fs_root: &Path, n: usize) -> (PathBuf, PlanManager, Arc<dyn Sandbox>, P
         256,
         "tree/ is a subvolume"
     );
+    // A snapshot of the plan's own snapshot of the project, not a copy.
+    assert_ne!(is_snapshot(&tree), Some(false), "tree/ is a snapshot");
     (root, plans, sb, tree)
 }
 
@@ -303,21 +324,11 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
             "tree/ is a subvolume"
         );
         // A snapshot: it has a parent subvolume (the layer).
-        if let Ok(o) = std::process::Command::new("btrfs")
-            .args(["subvolume", "show"])
-            .arg(&tree)
-            .output()
-        {
-            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-            let parent = text
-                .lines()
-                .find(|l| l.trim_start().starts_with("Parent UUID:"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string());
-            assert!(
-                parent.as_deref().is_some_and(|p| p != "-"),
-                "{resource}: tree/ is a snapshot: {text}"
-            );
-        }
+        assert_ne!(
+            is_snapshot(&tree),
+            Some(false),
+            "{resource}: tree/ is a snapshot"
+        );
         let mut want = files_view(&project);
         want.retain(|k, _| !k.starts_with(b".git"));
         assert_eq!(

@@ -217,10 +217,23 @@ pub fn take(
         .collect();
     let layered =
         git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
-    state_dir::create_dir_new(dst)?;
     if !layered {
+        // On Btrfs (as root) a subvolume: a plan's copy of this base is then a snapshot.
+        let (Some(parent), Some(name)) = (dst.as_path().parent(), dst.as_path().file_name()) else {
+            return Err(crate::Error::io(
+                "create directory",
+                dst.as_path(),
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            ));
+        };
+        let sub = crate::fs::btrfs::create_subvolume_in(parent, name)
+            .map_err(|e| crate::Error::io("create subvolume", dst.as_path(), e))?;
+        if !sub {
+            state_dir::create_dir_new(dst)?;
+        }
         return Ok((copy_whole(original, nodes, dst)?, None, git));
     }
+    state_dir::create_dir_new(dst)?;
     let layer = match reusable(root, original, &nodes, &srcs, &blobs)? {
         Some(l) => l,
         None => {

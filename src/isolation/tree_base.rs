@@ -151,11 +151,12 @@ pub fn copy_into(base: &TreeBase, dst: &StatePath, marker: &StatePath) -> Result
     manifest_of(&base.nodes, &keys, marker)
 }
 
-/// [`copy_to`] without copying the shared layer: `dst` is made a Btrfs snapshot of the layer
-/// a layered base stacks (a copy of any size in one transaction), then the layer's files the
-/// base does not hold are removed and the base's own files copied over them. `Ok(None)`
-/// when that cannot be done here (the base is not layered, the layer is not a subvolume on
-/// Btrfs, or this process is not root): nothing was made, and the caller copies.
+/// [`copy_to`] without copying: `dst` is made a Btrfs snapshot (a copy of any size in one
+/// transaction) of the base's directory, or of the shared layer a layered base stacks, in
+/// which case the layer's files the base does not hold are removed and the base's own files
+/// copied over them. `Ok(None)` when that cannot be done here (that directory is not a
+/// subvolume on Btrfs, or this process is not root): nothing was made, and the caller
+/// copies.
 ///
 /// The manifest holds the snapshot's own stat data for the layer's files (a snapshot keeps
 /// inode numbers and times), so a diff trusts them as it trusts copied ones.
@@ -164,23 +165,24 @@ pub fn copy_by_snapshot(
     dst: &StatePath,
     marker: &StatePath,
 ) -> Result<Option<Manifest>> {
-    let Some(under) = &base.under else {
-        return Ok(None);
-    };
+    let source = base.under.as_ref().unwrap_or(&base.dir);
     let (Some(parent), Some(name)) = (dst.as_path().parent(), dst.as_path().file_name()) else {
         return Ok(None);
     };
-    let made = crate::fs::btrfs::snapshot_of(under, parent, name)
+    let made = crate::fs::btrfs::snapshot_of(source, parent, name)
         .map_err(|e| crate::Error::io("snapshot the shared layer", dst.as_path(), e))?;
     if !made {
         return Ok(None);
     }
-    // The base's own files: the few that differ from the layer (its whiteouts are neither
-    // files nor symlinks, so the listing leaves them out).
-    let top: std::collections::HashSet<Vec<u8>> = snapshot::list_tree(&base.dir)?
-        .into_iter()
-        .map(|(n, _)| n.rel.as_bytes().to_vec())
-        .collect();
+    // A layered base's own files: the few that differ from the layer (its whiteouts are
+    // neither files nor symlinks, so the listing leaves them out).
+    let top: std::collections::HashSet<Vec<u8>> = match &base.under {
+        Some(_) => snapshot::list_tree(&base.dir)?
+            .into_iter()
+            .map(|(n, _)| n.rel.as_bytes().to_vec())
+            .collect(),
+        None => Default::default(),
+    };
     let listed = snapshot::list_tree(dst.as_path())?;
     let mut keys: Vec<Option<StatKey>> = vec![None; base.nodes.len()];
     let mut from_top: Vec<usize> = Vec::new();
@@ -230,7 +232,7 @@ pub fn copy_by_snapshot(
             state_dir::remove_tree(&p)?;
         }
     }
-    for (src, idx) in [(&base.dir, &from_top), (under, &missing)] {
+    for (src, idx) in [(&base.dir, &from_top), (source, &missing)] {
         let nodes: Vec<&Node> = idx.iter().map(|&i| &base.nodes[i]).collect();
         let copied = snapshot::copy_tree(src, &nodes, dst, None, None)?;
         for (&i, k) in idx.iter().zip(copied.keys) {
