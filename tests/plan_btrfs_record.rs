@@ -371,3 +371,26 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
         "user edit\n"
     );
 }
+
+/// The sandbox's whole tree removed and made again by the agent: the record of the old
+/// subvolume says nothing of the new directory, which is walked.
+#[test]
+fn a_tree_replaced_wholesale_is_walked() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    let (root, _plans, sb, tree) = setup(btrfs.path(), 12);
+    assert!(sb.diff().unwrap().entries.is_empty());
+    fs::write(tree.join("d0/s0/f0.txt"), "edited\n").unwrap();
+    assert_eq!(sb.diff().unwrap().entries.len(), 1);
+    fs::remove_dir_all(&tree).unwrap();
+    fs::create_dir(&tree).unwrap();
+    write(&tree, "only.txt", b"alone\n");
+    let d = sb.diff().unwrap();
+    assert_eq!(d.entries, walked(&root).entries);
+    // Every file of the project is gone but one, which is new.
+    assert_eq!(d.entries.len(), 13);
+    write(&tree, "d0/s0/f0.txt", b"file 0\n");
+    assert_eq!(sb.diff().unwrap().entries, walked(&root).entries);
+    assert_eq!(sb.diff().unwrap().entries.len(), 12);
+}

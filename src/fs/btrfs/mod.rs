@@ -139,6 +139,15 @@ impl Tracker {
         &self.path
     }
 
+    /// Whether [`Tracker::path`] still names the subvolume this tracker follows (not one
+    /// made in its place after it was removed or moved away).
+    pub fn still_at_path(&self) -> bool {
+        match (rustix::fs::fstat(&self.root), rustix::fs::stat(&self.path)) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        }
+    }
+
     /// Commits what was written in the filesystem so far (`syncfs`), then returns the
     /// subvolume's generation: every later write, and every write this commit did not
     /// include, carries a greater transaction id, so [`Tracker::changed_since`] of the

@@ -40,6 +40,10 @@ impl ChangeRecord {
         tree: &Path,
         with: impl FnOnce(&[(Node, StatKey)]) -> crate::Result<T>,
     ) -> crate::Result<T> {
+        // The sandbox's tree replaced wholesale: follow the new one.
+        if matches!(self, ChangeRecord::Tracked(t, _) if !t.still_at_path()) {
+            *self = ChangeRecord::Unknown;
+        }
         if matches!(self, ChangeRecord::Unknown) {
             *self = match Tracker::open(tree) {
                 Some(t) => ChangeRecord::Tracked(t, None),
