@@ -394,3 +394,32 @@ fn a_tree_replaced_wholesale_is_walked() {
     assert_eq!(sb.diff().unwrap().entries, walked(&root).entries);
     assert_eq!(sb.diff().unwrap().entries.len(), 12);
 }
+
+/// A filesystem mounted inside the sandbox: its writes are in no Btrfs tree, so the sandbox
+/// walks while it is there.
+#[test]
+fn a_mount_inside_makes_the_sandbox_walk() {
+    let Some(btrfs) = common::btrfs::mount() else {
+        return;
+    };
+    let (root, _plans, sb, tree) = setup(btrfs.path(), 8);
+    assert!(sb.diff().unwrap().entries.is_empty());
+    let m = tree.join("mnt");
+    fs::create_dir(&m).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "none"])
+        .arg(&m)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: tmpfs cannot be mounted here");
+        return;
+    }
+    assert!(sb.diff().unwrap().entries.is_empty());
+    fs::write(m.join("inside.txt"), "on tmpfs\n").unwrap();
+    let d = sb.diff().unwrap();
+    let _ = std::process::Command::new("umount").arg(&m).status();
+    assert_eq!(d.entries.len(), 1, "{:?}", d.entries);
+    assert_eq!(d.entries[0].path, "mnt/inside.txt");
+    assert!(walked(&root).entries.is_empty(), "unmounted: nothing left");
+}

@@ -189,15 +189,17 @@ fn children<'a>(
     files: &'a [(Node, StatKey)],
     dir: &'a [u8],
 ) -> impl Iterator<Item = &'a (Node, StatKey)> + 'a {
-    let start = if dir.is_empty() {
-        0
+    // `dir/` (empty at the root): every path below `dir` starts with it, and they sort
+    // together from the first one not less than it.
+    let prefix = if dir.is_empty() {
+        Vec::new()
     } else {
-        let lo = join(dir, b"");
-        files.partition_point(|(n, _)| n.rel.as_bytes() < lo.as_slice())
+        join(dir, b"")
     };
+    let start = files.partition_point(|(n, _)| n.rel.as_bytes() < prefix.as_slice());
     files[start..]
         .iter()
-        .take_while(move |(n, _)| dir.is_empty() || n.rel.as_bytes().starts_with(&join(dir, b"")))
+        .take_while(move |(n, _)| n.rel.as_bytes().starts_with(&prefix))
         .filter(move |(n, _)| child_name(dir, n.rel.as_bytes()).is_some())
 }
 

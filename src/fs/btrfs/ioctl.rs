@@ -193,15 +193,11 @@ struct VolArgs {
 
 /// Creates the subvolume `name` in directory `dir`.
 pub fn create_subvolume(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= 4088 || bytes.contains(&b'/') || bytes.contains(&0) {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
     let mut args = Box::new(VolArgs {
         fd: 0,
         name: [0; 4088],
     });
-    args.name[..bytes.len()].copy_from_slice(bytes);
+    put_name(&mut args.name, name)?;
     // SAFETY: `args` is a live `btrfs_ioctl_vol_args` with a NUL-terminated name.
     let r = unsafe { libc::ioctl(dir.as_raw_fd(), SUBVOL_CREATE as _, &mut *args) };
     if r < 0 {
@@ -223,10 +219,6 @@ struct VolArgsV2 {
 /// Makes `name` in directory `dir` a writable snapshot of the subvolume whose root is
 /// `source`: every file shared with it until one side writes.
 pub fn snapshot(source: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= 4040 || bytes.contains(&b'/') || bytes.contains(&0) {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
     let mut args = Box::new(VolArgsV2 {
         fd: i64::from(source.as_raw_fd()),
         transid: 0,
@@ -234,12 +226,24 @@ pub fn snapshot(source: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &OsStr) -> io
         unused: [0; 4],
         name: [0; 4040],
     });
-    args.name[..bytes.len()].copy_from_slice(bytes);
+    put_name(&mut args.name, name)?;
     // SAFETY: `args` is a live `btrfs_ioctl_vol_args_v2` with a NUL-terminated name.
     let r = unsafe { libc::ioctl(dir.as_raw_fd(), SNAP_CREATE_V2 as _, &mut *args) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// Writes `name`, NUL-terminated, into a volume ioctl's name field; refuses what is no single
+/// path component or does not fit.
+fn put_name(field: &mut [u8], name: &OsStr) -> io::Result<()> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= field.len() || bytes.contains(&b'/') || bytes.contains(&0)
+    {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    field[..bytes.len()].copy_from_slice(bytes);
     Ok(())
 }
 
@@ -282,6 +286,16 @@ mod tests {
         assert_eq!(std::mem::size_of::<SearchKey>(), 104);
         assert_eq!(std::mem::size_of::<InoLookup>(), 4096);
         assert_eq!(std::mem::size_of::<VolArgs>(), 4096);
+    }
+
+    #[test]
+    fn names_are_single_components_that_fit() {
+        let mut f = [0u8; 8];
+        assert!(put_name(&mut f, OsStr::new("tree")).is_ok());
+        assert_eq!(&f[..5], b"tree\0");
+        for bad in ["", "a/b", "toolongname"] {
+            assert!(put_name(&mut [0u8; 8], OsStr::new(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

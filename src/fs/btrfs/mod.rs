@@ -161,28 +161,27 @@ impl Tracker {
     /// its own tree, which [`Tracker::changed_since`] does not search.
     pub fn has_nested(&self) -> io::Result<bool> {
         let mut found = false;
-        let k = |offset| Key {
-            objectid: self.tree_id,
-            kind: ROOT_REF,
-            offset,
-        };
-        ioctl::search(
-            self.root.as_fd(),
-            ROOT_TREE,
-            k(0),
-            k(u64::MAX),
-            0,
-            |_, _| found = true,
-        )?;
+        self.own_root_items(ROOT_REF, |_| found = true)?;
         Ok(found)
     }
 
     /// The generation of the subvolume's last committed change (its root item's).
     fn root_generation(&self) -> io::Result<Generation> {
         let mut g = None;
+        self.own_root_items(ROOT_ITEM, |item| {
+            if item.len() >= INODE_ITEM_SIZE + 8 {
+                g = Some(le64(item, INODE_ITEM_SIZE));
+            }
+        })?;
+        g.map(Generation)
+            .ok_or_else(|| io::Error::other("no root item for the subvolume"))
+    }
+
+    /// Every item of type `kind` the root tree keeps about this subvolume.
+    fn own_root_items(&self, kind: u8, mut each: impl FnMut(&[u8])) -> io::Result<()> {
         let k = |offset| Key {
             objectid: self.tree_id,
-            kind: ROOT_ITEM,
+            kind,
             offset,
         };
         ioctl::search(
@@ -191,14 +190,8 @@ impl Tracker {
             k(0),
             k(u64::MAX),
             0,
-            |_, item| {
-                if item.len() >= INODE_ITEM_SIZE + 8 {
-                    g = Some(le64(item, INODE_ITEM_SIZE));
-                }
-            },
-        )?;
-        g.map(Generation)
-            .ok_or_else(|| io::Error::other("no root item for the subvolume"))
+            |_, item| each(item),
+        )
     }
 
     /// The inodes written after `since` (`since` from [`Tracker::mark`]), committed by a

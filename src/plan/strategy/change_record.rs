@@ -104,44 +104,12 @@ fn refresh(
     Ok(Some((now, listing)))
 }
 
-/// Whether something is mounted below `tree` (`/proc/self/mountinfo`): writes there are
-/// on another filesystem.
+/// Whether something is mounted below `tree`: writes there are on another filesystem.
 fn mounted_below(tree: &Path) -> std::io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt;
-    let info = std::fs::read("/proc/self/mountinfo")?;
-    let mut prefix = tree.as_os_str().as_bytes().to_vec();
-    prefix.push(b'/');
-    Ok(info.split(|&b| b == b'\n').any(|line| {
-        // The fifth field is the mount point, octal-escaped.
-        line.split(|&b| b == b' ')
-            .nth(4)
-            .is_some_and(|m| unescape(m).starts_with(&prefix))
-    }))
-}
-
-/// A mountinfo field with its `\ooo` escapes decoded.
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let oct = field
-            .get(i + 1..i + 4)
-            .filter(|o| o.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (field[i], oct) {
-            (b'\\', Some(o)) => {
-                out.push(
-                    o.iter()
-                        .fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')),
-                );
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
+    let resolved = std::fs::canonicalize(tree)?;
+    crate::fs::overlay::mountinfo::mounts_below(&resolved)
+        .map(|m| !m.is_empty())
+        .map_err(std::io::Error::other)
 }
 
 fn walk(tree: &Path) -> std::io::Result<Listing> {
@@ -158,13 +126,6 @@ pub(super) fn make_subvolume(dir: &Path, name: &str) -> crate::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_fields_are_unescaped() {
-        assert_eq!(unescape(br"/a\040b/c"), b"/a b/c".to_vec());
-        assert_eq!(unescape(br"/x\134y"), b"/x\\y".to_vec());
-        assert_eq!(unescape(br"/plain\09"), br"/plain\09".to_vec());
-    }
 
     #[test]
     fn nothing_is_mounted_below_a_fresh_directory() {
