@@ -28,7 +28,12 @@ impl SandboxManager {
     /// use patchbox::{Options, SandboxManager};
     /// let project = tempfile::tempdir().unwrap();
     /// let root = tempfile::tempdir().unwrap();
-    /// let opts = Options { root: Some(root.path().to_path_buf()), ..Options::default() };
+    /// // No start-up recovery thread: it could clean the session first, once let go.
+    /// let opts = Options {
+    ///     root: Some(root.path().to_path_buf()),
+    ///     no_prune_on_start: true,
+    ///     ..Options::default()
+    /// };
     /// let mgr = SandboxManager::with_options(project.path(), opts).unwrap();
     /// let session = mgr.session_id().to_string();
     /// mgr.leave_cleanup_to_reaper();
