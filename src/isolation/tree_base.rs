@@ -225,6 +225,9 @@ pub fn copy_by_snapshot(
     for (l, _) in &listed[li..] {
         state_dir::remove_file(&dst.child(&l.rel))?;
     }
+    // Its keys are taken: the listing goes before the manifest is built beside the keys.
+    drop(listed);
+    drop(top);
     // A directory of the layer where the base has a file is cleared first.
     for &i in from_top.iter().chain(&missing) {
         let p = dst.child(&base.nodes[i].rel);
