@@ -194,11 +194,11 @@ impl Tracker {
         )
     }
 
-    /// The inodes written after `since` (`since` from [`Tracker::mark`]), committed by a
-    /// `syncfs` first so that none is still only in memory. Answers after the commit:
-    /// a write racing the call may or may not be in the answer, and is in the next one.
+    /// The inodes written after `since` (an earlier [`Tracker::mark`]) that the tree holds:
+    /// call it right after a new mark, whose `syncfs` put every write made before it into
+    /// the tree. A write racing the call may or may not be in the answer; it is in the
+    /// answer from the new mark.
     pub fn changed_since(&self, since: Generation) -> io::Result<Vec<Changed>> {
-        rustix::fs::syncfs(&self.root).map_err(io::Error::from)?;
         let fd = self.root.as_fd();
         let after = since.0;
         // ino → is a directory (None: seen by its extents only, so not a directory).
