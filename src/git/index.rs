@@ -246,13 +246,43 @@ fn parse_index(data: &[u8]) -> std::result::Result<Vec<IndexEntry>, String> {
     let count = be32(data, 8)? as usize;
     let body_end = data.len() - 20;
     let trailer = &data[body_end..];
-    if trailer.iter().any(|&b| b != 0) {
-        let digest = Sha1::digest(&data[..body_end]);
-        if digest.as_slice() != trailer {
-            return Err("index checksum mismatch (file is corrupt)".into());
-        }
-    }
     let body = &data[..body_end];
+    let verified = |digest: &[u8]| {
+        if digest != trailer {
+            return Err("index checksum mismatch (file is corrupt)".to_string());
+        }
+        Ok(())
+    };
+    if trailer.iter().all(|&b| b == 0) {
+        return parse_entries(body, version, count);
+    }
+    if body.len() < PARALLEL_CHECKSUM_FROM {
+        verified(Sha1::digest(body).as_slice())?;
+        return parse_entries(body, version, count);
+    }
+    // The checksum of a large index (8 MB on the Linux tree) costs as much as its parse:
+    // both run at once, and nothing parsed is returned unless the checksum holds.
+    std::thread::scope(|s| {
+        let digest = s.spawn(|| Sha1::digest(body));
+        let parsed = parse_entries(body, version, count);
+        match digest.join() {
+            Ok(d) => verified(d.as_slice())?,
+            Err(_) => return Err("index checksum could not be computed".to_string()),
+        }
+        parsed
+    })
+}
+
+/// Index bodies from this size on (bytes) have their checksum computed on a second thread.
+const PARALLEL_CHECKSUM_FROM: usize = 1 << 20;
+
+/// The entries and extensions of an index `body` (the file without its trailer), whose
+/// header said `version` and `count`.
+fn parse_entries(
+    body: &[u8],
+    version: u32,
+    count: usize,
+) -> std::result::Result<Vec<IndexEntry>, String> {
     // 62 bytes is the smallest possible entry; don't trust `count` for the allocation.
     let mut entries = Vec::with_capacity(count.min(body.len() / 62 + 1));
     let mut pos = 12usize;

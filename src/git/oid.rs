@@ -280,7 +280,7 @@ pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
 }
 
 /// Decodes `2 * out.len()` hex digits of `hex` into `out`.
-fn decode_hex(hex: &[u8], out: &mut [u8]) -> Option<()> {
+pub(crate) fn decode_hex(hex: &[u8], out: &mut [u8]) -> Option<()> {
     let nib = |c: u8| -> Option<u8> {
         match c {
             b'0'..=b'9' => Some(c - b'0'),

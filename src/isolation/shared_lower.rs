@@ -57,7 +57,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
-use crate::git::oid::{push_hex, ObjectId, ObjectKind};
+use crate::git::oid::{decode_hex, push_hex, ObjectId, ObjectKind};
 
 /// The file, in a session directory, naming the shared lower layer stacked under its
 /// `.lower/` (an absolute path), when the session uses one. Written before anything is
@@ -141,17 +141,21 @@ impl Manifest {
             if rec.is_empty() {
                 continue;
             }
-            let mut parts = rec.splitn(5, |b| *b == b' ');
-            let executable = match parts.next()? {
-                b"x" => true,
-                b"-" => false,
+            // `x|- <40 hex> <secs> <nanos> <path>`: fixed fields first, parsed in place (the
+            // manifest of a large tree has ~100k records, read at every later create).
+            let executable = match rec.get(..2)? {
+                b"x " => true,
+                b"- " => false,
                 _ => return None,
             };
-            let oid = ObjectId::from_hex(std::str::from_utf8(parts.next()?).ok()?)?;
-            let num =
-                |p: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(p?).ok()?.parse().ok() };
-            let mtime = Timestamp::new(num(parts.next())?, num(parts.next())?);
-            let path = parts.next()?.to_vec();
+            let mut raw = [0u8; 20];
+            decode_hex(rec.get(2..42)?, &mut raw)?;
+            let oid = ObjectId::from_bytes(raw);
+            let rest = rec.get(42..)?.strip_prefix(b" ")?;
+            let (secs, rest) = split_int(rest)?;
+            let (nanos, path) = split_int(rest)?;
+            let mtime = Timestamp::new(secs, nanos);
+            let path = path.to_vec();
             if path.is_empty() {
                 return None;
             }
@@ -199,6 +203,34 @@ impl Manifest {
             .ok()
             .map(|i| &self.files[i])
     }
+}
+
+/// A decimal `i64` (an optional `-`, then digits) ended by a space, and what follows the
+/// space; `None` for anything else or an overflow.
+fn split_int(b: &[u8]) -> Option<(i64, &[u8])> {
+    let end = b.iter().position(|&c| c == b' ')?;
+    let (neg, digits) = match b[..end].strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, &b[..end]),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    // Negative values are accumulated as such, so `i64::MIN` reads back too.
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(c - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d)?
+        } else {
+            v.checked_add(d)?
+        };
+    }
+    Some((v, &b[end + 1..]))
 }
 
 /// A published shared layer, held (shared `flock` on its manifest) while this value lives.
@@ -545,6 +577,7 @@ mod tests {
             files: vec![
                 file(b"a b  c", true, 0, 0),
                 file(b"d/\xff\x01 e", false, -5, 999_999_999),
+                file(b"y", false, i64::MIN, 0),
                 file(b"z", false, i64::MAX, 1),
             ],
         };
@@ -572,6 +605,9 @@ mod tests {
             format!("- {}zz 1 2 p", &hex[..38]),
             format!("- {hex} x 2 p"),
             format!("- {hex} 1 2.5 p"),
+            format!("- {hex} - 2 p"),
+            format!("- {hex} 1 --2 p"),
+            format!("- {hex} 99999999999999999999 2 p"),
             format!("- {hex} 1 2 "),
             format!("- {hex} 1 2"),
             format!("- {hex}"),

@@ -286,17 +286,22 @@ fn is_branch_name(name: &str) -> bool {
 
 /// Removes every entry whose path is also a directory of another entry's path.
 fn drop_directory_clashes(entries: &mut Vec<TreeEntry>) {
-    let mut key = Vec::new();
+    // Every directory some entry lies in, each inserted once: deepest parent first, and once
+    // one is known all above it are too (linear in the entries, not a search per entry).
+    let mut dirs: std::collections::HashSet<&[u8]> =
+        std::collections::HashSet::with_capacity(entries.len() / 8);
+    for e in entries.iter() {
+        for (pos, _) in e.path.iter().enumerate().rev().filter(|(_, &b)| b == b'/') {
+            if !dirs.insert(&e.path[..pos]) {
+                break;
+            }
+        }
+    }
     let clash: Vec<bool> = entries
         .iter()
-        .map(|e| {
-            key.clear();
-            key.extend_from_slice(&e.path);
-            key.push(b'/');
-            let i = entries.partition_point(|x| x.path.as_slice() < key.as_slice());
-            entries.get(i).is_some_and(|x| x.path.starts_with(&key))
-        })
+        .map(|e| dirs.contains(e.path.as_slice()))
         .collect();
+    drop(dirs);
     let mut i = 0;
     entries.retain(|_| {
         i += 1;
