@@ -147,6 +147,20 @@ fn walked_of(root: &Path, resource: &str) -> patchbox::plan::SandboxDiff {
     sb.diff().unwrap()
 }
 
+/// The directories below `root`, `.git` left out.
+fn dirs_of(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_dir())
+        .map(|e| e.path().strip_prefix(root).unwrap().to_path_buf())
+        .collect();
+    v.sort();
+    v
+}
+
 /// Whether the subvolume at `p` is a snapshot of another (`btrfs subvolume show` names a
 /// parent); `None` without the `btrfs` tool.
 fn is_snapshot(p: &Path) -> Option<bool> {
@@ -336,6 +350,11 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
             want,
             "{resource}: the sandbox is the project"
         );
+        assert_eq!(
+            dirs_of(&tree),
+            dirs_of(&project),
+            "{resource}: the sandbox has the project's directories, no more"
+        );
         assert!(
             sb.diff().unwrap().entries.is_empty(),
             "{resource}: no change yet"
@@ -369,6 +388,23 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
     assert_eq!(
         fs::read_to_string(project.join("d0/s0/f0.txt")).unwrap(),
         "user edit\n"
+    );
+
+    // A whole directory the layer holds, gone from the project before a new plan: the new
+    // plan's sandbox, a snapshot of that layer, has no such directory either.
+    fs::remove_dir_all(project.join("d1/s0")).unwrap();
+    let sb = plans
+        .get_or_create_sandbox("p2", "r", &project, Strategy::CopyOnWrite)
+        .unwrap();
+    let tree = sb.get_path(Path::new("")).unwrap();
+    assert_ne!(is_snapshot(&tree), Some(false), "p2: tree/ is a snapshot");
+    let mut want = files_view(&project);
+    want.retain(|k, _| !k.starts_with(b".git"));
+    assert_eq!(files_view(&tree), want, "p2: the sandbox is the project");
+    assert_eq!(
+        dirs_of(&tree),
+        dirs_of(&project),
+        "p2: the sandbox has the project's directories, no more"
     );
 }
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::fs::state_dir::{self, StatePath};
+use crate::fs::RelPath;
 use crate::fs::Timestamp;
 use crate::git::repo::GitRepo;
 use crate::tree::diff::{self, BaseSource, Manifest};
@@ -187,6 +188,18 @@ pub fn copy_by_snapshot(
     let mut keys: Vec<Option<StatKey>> = vec![None; base.nodes.len()];
     let mut from_top: Vec<usize> = Vec::new();
     let mut missing: Vec<usize> = Vec::new();
+    // Directories of the layer's files that go: those left empty go too (a copy makes no
+    // directory without a file below it, and the view must be what a copy would be).
+    let mut emptied: std::collections::BTreeSet<RelPath> = Default::default();
+    let mut gone = |rel: &RelPath| {
+        let mut at = rel.parent();
+        while let Some(d) = at {
+            at = d.parent();
+            if !emptied.insert(d) {
+                break;
+            }
+        }
+    };
     let mut li = 0usize;
     for (i, n) in base.nodes.iter().enumerate() {
         let rel = n.rel.as_bytes();
@@ -196,6 +209,7 @@ pub fn copy_by_snapshot(
                 break;
             }
             state_dir::remove_file(&dst.child(&l.rel))?;
+            gone(&l.rel);
             li += 1;
         }
         let in_layer = listed
@@ -224,6 +238,7 @@ pub fn copy_by_snapshot(
     }
     for (l, _) in &listed[li..] {
         state_dir::remove_file(&dst.child(&l.rel))?;
+        gone(&l.rel);
     }
     // Its keys are taken: the listing goes before the manifest is built beside the keys.
     drop(listed);
@@ -241,6 +256,11 @@ pub fn copy_by_snapshot(
         for (&i, k) in idx.iter().zip(copied.keys) {
             keys[i] = k;
         }
+    }
+    // Deepest first (a path sorts after its parent): a directory emptied by removing its
+    // emptied subdirectories goes in the same pass. One holding a copied file stays.
+    for d in emptied.iter().rev() {
+        state_dir::remove_empty_dir(&dst.child(d))?;
     }
     manifest_of(&base.nodes, &keys, marker).map(Some)
 }
