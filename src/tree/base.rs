@@ -207,9 +207,14 @@ impl Base {
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
     /// (the size lets recovery compare without reading; lists from before it had no size).
     pub fn write_blob_list(&self, p: &StatePath) -> Result<()> {
-        use std::io::Write;
-        // One buffer, no string per line: the list of a large tree has ~100k lines.
-        let mut out = Vec::with_capacity(self.nodes.len() * 96);
+        // One buffer, no string or formatter per line: the list of a large tree has ~100k
+        // lines.
+        let mut out = Vec::with_capacity(
+            self.nodes
+                .iter()
+                .map(|n| 70 + 2 * n.rel.as_bytes().len())
+                .sum(),
+        );
         for (n, s) in self.nodes.iter().zip(&self.srcs) {
             if let BaseSrc::Blob(oid, st) = s {
                 push_hex(oid.as_bytes(), &mut out);
@@ -220,7 +225,9 @@ impl Base {
                     NodeKind::Symlink => b" 120000 ",
                 });
                 push_hex(n.rel.as_bytes(), &mut out);
-                let _ = writeln!(out, " {}", st.size);
+                out.push(b' ');
+                push_decimal(st.size, &mut out);
+                out.push(b'\n');
             }
         }
         state_dir::write_scratch(p, &out)
@@ -377,4 +384,32 @@ pub fn link_bytes(p: &Path) -> Result<Vec<u8>> {
 fn still_unchanged(f: &fs::File, st: &LStat) -> bool {
     f.metadata()
         .is_ok_and(|m| LStat::from_metadata(&m) == *st && m.len() == st.size)
+}
+/// Appends `v` in decimal (what `write!(out, "{v}")` writes, without the formatter).
+fn push_decimal(mut v: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_what_the_formatter_writes() {
+        for v in [0, 7, 9, 10, 99, 100, 4096, 1 << 40, u64::MAX - 1, u64::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(v, &mut out);
+            assert_eq!(out, format!("x{v}").into_bytes());
+        }
+    }
 }

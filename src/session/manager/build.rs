@@ -79,7 +79,7 @@ impl SandboxManager {
         };
         // One object-store lookup per tracked file (~0.4 µs each): split over the cores.
         let srcs = parallel_map(&sel.entries, src_of);
-        let nodes: Vec<Node> = sel
+        let mut nodes: Vec<Node> = sel
             .entries
             .into_iter()
             .map(|e| Node {
@@ -90,6 +90,9 @@ impl SandboxManager {
                 },
             })
             .collect();
+        // Collected in place, in the selection's buffer (six times a node's size): given
+        // back before the session's other lists are made (16 MB on the Linux tree).
+        nodes.shrink_to_fit();
         let to_copy: Vec<&Node> = nodes
             .iter()
             .zip(&srcs)
@@ -115,6 +118,9 @@ impl SandboxManager {
         };
         let gone: std::collections::HashSet<&RelPath> =
             out.skipped.iter().map(|(r, _)| r).collect();
+        // Rebuilt even when nothing is gone: keeping the first lists instead was measured to
+        // raise the process's peak RSS (91 MB against 82 on the Linux tree), the allocator
+        // reusing less of what is freed after.
         let (nodes, srcs): (Vec<Node>, Vec<BaseSrc>) = nodes
             .into_iter()
             .zip(srcs)
