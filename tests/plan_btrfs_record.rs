@@ -147,6 +147,33 @@ fn walked_of(root: &Path, resource: &str) -> patchbox::plan::SandboxDiff {
     sb.diff().unwrap()
 }
 
+/// `tree` (a sandbox's, named `label`) is a subvolume, a snapshot of another (the layer),
+/// holding exactly the files and the directories of `project`, `.git` left out.
+fn assert_a_snapshot_of(tree: &Path, project: &Path, label: &str) {
+    assert_eq!(
+        fs::metadata(tree).unwrap().ino(),
+        256,
+        "{label}: tree/ is a subvolume"
+    );
+    assert_ne!(
+        is_snapshot(tree),
+        Some(false),
+        "{label}: tree/ is a snapshot"
+    );
+    let mut want = files_view(project);
+    want.retain(|k, _| !k.starts_with(b".git"));
+    assert_eq!(
+        files_view(tree),
+        want,
+        "{label}: the sandbox is the project"
+    );
+    assert_eq!(
+        dirs_of(tree),
+        dirs_of(project),
+        "{label}: the sandbox has the project's directories, no more"
+    );
+}
+
 /// The directories below `root`, `.git` left out.
 fn dirs_of(root: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = walkdir::WalkDir::new(root)
@@ -331,30 +358,7 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
         let sb = plans
             .get_or_create_sandbox("p", resource, &project, Strategy::CopyOnWrite)
             .unwrap();
-        let tree = sb.get_path(Path::new("")).unwrap();
-        assert_eq!(
-            fs::metadata(&tree).unwrap().ino(),
-            256,
-            "tree/ is a subvolume"
-        );
-        // A snapshot: it has a parent subvolume (the layer).
-        assert_ne!(
-            is_snapshot(&tree),
-            Some(false),
-            "{resource}: tree/ is a snapshot"
-        );
-        let mut want = files_view(&project);
-        want.retain(|k, _| !k.starts_with(b".git"));
-        assert_eq!(
-            files_view(&tree),
-            want,
-            "{resource}: the sandbox is the project"
-        );
-        assert_eq!(
-            dirs_of(&tree),
-            dirs_of(&project),
-            "{resource}: the sandbox has the project's directories, no more"
-        );
+        assert_a_snapshot_of(&sb.get_path(Path::new("")).unwrap(), &project, resource);
         assert!(
             sb.diff().unwrap().entries.is_empty(),
             "{resource}: no change yet"
@@ -396,16 +400,7 @@ fn a_sandbox_over_the_shared_layer_is_a_snapshot_holding_exactly_the_project() {
     let sb = plans
         .get_or_create_sandbox("p2", "r", &project, Strategy::CopyOnWrite)
         .unwrap();
-    let tree = sb.get_path(Path::new("")).unwrap();
-    assert_ne!(is_snapshot(&tree), Some(false), "p2: tree/ is a snapshot");
-    let mut want = files_view(&project);
-    want.retain(|k, _| !k.starts_with(b".git"));
-    assert_eq!(files_view(&tree), want, "p2: the sandbox is the project");
-    assert_eq!(
-        dirs_of(&tree),
-        dirs_of(&project),
-        "p2: the sandbox has the project's directories, no more"
-    );
+    assert_a_snapshot_of(&sb.get_path(Path::new("")).unwrap(), &project, "p2");
 }
 
 /// The sandbox's whole tree removed and made again by the agent: the record of the old
