@@ -256,17 +256,19 @@ fn parse_index(data: &[u8]) -> std::result::Result<Vec<IndexEntry>, String> {
     if trailer.iter().all(|&b| b == 0) {
         return parse_entries(body, version, count);
     }
-    if body.len() < PARALLEL_CHECKSUM_FROM {
+    let one_after_the_other = || {
         verified(Sha1::digest(body).as_slice())?;
-        return parse_entries(body, version, count);
+        parse_entries(body, version, count)
+    };
+    if body.len() < PARALLEL_CHECKSUM_FROM {
+        return one_after_the_other();
     }
     // The checksum of a large index (8 MB on the Linux tree) costs as much as its parse:
     // both run at once, and nothing parsed is returned unless the checksum holds. Without a
     // thread (the process is at its limit) the two run one after the other.
     std::thread::scope(|s| {
         let Ok(digest) = std::thread::Builder::new().spawn_scoped(s, || Sha1::digest(body)) else {
-            verified(Sha1::digest(body).as_slice())?;
-            return parse_entries(body, version, count);
+            return one_after_the_other();
         };
         let parsed = parse_entries(body, version, count);
         match digest.join() {

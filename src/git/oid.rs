@@ -54,12 +54,23 @@ impl ObjectId {
     /// assert!(ObjectId::from_hex(&"g".repeat(40)).is_none());
     /// ```
     pub fn from_hex(hex: &str) -> Option<ObjectId> {
-        let b = hex.as_bytes();
-        if b.len() != 40 {
+        ObjectId::from_hex_bytes(hex.as_bytes())
+    }
+
+    /// [`ObjectId::from_hex`] over bytes, for records parsed in place (no UTF-8 check).
+    ///
+    /// ```
+    /// use patchbox::git::oid::ObjectId;
+    /// let id = ObjectId::from_hex_bytes(b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+    /// assert_eq!(id, ObjectId::from_hex("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"));
+    /// assert!(ObjectId::from_hex_bytes(b"e69de29b").is_none());
+    /// ```
+    pub fn from_hex_bytes(hex: &[u8]) -> Option<ObjectId> {
+        if hex.len() != 40 {
             return None;
         }
         let mut out = [0u8; 20];
-        decode_hex(b, &mut out)?;
+        decode_hex(hex, &mut out)?;
         Some(ObjectId(out))
     }
 
@@ -280,7 +291,7 @@ pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
 }
 
 /// Decodes `2 * out.len()` hex digits of `hex` into `out`.
-pub(crate) fn decode_hex(hex: &[u8], out: &mut [u8]) -> Option<()> {
+fn decode_hex(hex: &[u8], out: &mut [u8]) -> Option<()> {
     let nib = |c: u8| -> Option<u8> {
         match c {
             b'0'..=b'9' => Some(c - b'0'),

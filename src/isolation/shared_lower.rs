@@ -57,7 +57,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
-use crate::git::oid::{decode_hex, push_hex, ObjectId, ObjectKind};
+use crate::git::oid::{push_hex, ObjectId, ObjectKind};
 
 /// The file, in a session directory, naming the shared lower layer stacked under its
 /// `.lower/` (an absolute path), when the session uses one. Written before anything is
@@ -148,9 +148,7 @@ impl Manifest {
                 b"- " => false,
                 _ => return None,
             };
-            let mut raw = [0u8; 20];
-            decode_hex(rec.get(2..42)?, &mut raw)?;
-            let oid = ObjectId::from_bytes(raw);
+            let oid = ObjectId::from_hex_bytes(rec.get(2..42)?)?;
             let rest = rec.get(42..)?.strip_prefix(b" ")?;
             let (secs, rest) = split_int(rest)?;
             let (nanos, path) = split_int(rest)?;

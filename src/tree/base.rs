@@ -385,6 +385,7 @@ fn still_unchanged(f: &fs::File, st: &LStat) -> bool {
     f.metadata()
         .is_ok_and(|m| LStat::from_metadata(&m) == *st && m.len() == st.size)
 }
+
 /// Appends `v` in decimal (what `write!(out, "{v}")` writes, without the formatter).
 fn push_decimal(mut v: u64, out: &mut Vec<u8>) {
     let mut digits = [0u8; 20];
