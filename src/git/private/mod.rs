@@ -247,8 +247,9 @@ impl SnapshotRepo {
         if let Some(x) = &self.exclude {
             state_dir::write_scratch(&at("info/exclude")?, x)?;
         }
-        let index = index_write::encode_index(&self.entries, stat);
-        state_dir::write_scratch(&at("index")?, &index)?;
+        state_dir::write_scratch_with(&at("index")?, |f| {
+            index_write::write_index(&self.entries, stat, f)
+        })?;
         let head = match (&self.branch, self.commit) {
             (Some(b), commit) => {
                 if let Some(c) = commit {
