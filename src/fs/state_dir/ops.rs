@@ -321,13 +321,23 @@ fn write_atomic_with(p: &StatePath, data: &[u8], replace: bool, durable: bool) -
 /// a crash does not matter (an fsync here would flush every dirty page of a fresh copy).
 /// A symlink at `p` is refused, never written through.
 pub fn write_scratch(p: &StatePath, data: &[u8]) -> Result<()> {
+    write_scratch_with(p, |f| f.write_all(data))
+}
+
+/// [`write_scratch`] with the contents written by `fill` into the open file, for a large
+/// file produced piece by piece (no buffer of its whole size). An error of `fill` is reported
+/// as a write of `p`; the file may then hold part of the contents, as a scratch file may.
+pub fn write_scratch_with(
+    p: &StatePath,
+    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<()> {
     let (dir, name) = p.need_parent("write")?;
     let fd = match at::open_trunc(dir.as_fd(), &name, 0o666) {
         Ok(fd) => fd,
         Err(Errno::LOOP) => return Err(p.refuse("path is a symlink")),
         Err(e) => return Err(io_err("write", &p.full, e)),
     };
-    File::from(fd).write_all(data).ctx("write", &p.full)
+    fill(&mut File::from(fd)).ctx("write", &p.full)
 }
 
 /// Writes `data` to a temporary name beside `p` and renames it over `p` (no fsync): a

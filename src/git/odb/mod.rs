@@ -164,6 +164,22 @@ impl std::fmt::Debug for ObjectStore {
     }
 }
 
+/// [`ObjectStore::contains`] for many ids in a row (a snapshot's tracked files): the pack
+/// list is taken once, not per question, so threads asking at once share no lock or
+/// counter (per question that cost as much as the index search itself). A miss still
+/// looks for packs that appeared since, as `contains` does, so the answer is the same.
+pub struct Lookup<'a> {
+    store: &'a ObjectStore,
+    packs: Arc<Vec<Slot>>,
+}
+
+impl Lookup<'_> {
+    /// Whether the object exists (see [`ObjectStore::contains`]).
+    pub fn contains(&self, oid: &ObjectId) -> bool {
+        self.store.contains_in(&self.packs, oid) || self.store.contains(oid)
+    }
+}
+
 impl ObjectStore {
     /// Opens the object store of the repository whose git directory is `git_dir` (a `.git`
     /// directory, a bare repository, a linked worktree's `.git/worktrees/<name>`, or a
@@ -309,9 +325,30 @@ impl ObjectStore {
         self.contains_now(oid)
     }
 
+    /// A [`Lookup`]: many [`contains`](Self::contains) questions against the packs known
+    /// now, from any number of threads.
+    ///
+    /// ```no_run
+    /// # fn main() -> patchbox::Result<()> {
+    /// use patchbox::git::oid::ObjectId;
+    /// let store = patchbox::git::odb::ObjectStore::open(std::path::Path::new(".git"))?;
+    /// let lookup = store.lookup();
+    /// assert!(!lookup.contains(&ObjectId::default()));
+    /// # Ok(()) }
+    /// ```
+    pub fn lookup(&self) -> Lookup<'_> {
+        Lookup {
+            store: self,
+            packs: self.packs.read().clone(),
+        }
+    }
+
     fn contains_now(&self, oid: &ObjectId) -> bool {
-        let packs = self.packs.read().clone();
-        for slot in packs.iter() {
+        self.contains_in(&self.packs.read().clone(), oid)
+    }
+
+    fn contains_in(&self, packs: &[Slot], oid: &ObjectId) -> bool {
+        for slot in packs {
             if let Slot::Ok(p) = slot {
                 if matches!(p.idx.find(oid), Ok(Some(_))) {
                     return true;

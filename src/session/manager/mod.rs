@@ -107,6 +107,8 @@ struct SessionBase {
     skipped: Vec<(PathBuf, String)>,
     /// Absolute symlinks of the project that point into it.
     links_into_project: Vec<PathBuf>,
+    /// Whether `base.blobs` is written (see [`SandboxManager::write_blob_list`]).
+    blob_list_written: Mutex<bool>,
 }
 
 struct Sandbox {

@@ -236,7 +236,16 @@ impl SandboxManager {
         sbase: &SessionBase,
     ) -> Result<Sandbox> {
         let base = &sbase.base;
-        self.ensure_lower(sbase)?;
+        // The blob list (the first create's) is written meanwhile, on another core: it is
+        // complete before the sandbox's record is.
+        std::thread::scope(|s| {
+            let listed = s.spawn(|| self.write_blob_list(sbase));
+            let lower = self.ensure_lower(sbase);
+            let listed = listed
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            lower.and(listed)
+        })?;
         let at = |prefix: &str, suffix: &str| {
             self.path_in_state_dir(Path::new(&format!("{prefix}{id}{suffix}")))
         };
