@@ -431,6 +431,57 @@ fn submodules_and_subdirectory_projects_keep_a_clean_status() {
     assert_eq!(git(&e, &sb.path, &["status", "--porcelain"]), " M b.txt\n");
 }
 
+/// Below a project that is a subdirectory of its work tree, a submodule and a sparse
+/// (skip-worktree) file stay in the sandbox's index and tree, each at its path relative to
+/// the project: `git status` is clean there, and `git ls-files` lists both; entries outside
+/// the project are not carried.
+#[test]
+fn submodules_and_sparse_files_below_a_subdirectory_project_are_kept() {
+    let e = env();
+    clean_project(&e);
+    write(&e.project, "dir/sparse.txt", b"not checked out\n");
+    write(&e.project, "outside.txt", b"outside\n");
+    git(&e, &e.project, &["add", "-A"]);
+    let head = user_head(&e);
+    for gitlink in ["dir/sub/module", "top-module"] {
+        git(
+            &e,
+            &e.project,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{head},{gitlink}"),
+            ],
+        );
+    }
+    git(&e, &e.project, &["commit", "-q", "-m", "gitlinks"]);
+    for path in ["dir/sparse.txt", "outside.txt"] {
+        git(&e, &e.project, &["update-index", "--skip-worktree", path]);
+        fs::remove_file(e.project.join(path)).unwrap();
+    }
+    // Submodules not checked out: empty directories, as `git clone` leaves them.
+    fs::create_dir_all(e.project.join("dir/sub/module")).unwrap();
+    fs::create_dir_all(e.project.join("top-module")).unwrap();
+    assert_eq!(git(&e, &e.project, &["status", "--porcelain"]), "");
+
+    let mgr = manager_at(&e, &e.project.join("dir"), Options::default());
+    let sb = mgr.create_sandbox("t", None).unwrap();
+    assert_eq!(git(&e, &sb.path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&e, &sb.path, &["ls-files", "--stage"])
+            .lines()
+            .map(|l| l.split_whitespace().next_back().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["b.txt", "sparse.txt", "sub/module"]
+    );
+    assert_eq!(
+        git(&e, &sb.path, &["ls-files", "-t", "sparse.txt"]),
+        "S sparse.txt\n"
+    );
+    assert!(!sb.path.join("sparse.txt").exists());
+}
+
 #[test]
 fn a_linked_worktree_of_the_user_is_snapshotted_from_its_own_head() {
     let e = env();

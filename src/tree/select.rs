@@ -116,6 +116,11 @@ pub struct Selection {
     pub skipped: Vec<Skipped>,
     /// The repository the project belongs to, if any.
     pub git: Option<GitRepo>,
+    /// Index entries below the project that stand for no file a snapshot holds but that
+    /// its tree keeps: gitlinks (submodules) and skip-worktree (sparse) paths, stage 0,
+    /// paths relative to the project, sorted. Given here so that nothing after the
+    /// selection reads the index again.
+    pub kept_out: Vec<IndexEntry>,
 }
 
 /// Lists the files and symlinks of `project` that a snapshot holds, with git's configuration
@@ -167,7 +172,7 @@ pub fn select_project_with(
         })
         .collect();
 
-    let (tracked, out, conv) = match &repo {
+    let (tracked, out, conv, kept_out) = match &repo {
         None => {
             let ctx = WalkCtx {
                 git: None,
@@ -181,7 +186,7 @@ pub fn select_project_with(
                 levels: None,
                 check_nested: false,
             };
-            (Vec::new(), run_walk(&ctx, root, 0), None)
+            (Vec::new(), run_walk(&ctx, root, 0), None, Vec::new())
         }
         Some(repo) => {
             let tracked = dedup_tracked(read_index(&repo.index_file)?);
@@ -215,7 +220,8 @@ pub fn select_project_with(
             };
             let out = run_walk(&ctx, root, tracked.len());
             let conv = load_conversions(repo, &prefix, &out.attr_dirs, &tracked);
-            (tracked, out, conv)
+            let kept_out = kept_out_of(&tracked, &prefix);
+            (tracked, out, conv, kept_out)
         }
     };
 
@@ -260,7 +266,22 @@ pub fn select_project_with(
         entries,
         skipped,
         git: repo,
+        kept_out,
     })
+}
+
+/// The stage-0 entries of `tracked` below `prefix` that stand for no file of the work tree
+/// but belong to the project's tree: gitlinks (submodules) and skip-worktree (sparse)
+/// paths, their paths made relative to the project.
+fn kept_out_of(tracked: &[IndexEntry], prefix: &[u8]) -> Vec<IndexEntry> {
+    tracked
+        .iter()
+        .filter(|e| e.stage() == 0 && (e.is_gitlink() || e.skip_worktree()))
+        .filter_map(|e| {
+            let path = e.path.strip_prefix(prefix)?.to_vec();
+            Some(IndexEntry { path, ..e.clone() })
+        })
+        .collect()
 }
 
 /// The attribute stack for the selected files, `None` when nothing can be converted (no

@@ -82,6 +82,23 @@ impl SandboxManager {
         // list of packs (`lookup`) rather than take it per file.
         let srcs = parallel_map(&sel.entries, src_of);
         drop(lookup);
+        // The index entries of the tracked files copied (few, in most sessions): the private
+        // repository takes their blob ids from them rather than read the index again.
+        let copies = sel
+            .entries
+            .iter()
+            .zip(&srcs)
+            .filter(|(e, s)| **s == BaseSrc::Dir && matches!(e.kind, select::Kind::File { .. }))
+            .filter_map(|(e, _)| {
+                let ix = e.index.as_ref().filter(|ix| ix.stage() == 0)?;
+                Some((e.rel.clone(), ix.clone()))
+            })
+            .collect();
+        let view_index = git_view::ViewIndex {
+            copies,
+            kept_out: sel.kept_out,
+            mtime: index_mtime,
+        };
         let mut nodes: Vec<Node> = sel
             .entries
             .into_iter()
@@ -161,6 +178,7 @@ impl SandboxManager {
             skipped,
             links_into_project,
             blob_list_written: Mutex::new(false),
+            view_index,
         });
         *guard = Some(sb.clone());
         Ok(sb)

@@ -25,13 +25,24 @@
 use std::path::Path;
 
 use crate::fs::Timestamp;
-use crate::git::index::{read_index, IndexEntry};
+use crate::git::index::IndexEntry;
 use crate::git::oid::{ObjectId, ObjectKind};
 use crate::git::private::objects::LooseWriter;
 use crate::git::private::{SnapshotRepo, TreeEntry};
 use crate::tree::diff::BaseSource;
 
 use super::*;
+
+/// What the private repository needs of the user's index, kept from the selection so that
+/// it is not read and parsed again (8 MB for 78,000 files): the stage-0 entries of the
+/// snapshot's tracked files that were copied (modified, converted, or not in the user's
+/// store), and the entries that stand for no file (see [`select::Selection::kept_out`]).
+pub(super) struct ViewIndex {
+    pub(super) copies: std::collections::HashMap<RelPath, IndexEntry>,
+    pub(super) kept_out: Vec<IndexEntry>,
+    /// The index file's mtime when it was read (git's racy-entry rule compares with it).
+    pub(super) mtime: Option<Timestamp>,
+}
 
 /// The session's prepared private repository: not asked yet, or its answer (`None`: no git
 /// repository for this session's sandboxes).
@@ -84,7 +95,13 @@ impl SandboxManager {
                 let began = std::fs::metadata(self.session_dir.join(layout::META_FILE))
                     .ok()
                     .map(|m| Timestamp::mtime_of(&m));
-                Some(Arc::new(prepare(&sbase.base, repo, store, began)?))
+                Some(Arc::new(prepare(
+                    &sbase.base,
+                    &sbase.view_index,
+                    repo,
+                    store,
+                    began,
+                )?))
             }
             None => None,
         };
@@ -93,10 +110,12 @@ impl SandboxManager {
     }
 }
 
-/// Prepares the private repository of the snapshot `base` of `repo`'s project, its own
-/// objects written to `store`; `began` is when the session began (before the snapshot).
+/// Prepares the private repository of the snapshot `base` of `repo`'s project (`index`: what
+/// its selection kept of the user's index), its own objects written to `store`; `began` is
+/// when the session began (before the snapshot).
 fn prepare(
     base: &Base,
+    index: &ViewIndex,
     repo: &GitRepo,
     store: StatePath,
     began: Option<Timestamp>,
@@ -106,13 +125,8 @@ fn prepare(
         None => Arc::new(ObjectStore::open(&repo.git_dir)?),
     };
     let writer = LooseWriter::new(store, Some(&odb));
-    let index = read_index(&repo.index_file)?;
-    let prefix: Vec<u8> = match &repo.prefix {
-        Some(p) => [p.as_bytes(), b"/"].concat(),
-        None => Vec::new(),
-    };
     let indexed = began
-        .map(|t| indexed_copies(base, repo, &index, &prefix, t))
+        .map(|t| indexed_copies(base, index, t))
         .unwrap_or_default();
     let mut copied = blobs_of_copies(base, &writer, &indexed)?;
     copied.extend(indexed);
@@ -130,7 +144,12 @@ fn prepare(
             skip_worktree: false,
         });
     }
-    entries.extend(absent_entries(&index, &prefix));
+    entries.extend(index.kept_out.iter().map(|e| TreeEntry {
+        path: e.path.clone(),
+        mode: e.mode,
+        oid: e.oid,
+        skip_worktree: true,
+    }));
     SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
 }
 
@@ -188,24 +207,6 @@ fn blobs_of_copies(
     Ok(map)
 }
 
-/// Entries of the user's index below the project that a snapshot holds no file for but the
-/// tree must keep: gitlinks (submodules) and skip-worktree (sparse) paths.
-fn absent_entries(index: &[IndexEntry], prefix: &[u8]) -> Vec<TreeEntry> {
-    index
-        .iter()
-        .filter(|e| e.stage() == 0 && (e.is_gitlink() || e.skip_worktree()))
-        .filter_map(|e| {
-            let path = e.path.strip_prefix(prefix)?.to_vec();
-            Some(TreeEntry {
-                path,
-                mode: e.mode,
-                oid: e.oid,
-                skip_worktree: true,
-            })
-        })
-        .collect()
-}
-
 /// Copied files (index → blob id) whose blob is the one the user's index names: the project
 /// file still has the entry's stat data (by git's rule, racy entries excluded) and was last
 /// changed before the session began, so the snapshot copied exactly it. For a file git
@@ -213,30 +214,23 @@ fn absent_entries(index: &[IndexEntry], prefix: &[u8]) -> Vec<TreeEntry> {
 /// file, not its bytes: the private index then agrees with git, and the file is not hashed.
 fn indexed_copies(
     base: &Base,
-    repo: &GitRepo,
-    index: &[IndexEntry],
-    prefix: &[u8],
+    index: &ViewIndex,
     began: Timestamp,
 ) -> std::collections::HashMap<usize, ObjectId> {
     let mut out = std::collections::HashMap::new();
-    let (Some(project), Ok(im)) = (&base.project, std::fs::metadata(&repo.index_file)) else {
+    let (Some(project), Some(index_mtime)) = (&base.project, index.mtime) else {
         return out;
     };
-    let index_mtime = Timestamp::mtime_of(&im);
-    let mut key = Vec::new();
+    if index.copies.is_empty() {
+        return out;
+    }
     for (i, n) in base.nodes.iter().enumerate() {
         if base.srcs[i] != BaseSrc::Dir || n.kind == NodeKind::Symlink {
             continue;
         }
-        key.clear();
-        key.extend_from_slice(prefix);
-        key.extend_from_slice(n.rel.as_bytes());
-        let Ok(at) =
-            index.binary_search_by(|e| e.path.as_slice().cmp(&key).then(e.stage().cmp(&0)))
-        else {
+        let Some(e) = index.copies.get(&n.rel) else {
             continue;
         };
-        let e = &index[at];
         let Ok(m) = std::fs::symlink_metadata(project.join(n.rel.as_path())) else {
             continue;
         };

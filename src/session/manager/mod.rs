@@ -109,6 +109,8 @@ struct SessionBase {
     links_into_project: Vec<PathBuf>,
     /// Whether `base.blobs` is written (see [`SandboxManager::write_blob_list`]).
     blob_list_written: Mutex<bool>,
+    /// What the sandboxes' private repository needs of the user's index.
+    view_index: git_view::ViewIndex,
 }
 
 struct Sandbox {
