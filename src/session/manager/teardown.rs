@@ -45,6 +45,17 @@ impl SandboxManager {
     pub fn leave_cleanup_to_reaper(self) {
         self.handed_off
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        // What a drop does for a handed-off session, done here: the reaper may take the
+        // session as soon as this returns.
+        self.unmount_all();
+        drop(self.lock.lock().take());
+        // What is left is memory (the snapshot's lists, the private repository's entries:
+        // tens of MB and ~150,000 allocations on the Linux tree), freed on a thread of its
+        // own so that the caller — most often a process about to exit — does not wait for
+        // it. Should no thread be made, it is freed here.
+        let _ = std::thread::Builder::new()
+            .name("patchbox-free".into())
+            .spawn(move || drop(self));
     }
 
     /// Stores the work of every sandbox neither completed nor discarded as a pending patch
