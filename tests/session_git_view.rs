@@ -395,22 +395,27 @@ fn no_git_repository_outside_git_or_when_opted_out() {
     assert!(sb.path.join("a.txt").exists());
 }
 
-#[test]
-fn submodules_and_subdirectory_projects_keep_a_clean_status() {
-    let e = env();
-    clean_project(&e);
-    // A gitlink (a submodule whose directory the snapshot does not hold).
-    let head = user_head(&e);
+/// Stages a gitlink (a submodule entry) at `path` of the project, naming the user's `HEAD`.
+fn add_gitlink(e: &Env, path: &str) {
+    let head = user_head(e);
     git(
-        &e,
+        e,
         &e.project,
         &[
             "update-index",
             "--add",
             "--cacheinfo",
-            &format!("160000,{head},sub/module"),
+            &format!("160000,{head},{path}"),
         ],
     );
+}
+
+#[test]
+fn submodules_and_subdirectory_projects_keep_a_clean_status() {
+    let e = env();
+    clean_project(&e);
+    // A gitlink (a submodule whose directory the snapshot does not hold).
+    add_gitlink(&e, "sub/module");
     git(&e, &e.project, &["commit", "-q", "-m", "submodule"]);
     let mgr = manager(&e);
     let sb = mgr.create_sandbox("t", None).unwrap();
@@ -442,18 +447,8 @@ fn submodules_and_sparse_files_below_a_subdirectory_project_are_kept() {
     write(&e.project, "dir/sparse.txt", b"not checked out\n");
     write(&e.project, "outside.txt", b"outside\n");
     git(&e, &e.project, &["add", "-A"]);
-    let head = user_head(&e);
     for gitlink in ["dir/sub/module", "top-module"] {
-        git(
-            &e,
-            &e.project,
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},{gitlink}"),
-            ],
-        );
+        add_gitlink(&e, gitlink);
     }
     git(&e, &e.project, &["commit", "-q", "-m", "gitlinks"]);
     for path in ["dir/sparse.txt", "outside.txt"] {
