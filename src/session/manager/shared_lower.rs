@@ -37,8 +37,8 @@ impl SandboxManager {
         // An outgrown layer is let go (its lock with it) before a new one is made, so the
         // sweep after making can remove it.
         let found = layered::reusable(&self.root, &self.project, &base.nodes, &base.srcs, &blobs)?;
-        let layer = match found {
-            Some(l) => l,
+        let (layer, at) = match found {
+            Some(r) => (r.layer, Some(r.at)),
             None => {
                 let mut keys = Vec::new();
                 let l = shared::make(&self.root, &self.project, |tree| {
@@ -49,10 +49,10 @@ impl SandboxManager {
                 // What the copy just read is what every later session would stat again.
                 let _ = layer_stats::record(&l, &keys);
                 shared::remove_unused(&self.root, &self.project, &l.dir);
-                l
+                (l, None)
             }
         };
-        let entries = self.fill_delta(base, &layer, tmp)?;
+        let entries = self.fill_delta(base, &layer, at, tmp)?;
         let record = self.path_in_state_dir(Path::new(layout::SHARED_LOWER_FILE))?;
         state_dir::write_atomic(&record, layer.tree().as_os_str().as_bytes())?;
         // Only the hold is kept for the session's life: the manifest (tens of MB on a large
@@ -81,18 +81,20 @@ impl SandboxManager {
 
     /// Fills `tmp` with what the view needs beyond `layer`: the snapshot's copies in
     /// `base/`, the blob nodes the layer holds differently, and whiteouts over the layer's
-    /// files the snapshot lacks. Returns the stat data of every file of the view.
+    /// files the snapshot lacks. `at`: where each node is in the layer's manifest, when
+    /// the reuse check computed it. Returns the stat data of every file of the view.
     fn fill_delta(
         &self,
         base: &Base,
         layer: &shared::SharedLayer,
+        at: Option<Vec<Option<usize>>>,
         tmp: &StatePath,
     ) -> Result<Vec<ManifestEntry>> {
         let mut copies = Vec::new();
         let mut differ = Vec::new();
         let mut served = Vec::new();
         let m = &layer.manifest;
-        let at = m.positions(base.nodes.iter().map(rel_bytes));
+        let at = at.unwrap_or_else(|| m.positions(base.nodes.iter().map(rel_bytes)));
         for (i, ((n, s), k)) in base.nodes.iter().zip(&base.srcs).zip(at).enumerate() {
             match s {
                 BaseSrc::Dir => copies.push(n),
