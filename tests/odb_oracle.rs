@@ -963,6 +963,18 @@ fn packs_appearing_after_open_are_found() {
     env.git(&repo, &["repack", "-adf", "-q"]);
     env.git(&repo, &["prune-packed"]);
     check_against(&store, &git_objects(&env, &repo));
+
+    // So does a lookup taken before the repack: a miss in the packs it knows looks again.
+    let store = ObjectStore::open(&git_dir).unwrap();
+    let lookup = store.lookup();
+    add_loose_commits(&env, &repo, "newest", 2);
+    env.git(&repo, &["repack", "-adf", "-q"]);
+    env.git(&repo, &["prune-packed"]);
+    assert_eq!(loose_count(&git_dir), 0);
+    let all = git_objects(&env, &repo);
+    let missed: Vec<_> = all.keys().filter(|oid| !lookup.contains(oid)).collect();
+    assert!(missed.is_empty(), "not found: {missed:?}");
+    assert!(!lookup.contains(&ObjectId::from_bytes([0x11; 20])));
 }
 
 #[test]

@@ -176,7 +176,8 @@ pub struct Lookup<'a> {
 impl Lookup<'_> {
     /// Whether the object exists (see [`ObjectStore::contains`]).
     pub fn contains(&self, oid: &ObjectId) -> bool {
-        self.store.contains_in(&self.packs, oid) || self.store.contains(oid)
+        self.store.contains_in(&self.packs, oid)
+            || (self.store.rescan().is_ok() && self.store.contains_now(oid))
     }
 }
 
@@ -344,7 +345,9 @@ impl ObjectStore {
     }
 
     fn contains_now(&self, oid: &ObjectId) -> bool {
-        self.contains_in(&self.packs.read().clone(), oid)
+        // The list is taken out of the lock first: a rescan is not kept waiting meanwhile.
+        let packs = self.packs.read().clone();
+        self.contains_in(&packs, oid)
     }
 
     fn contains_in(&self, packs: &[Slot], oid: &ObjectId) -> bool {

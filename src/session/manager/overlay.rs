@@ -236,14 +236,17 @@ impl SandboxManager {
         sbase: &SessionBase,
     ) -> Result<Sandbox> {
         let base = &sbase.base;
-        // The blob list (the first create's) is written meanwhile, on another core: it is
-        // complete before the sandbox's record is.
+        // The blob list (the first create's) is written meanwhile, on another core (here,
+        // after `.lower/`, when no thread can be made): it is complete before the sandbox's
+        // record is.
         std::thread::scope(|s| {
-            let listed = s.spawn(|| self.write_blob_list(sbase));
+            let listed =
+                std::thread::Builder::new().spawn_scoped(s, || self.write_blob_list(sbase));
             let lower = self.ensure_lower(sbase);
-            let listed = listed
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let listed = match listed {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => self.write_blob_list(sbase),
+            };
             lower.and(listed)
         })?;
         let at = |prefix: &str, suffix: &str| {
