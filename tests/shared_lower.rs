@@ -690,3 +690,62 @@ fn the_private_index_holds_what_the_view_shows_for_the_layers_files() {
         m.discard_sandbox(&o).unwrap();
     }
 }
+
+/// A later session of an unchanged project knows the layer holds its clean tracked files
+/// from the layer's digest alone, without its manifest; the view it gets is still the copy,
+/// path for path, and clean in git. A layer without a digest (made by an older version) is
+/// matched through its manifest and given the same digest a new layer gets.
+#[test]
+fn an_unchanged_project_is_matched_to_its_layer_by_the_digest_alone() {
+    let e = env();
+    populate(&e.project);
+    let Some(first) = overlay_manager(&e) else {
+        return;
+    };
+    let s1 = first.create_sandbox("one", None).unwrap();
+    first.discard_sandbox(&s1).unwrap();
+    drop(first);
+    let layer = shared_tree(&e).parent().unwrap().to_path_buf();
+    let digest = fs::read(layer.join("digest")).expect("a new layer has a digest");
+    let manifest = fs::read(layer.join("manifest")).unwrap();
+
+    let view_is_the_copy = |round: &str| {
+        let over = manager(&e, Isolation::Overlay);
+        let copy = manager(&e, Isolation::Copy);
+        let o = over.create_sandbox("o", None).unwrap();
+        let c = copy.create_sandbox("c", None).unwrap();
+        assert_eq!(
+            layers(&e),
+            [layer.file_name().unwrap().to_string_lossy().into_owned()],
+            "{round}: the layer was reused, not replaced"
+        );
+        assert_eq!(
+            fingerprint(&o.path, false),
+            fingerprint(&c.path, false),
+            "{round}: the view over the layer is the copy"
+        );
+        let st = git(&o.path, &["status", "--porcelain", "--untracked-files=no"]);
+        assert_eq!(String::from_utf8_lossy(&st.stdout), "", "{round}");
+        write(&o.path, "a.txt", b"alpha, edited\n");
+        write(&c.path, "a.txt", b"alpha, edited\n");
+        let po = over.finalize_sandbox(&o).unwrap().patch;
+        let pc = copy.finalize_sandbox(&c).unwrap().patch;
+        assert_eq!(String::from_utf8_lossy(&po), String::from_utf8_lossy(&pc));
+        over.discard_sandbox(&o).unwrap();
+        copy.discard_sandbox(&c).unwrap();
+    };
+
+    // The manifest made unreadable as one: only a match by the digest can still reuse the
+    // layer (a failed match would make a second layer).
+    fs::write(layer.join("manifest"), b"not a manifest").unwrap();
+    view_is_the_copy("digest only");
+    fs::write(layer.join("manifest"), &manifest).unwrap();
+
+    fs::remove_file(layer.join("digest")).unwrap();
+    view_is_the_copy("no digest");
+    assert_eq!(
+        fs::read(layer.join("digest")).expect("recorded again"),
+        digest,
+        "the digest recorded from the manifest is the one the layer was made with"
+    );
+}

@@ -39,7 +39,7 @@ const RECORD: usize = 7 * 8;
 pub fn keys(layer: &SharedLayer) -> Result<Vec<StatKey>> {
     let tree = layer.tree();
     let id = tree_id(&tree)?;
-    let n = layer.manifest.files.len();
+    let n = layer.file_count()?;
     if let Some(keys) = std::fs::read(layer.dir.join(FILE))
         .ok()
         .and_then(|b| decode(&b, id, n))
@@ -47,7 +47,7 @@ pub fn keys(layer: &SharedLayer) -> Result<Vec<StatKey>> {
         return Ok(keys);
     }
     let mut keys = Vec::with_capacity(n);
-    for f in &layer.manifest.files {
+    for f in &layer.manifest()?.files {
         let p = tree.join(std::ffi::OsStr::from_bytes(&f.path));
         let m = std::fs::symlink_metadata(&p)
             .map_err(|e| Error::io("stat shared lower file", &p, e))?;
@@ -61,7 +61,7 @@ pub fn keys(layer: &SharedLayer) -> Result<Vec<StatKey>> {
 /// `layer`, atomically. The session that writes a layer calls it with what its copy
 /// returned; a failure only costs a later session the `lstat`s.
 pub fn record(layer: &SharedLayer, keys: &[StatKey]) -> Result<()> {
-    if keys.len() != layer.manifest.files.len() {
+    if keys.len() != layer.file_count()? {
         return Ok(());
     }
     let id = tree_id(&layer.tree())?;

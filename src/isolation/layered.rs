@@ -12,6 +12,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::layer_digest::{Digester, LayerDigest};
 use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
 use super::tree_base::{copy_whole, node_of, TreeBase};
 use crate::error::Result;
@@ -82,19 +83,57 @@ pub fn served_by(f: Option<&ManifestFile>, n: &Node, s: &BaseSrc) -> bool {
     }
 }
 
-/// A shared layer found reusable for a snapshot, with where each of the snapshot's nodes is
-/// in its manifest (computed once: the reuse check and the snapshot both need it).
-pub struct Reused {
-    /// The layer, held.
-    pub layer: SharedLayer,
+/// Where a snapshot's nodes are in a shared layer's manifest (computed once: the reuse check
+/// and the snapshot both need it).
+pub struct Placement {
     /// For each node, the index of the layer's file at its path, if any
     /// ([`Manifest::positions`]).
     pub at: Vec<Option<usize>>,
+    /// The layer holds exactly the snapshot's blob nodes (its digest is theirs, see
+    /// [`super::layer_digest`]): each is served by the layer, no whiteout is needed, and the
+    /// manifest was not read.
+    pub exact: bool,
+}
+
+impl Placement {
+    /// Whether the layer serves node `i` (`n`, from `s`): read from `m`, the layer's
+    /// manifest, unless the placement is exact.
+    pub fn serves(&self, m: Option<&Manifest>, i: usize, n: &Node, s: &BaseSrc) -> bool {
+        match (self.exact, self.at[i]) {
+            (true, k) => k.is_some() && matches!(s, BaseSrc::Blob(..)),
+            (false, Some(k)) => served_by(m.and_then(|m| m.files.get(k)), n, s),
+            (false, None) => false,
+        }
+    }
+}
+
+/// A shared layer found reusable for a snapshot, with where the snapshot's nodes are in it.
+pub struct Reused {
+    /// The layer, held.
+    pub layer: SharedLayer,
+    /// Where each node is in the layer.
+    pub at: Placement,
+}
+
+/// The digest a layer made of the blob nodes `blobs` would have ([`Manifest::digest`]);
+/// `None` when one of them is not a regular file (no layer holds it as such).
+pub fn digest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize]) -> Option<LayerDigest> {
+    let mut d = Digester::new();
+    for &i in blobs {
+        let (BaseSrc::Blob(oid, st), NodeKind::File { executable }) = (&srcs[i], nodes[i].kind)
+        else {
+            return None;
+        };
+        d.add(rel_bytes(&nodes[i]), executable, oid, st.mtime);
+    }
+    Some(d.finish())
 }
 
 /// The newest layer of `project` if it still serves a snapshot of `blobs` well enough
 /// (see [`REUSE_MAX_SHARE`]); an outgrown one is let go (its hold with it), so the sweep
-/// after a new one is made can remove it.
+/// after a new one is made can remove it. When the layer's digest is the blob nodes' own
+/// (the project's clean tracked files are what they were when it was made: the usual
+/// later session) its manifest is not read at all.
 pub fn reusable(
     root: &Path,
     project: &Path,
@@ -105,12 +144,26 @@ pub fn reusable(
     let Some(layer) = shared::newest(root, project)? else {
         return Ok(None);
     };
-    let m = &layer.manifest;
+    if digest_of(nodes, srcs, blobs).is_some_and(|d| layer.has_digest(&d)) {
+        let mut at = vec![None; nodes.len()];
+        for (k, &i) in blobs.iter().enumerate() {
+            at[i] = Some(k);
+        }
+        let at = Placement { at, exact: true };
+        return Ok(Some(Reused { layer, at }));
+    }
+    // A layer made before digests gets one now, for the next snapshot.
+    let _ = layer.digest();
+    // A manifest that cannot be read: a new layer is made rather than trusting this one.
+    let Ok(m) = layer.manifest() else {
+        return Ok(None);
+    };
     let at = m.positions(nodes.iter().map(rel_bytes));
     let missed = blobs
         .iter()
         .filter(|&&i| !served_by(at[i].map(|k| &m.files[k]), &nodes[i], &srcs[i]))
         .count();
+    let at = Placement { at, exact: false };
     Ok((missed <= blobs.len() / REUSE_MAX_SHARE).then_some(Reused { layer, at }))
 }
 
@@ -248,15 +301,20 @@ pub fn take(
                 fill_layer(original, &nodes, &srcs, &blobs, tree)
             })?;
             shared::remove_unused(root, original, &l.dir);
-            let at = l.manifest.positions(nodes.iter().map(rel_bytes));
+            let at = l.manifest()?.positions(nodes.iter().map(rel_bytes));
+            let at = Placement { at, exact: false };
             Reused { layer: l, at }
         }
     };
     // What the layer does not serve is copied from the project; a file that vanished
     // meanwhile is not in the snapshot.
-    let m = &layer.manifest;
+    let m = if at.exact {
+        None
+    } else {
+        Some(layer.manifest()?)
+    };
     let served: Vec<bool> = (0..nodes.len())
-        .map(|i| served_by(at[i].map(|k| &m.files[k]), &nodes[i], &srcs[i]))
+        .map(|i| at.serves(m, i, &nodes[i], &srcs[i]))
         .collect();
     drop(at);
     let copies: Vec<&Node> = (0..nodes.len())
@@ -274,7 +332,9 @@ pub fn take(
         .filter(|(_, s)| **s || copied.next().unwrap_or(false))
         .map(|(n, _)| n)
         .collect();
-    whiteouts(&kept, &layer.manifest, dst)?;
+    if let Some(m) = m {
+        whiteouts(&kept, m, dst)?;
+    }
     let base = TreeBase {
         dir: dst.as_path().to_path_buf(),
         nodes: kept,

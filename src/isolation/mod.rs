@@ -7,6 +7,8 @@
 //!   of the environment variable that forces it;
 //! - [`shared_lower`]: the store of lower layers shared by every overlay sandbox of a
 //!   project (`<root>/lowers/`), session or plan;
+//! - [`layer_digest`]: what a shared layer holds, in 28 bytes: a snapshot whose clean
+//!   tracked files match it reads nothing more of the layer's manifest;
 //! - [`layer_stats`]: the stat data of a shared layer's files, recorded once per layer;
 //! - [`layered`]: a snapshot over that layer, holding only what differs from it;
 //! - [`snapshot`]: the store of point-in-time snapshots plan sandboxes start from, each
@@ -21,6 +23,7 @@
 
 pub mod backend;
 pub mod holders;
+pub mod layer_digest;
 pub mod layer_stats;
 pub mod layered;
 pub mod prune;

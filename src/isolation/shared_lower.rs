@@ -53,6 +53,7 @@ use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::layer_digest::{self, Digester, LayerDigest};
 use crate::error::{Error, IoContext, Result};
 use crate::fs::state_dir::{self, StateDir, StatePath};
 use crate::fs::RelPath;
@@ -131,6 +132,16 @@ impl Manifest {
             out.push(0);
         }
         out
+    }
+
+    /// The digest of this list of files ([`layer_digest`]): what a snapshot compares its
+    /// clean tracked files with, instead of the whole manifest.
+    pub fn digest(&self) -> LayerDigest {
+        let mut d = Digester::new();
+        for f in &self.files {
+            d.add(&f.path, f.executable, &f.oid, f.mtime);
+        }
+        d.finish()
     }
 
     /// Reads a manifest back; `None` when the bytes are not one.
@@ -236,8 +247,12 @@ fn split_int(b: &[u8]) -> Option<(i64, &[u8])> {
 pub struct SharedLayer {
     /// The layer's directory (`<ulid>/`).
     pub dir: PathBuf,
-    /// What it holds (a session empties it once its `.lower/` is made; the file stays).
-    pub manifest: Manifest,
+    /// What it holds, read on first need ([`Self::manifest`]): a snapshot whose clean
+    /// tracked files match the layer's digest never reads it.
+    manifest: std::sync::OnceLock<Manifest>,
+    /// Its digest, as recorded beside it (`None`: a layer made before digests, or its
+    /// record unreadable).
+    digest: Option<LayerDigest>,
     _hold: File,
 }
 
@@ -245,6 +260,63 @@ impl SharedLayer {
     /// The layer's files (`<ulid>/tree/`): what is stacked under a session's `.lower/`.
     pub fn tree(&self) -> PathBuf {
         self.dir.join(TREE_DIR)
+    }
+
+    /// What the layer holds, read and decoded on the first call. Errors: the manifest
+    /// cannot be read or is not one (the layer is held, so it has not been removed).
+    pub fn manifest(&self) -> Result<&Manifest> {
+        if let Some(m) = self.manifest.get() {
+            return Ok(m);
+        }
+        let mpath = self.dir.join(MANIFEST_FILE);
+        let data = std::fs::read(&mpath).ctx("read shared lower manifest", &mpath)?;
+        let m = Manifest::decode(&data).ok_or_else(|| {
+            Error::io(
+                "decode shared lower manifest",
+                &mpath,
+                std::io::Error::from(std::io::ErrorKind::InvalidData),
+            )
+        })?;
+        Ok(self.manifest.get_or_init(|| m))
+    }
+
+    /// Lets go of the decoded manifest (tens of MB on a large tree); a later
+    /// [`Self::manifest`] reads it again.
+    pub fn release_manifest(&mut self) {
+        self.manifest = std::sync::OnceLock::new();
+    }
+
+    /// The layer's digest: as recorded, else computed from its manifest (a layer made
+    /// before digests) and recorded for the next snapshot, best effort.
+    pub fn digest(&self) -> Result<LayerDigest> {
+        if let Some(d) = self.digest {
+            return Ok(d);
+        }
+        let d = self.manifest()?.digest();
+        if let Ok(dir) = StateDir::open(&self.dir) {
+            let _ = layer_digest::record(&dir, &d);
+        }
+        Ok(d)
+    }
+
+    /// Whether `d` is the layer's digest, as recorded: `false` when the layer has none
+    /// recorded (the caller then compares the manifest, and may record the digest).
+    pub fn has_digest(&self, d: &LayerDigest) -> bool {
+        self.digest.as_ref() == Some(d)
+    }
+
+    /// How many files the layer holds: from its digest when recorded, else its manifest.
+    pub fn file_count(&self) -> Result<usize> {
+        match self.digest {
+            Some(d) => usize::try_from(d.files).map_err(|_| {
+                Error::io(
+                    "read shared lower digest",
+                    &self.dir,
+                    std::io::Error::from(std::io::ErrorKind::InvalidData),
+                )
+            }),
+            None => Ok(self.manifest()?.files.len()),
+        }
     }
 }
 
@@ -288,7 +360,9 @@ fn newest_name(names: &[std::ffi::OsString]) -> Option<&str> {
         .max()
 }
 
-/// Opens and holds the layer at `dir`; `None` when it vanished or its manifest is not one.
+/// Opens and holds the layer at `dir`; `None` when it vanished, or when it has no digest
+/// recorded and its manifest is not one. With a digest the manifest is left unread until
+/// someone needs it ([`SharedLayer::manifest`]).
 fn open_layer(dir: &Path) -> Result<Option<SharedLayer>> {
     let mpath = dir.join(MANIFEST_FILE);
     let file = match File::open(&mpath) {
@@ -300,15 +374,23 @@ fn open_layer(dir: &Path) -> Result<Option<SharedLayer>> {
         .map_err(|e| Error::io("lock shared lower manifest", &mpath, e.into()))?;
     // Held now: a remover takes the lock exclusively before renaming the layer away, so the
     // layer is still in place if its manifest still is.
+    let layer = SharedLayer {
+        dir: dir.to_path_buf(),
+        manifest: std::sync::OnceLock::new(),
+        digest: layer_digest::read(dir),
+        _hold: file,
+    };
+    if layer.digest.is_some() {
+        return Ok(Some(layer));
+    }
     let data = match std::fs::read(&mpath) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read shared lower manifest", &mpath, e)),
     };
-    Ok(Manifest::decode(&data).map(|manifest| SharedLayer {
-        dir: dir.to_path_buf(),
-        manifest,
-        _hold: file,
+    Ok(Manifest::decode(&data).map(|m| {
+        let _ = layer.manifest.set(m);
+        layer
     }))
 }
 
@@ -331,7 +413,7 @@ pub fn make(
     let ulid = crate::id::next_string();
     let tmp = store.join(Path::new(&format!("{CREATING_PREFIX}{ulid}")))?;
     state_dir::create_dir_new(&tmp)?;
-    let made = (|| -> Result<()> {
+    let made = (|| -> Result<Manifest> {
         let tree = tmp.child(&RelPath::new(TREE_DIR)?);
         // On Btrfs (as root) a subvolume: a plan's copy of the layer is then a snapshot.
         let sub = crate::fs::btrfs::create_subvolume_in(tmp.as_path(), TREE_DIR.as_ref())
@@ -340,25 +422,35 @@ pub fn make(
             state_dir::create_dir_new(&tree)?;
         }
         let manifest = fill(&tree)?;
+        // The digest before the manifest: a layer whose manifest is in place has both.
+        let d = tmp.child(&RelPath::new(layer_digest::FILE)?);
+        state_dir::write_atomic(&d, &manifest.digest().encode())?;
         let m = tmp.child(&RelPath::new(MANIFEST_FILE)?);
-        state_dir::write_atomic(&m, &manifest.encode())
+        state_dir::write_atomic(&m, &manifest.encode())?;
+        Ok(manifest)
     })();
-    if let Err(e) = made {
-        let _ = state_dir::remove_tree(&tmp);
-        return Err(e);
-    }
+    let manifest = match made {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = state_dir::remove_tree(&tmp);
+            return Err(e);
+        }
+    };
     let dst = store.join(Path::new(&ulid))?;
     if let Err(e) = state_dir::rename(&tmp, &dst) {
         let _ = state_dir::remove_tree(&tmp);
         return Err(e);
     }
-    open_layer(dst.as_path())?.ok_or_else(|| {
+    let layer = open_layer(dst.as_path())?.ok_or_else(|| {
         Error::io(
             "open shared lower layer",
             dst.as_path(),
             std::io::Error::new(std::io::ErrorKind::NotFound, "vanished once published"),
         )
-    })
+    })?;
+    // The manifest just written is the one on disk: not read back.
+    let _ = layer.manifest.set(manifest);
+    Ok(layer)
 }
 
 /// Removes layers of the store that were being written by a process that is gone (older

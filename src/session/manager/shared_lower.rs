@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::*;
 use crate::isolation::layer_stats;
-use crate::isolation::layered::{self, rel_bytes, served_by};
+use crate::isolation::layered::{self, rel_bytes, Placement};
 use crate::isolation::shared_lower::{self as shared, Manifest};
 
 impl SandboxManager {
@@ -58,7 +58,7 @@ impl SandboxManager {
         // Only the hold is kept for the session's life: the manifest (tens of MB on a large
         // tree) is read again by whoever needs it.
         let mut layer = layer;
-        layer.manifest = Manifest::default();
+        layer.release_manifest();
         *self.shared_lower.lock() = Some(layer);
         Ok(Some(entries))
     }
@@ -87,26 +87,40 @@ impl SandboxManager {
         &self,
         base: &Base,
         layer: &shared::SharedLayer,
-        at: Option<Vec<Option<usize>>>,
+        at: Option<Placement>,
         tmp: &StatePath,
     ) -> Result<Vec<ManifestEntry>> {
         let mut copies = Vec::new();
         let mut differ = Vec::new();
         let mut served = Vec::new();
-        let m = &layer.manifest;
-        let at = at.unwrap_or_else(|| m.positions(base.nodes.iter().map(rel_bytes)));
-        for (i, ((n, s), k)) in base.nodes.iter().zip(&base.srcs).zip(at).enumerate() {
-            match s {
-                BaseSrc::Dir => copies.push(n),
-                BaseSrc::Blob(..) => match k.filter(|&k| served_by(Some(&m.files[k]), n, s)) {
-                    Some(k) => served.push((i, k)),
-                    None => differ.push(i),
-                },
+        let at = match at {
+            Some(at) => at,
+            None => Placement {
+                at: layer
+                    .manifest()?
+                    .positions(base.nodes.iter().map(rel_bytes)),
+                exact: false,
+            },
+        };
+        // An exact placement never reads the manifest (see `layered::reusable`).
+        let m = if at.exact {
+            None
+        } else {
+            Some(layer.manifest()?)
+        };
+        for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
+            match (s, at.at[i]) {
+                (BaseSrc::Dir, _) => copies.push(n),
+                (BaseSrc::Blob(..), Some(k)) if at.serves(m, i, n, s) => served.push((i, k)),
+                (BaseSrc::Blob(..), _) => differ.push(i),
             }
         }
+        drop(at);
         let a = snapshot::copy_tree(&base.dir, &copies, tmp, None, None)?;
         let b = self.copy_blobs(base, &differ, tmp, None)?;
-        layered::whiteouts(&base.nodes, &layer.manifest, tmp)?;
+        if let Some(m) = m {
+            layered::whiteouts(&base.nodes, m, tmp)?;
+        }
 
         let entry = |rel: &RelPath, key| ManifestEntry {
             rel: rel.clone(),
