@@ -241,7 +241,7 @@ impl SandboxManager {
         // A sandbox of a git project is a work tree of a private repository (`.git`,
         // which no listing of a sandbox includes).
         let made = made.and_then(|(entries, newest)| {
-            self.add_git_repo(&sbase, &tmp, Some(&entries))?;
+            self.add_git_repo(&sbase, &tmp, Some(git_view::Made::Entries(&entries)))?;
             Ok((entries, newest))
         });
         let (entries, newest) = match made {

@@ -44,6 +44,16 @@ pub(super) struct ViewIndex {
     pub(super) mtime: Option<Timestamp>,
 }
 
+/// What the maker of a sandbox's files knows of their stat data, so that the private index
+/// is written without an `lstat` per file.
+pub(super) enum Made<'a> {
+    /// A copy's manifest: an entry `same_as_base` holds its node's content.
+    Entries(&'a [ManifestEntry]),
+    /// Per node of the base, in its order: the stat data of the view's file holding that
+    /// node's content (`None`: no such file).
+    ByNode(&'a [Option<StatKey>]),
+}
+
 /// The session's prepared private repository: not asked yet, or its answer (`None`: no git
 /// repository for this session's sandboxes).
 pub(super) struct GitView {
@@ -71,10 +81,10 @@ impl SandboxManager {
         &self,
         sbase: &SessionBase,
         dir: &StatePath,
-        made: Option<&[ManifestEntry]>,
+        made: Option<Made<'_>>,
     ) -> Result<()> {
         match self.git_view_of(sbase)? {
-            Some(view) => write_sandbox_repo(&view, dir, made),
+            Some(view) => write_sandbox_repo(&view, dir, &sbase.base.nodes, made),
             None => Ok(()),
         }
     }
@@ -251,16 +261,29 @@ fn indexed_copies(
 fn write_sandbox_repo(
     view: &SnapshotRepo,
     sandbox: &StatePath,
-    known: Option<&[ManifestEntry]>,
+    nodes: &[Node],
+    known: Option<Made<'_>>,
 ) -> Result<()> {
     // Every file of a sandbox was made by this process in directories it made: its device,
     // owner and group are the sandbox directory's.
     let root = state_dir::symlink_metadata(sandbox)?;
     let dot_git = sandbox.child(&RelPath::new(".git")?);
     let entries = view.entries();
+    let lstat = |e: &TreeEntry, key: &StatKey| {
+        use std::os::unix::fs::MetadataExt;
+        (!e.skip_worktree && key.mode & 0o170000 != 0o040000).then_some(LStat {
+            size: key.size,
+            mtime: key.mtime,
+            ctime: key.ctime,
+            dev: root.dev(),
+            ino: key.ino,
+            uid: root.uid(),
+            gid: root.gid(),
+            mode: key.mode,
+        })
+    };
     let stats: Vec<Option<LStat>> = match known {
-        Some(made) => {
-            use std::os::unix::fs::MetadataExt;
+        Some(Made::Entries(made)) => {
             let mut same: Vec<&ManifestEntry> = made.iter().filter(|e| e.same_as_base).collect();
             same.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
             let mut j = 0;
@@ -273,16 +296,24 @@ fn write_sandbox_repo(
                     let m = same
                         .get(j)
                         .filter(|m| m.rel.as_bytes() == e.path.as_slice())?;
-                    (!e.skip_worktree && m.key.mode & 0o170000 != 0o040000).then_some(LStat {
-                        size: m.key.size,
-                        mtime: m.key.mtime,
-                        ctime: m.key.ctime,
-                        dev: root.dev(),
-                        ino: m.key.ino,
-                        uid: root.uid(),
-                        gid: root.gid(),
-                        mode: m.key.mode,
-                    })
+                    lstat(e, &m.key)
+                })
+                .collect()
+        }
+        // Both lists in path order: one merge, no sort.
+        Some(Made::ByNode(keys)) => {
+            let mut j = 0;
+            entries
+                .iter()
+                .map(|e| {
+                    while j < nodes.len() && nodes[j].rel.as_bytes() < e.path.as_slice() {
+                        j += 1;
+                    }
+                    let n = nodes.get(j)?;
+                    if n.rel.as_bytes() != e.path.as_slice() {
+                        return None;
+                    }
+                    lstat(e, keys.get(j)?.as_ref()?)
                 })
                 .collect()
         }

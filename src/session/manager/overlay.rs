@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::git_view::Made;
 use super::*;
 use crate::fs::overlay::layer;
 use crate::fs::overlay::mount::{self, Backend, Layers};
@@ -187,10 +188,10 @@ impl SandboxManager {
             (over_shared, view)
         });
         let made = match view.and(over_shared) {
-            Ok(Some(entries)) => self.add_git_repo(sbase, &tmp, Some(&entries)),
-            Ok(None) => self
-                .copy_fresh(base, &tmp)
-                .and_then(|(entries, _)| self.add_git_repo(sbase, &tmp, Some(&entries))),
+            Ok(Some(keys)) => self.add_git_repo(sbase, &tmp, Some(Made::ByNode(&keys))),
+            Ok(None) => self.copy_fresh(base, &tmp).and_then(|(entries, _)| {
+                self.add_git_repo(sbase, &tmp, Some(Made::Entries(&entries)))
+            }),
             Err(e) => Err(e),
         };
         if let Err(e) = made {

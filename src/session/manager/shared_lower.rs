@@ -23,7 +23,7 @@ impl SandboxManager {
         &self,
         sbase: &SessionBase,
         tmp: &StatePath,
-    ) -> Result<Option<Vec<ManifestEntry>>> {
+    ) -> Result<Option<Vec<Option<StatKey>>>> {
         let base = &sbase.base;
         let Some(min) = layered::min_files() else {
             return Ok(None);
@@ -82,14 +82,15 @@ impl SandboxManager {
     /// Fills `tmp` with what the view needs beyond `layer`: the snapshot's copies in
     /// `base/`, the blob nodes the layer holds differently, and whiteouts over the layer's
     /// files the snapshot lacks. `at`: where each node is in the layer's manifest, when
-    /// the reuse check computed it. Returns the stat data of every file of the view.
+    /// the reuse check computed it. Returns the stat data of every file of the view, per
+    /// node of the base (`None`: not in the view, a copy that vanished).
     fn fill_delta(
         &self,
         base: &Base,
         layer: &shared::SharedLayer,
         at: Option<Placement>,
         tmp: &StatePath,
-    ) -> Result<Vec<ManifestEntry>> {
+    ) -> Result<Vec<Option<StatKey>>> {
         let mut copies = Vec::new();
         let mut differ = Vec::new();
         let mut served = Vec::new();
@@ -110,40 +111,48 @@ impl SandboxManager {
         };
         for (i, (n, s)) in base.nodes.iter().zip(&base.srcs).enumerate() {
             match (s, at.at[i]) {
-                (BaseSrc::Dir, _) => copies.push(n),
+                (BaseSrc::Dir, _) => copies.push(i),
                 (BaseSrc::Blob(..), Some(k)) if at.serves(m, i, n, s) => served.push((i, k)),
                 (BaseSrc::Blob(..), _) => differ.push(i),
             }
         }
         drop(at);
-        let a = snapshot::copy_tree(&base.dir, &copies, tmp, None, None)?;
-        let b = self.copy_blobs(base, &differ, tmp, None)?;
-        if let Some(m) = m {
-            layered::whiteouts(&base.nodes, m, tmp)?;
-        }
-
-        let entry = |rel: &RelPath, key| ManifestEntry {
-            rel: rel.clone(),
-            key,
-            same_as_base: true,
-        };
-        let mut entries = Vec::with_capacity(base.nodes.len());
-        for (n, k) in copies.iter().zip(a.keys) {
-            if let Some(k) = k {
-                entries.push(entry(&n.rel, k));
-            }
-        }
-        for (&i, k) in differ.iter().zip(b) {
-            entries.push(entry(&base.nodes[i].rel, k));
-        }
         // Through the mount a file of a lower layer shows that file's own stat data (all
         // layers on one filesystem), which is what git's index must hold to see it clean:
-        // recorded once per layer, not statted again per session.
-        let keys = if served.is_empty() {
-            Vec::new()
-        } else {
-            layer_stats::keys(layer)?
-        };
+        // recorded once per layer, not statted again per session. Read on a second core
+        // while the copies are made.
+        let (keys, made) = std::thread::scope(|s| {
+            let read = || {
+                if served.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    layer_stats::keys(layer)
+                }
+            };
+            let keys = std::thread::Builder::new().spawn_scoped(s, read);
+            let made = (|| -> Result<_> {
+                let nodes: Vec<&Node> = copies.iter().map(|&i| &base.nodes[i]).collect();
+                let a = snapshot::copy_tree(&base.dir, &nodes, tmp, None, None)?;
+                let b = self.copy_blobs(base, &differ, tmp, None)?;
+                if let Some(m) = m {
+                    layered::whiteouts(&base.nodes, m, tmp)?;
+                }
+                Ok((a.keys, b))
+            })();
+            let keys = match keys {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => read(),
+            };
+            (keys, made)
+        });
+        let (keys, (copied, rewritten)) = (keys?, made?);
+        let mut by_node = vec![None; base.nodes.len()];
+        for (&i, k) in copies.iter().zip(copied) {
+            by_node[i] = k;
+        }
+        for (&i, k) in differ.iter().zip(rewritten) {
+            by_node[i] = Some(k);
+        }
         for &(i, k) in &served {
             let key = keys.get(k).copied().ok_or_else(|| {
                 Error::io(
@@ -152,8 +161,8 @@ impl SandboxManager {
                     std::io::Error::other("fewer records than files"),
                 )
             })?;
-            entries.push(entry(&base.nodes[i].rel, key));
+            by_node[i] = Some(key);
         }
-        Ok(entries)
+        Ok(by_node)
     }
 }
