@@ -47,11 +47,13 @@
 //! | [`fs`] | the `*at` calls written once, [`RelPath`], the state and project chokepoints |
 //! | [`store`], [`id`], [`provenance`] | object stores; ids that sort by creation; what produced a piece of work |
 //!
-//! [`error`] is shared by all of them.
+//! [`error`] is shared by all of them, and [`cores`] (work split over the cores, with a
+//! fallback to the calling thread) serves any of them, importing nothing.
 
 #![warn(missing_docs)]
 
 pub mod apply;
+pub mod cores;
 pub mod error;
 #[cfg(feature = "ffi")]
 pub mod ffi;

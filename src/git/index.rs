@@ -256,27 +256,18 @@ fn parse_index(data: &[u8]) -> std::result::Result<Vec<IndexEntry>, String> {
     if trailer.iter().all(|&b| b == 0) {
         return parse_entries(body, version, count);
     }
-    let one_after_the_other = || {
-        verified(Sha1::digest(body).as_slice())?;
-        parse_entries(body, version, count)
-    };
     if body.len() < PARALLEL_CHECKSUM_FROM {
-        return one_after_the_other();
+        verified(Sha1::digest(body).as_slice())?;
+        return parse_entries(body, version, count);
     }
     // The checksum of a large index (8 MB on the Linux tree) costs as much as its parse:
-    // both run at once, and nothing parsed is returned unless the checksum holds. Without a
-    // thread (the process is at its limit) the two run one after the other.
-    std::thread::scope(|s| {
-        let Ok(digest) = std::thread::Builder::new().spawn_scoped(s, || Sha1::digest(body)) else {
-            return one_after_the_other();
-        };
-        let parsed = parse_entries(body, version, count);
-        match digest.join() {
-            Ok(d) => verified(d.as_slice())?,
-            Err(_) => return Err("index checksum could not be computed".to_string()),
-        }
-        parsed
-    })
+    // both run at once, and nothing parsed is returned unless the checksum holds.
+    let (digest, parsed) = crate::cores::beside(
+        || Sha1::digest(body),
+        || parse_entries(body, version, count),
+    );
+    verified(digest.as_slice())?;
+    parsed
 }
 
 /// Index bodies from this size on (bytes) have their checksum computed on a second thread.

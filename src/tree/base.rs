@@ -207,31 +207,29 @@ impl Base {
     /// Writes `base.blobs`: one line per blob node, `<hex oid> <git mode> <hex path> <size>`
     /// (the size lets recovery compare without reading; lists from before it had no size).
     pub fn write_blob_list(&self, p: &StatePath) -> Result<()> {
-        // Lines go into one small buffer, flushed as it fills, with no string or formatter
-        // per line: the list of a large tree has ~100k lines (11 MB on the Linux tree), and a
-        // buffer of its whole size cost its page faults and as much peak memory.
-        const FLUSH_AT: usize = 1 << 18;
+        // Through a buffer of its own size, with no string or formatter per line: the list of
+        // a large tree has ~100k lines (11 MB on the Linux tree), and a buffer of its whole
+        // size cost its page faults and as much peak memory.
         state_dir::write_scratch_with(p, |f| {
-            let mut out = Vec::with_capacity(FLUSH_AT + 4096);
+            let mut w = std::io::BufWriter::with_capacity(1 << 18, f);
+            let mut line = Vec::with_capacity(256);
             for (n, s) in self.nodes.iter().zip(&self.srcs) {
                 if let BaseSrc::Blob(oid, st) = s {
-                    push_hex(oid.as_bytes(), &mut out);
-                    out.extend_from_slice(match n.kind {
+                    line.clear();
+                    push_hex(oid.as_bytes(), &mut line);
+                    line.extend_from_slice(match n.kind {
                         NodeKind::File { executable: true } => b" 100755 ",
                         NodeKind::File { executable: false } => b" 100644 ",
                         NodeKind::Symlink => b" 120000 ",
                     });
-                    push_hex(n.rel.as_bytes(), &mut out);
-                    out.push(b' ');
-                    push_decimal(st.size, &mut out);
-                    out.push(b'\n');
-                    if out.len() >= FLUSH_AT {
-                        f.write_all(&out)?;
-                        out.clear();
-                    }
+                    push_hex(n.rel.as_bytes(), &mut line);
+                    line.push(b' ');
+                    push_decimal(st.size, &mut line);
+                    line.push(b'\n');
+                    w.write_all(&line)?;
                 }
             }
-            f.write_all(&out)
+            w.flush()
         })
     }
 

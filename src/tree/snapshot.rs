@@ -185,14 +185,18 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
     let keys: Vec<Mutex<Option<StatKey>>> = (0..nodes.len()).map(|_| Mutex::new(None)).collect();
     let skipped = Mutex::new(Vec::new());
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    const CHUNK: usize = 64;
     // Creating files waits on the filesystem journal and the disk as much as it uses a CPU:
     // twice as many threads as cores keep the cores busy while some wait (on the 2-core
     // benchmark machine, 4 threads copied 5-20% faster than 2; 8 were no better than 4).
+    // None for nothing to copy (a later session's copies are often none).
     let threads = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
         .unwrap_or(4)
-        .clamp(2, 16);
+        .clamp(2, 16)
+        .min(nodes.len());
+    // Runs of 64 nodes, or fewer when there are too few for every thread to get some
+    // (the few dozen symlinks of a later session are spread too).
+    let chunk = (nodes.len() / threads.max(1)).clamp(1, 64);
 
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -205,11 +209,11 @@ pub fn copy_tree<N: Borrow<Node> + Sync>(
                     if failure.lock().is_some() {
                         return;
                     }
-                    let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                    let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= nodes.len() {
                         return;
                     }
-                    let end = (start + CHUNK).min(nodes.len());
+                    let end = (start + chunk).min(nodes.len());
                     for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
                         let n: &Node = n.borrow();
                         let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));

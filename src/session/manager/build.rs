@@ -80,7 +80,7 @@ impl SandboxManager {
         };
         // One object-store lookup per tracked file: split over the cores, which share one
         // list of packs (`lookup`) rather than take it per file.
-        let srcs = parallel_map(&sel.entries, src_of);
+        let srcs = crate::cores::parallel_map(&sel.entries, 4096, src_of);
         drop(lookup);
         // The index entries of the tracked files copied (few, in most sessions): the private
         // repository takes their blob ids from them rather than read the index again.
@@ -431,26 +431,4 @@ impl SandboxManager {
             .collect();
         Ok((entries, newest))
     }
-}
-
-/// `f` over `items` in order, the items split into one run per core (at most four) when
-/// there are enough of them to pay for the threads.
-fn parallel_map<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    if threads < 2 || items.len() < 4096 {
-        return items.iter().map(f).collect();
-    }
-    let chunk = items.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let f = &f;
-        let parts: Vec<_> = items
-            .chunks(chunk)
-            .map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<U>>()))
-            .collect();
-        let mut out = Vec::with_capacity(items.len());
-        for p in parts {
-            out.extend(p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        }
-        out
-    })
 }

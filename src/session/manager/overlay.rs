@@ -240,16 +240,9 @@ impl SandboxManager {
         // The blob list (the first create's) is written meanwhile, on another core (here,
         // after `.lower/`, when no thread can be made): it is complete before the sandbox's
         // record is.
-        std::thread::scope(|s| {
-            let listed =
-                std::thread::Builder::new().spawn_scoped(s, || self.write_blob_list(sbase));
-            let lower = self.ensure_lower(sbase);
-            let listed = match listed {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => self.write_blob_list(sbase),
-            };
-            lower.and(listed)
-        })?;
+        let (listed, lower) =
+            crate::cores::beside(|| self.write_blob_list(sbase), || self.ensure_lower(sbase));
+        lower.and(listed)?;
         let at = |prefix: &str, suffix: &str| {
             self.path_in_state_dir(Path::new(&format!("{prefix}{id}{suffix}")))
         };

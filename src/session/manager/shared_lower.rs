@@ -121,29 +121,21 @@ impl SandboxManager {
         // layers on one filesystem), which is what git's index must hold to see it clean:
         // recorded once per layer, not statted again per session. Read on a second core
         // while the copies are made.
-        let (keys, made) = std::thread::scope(|s| {
-            let read = || {
-                if served.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    layer_stats::keys(layer)
-                }
-            };
-            let keys = std::thread::Builder::new().spawn_scoped(s, read);
-            let made = (|| -> Result<_> {
-                let nodes: Vec<&Node> = copies.iter().map(|&i| &base.nodes[i]).collect();
-                let a = snapshot::copy_tree(&base.dir, &nodes, tmp, None, None)?;
-                let b = self.copy_blobs(base, &differ, tmp, None)?;
-                if let Some(m) = m {
-                    layered::whiteouts(&base.nodes, m, tmp)?;
-                }
-                Ok((a.keys, b))
-            })();
-            let keys = match keys {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => read(),
-            };
-            (keys, made)
+        let read = || {
+            if served.is_empty() {
+                Ok(Vec::new())
+            } else {
+                layer_stats::keys(layer)
+            }
+        };
+        let (keys, made) = crate::cores::beside(read, || -> Result<_> {
+            let nodes: Vec<&Node> = copies.iter().map(|&i| &base.nodes[i]).collect();
+            let a = snapshot::copy_tree(&base.dir, &nodes, tmp, None, None)?;
+            let b = self.copy_blobs(base, &differ, tmp, None)?;
+            if let Some(m) = m {
+                layered::whiteouts(&base.nodes, m, tmp)?;
+            }
+            Ok((a.keys, b))
         });
         let (keys, (copied, rewritten)) = (keys?, made?);
         let mut by_node = vec![None; base.nodes.len()];

@@ -1,0 +1,85 @@
+//! Work split over the machine's cores.
+//!
+//! Each helper here falls back to the calling thread when no thread can be made: a process
+//! at its thread limit still gets its answer, only later. A panic on a helper thread is
+//! resumed on the caller's, as if the work had run there. Nothing here knows what the work
+//! is; it imports nothing of the crate.
+
+/// Runs `there` on a second thread while `here` runs on this one, and returns both results
+/// (`there`'s first). Without a second thread, `here` runs, then `there`, both here.
+///
+/// ```
+/// let data = vec![1u64, 2, 3];
+/// let (sum, len) = patchbox::cores::beside(|| data.iter().sum::<u64>(), || data.len());
+/// assert_eq!((sum, len), (6, 3));
+/// ```
+pub fn beside<A: Send, B>(there: impl Fn() -> A + Sync, here: impl FnOnce() -> B) -> (A, B) {
+    std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new().spawn_scoped(s, &there);
+        let b = here();
+        let a = match spawned {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            Err(_) => there(),
+        };
+        (a, b)
+    })
+}
+
+/// `f` over `items`, in order, the items split into one run per core (at most four) when
+/// there are enough of them (`min_items`) to pay for the threads. A run whose thread cannot
+/// be made is done on this one.
+///
+/// ```
+/// let squares = patchbox::cores::parallel_map(&[1, 2, 3], 1, |x| x * x);
+/// assert_eq!(squares, [1, 4, 9]);
+/// ```
+pub fn parallel_map<T: Sync, U: Send>(
+    items: &[T],
+    min_items: usize,
+    f: impl Fn(&T) -> U + Sync,
+) -> Vec<U> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if threads < 2 || items.len() < min_items.max(2) {
+        return items.iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let f = &f;
+        let parts: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| {
+                let run = move || c.iter().map(f).collect::<Vec<U>>();
+                std::thread::Builder::new()
+                    .spawn_scoped(s, run)
+                    .map_err(|_| c)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for p in parts {
+            match p {
+                Ok(h) => out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+                Err(c) => out.extend(c.iter().map(f)),
+            }
+        }
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_map_keeps_the_order_of_many_items() {
+        let items: Vec<u32> = (0..10_000).collect();
+        let got = parallel_map(&items, 16, |x| x * 2);
+        assert_eq!(got, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn beside_returns_both_and_resumes_a_panic() {
+        assert_eq!(beside(|| 1, || 2), (1, 2));
+        let r = std::panic::catch_unwind(|| beside(|| panic!("there"), || 2));
+        assert!(r.is_err());
+    }
+}
