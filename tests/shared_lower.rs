@@ -10,6 +10,7 @@
 mod common;
 
 use std::fs;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -151,6 +152,11 @@ fn a_later_session_sees_exactly_the_copys_tree_over_the_shared_layer() {
         "unchanged tracked files stay in the shared layer: {delta:?}"
     );
     assert!(delta.iter().any(|p| p == "untracked.txt"), "{delta:?}");
+    // `.lower/` takes the session's copies as links of `base/`'s (neither is ever written in
+    // place): one inode each, and a write through the view reaches neither.
+    let in_base = over.session_base().join("base/untracked.txt");
+    let in_lower = over.session_base().join(".lower/untracked.txt");
+    assert_eq!(inode(&in_base), inode(&in_lower), "linked, not copied");
     assert_eq!(
         fingerprint(&o.path, false),
         fingerprint(&c.path, false),
@@ -164,6 +170,17 @@ fn a_later_session_sees_exactly_the_copys_tree_over_the_shared_layer() {
         "",
         "git status in the overlay view"
     );
+
+    // A write through the view to a linked file reaches neither `base/` nor `.lower/`
+    // (the file is removed below, in both sandboxes).
+    fs::OpenOptions::new()
+        .append(true)
+        .open(o.path.join("untracked.txt"))
+        .unwrap()
+        .write_all(b"more\n")
+        .unwrap();
+    assert_eq!(fs::read(&in_base).unwrap(), b"untracked\n");
+    assert_eq!(fs::read(&in_lower).unwrap(), b"untracked\n");
 
     // The same edits give the same patch.
     for d in [&o.path, &c.path] {

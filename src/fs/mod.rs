@@ -18,6 +18,7 @@ pub(crate) mod at;
 pub mod btrfs;
 pub(crate) mod dotgit;
 pub mod overlay;
+pub(crate) mod path_hash;
 pub mod project;
 pub mod relpath;
 pub mod state_dir;

@@ -16,13 +16,13 @@ use super::layer_digest::{Digester, LayerDigest};
 use super::shared_lower::{self as shared, Manifest, ManifestFile, SharedLayer};
 use super::tree_base::{copy_whole, node_of, TreeBase};
 use crate::error::Result;
+use crate::fs::path_hash::PathSet;
 use crate::fs::state_dir::{self, StatePath};
 use crate::fs::RelPath;
 use crate::fs::Timestamp;
 use crate::git::index::LStat;
 use crate::git::repo::GitRepo;
 use crate::tree::base::BaseSrc;
-use crate::tree::path_hash::PathSet;
 use crate::tree::select::{self, Selected};
 use crate::tree::snapshot::{self, Node, NodeKind};
 

@@ -25,7 +25,6 @@ pub mod diff;
 pub mod dir_diff;
 pub mod listing;
 pub mod overlay_diff;
-pub(crate) mod path_hash;
 pub mod select;
 pub mod snapshot;
 pub mod walk;

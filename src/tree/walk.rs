@@ -16,7 +16,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::path_hash::PathMap;
+use crate::fs::path_hash::PathMap;
 use crate::fs::relpath::RelPath;
 use crate::fs::Timestamp;
 use crate::git::ignore::{

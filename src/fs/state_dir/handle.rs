@@ -144,6 +144,20 @@ impl DirHandle {
             .map_err(|e| io_err("create symlink", &self.path.join(name), e))
     }
 
+    /// Makes `name` in this directory a new hard link to `src` (a symlink is linked itself,
+    /// not followed). `false` when no link is made here for a reason a copy would not meet
+    /// (`src` on another filesystem or gone, its link count at the limit, links refused), so
+    /// the caller can copy instead.
+    pub fn link_from(&self, src: &Path, name: &OsStr) -> Result<bool> {
+        match at::link(at::CWD, src, self.fd.as_fd(), name) {
+            Ok(()) => Ok(true),
+            Err(Errno::XDEV | Errno::MLINK | Errno::PERM | Errno::OPNOTSUPP | Errno::NOENT) => {
+                Ok(false)
+            }
+            Err(e) => Err(io_err("link", &self.path.join(name), e)),
+        }
+    }
+
     /// Sets the modification time of `name` without following a symlink.
     pub fn set_mtime(&self, name: &OsStr, mtime: Timestamp) -> Result<()> {
         at::set_mtime(self.fd.as_fd(), name, mtime)

@@ -289,8 +289,8 @@ fn is_branch_name(name: &str) -> bool {
 fn drop_directory_clashes(entries: &mut Vec<TreeEntry>) {
     // Every directory some entry lies in, each inserted once: deepest parent first, and once
     // one is known all above it are too (linear in the entries, not a search per entry).
-    let mut dirs: std::collections::HashSet<&[u8]> =
-        std::collections::HashSet::with_capacity(entries.len() / 8);
+    let mut dirs = crate::fs::path_hash::PathSet::default();
+    dirs.reserve(entries.len() / 8);
     for e in entries.iter() {
         for (pos, _) in e.path.iter().enumerate().rev().filter(|(_, &b)| b == b'/') {
             if !dirs.insert(&e.path[..pos]) {

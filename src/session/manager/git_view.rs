@@ -142,10 +142,13 @@ fn prepare(
     copied.extend(indexed);
     let mut entries = Vec::with_capacity(base.nodes.len());
     for (i, (n, src)) in base.nodes.iter().zip(&base.srcs).enumerate() {
-        let oid = match (src, copied.get(&i)) {
-            (BaseSrc::Blob(oid, _), _) => *oid,
-            (BaseSrc::Dir, Some(oid)) => *oid,
-            (BaseSrc::Dir, None) => writer.write(ObjectKind::Blob, &base.read(i)?)?,
+        // Only a copied node is looked up (a few among tens of thousands of blobs).
+        let oid = match src {
+            BaseSrc::Blob(oid, _) => *oid,
+            BaseSrc::Dir => match copied.get(&i) {
+                Some(oid) => *oid,
+                None => writer.write(ObjectKind::Blob, &base.read(i)?)?,
+            },
         };
         entries.push(TreeEntry {
             path: n.rel.as_bytes().to_vec(),

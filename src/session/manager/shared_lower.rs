@@ -130,7 +130,8 @@ impl SandboxManager {
         };
         let (keys, made) = crate::cores::beside(read, || -> Result<_> {
             let nodes: Vec<&Node> = copies.iter().map(|&i| &base.nodes[i]).collect();
-            let a = snapshot::copy_tree(&base.dir, &nodes, tmp, None, None)?;
+            // `base/` and `.lower/` are both never written in place: links, not copies.
+            let a = snapshot::link_tree(&base.dir, &nodes, tmp)?;
             let b = self.copy_blobs(base, &differ, tmp, None)?;
             if let Some(m) = m {
                 layered::whiteouts(&base.nodes, m, tmp)?;
