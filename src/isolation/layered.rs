@@ -129,22 +129,23 @@ pub fn digest_of(nodes: &[Node], srcs: &[BaseSrc], blobs: &[usize]) -> Option<La
     Some(d.finish())
 }
 
-/// The newest layer of `project` if it still serves a snapshot of `blobs` well enough
-/// (see [`REUSE_MAX_SHARE`]); an outgrown one is let go (its hold with it), so the sweep
-/// after a new one is made can remove it. When the layer's digest is the blob nodes' own
-/// (the project's clean tracked files are what they were when it was made: the usual
-/// later session) its manifest is not read at all.
+/// The newest layer of `project` if it still serves a snapshot (`nodes`, their `srcs`, the
+/// indices of its blob nodes) well enough (see [`REUSE_MAX_SHARE`]); an outgrown one is let
+/// go (its hold with it), so the sweep after a new one is made can remove it. When the
+/// layer's digest is the blob nodes' own (the project's clean tracked files are what they
+/// were when it was made: the usual later session) its manifest is not read at all.
+/// `digest`: the blob nodes' [`digest_of`], when the caller took it already.
 pub fn reusable(
     root: &Path,
     project: &Path,
-    nodes: &[Node],
-    srcs: &[BaseSrc],
-    blobs: &[usize],
+    (nodes, srcs, blobs): (&[Node], &[BaseSrc], &[usize]),
+    digest: Option<LayerDigest>,
 ) -> Result<Option<Reused>> {
     let Some(layer) = shared::newest(root, project)? else {
         return Ok(None);
     };
-    if digest_of(nodes, srcs, blobs).is_some_and(|d| layer.has_digest(&d)) {
+    let digest = digest.or_else(|| digest_of(nodes, srcs, blobs));
+    if digest.is_some_and(|d| layer.has_digest(&d)) {
         let mut at = vec![None; nodes.len()];
         for (k, &i) in blobs.iter().enumerate() {
             at[i] = Some(k);
@@ -294,7 +295,7 @@ pub fn take(
         return Ok((copy_whole(original, nodes, dst)?, None, git));
     }
     state_dir::create_dir_new(dst)?;
-    let Reused { layer, at } = match reusable(root, original, &nodes, &srcs, &blobs)? {
+    let Reused { layer, at } = match reusable(root, original, (&nodes, &srcs, &blobs), None)? {
         Some(r) => r,
         None => {
             let l = shared::make(root, original, |tree| {

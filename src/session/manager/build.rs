@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use super::*;
 use crate::fs::Timestamp;
+use crate::isolation::layered;
 
 impl Sandbox {
     /// The sandbox `d-<id>` (`dir`) of the session whose base is `base`: a copy (with the
@@ -123,13 +124,29 @@ impl SandboxManager {
         let dir = self.path_in_state_dir(Path::new(layout::BASE_DIR))?;
         state_dir::remove_tree(&tmp)?;
         state_dir::create_dir_new(&tmp)?;
-        let out = match snapshot::copy_tree(
-            &self.project,
-            &to_copy,
-            &tmp,
-            self.progress.as_deref(),
-            None,
-        ) {
+        // What an overlay create will compare with the project's shared layer, hashed on a
+        // second core while the copies are made.
+        let digest = || {
+            let blobs: Vec<usize> = (0..nodes.len())
+                .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
+                .collect();
+            let wanted = sel.git.is_some()
+                && !blobs.is_empty()
+                && layered::min_files().is_some_and(|min| blobs.len() >= min);
+            wanted
+                .then(|| layered::digest_of(&nodes, &srcs, &blobs))
+                .flatten()
+        };
+        let (blob_digest, copied) = crate::cores::beside(digest, || {
+            snapshot::copy_tree(
+                &self.project,
+                &to_copy,
+                &tmp,
+                self.progress.as_deref(),
+                None,
+            )
+        });
+        let out = match copied {
             Ok(o) => o,
             Err(e) => {
                 let _ = state_dir::remove_tree(&tmp);
@@ -179,6 +196,7 @@ impl SandboxManager {
             links_into_project,
             blob_list_written: Mutex::new(false),
             view_index,
+            blob_digest,
         });
         *guard = Some(sb.clone());
         Ok(sb)

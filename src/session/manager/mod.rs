@@ -111,6 +111,10 @@ struct SessionBase {
     blob_list_written: Mutex<bool>,
     /// What the sandboxes' private repository needs of the user's index.
     view_index: git_view::ViewIndex,
+    /// The digest of the base's blob nodes, as a shared layer of them would have it
+    /// ([`crate::isolation::layer_digest`]), taken beside the base's copy; `None` outside
+    /// git or when a shared layer is out of the question.
+    blob_digest: Option<crate::isolation::layer_digest::LayerDigest>,
 }
 
 struct Sandbox {

@@ -36,7 +36,12 @@ impl SandboxManager {
         }
         // An outgrown layer is let go (its lock with it) before a new one is made, so the
         // sweep after making can remove it.
-        let found = layered::reusable(&self.root, &self.project, &base.nodes, &base.srcs, &blobs)?;
+        let found = layered::reusable(
+            &self.root,
+            &self.project,
+            (&base.nodes, &base.srcs, &blobs),
+            sbase.blob_digest,
+        )?;
         let (layer, at) = match found {
             Some(r) => (r.layer, Some(r.at)),
             None => {
