@@ -668,20 +668,26 @@ fn view_stat(dir: &Path, rel: &str) -> (String, String, String, String) {
     )
 }
 
+/// Populates the project and runs its first overlay session, which writes the shared layer;
+/// the layer's directory, or `None` (with a message) where no overlay can be mounted.
+fn first_session_layer(e: &Env) -> Option<std::path::PathBuf> {
+    populate(&e.project);
+    let first = overlay_manager(e)?;
+    let s1 = first.create_sandbox("one", None).unwrap();
+    first.discard_sandbox(&s1).unwrap();
+    drop(first);
+    Some(shared_tree(e).parent().unwrap().to_path_buf())
+}
+
 /// A later session's private index holds, for a file the shared layer serves, the stat data
 /// the view shows (so git reads no file to see it clean), whether that data comes from the
 /// record the layer's writer left or, that record gone, from the layer itself.
 #[test]
 fn the_private_index_holds_what_the_view_shows_for_the_layers_files() {
     let e = env();
-    populate(&e.project);
-    let Some(first) = overlay_manager(&e) else {
+    let Some(layer) = first_session_layer(&e) else {
         return;
     };
-    let s1 = first.create_sandbox("one", None).unwrap();
-    first.discard_sandbox(&s1).unwrap();
-    drop(first);
-    let layer = shared_tree(&e).parent().unwrap().to_path_buf();
     assert!(
         layer.join("stats").is_file(),
         "the writer recorded the stat data"
@@ -715,14 +721,9 @@ fn the_private_index_holds_what_the_view_shows_for_the_layers_files() {
 #[test]
 fn an_unchanged_project_is_matched_to_its_layer_by_the_digest_alone() {
     let e = env();
-    populate(&e.project);
-    let Some(first) = overlay_manager(&e) else {
+    let Some(layer) = first_session_layer(&e) else {
         return;
     };
-    let s1 = first.create_sandbox("one", None).unwrap();
-    first.discard_sandbox(&s1).unwrap();
-    drop(first);
-    let layer = shared_tree(&e).parent().unwrap().to_path_buf();
     let digest = fs::read(layer.join("digest")).expect("a new layer has a digest");
     let manifest = fs::read(layer.join("manifest")).unwrap();
 

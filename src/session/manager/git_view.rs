@@ -289,37 +289,16 @@ fn write_sandbox_repo(
         Some(Made::Entries(made)) => {
             let mut same: Vec<&ManifestEntry> = made.iter().filter(|e| e.same_as_base).collect();
             same.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
-            let mut j = 0;
-            entries
-                .iter()
-                .map(|e| {
-                    while j < same.len() && same[j].rel.as_bytes() < e.path.as_slice() {
-                        j += 1;
-                    }
-                    let m = same
-                        .get(j)
-                        .filter(|m| m.rel.as_bytes() == e.path.as_slice())?;
-                    lstat(e, &m.key)
-                })
+            at_paths(entries, &same, |m| m.rel.as_bytes())
+                .zip(entries)
+                .map(|(j, e)| lstat(e, &same[j?].key))
                 .collect()
         }
         // Both lists in path order: one merge, no sort.
-        Some(Made::ByNode(keys)) => {
-            let mut j = 0;
-            entries
-                .iter()
-                .map(|e| {
-                    while j < nodes.len() && nodes[j].rel.as_bytes() < e.path.as_slice() {
-                        j += 1;
-                    }
-                    let n = nodes.get(j)?;
-                    if n.rel.as_bytes() != e.path.as_slice() {
-                        return None;
-                    }
-                    lstat(e, keys.get(j)?.as_ref()?)
-                })
-                .collect()
-        }
+        Some(Made::ByNode(keys)) => at_paths(entries, nodes, |n| n.rel.as_bytes())
+            .zip(entries)
+            .map(|(j, e)| lstat(e, keys.get(j?)?.as_ref()?))
+            .collect(),
         None => entries
             .iter()
             .map(|e| {
@@ -333,6 +312,22 @@ fn write_sandbox_repo(
             .collect(),
     };
     view.write_into(&dot_git, &|i| stats[i])
+}
+
+/// For each of the view's `entries`, the position in `items` of the item at its path, if
+/// any: one merge of two lists in path-byte order.
+fn at_paths<'a, T>(
+    entries: &'a [TreeEntry],
+    items: &'a [T],
+    path: impl Fn(&T) -> &[u8] + 'a,
+) -> impl Iterator<Item = Option<usize>> + 'a {
+    let mut j = 0;
+    entries.iter().map(move |e| {
+        while j < items.len() && path(&items[j]) < e.path.as_slice() {
+            j += 1;
+        }
+        (j < items.len() && path(&items[j]) == e.path.as_slice()).then_some(j)
+    })
 }
 
 #[cfg(test)]
