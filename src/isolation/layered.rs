@@ -48,6 +48,20 @@ pub fn min_files() -> Option<usize> {
     }
 }
 
+/// The blob nodes of a snapshot (indices of `srcs` that are [`BaseSrc::Blob`]) when the
+/// snapshot of a git project (`git`) stands on a shared layer: enough of them
+/// ([`min_files`]); `None` when it is taken whole. The one rule sessions and plans follow.
+pub fn layered_blobs(git: bool, srcs: &[BaseSrc]) -> Option<Vec<usize>> {
+    let min = min_files()?;
+    if !git {
+        return None;
+    }
+    let blobs: Vec<usize> = (0..srcs.len())
+        .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
+        .collect();
+    (!blobs.is_empty() && blobs.len() >= min).then_some(blobs)
+}
+
 /// Where a selected file's snapshot content can come from: a blob of the index when its
 /// stat data matches the index (by git's rule, racy entries excluded) and git does not
 /// convert it, else the work tree (`Dir`).
@@ -273,12 +287,7 @@ pub fn take(
     // The selection (index entries and stat data of every file) is not needed past here: on
     // a large tree it is the biggest thing this step holds while it copies.
     drop(entries);
-    let blobs: Vec<usize> = (0..nodes.len())
-        .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
-        .collect();
-    let layered =
-        git.is_some() && !blobs.is_empty() && min_files().is_some_and(|min| blobs.len() >= min);
-    if !layered {
+    let Some(blobs) = layered_blobs(git.is_some(), &srcs) else {
         // On Btrfs (as root) a subvolume: a plan's copy of this base is then a snapshot.
         let (Some(parent), Some(name)) = (dst.as_path().parent(), dst.as_path().file_name()) else {
             return Err(crate::Error::io(
@@ -293,7 +302,7 @@ pub fn take(
             state_dir::create_dir_new(dst)?;
         }
         return Ok((copy_whole(original, nodes, dst)?, None, git));
-    }
+    };
     state_dir::create_dir_new(dst)?;
     let Reused { layer, at } = match reusable(root, original, (&nodes, &srcs, &blobs), None)? {
         Some(r) => r,

@@ -127,15 +127,8 @@ impl SandboxManager {
         // What an overlay create will compare with the project's shared layer, hashed on a
         // second core while the copies are made.
         let digest = || {
-            let blobs: Vec<usize> = (0..nodes.len())
-                .filter(|&i| matches!(srcs[i], BaseSrc::Blob(..)))
-                .collect();
-            let wanted = sel.git.is_some()
-                && !blobs.is_empty()
-                && layered::min_files().is_some_and(|min| blobs.len() >= min);
-            wanted
-                .then(|| layered::digest_of(&nodes, &srcs, &blobs))
-                .flatten()
+            let blobs = layered::layered_blobs(sel.git.is_some(), &srcs)?;
+            layered::digest_of(&nodes, &srcs, &blobs)
         };
         let (blob_digest, copied) = crate::cores::beside(digest, || {
             snapshot::copy_tree(

@@ -25,15 +25,9 @@ impl SandboxManager {
         tmp: &StatePath,
     ) -> Result<Option<Vec<Option<StatKey>>>> {
         let base = &sbase.base;
-        let Some(min) = layered::min_files() else {
+        let Some(blobs) = layered::layered_blobs(sbase.repo.is_some(), &base.srcs) else {
             return Ok(None);
         };
-        let blobs: Vec<usize> = (0..base.nodes.len())
-            .filter(|&i| matches!(base.srcs[i], BaseSrc::Blob(..)))
-            .collect();
-        if sbase.repo.is_none() || blobs.is_empty() || blobs.len() < min {
-            return Ok(None);
-        }
         // An outgrown layer is let go (its lock with it) before a new one is made, so the
         // sweep after making can remove it.
         let found = layered::reusable(
