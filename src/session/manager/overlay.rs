@@ -181,12 +181,10 @@ impl SandboxManager {
         state_dir::create_dir_new(&tmp)?;
         // The private repository's objects depend on the base alone: they are prepared on a
         // second core while `.lower/` is matched against the shared layer.
-        let (over_shared, view) = std::thread::scope(|s| {
-            let view = s.spawn(|| self.git_view_of(sbase));
-            let over_shared = self.lower_over_shared(sbase, &tmp);
-            let view = view.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (over_shared, view)
-        });
+        let (view, over_shared) = crate::cores::beside(
+            || self.git_view_of(sbase),
+            || self.lower_over_shared(sbase, &tmp),
+        );
         let made = match view.and(over_shared) {
             Ok(Some(keys)) => self.add_git_repo(sbase, &tmp, Some(Made::ByNode(&keys))),
             Ok(None) => self.copy_fresh(base, &tmp).and_then(|(entries, _)| {
