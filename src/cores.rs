@@ -65,6 +65,54 @@ pub fn parallel_map<T: Sync, U: Send>(
     })
 }
 
+/// Runs `worker` on up to `threads` threads, this one among them, and returns what each
+/// run returned (this thread's last). A thread that cannot be made is simply not there: the
+/// runs that are share the work, and this thread's run alone must be able to do all of it
+/// (workers that take their jobs from one shared queue until it is empty, as the walks and
+/// the copies do). A panic on a helper thread is resumed on this one once all have ended.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let next = AtomicUsize::new(0);
+/// let done: Vec<usize> = patchbox::cores::workers(3, || {
+///     let mut mine = 0;
+///     while next.fetch_add(1, Ordering::Relaxed) < 100 {
+///         mine += 1;
+///     }
+///     mine
+/// });
+/// assert!(!done.is_empty() && done.len() <= 3);
+/// assert_eq!(done.iter().sum::<usize>(), 100);
+/// ```
+pub fn workers<R: Send>(threads: usize, worker: impl Fn() -> R + Sync) -> Vec<R> {
+    std::thread::scope(|s| {
+        let worker = &worker;
+        let mut helpers = Vec::with_capacity(threads.saturating_sub(1));
+        for _ in 1..threads {
+            match std::thread::Builder::new().spawn_scoped(s, worker) {
+                Ok(h) => helpers.push(h),
+                Err(_) => break,
+            }
+        }
+        let mine = worker();
+        let mut out = Vec::with_capacity(helpers.len() + 1);
+        let mut panicked = None;
+        for h in helpers {
+            match h.join() {
+                Ok(r) => out.push(r),
+                Err(p) => {
+                    panicked.get_or_insert(p);
+                }
+            }
+        }
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
+        out.push(mine);
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +128,36 @@ mod tests {
     fn beside_returns_both_and_resumes_a_panic() {
         assert_eq!(beside(|| 1, || 2), (1, 2));
         let r = std::panic::catch_unwind(|| beside(|| panic!("there"), || 2));
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn workers_share_one_queue_and_resume_a_panic() {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let runs = workers(4, || {
+            let mut mine = Vec::new();
+            loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if k >= 1000 {
+                    return mine;
+                }
+                mine.push(k);
+            }
+        });
+        assert!(!runs.is_empty() && runs.len() <= 4);
+        let mut all: Vec<usize> = runs.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+        let only = workers(1, || 7);
+        assert_eq!(only, [7]);
+        let r = std::panic::catch_unwind(|| {
+            let first = std::sync::atomic::AtomicBool::new(true);
+            workers(2, || {
+                if !first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    panic!("the second run");
+                }
+            })
+        });
         assert!(r.is_err());
     }
 }

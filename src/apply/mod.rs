@@ -577,37 +577,34 @@ impl Deferred {
                 }
             }
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per = ready.len().div_ceil(threads.max(1)).max(1);
-        let mut chunks: Vec<Vec<Deferred>> = Vec::new();
-        let mut it = ready.into_iter().peekable();
-        while it.peek().is_some() {
-            chunks.push(it.by_ref().take(per).collect());
-        }
-        let done: Vec<Vec<Result<Vec<String>>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| {
-                    scope.spawn(move || {
-                        chunk
-                            .into_iter()
-                            .map(|d| d.finish(true))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        vec![Err(Error::ApplyFailed(
+        // Each finish is taken by whichever worker is free (this thread is one); a panic
+        // in one is that change's error, the others finish.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(ready.len());
+        let queue = parking_lot::Mutex::new(ready.into_iter().enumerate().collect::<Vec<_>>());
+        let mut done: Vec<(usize, Result<Vec<String>>)> = crate::cores::workers(threads, || {
+            let mut out = Vec::new();
+            loop {
+                let Some((k, d)) = queue.lock().pop() else {
+                    return out;
+                };
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.finish(true)))
+                    .unwrap_or_else(|_| {
+                        Err(Error::ApplyFailed(
                             "finishing a change panicked; the next recovery completes it".into(),
-                        ))]
-                    })
-                })
-                .collect()
-        });
-        for r in done.into_iter().flatten() {
+                        ))
+                    });
+                out.push((k, r));
+            }
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        // Warnings and the first error in the order of the applies, whoever finished them.
+        done.sort_unstable_by_key(|(k, _)| *k);
+        let done = done.into_iter().map(|(_, r)| r);
+        for r in done {
             match r {
                 Ok(w) => warnings.extend(w),
                 Err(e) => {

@@ -300,24 +300,33 @@ where
     project::create_file(&bp, begin.to_text().as_bytes(), 0o600, None)?;
     tick(journal, None)?;
     let mut staged: Vec<Option<ProjectPath>> = Vec::with_capacity(ops.len());
-    let (staging, recorded) = std::thread::scope(|scope| {
-        let recorder = record.map(|r| scope.spawn(|| r(&begin.dirs)));
-        // A member of a commit group stages while the other members do, on every core:
-        // its writeback is left to the group's sync (see `project::Writeback`).
-        let wb = match finish.defer {
-            Defer::Shared(_) => project::Writeback::Leave,
-            Defer::No | Defer::Yes => project::Writeback::Start,
-        };
-        let staging = stage_all(root, ops, stage_rel, wb, journal, &mut staged, &mut tick);
-        let recorded = recorder.map(|h| {
-            h.join().unwrap_or_else(|_| {
-                Err(Error::ApplyFailed(
-                    "writing the undo record panicked".into(),
-                ))
-            })
-        });
-        (staging, recorded)
-    });
+    // A member of a commit group stages while the other members do, on every core:
+    // its writeback is left to the group's sync (see `project::Writeback`).
+    let wb = match finish.defer {
+        Defer::Shared(_) => project::Writeback::Leave,
+        Defer::No | Defer::Yes => project::Writeback::Start,
+    };
+    let mut stage = || stage_all(root, ops, stage_rel, wb, journal, &mut staged, &mut tick);
+    // The undo record is written beside the staging (after it, on this thread, when no
+    // second thread can be made); a panic there is this apply's error.
+    let (recorded, staging) = match record {
+        None => (None, stage()),
+        Some(r) => {
+            let r = parking_lot::Mutex::new(Some(r));
+            let record = || {
+                let r = r.lock().take()?;
+                Some(
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r(&begin.dirs)))
+                        .unwrap_or_else(|_| {
+                            Err(Error::ApplyFailed(
+                                "writing the undo record panicked".into(),
+                            ))
+                        }),
+                )
+            };
+            crate::cores::beside(record, stage)
+        }
+    };
     staging?;
     let (expect, oids) = match recorded {
         Some(r) => {

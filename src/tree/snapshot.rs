@@ -225,74 +225,70 @@ fn fill_tree<N: Borrow<Node> + Sync>(
     // (the few dozen symlinks of a later session are spread too).
     let chunk = (nodes.len() / threads.max(1)).clamp(1, 64);
 
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                // The parent directory of the last node this thread copied, and its
-                // descriptor: nodes come in path order, so one `openat2` serves a directory's
-                // files, and each file is one `openat` of its own name.
-                let mut parent: Option<(std::path::PathBuf, DirHandle)> = None;
-                loop {
-                    if failure.lock().is_some() {
-                        return;
-                    }
-                    let start = next.fetch_add(chunk, Ordering::Relaxed);
-                    if start >= nodes.len() {
-                        return;
-                    }
-                    let end = (start + chunk).min(nodes.len());
-                    for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
-                        let n: &Node = n.borrow();
-                        let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
-                        let r = in_parent(&root, &mut parent, &n.rel).and_then(|(dir, name)| {
-                            let src = src_root.join(n.rel.as_path());
-                            if link {
-                                if let Some(done) = link_node(&src, dir, name, n.kind)? {
-                                    return Ok(done);
-                                }
-                            }
-                            copy_node(
-                                &src,
-                                dir,
-                                name,
-                                n.kind,
-                                &reflink_ok,
-                                check.as_ref().map(|c| c as &dyn Fn(&fs::Metadata) -> bool),
-                            )
-                        });
-                        match r {
-                            Ok(Copied::Done(key, len)) => {
-                                *keys[i].lock() = Some(key);
-                                bytes.fetch_add(len, Ordering::Relaxed);
-                            }
-                            Ok(Copied::Unverified) => {}
-                            Ok(Copied::WrongKind) => skipped
-                                .lock()
-                                .push((n.rel.clone(), "changed type during snapshot".to_string())),
-                            Err(Error::Io { source, .. })
-                                if source.kind() == std::io::ErrorKind::NotFound =>
-                            {
-                                skipped
-                                    .lock()
-                                    .push((n.rel.clone(), "vanished during snapshot".to_string()))
-                            }
-                            Err(e) => {
-                                *failure.lock() = Some(e);
-                                return;
-                            }
+    // This thread copies too; a thread that cannot be made leaves the others more runs.
+    crate::cores::workers(threads, || {
+        // The parent directory of the last node this thread copied, and its
+        // descriptor: nodes come in path order, so one `openat2` serves a directory's
+        // files, and each file is one `openat` of its own name.
+        let mut parent: Option<(std::path::PathBuf, DirHandle)> = None;
+        loop {
+            if failure.lock().is_some() {
+                return;
+            }
+            let start = next.fetch_add(chunk, Ordering::Relaxed);
+            if start >= nodes.len() {
+                return;
+            }
+            let end = (start + chunk).min(nodes.len());
+            for (i, n) in nodes.iter().enumerate().take(end).skip(start) {
+                let n: &Node = n.borrow();
+                let check = verify.map(|v| move |m: &fs::Metadata| v(i, m));
+                let r = in_parent(&root, &mut parent, &n.rel).and_then(|(dir, name)| {
+                    let src = src_root.join(n.rel.as_path());
+                    if link {
+                        if let Some(done) = link_node(&src, dir, name, n.kind)? {
+                            return Ok(done);
                         }
                     }
-                    let d = done.fetch_add((end - start) as u64, Ordering::Relaxed)
-                        + (end - start) as u64;
-                    if let Some(cb) = progress {
-                        cb(Progress {
-                            files_done: d,
-                            files_total: total,
-                            bytes_done: bytes.load(Ordering::Relaxed),
-                        });
+                    copy_node(
+                        &src,
+                        dir,
+                        name,
+                        n.kind,
+                        &reflink_ok,
+                        check.as_ref().map(|c| c as &dyn Fn(&fs::Metadata) -> bool),
+                    )
+                });
+                match r {
+                    Ok(Copied::Done(key, len)) => {
+                        *keys[i].lock() = Some(key);
+                        bytes.fetch_add(len, Ordering::Relaxed);
+                    }
+                    Ok(Copied::Unverified) => {}
+                    Ok(Copied::WrongKind) => skipped
+                        .lock()
+                        .push((n.rel.clone(), "changed type during snapshot".to_string())),
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        skipped
+                            .lock()
+                            .push((n.rel.clone(), "vanished during snapshot".to_string()))
+                    }
+                    Err(e) => {
+                        *failure.lock() = Some(e);
+                        return;
                     }
                 }
-            });
+            }
+            let d = done.fetch_add((end - start) as u64, Ordering::Relaxed) + (end - start) as u64;
+            if let Some(cb) = progress {
+                cb(Progress {
+                    files_done: d,
+                    files_total: total,
+                    bytes_done: bytes.load(Ordering::Relaxed),
+                });
+            }
         }
     });
     if let Some(e) = failure.into_inner() {
@@ -531,63 +527,57 @@ pub fn list_tree_and_dirs(root: &Path) -> Result<(Vec<(Node, StatKey)>, Vec<(Vec
         .map(|n| n.get())
         .unwrap_or(2)
         .clamp(1, 8);
-    #[allow(clippy::type_complexity)]
-    let results: Vec<Option<(Vec<(Node, StatKey)>, Vec<(Vec<u8>, u64)>)>> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = Vec::new();
-                        let mut seen_dirs = Vec::new();
-                        loop {
-                            let rel_dir = {
-                                let mut q = queue.lock();
-                                loop {
-                                    if q.failed.is_some() {
-                                        return (out, seen_dirs);
-                                    }
-                                    if let Some(d) = q.dirs.pop() {
-                                        q.active += 1;
-                                        break d;
-                                    }
-                                    if q.active == 0 {
-                                        cv.notify_all();
-                                        return (out, seen_dirs);
-                                    }
-                                    cv.wait(&mut q);
-                                }
-                            };
-                            let mut found_dirs = Vec::new();
-                            let r = list_dir(root, &rel_dir, &mut out, &mut found_dirs);
-                            let mut q = queue.lock();
-                            q.active -= 1;
-                            match r {
-                                Ok(()) => q.dirs.extend(found_dirs.into_iter().map(|(d, ino)| {
-                                    seen_dirs.push((d.clone(), ino));
-                                    d
-                                })),
-                                Err(e) => {
-                                    q.failed.get_or_insert(e);
-                                }
-                            }
-                            cv.notify_all();
-                        }
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().ok()).collect()
-        });
+    // Each directory is listed by whichever worker takes it (this thread is one); a
+    // listing that panics fails the whole listing rather than leave the others waiting.
+    let parts = crate::cores::workers(threads, || {
+        let mut out = Vec::new();
+        let mut seen_dirs = Vec::new();
+        loop {
+            let rel_dir = {
+                let mut q = queue.lock();
+                loop {
+                    if q.failed.is_some() {
+                        return (out, seen_dirs);
+                    }
+                    if let Some(d) = q.dirs.pop() {
+                        q.active += 1;
+                        break d;
+                    }
+                    if q.active == 0 {
+                        cv.notify_all();
+                        return (out, seen_dirs);
+                    }
+                    cv.wait(&mut q);
+                }
+            };
+            let mut found_dirs = Vec::new();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                list_dir(root, &rel_dir, &mut out, &mut found_dirs)
+            }))
+            .unwrap_or_else(|_| {
+                Err(Error::io(
+                    "list",
+                    root.join(std::ffi::OsStr::from_bytes(&rel_dir)),
+                    std::io::Error::other("listing the directory panicked"),
+                ))
+            });
+            let mut q = queue.lock();
+            q.active -= 1;
+            match r {
+                Ok(()) => q.dirs.extend(found_dirs.into_iter().map(|(d, ino)| {
+                    seen_dirs.push((d.clone(), ino));
+                    d
+                })),
+                Err(e) => {
+                    q.failed.get_or_insert(e);
+                }
+            }
+            cv.notify_all();
+        }
+    });
     if let Some(e) = queue.into_inner().failed {
         return Err(e);
     }
-    // A lost part of the listing would read as deletions: never return one.
-    let Some(parts) = results.into_iter().collect::<Option<Vec<_>>>() else {
-        return Err(Error::io(
-            "list",
-            root,
-            std::io::Error::other("a listing thread panicked"),
-        ));
-    };
     let mut dirs = Vec::new();
     let mut out: Vec<(Node, StatKey)> = Vec::new();
     for (files, d) in parts {

@@ -40,26 +40,16 @@ pub(super) fn check_all(todo: &[Arc<dyn Sandbox>]) -> Option<(&Arc<dyn Sandbox>,
     let mut errors: Vec<Option<SandboxError>> = (0..todo.len()).map(|_| None).collect();
     if threads > 1 {
         let next = AtomicUsize::new(0);
-        let found: Vec<(usize, SandboxError)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut out = Vec::new();
-                        while let Some(&i) = parallel.get(next.fetch_add(1, Ordering::Relaxed)) {
-                            if let Err(e) = todo[i].check_commit() {
-                                out.push((i, e));
-                            }
-                        }
-                        out
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
+        let found = crate::cores::workers(threads, || {
+            let mut out = Vec::new();
+            while let Some(&i) = parallel.get(next.fetch_add(1, Ordering::Relaxed)) {
+                if let Err(e) = todo[i].check_commit() {
+                    out.push((i, e));
+                }
+            }
+            out
         });
-        for (i, e) in found {
+        for (i, e) in found.into_iter().flatten() {
             errors[i] = Some(e);
         }
     }
@@ -127,7 +117,10 @@ pub(super) fn commit_group(
             .map(|(i, s)| {
                 let group = &group;
                 let lent = &lent;
-                scope.spawn(move || {
+                // Members wait on each other's intents, so each needs its own thread: one
+                // that cannot be made is this member's failure (the group refuses those
+                // after it, and `commit_all` rolls back what landed), never a panic.
+                let started = std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _held = lent.enter();
                     let mut batch = CommitBatch::member(group.hook(i));
                     let r = match opts.injected_failure(i, s) {
@@ -136,6 +129,13 @@ pub(super) fn commit_group(
                     };
                     group.done(i, r.is_ok());
                     (r, batch)
+                });
+                started.map_err(|e| {
+                    group.done(i, false);
+                    SandboxError::Unexpected {
+                        sandbox_id: Some(s.sandbox_id().to_string()),
+                        reason: format!("no thread could be made for its commit: {e}"),
+                    }
                 })
             })
             .collect();
@@ -143,6 +143,10 @@ pub(super) fn commit_group(
             .into_iter()
             .zip(members)
             .map(|(h, s)| {
+                let h = match h {
+                    Ok(h) => h,
+                    Err(e) => return (Err(e), CommitBatch::default()),
+                };
                 h.join().unwrap_or_else(|_| {
                     let e = SandboxError::Unexpected {
                         sandbox_id: Some(s.sandbox_id().to_string()),

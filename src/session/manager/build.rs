@@ -222,14 +222,11 @@ impl SandboxManager {
         let known = *self.decided.lock();
         let (sbase, decided) = match known {
             Some(d) => (self.ensure_base(), Ok(d)),
-            None => std::thread::scope(|s| {
-                let decided = s.spawn(|| self.decide());
-                let sbase = self.ensure_base();
-                let decided = decided
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            None => {
+                let (decided, sbase) =
+                    crate::cores::beside(|| self.decide(), || self.ensure_base());
                 (sbase, decided)
-            }),
+            }
         };
         let sbase = sbase?;
         let base = &sbase.base;

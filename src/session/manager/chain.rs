@@ -119,9 +119,9 @@ impl SandboxManager {
         // own while this one checks the upper layer for hard links (they would break once it
         // is a lower layer, see `has_hard_links`: then it is copied instead, as before) and
         // configures the new overlay: on two cores the walk costs no time of its own.
-        let (synced, prepared) = std::thread::scope(|s| {
-            let sync = s.spawn(|| swap::sync_filesystem_of(&o.upper).is_ok());
-            let prepared = match swap::has_hard_links(&o.upper) {
+        let sync = || swap::sync_filesystem_of(&o.upper).is_ok();
+        let (synced, prepared) =
+            crate::cores::beside(sync, || match swap::has_hard_links(&o.upper) {
                 Ok(false) => {
                     let mut l = ov::layers_of(&self.session_dir, id.as_str(), &old_rec);
                     l.lower.insert(0, l.upper.clone());
@@ -129,9 +129,7 @@ impl SandboxManager {
                     swap::prepare(&l).ok()
                 }
                 _ => None,
-            };
-            (sync.join().unwrap_or(false), prepared)
-        });
+            });
         let Some(prepared) = prepared else {
             undo(&x);
             return Ok(None);

@@ -186,32 +186,15 @@ fn blobs_of_copies(
         .clamp(1, 8)
         .min(todo.len().div_ceil(64).max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let parts: Vec<Result<Blobs>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&i) = todo.get(k) else {
-                            return Ok(out);
-                        };
-                        out.push((i, writer.write(ObjectKind::Blob, &base.read(i)?)?));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(crate::error::Error::Git {
-                        path: base.dir.clone(),
-                        reason: "a thread hashing the snapshot's blobs panicked".into(),
-                    })
-                })
-            })
-            .collect()
+    let parts: Vec<Result<Blobs>> = crate::cores::workers(threads, || {
+        let mut out = Vec::new();
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&i) = todo.get(k) else {
+                return Ok(out);
+            };
+            out.push((i, writer.write(ObjectKind::Blob, &base.read(i)?)?));
+        }
     });
     let mut map = std::collections::HashMap::with_capacity(todo.len());
     for p in parts {

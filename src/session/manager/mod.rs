@@ -429,20 +429,15 @@ impl SandboxManager {
         // reads what the other writes, and on two cores the slower one sets the time, not
         // their sum.
         let layers = self.preimage_layers();
-        let (materialized, patch) = std::thread::scope(|s| {
-            let copier = s.spawn(|| -> Result<()> {
-                for i in d.changes.iter().filter_map(|c| c.base_index) {
-                    let from = layers.file(&base.nodes[i].rel);
-                    base.materialize_linked(&base_dir, &scratch, i, from.as_deref())?;
-                }
-                Ok(())
-            });
-            let patch = diff::render_patch(base, &sb.info.path, &d.changes);
-            // A panic there is passed on as if it had happened on this thread.
-            let materialized = copier
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (materialized, patch)
+        let copier = || -> Result<()> {
+            for i in d.changes.iter().filter_map(|c| c.base_index) {
+                let from = layers.file(&base.nodes[i].rel);
+                base.materialize_linked(&base_dir, &scratch, i, from.as_deref())?;
+            }
+            Ok(())
+        };
+        let (materialized, patch) = crate::cores::beside(copier, || {
+            diff::render_patch(base, &sb.info.path, &d.changes)
         });
         materialized?;
         let patch = patch?;
