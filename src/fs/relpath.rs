@@ -49,6 +49,20 @@ impl RelPath {
     }
 }
 
+/// Whether `b` is a relative path in normal form: not empty, no empty, `.` or `..`
+/// component (so no leading, trailing or doubled `/`). One pass over the bytes: every file
+/// a walk finds is checked.
+fn is_normal(b: &[u8]) -> bool {
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'/', b).chain(std::iter::once(b.len())) {
+        match &b[start..end] {
+            b"" | b"." | b".." => return false,
+            _ => start = end + 1,
+        }
+    }
+    true
+}
+
 impl RelPath {
     /// Whether both are prefixes of the same bytes (one is an ancestor of the other, or
     /// they are equal): then their order and equality follow from their lengths alone,
@@ -167,10 +181,7 @@ impl RelPath {
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         // Fast path for the common, already-normal form (one allocation): no empty, `.` or
         // `..` component and no leading or trailing `/`.
-        let normal = !b.is_empty()
-            && b.split(|&c| c == b'/')
-                .all(|c| !c.is_empty() && c != b"." && c != b"..");
-        if normal {
+        if is_normal(b) {
             return Ok(RelPath::from_normal(b));
         }
         RelPath::new(Path::new(OsStr::from_bytes(b)))

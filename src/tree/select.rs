@@ -69,7 +69,7 @@ use crate::git::odb::ObjectStore;
 use crate::git::repo::{canonical_project, discover_repo_with, GitRepo, SelectOptions};
 pub use crate::tree::walk::Kind;
 use crate::tree::walk::{
-    leading_path, run_walk, DirJob, Found, GitCtx, Mode, TrackedIndex, WalkCtx,
+    leading_path, run_walk, DirJob, Found, GitCtx, Mode, TrackedIndex, WalkCtx, UNTRACKED,
 };
 
 /// A file or symlink that belongs in the snapshot.
@@ -230,7 +230,14 @@ pub fn select_project_with(
     // size), so one list of the per-file data is alive at a time (trees of 100k files).
     drop(tracked);
     let mut found = out.found;
-    found.sort_unstable_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+    // The index is sorted by path: when every finding is tracked (a clean or modified
+    // checkout, nothing new), their index positions give the path order without comparing
+    // paths (78,000 of them on the Linux tree).
+    if found.iter().all(|f| f.at != UNTRACKED) {
+        found.sort_unstable_by_key(|f| f.at);
+    } else {
+        found.sort_unstable_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
+    }
     let mut entries: Vec<Selected> = found
         .into_iter()
         .map(|f| Selected {

@@ -124,7 +124,13 @@ pub(crate) struct Found {
     /// The path's index entry (its `path` left empty), `None` when untracked.
     pub(crate) index: Option<IndexEntry>,
     pub(crate) stat: Option<LStat>,
+    /// The entry's position in the (sorted, deduplicated) index, [`UNTRACKED`] when none:
+    /// tracked findings are put in path order by it, without comparing paths.
+    pub(crate) at: u32,
 }
+
+/// [`Found::at`] of an untracked finding.
+pub(crate) const UNTRACKED: u32 = u32::MAX;
 
 #[derive(Default)]
 pub(crate) struct WalkOut {
@@ -349,7 +355,14 @@ fn process_dir(ctx: &WalkCtx, job: DirJob, out: &mut WalkOut, push: &mut Vec<Dir
             {
                 out.skipped.push((proj_rel(ctx, &rel), "submodule"));
             }
-            Some(i) => emit(ctx, &e, &ft, rel, git.tracked.entries.get(i), out),
+            Some(i) => emit(
+                ctx,
+                &e,
+                &ft,
+                rel,
+                git.tracked.entries.get(i).map(|e| (i, e)),
+                out,
+            ),
             None => {
                 if job.mode == Mode::TrackedOnly || git.excluded(levels.as_ref(), &rel, false) {
                     continue;
@@ -412,7 +425,7 @@ fn process_tracked_dir(
         let Some(slash) = tail.iter().position(|&b| b == b'/') else {
             // A tracked path directly in this directory.
             if listable(tail) {
-                tracked_file(ctx, &at, base, entry, out);
+                tracked_file(ctx, &at, base, (lo + i, entry), out);
             }
             i += 1;
             continue;
@@ -527,7 +540,13 @@ fn proj_rel(ctx: &WalkCtx, rel: &[u8]) -> Vec<u8> {
 
 /// Records the tracked `entry` (in the directory `dir_abs` whose work-tree-relative path is
 /// `entry.path[..base]`, reached through `at`) from its `lstat`.
-fn tracked_file(ctx: &WalkCtx, at: &Lstat, base: usize, entry: &IndexEntry, out: &mut WalkOut) {
+fn tracked_file(
+    ctx: &WalkCtx,
+    at: &Lstat,
+    base: usize,
+    (pos, entry): (usize, &IndexEntry),
+    out: &mut WalkOut,
+) {
     let path = entry.path.as_slice();
     let meta = at.of(&path[base..]);
     if entry.is_gitlink() {
@@ -541,7 +560,7 @@ fn tracked_file(ctx: &WalkCtx, at: &Lstat, base: usize, entry: &IndexEntry, out:
     if meta.as_ref().is_ok_and(|m| m.is_dir()) {
         return; // a directory where the tracked file was: the listing would not take it either
     }
-    record(ctx, path, Some(entry), meta, out);
+    record(ctx, path, Some((pos, entry)), meta, out);
 }
 
 /// Records a non-directory entry of a listing: a symlink as it is, a file from its `lstat`
@@ -551,7 +570,7 @@ fn emit(
     e: &fs::DirEntry,
     ft: &fs::FileType,
     rel: Vec<u8>,
-    index: Option<&IndexEntry>,
+    index: Option<(usize, &IndexEntry)>,
     out: &mut WalkOut,
 ) {
     if ft.is_symlink() {
@@ -560,8 +579,9 @@ fn emit(
             out.found.push(Found {
                 rel: rp,
                 kind: Kind::Symlink,
-                index: index.map(IndexEntry::without_path),
+                index: index.map(|(_, e)| e.without_path()),
                 stat: None,
+                at: position(index),
             });
         }
     } else if ft.is_file() {
@@ -577,7 +597,7 @@ fn emit(
 fn record(
     ctx: &WalkCtx,
     rel: &[u8],
-    index: Option<&IndexEntry>,
+    index: Option<(usize, &IndexEntry)>,
     meta: io::Result<Stat>,
     out: &mut WalkOut,
 ) {
@@ -603,17 +623,28 @@ fn record(
             kind: Kind::File {
                 executable: m.0.mode & 0o100 != 0,
             },
-            index: index.map(IndexEntry::without_path),
+            index: index.map(|(_, e)| e.without_path()),
             stat: Some(m.0),
+            at: position(index),
         }
     } else {
         Found {
             rel: rp,
             kind: Kind::Symlink,
-            index: index.map(IndexEntry::without_path),
+            index: index.map(|(_, e)| e.without_path()),
             stat: None,
+            at: position(index),
         }
     });
+}
+
+/// [`Found::at`] of a finding with this index entry (an index too large for a `u32`
+/// position, never seen, is ordered by path like an untracked one).
+fn position(index: Option<(usize, &IndexEntry)>) -> u32 {
+    index
+        .and_then(|(i, _)| u32::try_from(i).ok())
+        .filter(|&i| i != UNTRACKED)
+        .unwrap_or(UNTRACKED)
 }
 
 struct Queue {
@@ -693,20 +724,13 @@ pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob, expected: usize) -> WalkOut 
             }
         }
     };
-    let mut all = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
-        let mut all = WalkOut::default();
-        for h in handles {
-            match h.join() {
-                Ok(mut o) => {
-                    all.skipped.append(&mut o.skipped);
-                    all.attr_dirs.append(&mut o.attr_dirs);
-                }
-                Err(p) => std::panic::resume_unwind(p),
-            }
-        }
-        all
-    });
+    // This thread is one of the workers; a worker that cannot be made leaves the others
+    // more to do, as the queue is shared.
+    let mut all = WalkOut::default();
+    for mut o in crate::cores::workers(threads, worker) {
+        all.skipped.append(&mut o.skipped);
+        all.attr_dirs.append(&mut o.attr_dirs);
+    }
     all.found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
     all
 }

@@ -165,6 +165,20 @@ impl Idx {
 
     /// The pack offset of `oid`, if this index lists it.
     pub(super) fn find(&self, oid: &ObjectId) -> Result<Option<u64>> {
+        match self.position(oid)? {
+            Some(i) => self.offset_of(i).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether this index lists `oid`: [`find`](Self::find) without reading the offset
+    /// table (a snapshot asks this of every tracked file).
+    pub(super) fn has(&self, oid: &ObjectId) -> Result<bool> {
+        Ok(self.position(oid)?.is_some())
+    }
+
+    /// The entry number of `oid` in the sorted id table, if listed.
+    fn position(&self, oid: &ObjectId) -> Result<Option<u32>> {
         // The table holds raw ids: compare bytes, as it is sorted by them.
         let oid = oid.as_bytes();
         let first = oid[0] as usize;
@@ -179,10 +193,10 @@ impl Idx {
             let mid = lo + (hi - lo) / 2;
             let (p, _) = self.oid_pos(mid);
             let b = self.bytes(p, 20)?;
-            match b[..].cmp(&oid[..]) {
+            match cmp_id(&b, oid) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.offset_of(mid).map(Some),
+                std::cmp::Ordering::Equal => return Ok(Some(mid)),
             }
         }
         if lo >= hi {
@@ -195,14 +209,22 @@ impl Idx {
         while a < b {
             let mid = a + (b - a) / 2;
             let at = mid * stride as usize;
-            match block[at..at + 20].cmp(&oid[..]) {
+            match cmp_id(&block[at..at + 20], oid) {
                 std::cmp::Ordering::Less => a = mid + 1,
                 std::cmp::Ordering::Greater => b = mid,
-                std::cmp::Ordering::Equal => return self.offset_of(lo + mid as u32).map(Some),
+                std::cmp::Ordering::Equal => return Ok(Some(lo + mid as u32)),
             }
         }
         Ok(None)
     }
+}
+
+/// Byte order of a 20-byte id `a` of the table against `b`. Ids are uniformly spread, so
+/// their first eight bytes, compared as one big-endian word, almost always decide: no call
+/// to `memcmp` per step of the search (a snapshot makes one search per tracked file).
+fn cmp_id(a: &[u8], b: &[u8; 20]) -> std::cmp::Ordering {
+    let word = |x: &[u8]| u64::from_be_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
+    word(a).cmp(&word(b)).then_with(|| a[8..20].cmp(&b[8..20]))
 }
 
 #[cfg(test)]

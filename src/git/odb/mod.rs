@@ -353,7 +353,7 @@ impl ObjectStore {
     fn contains_in(&self, packs: &[Slot], oid: &ObjectId) -> bool {
         for slot in packs {
             if let Slot::Ok(p) = slot {
-                if matches!(p.idx.find(oid), Ok(Some(_))) {
+                if matches!(p.idx.has(oid), Ok(true)) {
                     return true;
                 }
             }
