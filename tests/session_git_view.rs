@@ -583,3 +583,132 @@ fn a_file_git_converts_keeps_the_users_blob() {
     assert_eq!(git(&e, d, &["status", "--porcelain"]), " M a.txt\n");
     assert!(git(&e, d, &["diff"]).contains("-two\n+TWO\n"));
 }
+
+/// The selection's view of the index's cache-tree against git's own: `git ls-files -s` for
+/// the entries, `git write-tree` (or `HEAD^{tree}`) for the tree.
+fn index_tree_of(e: &Env) -> Option<(String, [u8; 20])> {
+    let sel = patchbox::tree::select::select_project(&e.project, &[]).unwrap();
+    sel.index_tree.map(|k| (k.tree.to_string(), k.digest))
+}
+
+/// [`patchbox::git::private::entries_digest`] of the index as `git ls-files -s` lists it.
+fn digest_of_ls_files(e: &Env) -> [u8; 20] {
+    let out = git(e, &e.project, &["ls-files", "-s"]);
+    let rows: Vec<(Vec<u8>, u32, patchbox::git::oid::ObjectId)> = out
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').unwrap();
+            let mut f = meta.split(' ');
+            let mode = u32::from_str_radix(f.next().unwrap(), 8).unwrap();
+            let oid = f.next().unwrap().parse().unwrap();
+            (path.as_bytes().to_vec(), mode, oid)
+        })
+        .collect();
+    patchbox::git::private::entries_digest(rows.iter().map(|(p, m, o)| (&p[..], *m, o)))
+}
+
+#[test]
+fn the_index_cache_tree_is_read_as_git_keeps_it() {
+    let e = env();
+    clean_project(&e);
+    // git checks out and commits with a complete cache-tree.
+    let head_tree = git(&e, &e.project, &["rev-parse", "HEAD^{tree}"]);
+    assert_eq!(
+        index_tree_of(&e),
+        Some((head_tree.trim().to_string(), digest_of_ls_files(&e)))
+    );
+    // A staged change invalidates the root, until git writes the index's tree.
+    write(&e.project, "dir/b.txt", b"beta staged\n");
+    git(&e, &e.project, &["add", "dir/b.txt"]);
+    assert_eq!(index_tree_of(&e), None);
+    let written = git(&e, &e.project, &["write-tree"]);
+    assert_ne!(written, head_tree);
+    assert_eq!(
+        index_tree_of(&e),
+        Some((written.trim().to_string(), digest_of_ls_files(&e)))
+    );
+    // git leaves an intent-to-add entry out of its trees: the root is not taken then.
+    write(&e.project, "new.txt", b"new\n");
+    git(&e, &e.project, &["add", "-N", "new.txt"]);
+    git(&e, &e.project, &["write-tree"]);
+    assert_eq!(index_tree_of(&e), None);
+}
+
+#[test]
+fn a_snapshot_equal_to_the_index_has_the_index_tree() {
+    let e = env();
+    clean_project(&e);
+    write(&e.project, "dir/b.txt", b"beta staged\n");
+    git(&e, &e.project, &["add", "dir/b.txt"]);
+    let written = git(&e, &e.project, &["write-tree"]);
+    assert!(index_tree_of(&e).is_some());
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("t", None).unwrap();
+    // The snapshot commit stands on the user's HEAD with the index's tree.
+    assert_eq!(git(&e, &sb.path, &["rev-parse", "HEAD^{tree}"]), written);
+    assert_eq!(
+        git(&e, &sb.path, &["rev-parse", "HEAD~1"]).trim(),
+        user_head(&e)
+    );
+    assert_eq!(git(&e, &sb.path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&e, &sb.path, &["diff", "--name-only", "HEAD~1", "HEAD"]),
+        "dir/b.txt\n"
+    );
+    // A file changed after the index was written: the snapshot's own tree, not the index's.
+    write(&e.project, "a.txt", b"alpha, unstaged\n");
+    let mgr2 = manager(&e);
+    let sb2 = mgr2.create_sandbox("t", None).unwrap();
+    assert_ne!(git(&e, &sb2.path, &["rev-parse", "HEAD^{tree}"]), written);
+    assert_eq!(
+        fs::read(sb2.path.join("a.txt")).unwrap(),
+        b"alpha, unstaged\n"
+    );
+    assert_eq!(git(&e, &sb2.path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        lines(&git(
+            &e,
+            &sb2.path,
+            &["diff", "--name-only", "HEAD~1", "HEAD"]
+        )),
+        ["a.txt", "dir/b.txt"]
+    );
+}
+
+#[test]
+fn a_partial_clone_missing_a_blob_its_tree_reaches_is_snapshotted_from_the_files() {
+    let e = env();
+    clean_project(&e);
+    // A partial clone fetches blobs when needed: the user's store may lack one that its
+    // (complete) index tree reaches. Here a.txt's blob is gone from the store.
+    let blob = git(&e, &e.project, &["rev-parse", ":a.txt"]);
+    let blob = blob.trim();
+    fs::remove_file(
+        e.project
+            .join(".git/objects")
+            .join(&blob[..2])
+            .join(&blob[2..]),
+    )
+    .unwrap();
+    git(
+        &e,
+        &e.project,
+        &["config", "core.repositoryFormatVersion", "1"],
+    );
+    git(
+        &e,
+        &e.project,
+        &["config", "extensions.partialClone", "origin"],
+    );
+    assert!(index_tree_of(&e).is_some());
+    let mgr = manager(&e);
+    let sb = mgr.create_sandbox("t", None).unwrap();
+    assert_eq!(fs::read(sb.path.join("a.txt")).unwrap(), b"alpha\n");
+    write(&sb.path, "a.txt", b"alpha, edited\n");
+    // The user changes the file meanwhile: the patch's pre-image is the snapshot's, which
+    // the store cannot give.
+    write(&e.project, "a.txt", b"alpha, changed by the user\n");
+    let res = mgr.finalize_sandbox(&sb).unwrap();
+    let patch = String::from_utf8(res.patch).unwrap();
+    assert!(patch.contains("-alpha\n+alpha, edited\n"), "{patch}");
+}

@@ -39,6 +39,7 @@
 //!     attributes_file: None,
 //!     system_attributes: None,
 //!     autocrlf: false,
+//!     promisor: false,
 //! };
 //! let files = vec![
 //!     TreeAttrFile { dir: Vec::new(), data: b"*.txt eol=crlf\n*.png binary\n".to_vec() },
@@ -400,6 +401,7 @@ mod tests {
             attributes_file: None,
             system_attributes: None,
             autocrlf: false,
+            promisor: false,
         }
     }
 

@@ -22,6 +22,8 @@ pub(crate) struct ConfigVals {
     pub(crate) autocrlf: Option<bool>,
     pub(crate) object_format: Option<String>,
     pub(crate) worktree_config: Option<bool>,
+    /// `extensions.partialClone` set, or some `remote.<name>.promisor` true.
+    pub(crate) promisor: bool,
 }
 
 pub(crate) fn read_config_file(
@@ -272,6 +274,10 @@ fn parse_config(
                     cfg.worktree_config = Some(b);
                 }
             }
+            (b"extensions", false, b"partialclone") => cfg.promisor = true,
+            (b"remote", true, b"promisor") => {
+                cfg.promisor |= parse_bool(value.as_deref()).unwrap_or(true);
+            }
             (b"include", false, b"path") if depth < 10 => {
                 if let Some(p) = value.and_then(|v| expand_path(&v, home)) {
                     let p = if p.is_absolute() {
@@ -294,6 +300,23 @@ fn data_lower(b: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_clone_is_recognised() {
+        for (text, want) in [
+            (&b"[extensions]\npartialClone = origin\n"[..], true),
+            (b"[remote \"origin\"]\n\tpromisor = true\n", true),
+            (b"[remote \"origin\"]\n\tpromisor = false\n", false),
+            (
+                b"[remote \"origin\"]\n\turl = /x\n[core]\npromisor = true\n",
+                false,
+            ),
+        ] {
+            let mut cfg = ConfigVals::default();
+            parse_config(text, Path::new("/c"), None, &mut cfg, 0).unwrap();
+            assert_eq!(cfg.promisor, want, "{}", String::from_utf8_lossy(text));
+        }
+    }
 
     #[test]
     fn config_values() {

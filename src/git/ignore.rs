@@ -265,6 +265,7 @@ impl IgnoreRules {
     ///     attributes_file: None,
     ///     system_attributes: None,
     ///     autocrlf: false,
+    ///     promisor: false,
     /// };
     /// let sub = RelPath::new("sub").unwrap();
     /// let rules = IgnoreRules::load_with_prefix(copy.path(), Some(&repo), Some(&sub)).unwrap();

@@ -58,6 +58,9 @@ pub struct GitRepo {
     /// `core.autocrlf` is `true` or `input`: files git takes for text are converted on
     /// check-in, so their work-tree bytes may differ from their blobs.
     pub autocrlf: bool,
+    /// A partial clone (`extensions.partialClone`, or a remote marked `promisor`): its
+    /// store may lack objects its own trees reach, fetched when needed.
+    pub promisor: bool,
 }
 
 /// Where to find git's user and system configuration.
@@ -369,6 +372,7 @@ fn open_repo(
         attributes_file,
         system_attributes: opts.system_attributes.clone(),
         autocrlf: cfg.autocrlf.unwrap_or(false),
+        promisor: cfg.promisor,
     })
 }
 

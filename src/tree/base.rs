@@ -210,7 +210,7 @@ impl Base {
         // Through a buffer of its own size, with no string or formatter per line: the list of
         // a large tree has ~100k lines (11 MB on the Linux tree), and a buffer of its whole
         // size cost its page faults and as much peak memory.
-        state_dir::write_scratch_with(p, |f| {
+        state_dir::write_scratch_streamed(p, |f| {
             let mut w = std::io::BufWriter::with_capacity(1 << 18, f);
             let mut line = Vec::with_capacity(256);
             for (n, s) in self.nodes.iter().zip(&self.srcs) {

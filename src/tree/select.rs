@@ -64,8 +64,9 @@ use crate::error::Result;
 use crate::fs::relpath::RelPath;
 use crate::git::attributes::{read_tree_attr_file, Conversions, TreeAttrFile};
 use crate::git::ignore::{as_path, Rules};
-use crate::git::index::{dedup_tracked, read_index, IndexEntry, LStat};
+use crate::git::index::{dedup_tracked, read_index_and_tree, IndexEntry, LStat};
 use crate::git::odb::ObjectStore;
+use crate::git::private::{entries_digest, KnownTree};
 use crate::git::repo::{canonical_project, discover_repo_with, GitRepo, SelectOptions};
 pub use crate::tree::walk::Kind;
 use crate::tree::walk::{
@@ -121,6 +122,11 @@ pub struct Selection {
     /// paths relative to the project, sorted. Given here so that nothing after the
     /// selection reads the index again.
     pub kept_out: Vec<IndexEntry>,
+    /// The tree of the user's whole index, when its cache-tree knows it, with the digest of
+    /// the entries it stands for (see [`KnownTree`]); `None` for a project that is a
+    /// subdirectory of its work tree, an index with conflicts or intent-to-add entries, or
+    /// no valid cache-tree.
+    pub index_tree: Option<KnownTree>,
 }
 
 /// Lists the files and symlinks of `project` that a snapshot holds, with git's configuration
@@ -172,7 +178,7 @@ pub fn select_project_with(
         })
         .collect();
 
-    let (tracked, out, conv, kept_out) = match &repo {
+    let (tracked, out, conv, kept_out, index_tree) = match &repo {
         None => {
             let ctx = WalkCtx {
                 git: None,
@@ -186,11 +192,26 @@ pub fn select_project_with(
                 levels: None,
                 check_nested: false,
             };
-            (Vec::new(), run_walk(&ctx, root, 0), None, Vec::new())
+            (Vec::new(), run_walk(&ctx, root, 0), None, Vec::new(), None)
         }
         Some(repo) => {
-            let tracked = dedup_tracked(read_index(&repo.index_file)?);
-            let lookup = TrackedIndex::new(&tracked);
+            let (tracked, cached_tree) = read_index_and_tree(&repo.index_file)?;
+            // Whether the cache-tree's root can stand for the index: the whole work tree,
+            // one stage-0 entry per path, none that git leaves out of its trees.
+            let cached_tree = cached_tree.filter(|_| {
+                repo.prefix.is_none()
+                    && tracked.iter().all(|e| e.stage() == 0 && !e.intent_to_add())
+            });
+            let tracked = dedup_tracked(tracked);
+            // The digest of the index's entries is hashed on a second core while the
+            // walk's lookup table is built.
+            let digest = || {
+                cached_tree.map(|tree| KnownTree {
+                    tree,
+                    digest: entries_digest(tracked.iter().map(|e| (&e.path[..], e.mode, &e.oid))),
+                })
+            };
+            let (index_tree, lookup) = crate::cores::beside(digest, || TrackedIndex::new(&tracked));
             let rules = Rules::load(repo)?;
             let prefix: Vec<u8> = match &repo.prefix {
                 Some(p) => {
@@ -221,7 +242,7 @@ pub fn select_project_with(
             let out = run_walk(&ctx, root, tracked.len());
             let conv = load_conversions(repo, &prefix, &out.attr_dirs, &tracked);
             let kept_out = kept_out_of(&tracked, &prefix);
-            (tracked, out, conv, kept_out)
+            (tracked, out, conv, kept_out, index_tree)
         }
     };
 
@@ -274,6 +295,7 @@ pub fn select_project_with(
         skipped,
         git: repo,
         kept_out,
+        index_tree,
     })
 }
 

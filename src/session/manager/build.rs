@@ -71,16 +71,25 @@ impl SandboxManager {
         // A file git converts (attributes, core.autocrlf) may differ from its blob whatever
         // its stat data says: it is always copied from the work tree.
         let lookup = odb.as_deref().map(ObjectStore::lookup);
+        // When the user's store holds the tree of the whole index (its cache-tree), it holds
+        // every blob of the index's entries: a store holds what its trees reach, except a
+        // partial clone's, which fetches them when needed. Then no blob is looked up.
+        let all_held = match (&sel.index_tree, &odb, &sel.git) {
+            (Some(k), Some(odb), Some(repo)) => !repo.promisor && odb.contains(&k.tree),
+            _ => false,
+        };
         let src_of = |e: &select::Selected| match (&e.index, e.stat, &lookup, index_mtime) {
             (Some(ix), Some(st), Some(odb), Some(t))
-                if !e.converted && ix.stat_matches(&st, t) && odb.contains(&ix.oid) =>
+                if !e.converted
+                    && ix.stat_matches(&st, t)
+                    && (all_held || odb.contains(&ix.oid)) =>
             {
                 BaseSrc::Blob(ix.oid, st)
             }
             _ => BaseSrc::Dir,
         };
-        // One object-store lookup per tracked file: split over the cores, which share one
-        // list of packs (`lookup`) rather than take it per file.
+        // One object-store lookup per tracked file, when needed: split over the cores, which
+        // share one list of packs (`lookup`) rather than take it per file.
         let srcs = crate::cores::parallel_map(&sel.entries, 4096, src_of);
         drop(lookup);
         // The index entries of the tracked files copied (few, in most sessions): the private
@@ -99,6 +108,7 @@ impl SandboxManager {
             copies,
             kept_out: sel.kept_out,
             mtime: index_mtime,
+            known_tree: sel.index_tree,
         };
         let mut nodes: Vec<Node> = sel
             .entries

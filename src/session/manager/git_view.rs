@@ -28,7 +28,7 @@ use crate::fs::Timestamp;
 use crate::git::index::IndexEntry;
 use crate::git::oid::{ObjectId, ObjectKind};
 use crate::git::private::objects::LooseWriter;
-use crate::git::private::{SnapshotRepo, TreeEntry};
+use crate::git::private::{KnownTree, SnapshotRepo, TreeEntry};
 use crate::tree::diff::BaseSource;
 
 use super::*;
@@ -42,6 +42,9 @@ pub(super) struct ViewIndex {
     pub(super) kept_out: Vec<IndexEntry>,
     /// The index file's mtime when it was read (git's racy-entry rule compares with it).
     pub(super) mtime: Option<Timestamp>,
+    /// The tree of the user's index, when its cache-tree holds it: the snapshot's, when the
+    /// snapshot's entries are the index's.
+    pub(super) known_tree: Option<KnownTree>,
 }
 
 /// What the maker of a sandbox's files knows of their stat data, so that the private index
@@ -163,7 +166,7 @@ fn prepare(
         oid: e.oid,
         skip_worktree: true,
     }));
-    SnapshotRepo::prepare(repo, &odb, entries, &writer, now_secs())
+    SnapshotRepo::prepare_known(repo, &odb, entries, &writer, now_secs(), index.known_tree)
 }
 
 /// Base node indices with their blob ids.
