@@ -340,6 +340,27 @@ pub fn write_scratch_with(
     fill(&mut File::from(fd)).ctx("write", &p.full)
 }
 
+/// [`write_scratch_with`] for a large file that will be made durable soon by someone else's
+/// sync (the unmount of an overlay syncs its upper filesystem): its write-back is started
+/// as soon as it is written, without waiting for it, so that the sync finds it under way or
+/// done rather than starting it then.
+pub fn write_scratch_streamed(
+    p: &StatePath,
+    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<()> {
+    write_scratch_with(p, |f| {
+        fill(f)?;
+        use std::os::fd::AsRawFd;
+        // Only a hint: a filesystem without it loses nothing but the head start.
+        // SAFETY: the descriptor is open for the whole call; the call only starts the
+        // write-back of the file's dirty pages.
+        unsafe {
+            libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+        Ok(())
+    })
+}
+
 /// Writes `data` to a temporary name beside `p` and renames it over `p` (no fsync): a
 /// reader never sees a partial file, and concurrent writers of the same content are safe.
 pub fn write_file_replace(p: &StatePath, data: &[u8], mode: u32) -> Result<()> {

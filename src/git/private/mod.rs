@@ -316,7 +316,7 @@ impl SnapshotRepo {
         if let Some(x) = &self.exclude {
             state_dir::write_scratch(&at("info/exclude")?, x)?;
         }
-        state_dir::write_scratch_with(&at("index")?, |f| {
+        state_dir::write_scratch_streamed(&at("index")?, |f| {
             index_write::write_index(&self.entries, stat, f)
         })?;
         let head = match (&self.branch, self.commit) {
