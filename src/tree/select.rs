@@ -13,9 +13,10 @@
 //! * [`discover_repo`](crate::git::repo::discover_repo) finds the repository the way git does
 //!   (walking up to a `.git` directory or `gitdir:` file, following linked worktrees and
 //!   submodules to their git directory).
-//! * [`read_index`] parses `<gitdir>/index` (versions 2, 3 and 4, checksum verified) into
-//!   [`IndexEntry`] values that keep the stat data, so later stages can trust unchanged tracked
-//!   files without reading them.
+//! * [`read_index_and_tree`] parses `<gitdir>/index` (versions 2, 3 and 4, checksum verified)
+//!   into [`IndexEntry`] values that keep the stat data, so later stages can trust unchanged
+//!   tracked files without reading them, and gives the tree of the whole index when its
+//!   cache-tree holds it ([`Selection::index_tree`]).
 //! * The walk ([`crate::tree::walk`]) applies git's exclude rules ([`crate::git::ignore`]):
 //!   `.gitignore` in every directory (deeper files win, last matching line wins within a file,
 //!   `!` negations, anchors, `**`, dir-only patterns), then `$GIT_COMMON_DIR/info/exclude`, then
