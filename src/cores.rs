@@ -5,6 +5,28 @@
 //! resumed on the caller's, as if the work had run there. Nothing here knows what the work
 //! is; it imports nothing of the crate.
 
+/// How many cores this process may use (1 when the system does not say).
+pub fn count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How many threads to give `jobs` jobs that wait on the disk as much as they use a CPU
+/// (creating files, reading and compressing many small ones): twice the cores, so that some
+/// compute while others wait (on a 2-core machine, 4 threads copied 5-20% faster than 2, and
+/// 8 were no better than 4); at most `max`; and no more than one per `per_thread` jobs, so
+/// that a handful of jobs pays for no threads. Never 0.
+///
+/// ```
+/// assert_eq!(patchbox::cores::io_threads(10, 64, 8), 1);
+/// assert!(patchbox::cores::io_threads(100_000, 64, 8) <= 8);
+/// assert_eq!(patchbox::cores::io_threads(0, 1, 16), 1);
+/// ```
+pub fn io_threads(jobs: usize, per_thread: usize, max: usize) -> usize {
+    (count() * 2)
+        .clamp(1, max.max(1))
+        .min(jobs.div_ceil(per_thread.max(1)).max(1))
+}
+
 /// Runs `there` on a second thread while `here` runs on this one, and returns both results
 /// (`there`'s first). Without a second thread, `here` runs, then `there`, both here.
 ///
@@ -38,7 +60,7 @@ pub fn parallel_map<T: Sync, U: Send>(
     min_items: usize,
     f: impl Fn(&T) -> U + Sync,
 ) -> Vec<U> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let threads = count().min(4);
     if threads < 2 || items.len() < min_items.max(2) {
         return items.iter().map(f).collect();
     }

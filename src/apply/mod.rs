@@ -579,9 +579,7 @@ impl Deferred {
         }
         // Each finish is taken by whichever worker is free (this thread is one); a panic
         // in one is that change's error, the others finish.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(ready.len());
+        let threads = crate::cores::count().min(ready.len());
         let queue = parking_lot::Mutex::new(ready.into_iter().enumerate().collect::<Vec<_>>());
         let mut done: Vec<(usize, Result<Vec<String>>)> = crate::cores::workers(threads, || {
             let mut out = Vec::new();

@@ -10,6 +10,8 @@
 //! - [`attributes`]: git's attributes (`.gitattributes`, `info/attributes`,
 //!   `core.attributesFile`) and `core.autocrlf`, as far as they decide whether a work-tree
 //!   file's bytes may differ from its blob.
+//! - [`list_digest`]: a SHA-1 over a long list of small records, which lets a later session
+//!   skip work when its list equals an earlier one.
 //! - [`odb`]: the object store (loose objects, packs, alternates), read by object id.
 //! - [`refs`]: `HEAD` and the branches and tags (loose and packed).
 //! - [`private`]: a sandbox's own `.git` — the snapshot as `HEAD` and index, the user's
@@ -47,6 +49,7 @@ pub(crate) mod config;
 pub mod delta;
 pub mod ignore;
 pub mod index;
+pub mod list_digest;
 pub mod odb;
 pub mod oid;
 pub mod private;

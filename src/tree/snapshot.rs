@@ -212,15 +212,9 @@ fn fill_tree<N: Borrow<Node> + Sync>(
     let keys: Vec<Mutex<Option<StatKey>>> = (0..nodes.len()).map(|_| Mutex::new(None)).collect();
     let skipped = Mutex::new(Vec::new());
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    // Creating files waits on the filesystem journal and the disk as much as it uses a CPU:
-    // twice as many threads as cores keep the cores busy while some wait (on the 2-core
-    // benchmark machine, 4 threads copied 5-20% faster than 2; 8 were no better than 4).
-    // None for nothing to copy (a later session's copies are often none).
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get() * 2)
-        .unwrap_or(4)
-        .clamp(2, 16)
-        .min(nodes.len());
+    // Creating files waits on the filesystem journal and the disk as much as it uses a CPU;
+    // one thread alone for nothing to copy (a later session's copies are often none).
+    let threads = crate::cores::io_threads(nodes.len(), 1, 16);
     // Runs of 64 nodes, or fewer when there are too few for every thread to get some
     // (the few dozen symlinks of a later session are spread too).
     let chunk = (nodes.len() / threads.max(1)).clamp(1, 64);
@@ -523,10 +517,7 @@ pub fn list_tree_and_dirs(root: &Path) -> Result<(Vec<(Node, StatKey)>, Vec<(Vec
         failed: None,
     });
     let cv = parking_lot::Condvar::new();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(1, 8);
+    let threads = crate::cores::count().min(8);
     // Each directory is listed by whichever worker takes it (this thread is one); a
     // listing that panics fails the whole listing rather than leave the others waiting.
     let parts = crate::cores::workers(threads, || {

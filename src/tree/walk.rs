@@ -660,10 +660,7 @@ const FLUSH_AT: usize = 256;
 /// grown nor merged while every finding is held (trees of 100k files); room not used costs
 /// address space only.
 pub(crate) fn run_walk(ctx: &WalkCtx, root: DirJob, expected: usize) -> WalkOut {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8);
+    let threads = crate::cores::count().min(8);
     if threads == 1 {
         let mut out = WalkOut {
             found: Vec::with_capacity(expected),

@@ -104,6 +104,26 @@ pub struct KnownTree {
     pub digest: [u8; 20],
 }
 
+impl KnownTree {
+    /// This tree, once `store` is seen to hold it: only then may a snapshot take it as its
+    /// own (a cache-tree may name a tree that was never written, or was pruned).
+    pub fn held_by(self, store: &ObjectStore) -> Option<HeldTree> {
+        store.contains(&self.tree).then_some(HeldTree(self))
+    }
+}
+
+/// A [`KnownTree`] the user's object store was seen to hold ([`KnownTree::held_by`]): what
+/// [`SnapshotRepo::prepare_known`] takes, so that the store is asked once per session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldTree(KnownTree);
+
+impl HeldTree {
+    /// The tree and its digest.
+    pub fn known(&self) -> &KnownTree {
+        &self.0
+    }
+}
+
 /// A SHA-1 over each entry's path (its length first), git mode and id, in the given order:
 /// equal digests mean equal lists of entries, so equal trees.
 ///
@@ -118,23 +138,15 @@ pub struct KnownTree {
 pub fn entries_digest<'a>(
     entries: impl IntoIterator<Item = (&'a [u8], u32, &'a ObjectId)>,
 ) -> [u8; 20] {
-    use sha1::Digest;
-    let mut h = sha1::Sha1::new();
-    // Gathered into one buffer and hashed a block at a time: four small updates per entry
-    // of a large index cost more than the hashing.
-    let mut buf = Vec::with_capacity(1 << 16);
+    let mut d = crate::git::list_digest::ListDigest::new();
     for (path, mode, oid) in entries {
-        buf.extend_from_slice(&(path.len() as u64).to_le_bytes());
-        buf.extend_from_slice(path);
-        buf.extend_from_slice(&mode.to_le_bytes());
-        buf.extend_from_slice(oid.as_bytes());
-        if buf.len() >= 1 << 15 {
-            h.update(&buf);
-            buf.clear();
-        }
+        d.record(|r| {
+            r.path(path);
+            r.bytes(&mode.to_le_bytes());
+            r.bytes(oid.as_bytes());
+        });
     }
-    h.update(&buf);
-    h.finalize().into()
+    d.finish()
 }
 
 /// What every sandbox's private repository of one session is made from; prepared once per
@@ -183,23 +195,22 @@ impl SnapshotRepo {
 
     /// [`prepare`](Self::prepare), given what the user's index says of its own tree: when
     /// the entries (sorted, deduplicated) are exactly the ones `known` was made of, its tree
-    /// is the snapshot's and no tree is written (for a project that is its whole work tree,
-    /// and only while the user's store holds that tree).
+    /// (which the user's store holds) is the snapshot's and no tree is written (for a
+    /// project that is its whole work tree).
     pub fn prepare_known(
         repo: &GitRepo,
         user: &ObjectStore,
         mut entries: Vec<TreeEntry>,
         objects: &LooseWriter<'_>,
         time: u64,
-        known: Option<KnownTree>,
+        known: Option<HeldTree>,
     ) -> Result<SnapshotRepo> {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         entries.dedup_by(|b, a| a.path == b.path);
         drop_directory_clashes(&mut entries);
         // The user's index already names this tree when the entries are its entries.
-        let known = known.filter(|k| {
+        let known = known.map(|h| *h.known()).filter(|k| {
             repo.prefix.is_none()
-                && user.contains(&k.tree)
                 && entries_digest(entries.iter().map(|e| (&e.path[..], e.mode, &e.oid))) == k.digest
         });
         let tree = match known {

@@ -34,9 +34,7 @@ pub(super) fn check_all(todo: &[Arc<dyn Sandbox>]) -> Option<(&Arc<dyn Sandbox>,
     let parallel: Vec<usize> = (0..todo.len())
         .filter(|&i| through_apply(&todo[i]))
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(parallel.len());
+    let threads = crate::cores::count().min(parallel.len());
     let mut errors: Vec<Option<SandboxError>> = (0..todo.len()).map(|_| None).collect();
     if threads > 1 {
         let next = AtomicUsize::new(0);

@@ -74,10 +74,11 @@ impl SandboxManager {
         // When the user's store holds the tree of the whole index (its cache-tree), it holds
         // every blob of the index's entries: a store holds what its trees reach, except a
         // partial clone's, which fetches them when needed. Then no blob is looked up.
-        let all_held = match (&sel.index_tree, &odb, &sel.git) {
-            (Some(k), Some(odb), Some(repo)) => !repo.promisor && odb.contains(&k.tree),
-            _ => false,
+        let held = match (sel.index_tree, &odb) {
+            (Some(k), Some(odb)) => k.held_by(odb),
+            _ => None,
         };
+        let all_held = held.is_some() && sel.git.as_ref().is_some_and(|r| !r.promisor);
         let src_of = |e: &select::Selected| match (&e.index, e.stat, &lookup, index_mtime) {
             (Some(ix), Some(st), Some(odb), Some(t))
                 if !e.converted
@@ -108,7 +109,7 @@ impl SandboxManager {
             copies,
             kept_out: sel.kept_out,
             mtime: index_mtime,
-            known_tree: sel.index_tree,
+            known_tree: held,
         };
         let mut nodes: Vec<Node> = sel
             .entries

@@ -28,7 +28,7 @@ use crate::fs::Timestamp;
 use crate::git::index::IndexEntry;
 use crate::git::oid::{ObjectId, ObjectKind};
 use crate::git::private::objects::LooseWriter;
-use crate::git::private::{KnownTree, SnapshotRepo, TreeEntry};
+use crate::git::private::{HeldTree, SnapshotRepo, TreeEntry};
 use crate::tree::diff::BaseSource;
 
 use super::*;
@@ -42,9 +42,9 @@ pub(super) struct ViewIndex {
     pub(super) kept_out: Vec<IndexEntry>,
     /// The index file's mtime when it was read (git's racy-entry rule compares with it).
     pub(super) mtime: Option<Timestamp>,
-    /// The tree of the user's index, when its cache-tree holds it: the snapshot's, when the
-    /// snapshot's entries are the index's.
-    pub(super) known_tree: Option<KnownTree>,
+    /// The tree of the user's index, when its cache-tree names it and the user's store holds
+    /// it: the snapshot's, when the snapshot's entries are the index's.
+    pub(super) known_tree: Option<HeldTree>,
 }
 
 /// What the maker of a sandbox's files knows of their stat data, so that the private index
@@ -183,11 +183,7 @@ fn blobs_of_copies(
     let todo: Vec<usize> = (0..base.nodes.len())
         .filter(|&i| base.srcs[i] == BaseSrc::Dir && !known.contains_key(&i))
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get() * 2)
-        .unwrap_or(4)
-        .clamp(1, 8)
-        .min(todo.len().div_ceil(64).max(1));
+    let threads = crate::cores::io_threads(todo.len(), 64, 8);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let parts: Vec<Result<Blobs>> = crate::cores::workers(threads, || {
         let mut out = Vec::new();
