@@ -26,8 +26,6 @@
 //!
 //! The project is only read. Sandboxes go under `--root` (default: a temporary directory).
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -165,11 +163,13 @@ fn steps(tree: &Path, rounds: usize) {
                 .expect("index")
                 .into_iter()
                 .filter(|e| e.stage() == 0)
-                .map(|e| TreeEntry {
-                    path: e.path,
-                    mode: e.mode,
-                    oid: e.oid,
-                    skip_worktree: false,
+                .filter_map(|e| {
+                    Some(TreeEntry {
+                        path: patchbox::RelPath::from_bytes(&e.path).ok()?,
+                        mode: e.mode,
+                        oid: e.oid,
+                        skip_worktree: false,
+                    })
                 })
                 .collect();
             let w = LooseWriter::new(at(format!("objects-{r}")), Some(&odb));
@@ -180,7 +180,7 @@ fn steps(tree: &Path, rounds: usize) {
             view.entries()
                 .iter()
                 .map(|e| {
-                    std::fs::symlink_metadata(tree.join(OsStr::from_bytes(&e.path)))
+                    std::fs::symlink_metadata(tree.join(e.path.as_path()))
                         .ok()
                         .map(|m| LStat::from_metadata(&m))
                 })
@@ -212,7 +212,7 @@ fn steps(tree: &Path, rounds: usize) {
         let (n, c) = measure(|| {
             let mut n = 0u64;
             for e in &files {
-                let data = std::fs::read(tree.join(OsStr::from_bytes(&e.path))).expect("read");
+                let data = std::fs::read(tree.join(e.path.as_path())).expect("read");
                 n += data.len() as u64;
                 w.write(ObjectKind::Blob, &data).expect("write blob");
             }

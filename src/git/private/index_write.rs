@@ -14,7 +14,8 @@
 //! use patchbox::git::private::index_write::encode_index;
 //! use patchbox::git::private::TreeEntry;
 //! let oid = ObjectId::from_bytes([1; 20]);
-//! let e = TreeEntry { path: b"src/lib.rs".to_vec(), mode: 0o100644, oid, skip_worktree: false };
+//! let path = patchbox::RelPath::new("src/lib.rs").unwrap();
+//! let e = TreeEntry { path, mode: 0o100644, oid, skip_worktree: false };
 //! let bytes = encode_index(&[e], &|_| None);
 //! let back = parse_index_bytes(&bytes).unwrap();
 //! assert_eq!(back[0].path, b"src/lib.rs");
@@ -118,7 +119,8 @@ fn encode_entries(
             out.extend_from_slice(&v.to_be_bytes());
         }
         out.extend_from_slice(e.oid.as_bytes());
-        let mut flags = e.path.len().min(0xfff) as u16;
+        let path = e.path.as_bytes();
+        let mut flags = path.len().min(0xfff) as u16;
         if e.skip_worktree {
             flags |= 0x4000;
         }
@@ -126,7 +128,7 @@ fn encode_entries(
         if e.skip_worktree {
             out.extend_from_slice(&0x4000u16.to_be_bytes());
         }
-        out.extend_from_slice(&e.path);
+        out.extend_from_slice(path);
         // One to eight NULs: the entry's length becomes a multiple of eight.
         let len = out.len() - start;
         out.resize(start + ((len + 8) & !7), 0);
@@ -143,6 +145,7 @@ fn encode_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::relpath::RelPath;
     use crate::git::index::parse_index_bytes;
     use crate::git::oid::ObjectId;
 
@@ -150,19 +153,19 @@ mod tests {
     fn round_trips_through_the_reader() {
         let entries = vec![
             TreeEntry {
-                path: b"a".to_vec(),
+                path: RelPath::new("a").unwrap(),
                 mode: 0o100755,
                 oid: ObjectId::from_bytes([2; 20]),
                 skip_worktree: false,
             },
             TreeEntry {
-                path: vec![b'n'; 5000],
+                path: RelPath::from_bytes(&[b'n'; 5000]).unwrap(),
                 mode: 0o100644,
                 oid: ObjectId::from_bytes([3; 20]),
                 skip_worktree: false,
             },
             TreeEntry {
-                path: b"sub".to_vec(),
+                path: RelPath::new("sub").unwrap(),
                 mode: 0o160000,
                 oid: ObjectId::from_bytes([4; 20]),
                 skip_worktree: true,
@@ -196,13 +199,13 @@ mod tests {
     fn an_index_written_in_pieces_is_the_one_encoded_whole() {
         let mut entries: Vec<TreeEntry> = (0..40_000u32)
             .map(|i| TreeEntry {
-                path: format!("dir{:03}/file-{i:06}.c", i % 997).into_bytes(),
+                path: RelPath::new(format!("dir{:03}/file-{i:06}.c", i % 997)).unwrap(),
                 mode: 0o100644,
                 oid: ObjectId::from_bytes([(i % 251) as u8; 20]),
                 skip_worktree: false,
             })
             .collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
         let st = |i: usize| {
             (!i.is_multiple_of(3)).then_some(LStat {
                 size: i as u64,

@@ -124,7 +124,7 @@ fn subtree(entries: &[TreeEntry], at: usize, w: &LooseWriter<'_>) -> Result<Obje
     let mut items: Vec<TreeItem<'_>> = Vec::new();
     let mut i = 0;
     while i < entries.len() {
-        let rest = &entries[i].path[at..];
+        let rest = &entries[i].path.as_bytes()[at..];
         match memchr::memchr(b'/', rest) {
             None => {
                 items.push((rest, entries[i].mode, entries[i].oid));
@@ -135,7 +135,7 @@ fn subtree(entries: &[TreeEntry], at: usize, w: &LooseWriter<'_>) -> Result<Obje
                 let dir = &rest[..=slash];
                 let n = entries[i..]
                     .iter()
-                    .take_while(|e| e.path[at..].starts_with(dir))
+                    .take_while(|e| e.path.as_bytes()[at..].starts_with(dir))
                     .count();
                 let id = subtree(&entries[i..i + n], at + slash + 1, w)?;
                 items.push((&rest[..slash], 0o40000, id));

@@ -154,17 +154,21 @@ fn prepare(
             },
         };
         entries.push(TreeEntry {
-            path: n.rel.as_bytes().to_vec(),
+            path: n.rel.clone(),
             mode: n.kind.git_mode(),
             oid,
             skip_worktree: false,
         });
     }
-    entries.extend(index.kept_out.iter().map(|e| TreeEntry {
-        path: e.path.clone(),
-        mode: e.mode,
-        oid: e.oid,
-        skip_worktree: true,
+    // A path git's own rules refuse (`..`, an empty component) cannot be in a tree: only a
+    // damaged index holds one, and it is left out.
+    entries.extend(index.kept_out.iter().filter_map(|e| {
+        Some(TreeEntry {
+            path: RelPath::from_bytes(&e.path).ok()?,
+            mode: e.mode,
+            oid: e.oid,
+            skip_worktree: true,
+        })
     }));
     SnapshotRepo::prepare_known(repo, &odb, entries, &writer, now_secs(), index.known_tree)
 }
@@ -299,8 +303,7 @@ fn write_sandbox_repo(
                     if e.skip_worktree {
                         return None;
                     }
-                    let rel = RelPath::from_bytes(&e.path).ok()?;
-                    let m = state_dir::symlink_metadata(&sandbox.child(&rel)).ok()?;
+                    let m = state_dir::symlink_metadata(&sandbox.child(&e.path)).ok()?;
                     Some(LStat::from_metadata(&m))
                 })
                 .collect();
@@ -318,10 +321,10 @@ fn at_paths<'a, T>(
 ) -> impl Iterator<Item = Option<usize>> + 'a {
     let mut j = 0;
     entries.iter().map(move |e| {
-        while j < items.len() && path(&items[j]) < e.path.as_slice() {
+        while j < items.len() && path(&items[j]) < e.path.as_bytes() {
             j += 1;
         }
-        (j < items.len() && path(&items[j]) == e.path.as_slice()).then_some(j)
+        (j < items.len() && path(&items[j]) == e.path.as_bytes()).then_some(j)
     })
 }
 
