@@ -368,25 +368,31 @@ fn is_branch_name(name: &str) -> bool {
             .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"))
 }
 
-/// Removes every entry whose path is also a directory of another entry's path.
+/// Removes every entry whose path is also a directory of another entry's path, from
+/// entries sorted by path bytes.
+///
+/// One pass, no lookups: when `p` and `p/…` are both there, every entry sorted between them
+/// starts with `p` too (it lies between two strings that do). So a stack holding the chain
+/// of earlier entries that are prefixes of one another keeps `p` until `p/…` comes, and the
+/// deepest entry on it that is a prefix of the current path is the one to test.
 fn drop_directory_clashes(entries: &mut Vec<TreeEntry>) {
-    // Every directory some entry lies in, each inserted once: deepest parent first, and once
-    // one is known all above it are too (linear in the entries, not a search per entry).
-    let mut dirs = crate::fs::path_hash::PathSet::default();
-    dirs.reserve(entries.len() / 8);
-    for e in entries.iter() {
+    let mut clash = vec![false; entries.len()];
+    let mut chain: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
         let path = e.path.as_bytes();
-        for (pos, _) in path.iter().enumerate().rev().filter(|(_, &b)| b == b'/') {
-            if !dirs.insert(&path[..pos]) {
+        while let Some(&top) = chain.last() {
+            if path.starts_with(entries[top].path.as_bytes()) {
                 break;
             }
+            chain.pop();
         }
+        if let Some(&top) = chain.last() {
+            if path.get(entries[top].path.as_bytes().len()) == Some(&b'/') {
+                clash[top] = true;
+            }
+        }
+        chain.push(i);
     }
-    let clash: Vec<bool> = entries
-        .iter()
-        .map(|e| dirs.contains(e.path.as_bytes()))
-        .collect();
-    drop(dirs);
     let mut i = 0;
     entries.retain(|_| {
         i += 1;
@@ -458,5 +464,45 @@ mod tests {
         drop_directory_clashes(&mut v);
         let paths: Vec<&[u8]> = v.iter().map(|e| e.path.as_bytes()).collect();
         assert_eq!(paths, [&b"a-x"[..], b"a.c", b"a/b", b"b"]);
+    }
+
+    /// The one-pass check drops exactly the paths some other path lies under, whatever sorts
+    /// between them (checked against the definition over every list of a small alphabet).
+    #[test]
+    fn the_one_pass_clash_check_matches_its_definition() {
+        let names: Vec<Vec<u8>> = [
+            "a", "a-b", "a.b", "a/b", "a/b/c", "a/b-c", "a/bc", "ab", "a-b/c",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        for mask in 1u32..(1 << names.len()) {
+            let mut paths: Vec<&Vec<u8>> = (0..names.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| &names[i])
+                .collect();
+            paths.sort();
+            let mut v: Vec<TreeEntry> = paths
+                .iter()
+                .map(|p| TreeEntry {
+                    path: RelPath::from_bytes(p).unwrap(),
+                    mode: 0o100644,
+                    oid: ObjectId::default(),
+                    skip_worktree: false,
+                })
+                .collect();
+            let want: Vec<&[u8]> = paths
+                .iter()
+                .filter(|p| {
+                    !paths
+                        .iter()
+                        .any(|q| q.len() > p.len() && q.starts_with(p) && q[p.len()] == b'/')
+                })
+                .map(|p| p.as_slice())
+                .collect();
+            drop_directory_clashes(&mut v);
+            let got: Vec<&[u8]> = v.iter().map(|e| e.path.as_bytes()).collect();
+            assert_eq!(got, want, "{paths:?}");
+        }
     }
 }
