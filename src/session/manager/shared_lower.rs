@@ -51,9 +51,17 @@ impl SandboxManager {
                 (l, None)
             }
         };
-        let entries = self.fill_delta(base, &layer, at, tmp)?;
+        // The record's two `fsync`s wait for the journal (busy with the blob list's
+        // write-back): on a second core, while `.lower/` is filled. On failure the caller
+        // removes the record with `.lower/`.
         let record = self.path_in_state_dir(Path::new(layout::SHARED_LOWER_FILE))?;
-        state_dir::write_atomic(&record, layer.tree().as_os_str().as_bytes())?;
+        let tree = layer.tree();
+        let (recorded, entries) = crate::cores::beside(
+            || state_dir::write_atomic(&record, tree.as_os_str().as_bytes()),
+            || self.fill_delta(base, &layer, at, tmp),
+        );
+        let entries = entries?;
+        recorded?;
         // Only the hold is kept for the session's life: the manifest (tens of MB on a large
         // tree) is read again by whoever needs it.
         let mut layer = layer;
