@@ -48,8 +48,10 @@ pub fn beside<A: Send, B>(there: impl Fn() -> A + Sync, here: impl FnOnce() -> B
 }
 
 /// `f` over `items`, in order, the items split into one run per core (at most four) when
-/// there are enough of them (`min_items`) to pay for the threads. A run whose thread cannot
-/// be made is done on this one.
+/// there are enough of them (`min_items`) to pay for the threads. The first run is done on
+/// this thread, into the list returned, which the others' results are appended to: the
+/// results are moved once, not gathered per run and then copied whole. A run whose thread
+/// cannot be made is done on this one.
 ///
 /// ```
 /// let squares = patchbox::cores::parallel_map(&[1, 2, 3], 1, |x| x * x);
@@ -65,9 +67,10 @@ pub fn parallel_map<T: Sync, U: Send>(
         return items.iter().map(f).collect();
     }
     let chunk = items.len().div_ceil(threads);
+    let (first, rest) = items.split_at(chunk.min(items.len()));
     std::thread::scope(|s| {
         let f = &f;
-        let parts: Vec<_> = items
+        let parts: Vec<_> = rest
             .chunks(chunk)
             .map(|c| {
                 let run = move || c.iter().map(f).collect::<Vec<U>>();
@@ -77,6 +80,7 @@ pub fn parallel_map<T: Sync, U: Send>(
             })
             .collect();
         let mut out = Vec::with_capacity(items.len());
+        out.extend(first.iter().map(f));
         for p in parts {
             match p {
                 Ok(h) => out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
