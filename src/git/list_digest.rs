@@ -4,7 +4,7 @@
 //!
 //! Records are gathered in a buffer and hashed in large pieces: on a list of 78,000 files,
 //! one hash update per field would cost more than the hashing itself. What a record holds is
-//! its user's choice; [`ListDigest::path`] writes a path with its length first, so that no two
+//! its user's choice; [`Record::path`] writes a path with its length first, so that no two
 //! lists of paths give the same bytes.
 //!
 //! ```
