@@ -271,29 +271,20 @@ fn write_sandbox_repo(
             mode: key.mode,
         })
     };
-    // Where each entry's file is in what the maker knows (a position per entry, not a copy
-    // of its stat data: 78,000 of those would be 5 MB of fresh memory per sandbox).
-    let at = |items: Vec<Option<usize>>| -> Vec<Option<u32>> {
-        items
-            .into_iter()
-            .map(|j| j.and_then(|j| u32::try_from(j).ok()))
-            .collect()
-    };
+    // Each entry's stat data is taken where the maker left it, found by a position per entry
+    // (not copied: 78,000 stat records would be 5 MB of fresh memory per sandbox).
     match known {
         Some(Made::Entries(made)) => {
             let mut same: Vec<&ManifestEntry> = made.iter().filter(|e| e.same_as_base).collect();
             same.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
-            let pos = at(at_paths(entries, &same, |m| m.rel.as_bytes()).collect());
-            view.write_into(&dot_git, &|i| {
-                lstat(&entries[i], &same[usize::try_from(pos[i]?).ok()?].key)
-            })
+            let pos: Vec<Option<usize>> = at_paths(entries, &same, |m| m.rel.as_bytes()).collect();
+            view.write_into(&dot_git, &|i| lstat(&entries[i], &same[pos[i]?].key))
         }
         // Both lists in path order: one merge, no sort.
         Some(Made::ByNode(keys)) => {
-            let pos = at(at_paths(entries, nodes, |n| n.rel.as_bytes()).collect());
+            let pos: Vec<Option<usize>> = at_paths(entries, nodes, |n| n.rel.as_bytes()).collect();
             view.write_into(&dot_git, &|i| {
-                let key = keys.get(usize::try_from(pos[i]?).ok()?)?.as_ref()?;
-                lstat(&entries[i], key)
+                lstat(&entries[i], keys.get(pos[i]?)?.as_ref()?)
             })
         }
         None => {
